@@ -1,0 +1,369 @@
+//! WIT types to MCP JSON, and plugin failures to MCP errors: the one place where the plugin
+//! contract meets the protocol.
+//!
+//! Plugin-supplied JSON (schemas, structured content) is embedded as raw text, so every
+//! keyword and every byte the plugin wrote reaches the client unchanged.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use crate::engine::{
+    CallError, Content, GuestError, Prompt, PromptMessage, ResourceContents, ResourceInfo,
+    ResourceTemplate, Role, Tool, ToolAnnotations, ToolResult,
+};
+use crate::protocol::ErrorObject;
+use crate::protocol::error::RESOURCE_NOT_FOUND;
+use crate::server::MethodResult;
+
+/// Serialise `value` as raw JSON; failure is an internal error.
+pub fn to_raw(value: &impl Serialize) -> MethodResult {
+    serde_json::value::to_raw_value(value)
+        .map_err(|e| ErrorObject::internal(format!("could not encode the result: {e}")))
+}
+
+/// Parse plugin-supplied JSON text, keeping it byte-for-byte.
+fn raw_json(text: &str) -> Result<Box<RawValue>, String> {
+    RawValue::from_string(text.to_owned()).map_err(|e| format!("is not valid JSON: {e}"))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolJson<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    title: Option<&'a str>,
+    description: &'a str,
+    input_schema: &'a RawValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_schema: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<Value>,
+}
+
+/// A JSON Schema that describes an object, as MCP requires of tool schemas.
+fn object_schema(what: &str, text: &str) -> Result<Box<RawValue>, String> {
+    let raw = raw_json(text).map_err(|e| format!("its {what} {e}"))?;
+    let value: Value = serde_json::from_str(raw.get())
+        .map_err(|e| format!("its {what} is not valid JSON: {e}"))?;
+    match value.get("type") {
+        Some(Value::String(t)) if t == "object" => Ok(raw),
+        _ if !value.is_object() => Err(format!("its {what} is not a JSON object")),
+        _ => Err(format!("its {what} must have \"type\": \"object\"")),
+    }
+}
+
+fn annotations_json(a: &ToolAnnotations) -> Option<Value> {
+    let mut map = serde_json::Map::new();
+    for (key, value) in [
+        ("readOnlyHint", a.read_only),
+        ("destructiveHint", a.destructive),
+        ("idempotentHint", a.idempotent),
+        ("openWorldHint", a.open_world),
+    ] {
+        if let Some(v) = value {
+            map.insert(key.to_owned(), Value::Bool(v));
+        }
+    }
+    (!map.is_empty()).then_some(Value::Object(map))
+}
+
+/// A tool as `tools/list` shows it, or why it cannot be listed.
+pub fn tool_json(tool: &Tool) -> Result<Box<RawValue>, String> {
+    let input_schema = object_schema("input schema", &tool.input_schema)?;
+    let output_schema = tool
+        .output_schema
+        .as_deref()
+        .map(|s| object_schema("output schema", s))
+        .transpose()?;
+    to_raw(&ToolJson {
+        name: &tool.name,
+        title: tool.title.as_deref(),
+        description: &tool.description,
+        input_schema: &input_schema,
+        output_schema: output_schema.as_deref(),
+        annotations: tool.annotations.as_ref().and_then(annotations_json),
+    })
+    .map_err(|e| e.message)
+}
+
+/// A prompt as `prompts/list` shows it.
+pub fn prompt_json(prompt: &Prompt) -> Result<Box<RawValue>, String> {
+    let mut names = std::collections::HashSet::new();
+    let arguments: Vec<Value> = prompt
+        .arguments
+        .iter()
+        .map(|a| {
+            if !names.insert(a.name.as_str()) {
+                return Err(format!("argument `{}` is listed twice", a.name));
+            }
+            let mut arg = json!({ "name": a.name, "required": a.required });
+            insert_opt(&mut arg, "title", a.title.as_deref());
+            insert_opt(&mut arg, "description", a.description.as_deref());
+            Ok(arg)
+        })
+        .collect::<Result<_, _>>()?;
+    let mut value =
+        json!({ "name": prompt.name, "description": prompt.description, "arguments": arguments });
+    insert_opt(&mut value, "title", prompt.title.as_deref());
+    to_raw(&value).map_err(|e| e.message)
+}
+
+/// A resource as `resources/list` (or a `resource_link` block) shows it.
+pub fn resource_value(resource: &ResourceInfo) -> Value {
+    let mut value = json!({ "uri": resource.uri, "name": resource.name });
+    insert_opt(&mut value, "title", resource.title.as_deref());
+    insert_opt(&mut value, "description", resource.description.as_deref());
+    insert_opt(&mut value, "mimeType", resource.mime_type.as_deref());
+    if let Some(size) = resource.size {
+        value["size"] = json!(size);
+    }
+    value
+}
+
+/// A resource template as `resources/templates/list` shows it.
+pub fn template_json(template: &ResourceTemplate) -> Result<Box<RawValue>, String> {
+    let mut value = json!({ "uriTemplate": template.uri_template, "name": template.name });
+    insert_opt(&mut value, "title", template.title.as_deref());
+    insert_opt(&mut value, "description", template.description.as_deref());
+    insert_opt(&mut value, "mimeType", template.mime_type.as_deref());
+    to_raw(&value).map_err(|e| e.message)
+}
+
+fn insert_opt(value: &mut Value, key: &str, field: Option<&str>) {
+    if let Some(field) = field {
+        value[key] = json!(field);
+    }
+}
+
+fn contents_value(contents: &ResourceContents) -> Value {
+    let mut value = match contents {
+        ResourceContents::Text(t) => json!({ "uri": t.uri, "text": t.text }),
+        ResourceContents::Blob(b) => json!({ "uri": b.uri, "blob": BASE64.encode(&b.blob) }),
+    };
+    let mime_type = match contents {
+        ResourceContents::Text(t) => t.mime_type.as_deref(),
+        ResourceContents::Blob(b) => b.mime_type.as_deref(),
+    };
+    insert_opt(&mut value, "mimeType", mime_type);
+    value
+}
+
+fn content_value(content: &Content) -> Value {
+    match content {
+        Content::Text(text) => json!({ "type": "text", "text": text }),
+        Content::Image(m) => {
+            json!({ "type": "image", "data": BASE64.encode(&m.data), "mimeType": m.mime_type })
+        }
+        Content::Audio(m) => {
+            json!({ "type": "audio", "data": BASE64.encode(&m.data), "mimeType": m.mime_type })
+        }
+        Content::ResourceLink(r) => {
+            let mut value = resource_value(r);
+            value["type"] = json!("resource_link");
+            value
+        }
+        Content::Embedded(c) => json!({ "type": "resource", "resource": contents_value(c) }),
+    }
+}
+
+/// A `tools/call` result that reports a failure to the model (`isError: true`).
+pub fn error_result(message: &str) -> MethodResult {
+    to_raw(&json!({ "content": [{ "type": "text", "text": message }], "isError": true }))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallToolJson<'a> {
+    content: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    structured_content: Option<&'a RawValue>,
+    is_error: bool,
+}
+
+/// The `tools/call` result for what a call into `plugin` produced. Every failure of the
+/// plugin, whatever it was, becomes an `isError` result the model can read (SEP-1303).
+pub fn call_tool_result(
+    plugin: &str,
+    outcome: Result<Result<ToolResult, GuestError>, CallError>,
+) -> MethodResult {
+    let result = match outcome {
+        Ok(Ok(result)) => result,
+        Ok(Err(GuestError::InvalidParams(message) | GuestError::NotFound(message))) => {
+            return error_result(&message);
+        }
+        Ok(Err(GuestError::Internal(message))) => {
+            tracing::warn!(plugin, "tool failed: {message}");
+            return error_result(&format!("plugin `{plugin}` failed: {message}"));
+        }
+        Err(error) => {
+            tracing::warn!(plugin, "tool call failed: {error}");
+            return error_result(&format!("plugin `{plugin}` {error}"));
+        }
+    };
+    let structured = match result.structured.as_deref().map(raw_json).transpose() {
+        Ok(structured) => structured,
+        Err(e) => {
+            tracing::warn!(plugin, "tool returned bad structured content: {e}");
+            return error_result(&format!(
+                "plugin `{plugin}` returned structured content that {e}"
+            ));
+        }
+    };
+    to_raw(&CallToolJson {
+        content: result.content.iter().map(content_value).collect(),
+        structured_content: structured.as_deref(),
+        is_error: result.is_error,
+    })
+}
+
+/// The `prompts/get` result.
+pub fn prompt_result(description: &str, messages: &[PromptMessage]) -> MethodResult {
+    let messages: Vec<Value> = messages
+        .iter()
+        .map(|m| {
+            let role = match m.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            json!({ "role": role, "content": content_value(&m.content) })
+        })
+        .collect();
+    to_raw(&json!({ "description": description, "messages": messages }))
+}
+
+/// The `resources/read` result.
+pub fn read_result(contents: &[ResourceContents]) -> MethodResult {
+    to_raw(&json!({ "contents": contents.iter().map(contents_value).collect::<Vec<_>>() }))
+}
+
+/// The error for a URI no plugin serves.
+pub fn resource_not_found(uri: &str) -> ErrorObject {
+    ErrorObject::new(RESOURCE_NOT_FOUND, format!("resource not found: `{uri}`"))
+        .with_data(json!({ "uri": uri }))
+}
+
+/// The JSON-RPC error for a failure outside `tools/call` (prompts, resources, completion).
+pub fn request_error(
+    plugin: &str,
+    uri: Option<&str>,
+    outcome: Result<GuestError, CallError>,
+) -> ErrorObject {
+    match outcome {
+        Ok(GuestError::InvalidParams(message)) => ErrorObject::invalid_params(message),
+        Ok(GuestError::NotFound(message)) => match uri {
+            Some(uri) => {
+                resource_not_found(uri).with_data(json!({ "uri": uri, "reason": message }))
+            }
+            None => ErrorObject::invalid_params(message),
+        },
+        Ok(GuestError::Internal(message)) => {
+            tracing::warn!(plugin, "request failed: {message}");
+            ErrorObject::internal(format!("plugin `{plugin}` failed: {message}"))
+        }
+        Err(error) => {
+            tracing::warn!(plugin, "request failed: {error}");
+            ErrorObject::internal(format!("plugin `{plugin}` {error}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Media;
+
+    fn tool(schema: &str) -> Tool {
+        Tool {
+            name: "t".into(),
+            title: None,
+            description: "d".into(),
+            input_schema: schema.into(),
+            output_schema: None,
+            annotations: None,
+        }
+    }
+
+    #[test]
+    fn schemas_pass_through_byte_for_byte() {
+        let schema = r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"a":{"$anchor":"x"}},"if":{},"then":{},"additionalProperties":false}"#;
+        let json = tool_json(&tool(schema)).unwrap();
+        assert!(json.get().contains(schema), "{}", json.get());
+    }
+
+    #[test]
+    fn schemas_that_are_not_objects_are_refused() {
+        assert!(
+            tool_json(&tool(r#"{"type":"string"}"#))
+                .unwrap_err()
+                .contains("\"type\": \"object\"")
+        );
+        assert!(
+            tool_json(&tool("[1]"))
+                .unwrap_err()
+                .contains("not a JSON object")
+        );
+        assert!(
+            tool_json(&tool("{"))
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
+    }
+
+    #[test]
+    fn content_blocks_have_their_mcp_shapes() {
+        let result = ToolResult {
+            content: vec![
+                Content::Text("hi".into()),
+                Content::Image(Media {
+                    data: vec![1, 2, 3],
+                    mime_type: "image/png".into(),
+                }),
+                Content::Audio(Media {
+                    data: vec![4],
+                    mime_type: "audio/wav".into(),
+                }),
+            ],
+            structured: Some(r#"{"a": 1}"#.into()),
+            is_error: false,
+        };
+        let out: Value =
+            serde_json::from_str(call_tool_result("p", Ok(Ok(result))).unwrap().get()).unwrap();
+        assert_eq!(out["content"][0], json!({"type": "text", "text": "hi"}));
+        assert_eq!(
+            out["content"][1],
+            json!({"type": "image", "data": "AQID", "mimeType": "image/png"})
+        );
+        assert_eq!(out["content"][2]["type"], "audio");
+        assert_eq!(out["structuredContent"], json!({"a": 1}));
+        assert_eq!(out["isError"], false);
+    }
+
+    #[test]
+    fn plugin_failures_become_is_error_results_naming_the_plugin() {
+        let out = call_tool_result("spin", Err(CallError::OutOfFuel { budget: 1000 })).unwrap();
+        let out: Value = serde_json::from_str(out.get()).unwrap();
+        assert_eq!(out["isError"], true);
+        assert_eq!(
+            out["content"][0]["text"],
+            "plugin `spin` ran out of fuel after 1000 units"
+        );
+    }
+
+    #[test]
+    fn resource_errors_map_to_their_codes() {
+        let e = request_error("q", Some("q://9"), Ok(GuestError::NotFound("no".into())));
+        assert_eq!(e.code, -32002);
+        assert_eq!(e.data.unwrap()["uri"], "q://9");
+        assert_eq!(
+            request_error("q", None, Ok(GuestError::InvalidParams("x".into()))).code,
+            -32602
+        );
+        assert_eq!(
+            request_error("q", None, Ok(GuestError::Internal("x".into()))).code,
+            -32603
+        );
+    }
+}

@@ -1,0 +1,423 @@
+//! The catalog: the merged, immutable view of everything the loaded plugins offer, and the
+//! live [`PluginSet`] that serves it to sessions.
+//!
+//! Depends on `engine`, `policy` and `protocol`. Lists are read from each plugin once, when it
+//! loads, validated, and stored pre-serialised, so `*/list` requests never run plugin code and
+//! a page is a concatenation of JSON snippets. Names must satisfy what clients accept; the
+//! first plugin (in file-name order) to claim a name keeps it, and a later claim is refused
+//! with an error naming both plugins while everything else keeps serving.
+//!
+//! The live set holds the current catalog behind an atomic pointer: each request pins the
+//! catalog it started with, so a later reload can swap in a new one without disturbing calls
+//! in flight.
+
+mod convert;
+mod cursor;
+mod load;
+mod names;
+mod uri_template;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use serde_json::json;
+use serde_json::value::RawValue;
+use tracing::Instrument;
+
+use crate::engine::{CompletionRef, PluginCode, PluginLists};
+use crate::protocol::ErrorObject;
+use crate::protocol::mcp::{CompleteParams, CompletionReference};
+use crate::server::{Backend, ListKind, MethodResult, Offers};
+
+pub use load::{DirectoryError, load_directory};
+use uri_template::UriTemplate;
+
+/// The most completion values sent to a client.
+const MAX_COMPLETION_VALUES: usize = 100;
+
+/// A plugin that loaded: its code, where it came from, and what it offers.
+pub struct LoadedPlugin {
+    /// Its compiled code.
+    pub code: PluginCode,
+    /// The file it was loaded from.
+    pub file: PathBuf,
+    /// Its lists, as read at load.
+    pub lists: PluginLists,
+}
+
+/// One list: its items pre-serialised in order, and an index by key.
+struct Listing<E> {
+    items: Vec<Box<RawValue>>,
+    index: HashMap<String, E>,
+}
+
+impl<E> Default for Listing<E> {
+    fn default() -> Self {
+        Self {
+            items: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+}
+
+/// Where a name points.
+struct Owner {
+    plugin: usize,
+}
+
+struct PromptEntry {
+    plugin: usize,
+    description: String,
+    required: Vec<String>,
+}
+
+struct TemplateEntry {
+    plugin: usize,
+    uri_template: String,
+    matcher: UriTemplate,
+}
+
+/// The merged view of all loaded plugins. Immutable once built.
+pub struct Catalog {
+    plugins: Vec<PluginCode>,
+    offers: Offers,
+    page_size: usize,
+    tools: Listing<Owner>,
+    prompts: Listing<PromptEntry>,
+    resources: Listing<Owner>,
+    templates: Vec<TemplateEntry>,
+    template_items: Vec<Box<RawValue>>,
+}
+
+impl Catalog {
+    /// Merge `plugins`, in order. Items that are invalid or collide are refused and logged;
+    /// everything else is served.
+    pub fn build(plugins: Vec<LoadedPlugin>, page_size: usize) -> Self {
+        let mut catalog = Self {
+            plugins: Vec::with_capacity(plugins.len()),
+            offers: Offers::default(),
+            page_size: page_size.max(1),
+            tools: Listing::default(),
+            prompts: Listing::default(),
+            resources: Listing::default(),
+            templates: Vec::new(),
+            template_items: Vec::new(),
+        };
+        for plugin in plugins {
+            catalog.add(plugin);
+        }
+        catalog
+    }
+
+    fn add(&mut self, loaded: LoadedPlugin) {
+        let index = self.plugins.len();
+        let name = Arc::clone(loaded.code.name());
+        let exports = loaded.code.exports();
+        self.offers.tools |= exports.tools();
+        self.offers.prompts |= exports.prompts();
+        self.offers.resources |= exports.resources();
+        self.offers.completions |= exports.completion();
+        let refuse = |what: &str, key: &str, why: &str| {
+            tracing::warn!(plugin = &*name, file = %loaded.file.display(), "refused {what} `{key}`: {why}");
+        };
+        let lists = loaded.lists;
+
+        for tool in &lists.tools {
+            if let Some(problem) = names::name_problem(&tool.name) {
+                refuse("tool", &tool.name, &problem);
+            } else if let Some(owner) = self.tools.index.get(&tool.name) {
+                refuse("tool", &tool.name, &self.collision(owner.plugin));
+            } else {
+                match convert::tool_json(tool) {
+                    Ok(json) => {
+                        self.tools.items.push(json);
+                        self.tools
+                            .index
+                            .insert(tool.name.clone(), Owner { plugin: index });
+                    }
+                    Err(problem) => refuse("tool", &tool.name, &problem),
+                }
+            }
+        }
+        for prompt in &lists.prompts {
+            if let Some(problem) = names::name_problem(&prompt.name) {
+                refuse("prompt", &prompt.name, &problem);
+            } else if let Some(owner) = self.prompts.index.get(&prompt.name) {
+                refuse("prompt", &prompt.name, &self.collision(owner.plugin));
+            } else {
+                match convert::prompt_json(prompt) {
+                    Ok(json) => {
+                        self.prompts.items.push(json);
+                        let required = prompt
+                            .arguments
+                            .iter()
+                            .filter(|a| a.required)
+                            .map(|a| a.name.clone())
+                            .collect();
+                        let entry = PromptEntry {
+                            plugin: index,
+                            description: prompt.description.clone(),
+                            required,
+                        };
+                        self.prompts.index.insert(prompt.name.clone(), entry);
+                    }
+                    Err(problem) => refuse("prompt", &prompt.name, &problem),
+                }
+            }
+        }
+        for resource in &lists.resources {
+            if let Some(problem) = names::uri_problem(&resource.uri) {
+                refuse("resource", &resource.uri, &problem);
+            } else if let Some(owner) = self.resources.index.get(&resource.uri) {
+                refuse("resource", &resource.uri, &self.collision(owner.plugin));
+            } else {
+                match convert::to_raw(&convert::resource_value(resource)) {
+                    Ok(json) => {
+                        self.resources.items.push(json);
+                        self.resources
+                            .index
+                            .insert(resource.uri.clone(), Owner { plugin: index });
+                    }
+                    Err(e) => refuse("resource", &resource.uri, &e.message),
+                }
+            }
+        }
+        for template in &lists.templates {
+            let parsed = UriTemplate::parse(&template.uri_template)
+                .and_then(|m| names::uri_problem(&template.uri_template).map_or(Ok(m), Err));
+            let matcher = match parsed {
+                Ok(matcher) => matcher,
+                Err(problem) => {
+                    refuse("resource template", &template.uri_template, &problem);
+                    continue;
+                }
+            };
+            if let Some(owner) = self
+                .templates
+                .iter()
+                .find(|t| t.uri_template == template.uri_template)
+            {
+                refuse(
+                    "resource template",
+                    &template.uri_template,
+                    &self.collision(owner.plugin),
+                );
+                continue;
+            }
+            match convert::template_json(template) {
+                Ok(json) => {
+                    self.template_items.push(json);
+                    self.templates.push(TemplateEntry {
+                        plugin: index,
+                        uri_template: template.uri_template.clone(),
+                        matcher,
+                    });
+                }
+                Err(problem) => refuse("resource template", &template.uri_template, &problem),
+            }
+        }
+        tracing::info!(
+            plugin = &*name,
+            file = %loaded.file.display(),
+            tools = lists.tools.len(),
+            prompts = lists.prompts.len(),
+            resources = lists.resources.len(),
+            templates = lists.templates.len(),
+            "loaded plugin"
+        );
+        self.plugins.push(loaded.code);
+    }
+
+    fn collision(&self, owner: usize) -> String {
+        format!(
+            "the name is already taken by plugin `{}`",
+            self.plugins[owner].name()
+        )
+    }
+
+    /// How many plugins are loaded.
+    pub fn plugin_count(&self) -> usize {
+        self.plugins.len()
+    }
+
+    /// One page of a list.
+    fn page(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult {
+        let (key, items) = match kind {
+            ListKind::Tools => ("tools", &self.tools.items),
+            ListKind::Prompts => ("prompts", &self.prompts.items),
+            ListKind::Resources => ("resources", &self.resources.items),
+            ListKind::ResourceTemplates => ("resourceTemplates", &self.template_items),
+        };
+        let start = match cursor {
+            None => 0,
+            Some(cursor) => cursor::decode(cursor)
+                .ok_or_else(|| ErrorObject::invalid_params(format!("invalid cursor `{cursor}`")))?
+                .min(items.len()),
+        };
+        let end = start.saturating_add(self.page_size).min(items.len());
+        let mut out = String::with_capacity(
+            64 + items[start..end]
+                .iter()
+                .map(|i| i.get().len() + 1)
+                .sum::<usize>(),
+        );
+        out.push_str("{\"");
+        out.push_str(key);
+        out.push_str("\":[");
+        for (i, item) in items[start..end].iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(item.get());
+        }
+        out.push(']');
+        if end < items.len() {
+            out.push_str(",\"nextCursor\":\"");
+            out.push_str(&cursor::encode(end));
+            out.push('"');
+        }
+        out.push('}');
+        RawValue::from_string(out)
+            .map_err(|e| ErrorObject::internal(format!("could not build the page: {e}")))
+    }
+
+    /// The plugin serving `uri`: the one listing it, else the first whose template matches.
+    fn resource_owner(&self, uri: &str) -> Option<&PluginCode> {
+        let plugin = match self.resources.index.get(uri) {
+            Some(owner) => owner.plugin,
+            None => {
+                self.templates
+                    .iter()
+                    .find(|t| t.matcher.matches(uri))?
+                    .plugin
+            }
+        };
+        self.plugins.get(plugin)
+    }
+}
+
+/// The live set of plugins: the current catalog, swapped atomically when plugins change.
+pub struct PluginSet {
+    current: ArcSwap<Catalog>,
+}
+
+impl PluginSet {
+    /// Serve `catalog`.
+    pub fn new(catalog: Catalog) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(catalog),
+        }
+    }
+
+    /// The current catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.current.load_full()
+    }
+}
+
+impl Backend for PluginSet {
+    fn offers(&self) -> Offers {
+        self.current.load().offers
+    }
+
+    fn list(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult {
+        self.current.load().page(kind, cursor)
+    }
+
+    async fn call_tool(&self, name: &str, arguments: &RawValue) -> MethodResult {
+        let catalog = self.catalog();
+        let Some(owner) = catalog.tools.index.get(name) else {
+            return Err(ErrorObject::invalid_params(format!(
+                "unknown tool `{name}`"
+            )));
+        };
+        let plugin = &catalog.plugins[owner.plugin];
+        let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = name);
+        let outcome = plugin
+            .call_tool(name, arguments.get())
+            .instrument(span)
+            .await;
+        convert::call_tool_result(plugin.name(), outcome)
+    }
+
+    async fn get_prompt(&self, name: &str, arguments: BTreeMap<String, String>) -> MethodResult {
+        let catalog = self.catalog();
+        let Some(entry) = catalog.prompts.index.get(name) else {
+            return Err(ErrorObject::invalid_params(format!(
+                "unknown prompt `{name}`"
+            )));
+        };
+        if let Some(missing) = entry.required.iter().find(|r| !arguments.contains_key(*r)) {
+            return Err(ErrorObject::invalid_params(format!(
+                "missing required argument `{missing}` for prompt `{name}`"
+            )));
+        }
+        let plugin = &catalog.plugins[entry.plugin];
+        let arguments: Vec<(String, String)> = arguments.into_iter().collect();
+        match plugin.get_prompt(name, &arguments).await {
+            Ok(Ok(messages)) => convert::prompt_result(&entry.description, &messages),
+            Ok(Err(e)) => Err(convert::request_error(plugin.name(), None, Ok(e))),
+            Err(e) => Err(convert::request_error(plugin.name(), None, Err(e))),
+        }
+    }
+
+    async fn read_resource(&self, uri: &str) -> MethodResult {
+        let catalog = self.catalog();
+        let Some(plugin) = catalog.resource_owner(uri) else {
+            return Err(convert::resource_not_found(uri));
+        };
+        match plugin.read_resource(uri).await {
+            Ok(Ok(contents)) => convert::read_result(&contents),
+            Ok(Err(e)) => Err(convert::request_error(plugin.name(), Some(uri), Ok(e))),
+            Err(e) => Err(convert::request_error(plugin.name(), Some(uri), Err(e))),
+        }
+    }
+
+    async fn complete(&self, params: CompleteParams) -> MethodResult {
+        let catalog = self.catalog();
+        let (plugin, reference) = match &params.reference {
+            CompletionReference::Prompt { name } => {
+                let entry = catalog.prompts.index.get(name).ok_or_else(|| {
+                    ErrorObject::invalid_params(format!("unknown prompt `{name}`"))
+                })?;
+                (entry.plugin, CompletionRef::Prompt(name.clone()))
+            }
+            CompletionReference::Resource { uri } => {
+                let entry = catalog
+                    .templates
+                    .iter()
+                    .find(|t| t.uri_template == *uri)
+                    .ok_or_else(|| {
+                        ErrorObject::invalid_params(format!("unknown resource template `{uri}`"))
+                    })?;
+                (entry.plugin, CompletionRef::ResourceTemplate(uri.clone()))
+            }
+        };
+        let plugin = &catalog.plugins[plugin];
+        if !plugin.exports().completion() {
+            return convert::to_raw(&json!({ "completion": { "values": [], "hasMore": false } }));
+        }
+        let context: Vec<(String, String)> = params
+            .context
+            .map(|c| c.arguments.into_iter().collect())
+            .unwrap_or_default();
+        let argument = &params.argument;
+        match plugin
+            .complete(&reference, &argument.name, &argument.value, &context)
+            .await
+        {
+            Ok(Ok(mut result)) => {
+                let has_more = result.has_more || result.values.len() > MAX_COMPLETION_VALUES;
+                let total = result.total.map_or(result.values.len(), |t| t as usize);
+                result.values.truncate(MAX_COMPLETION_VALUES);
+                convert::to_raw(&json!({
+                    "completion": { "values": result.values, "total": total, "hasMore": has_more }
+                }))
+            }
+            Ok(Err(e)) => Err(convert::request_error(plugin.name(), None, Ok(e))),
+            Err(e) => Err(convert::request_error(plugin.name(), None, Err(e))),
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Matching a URI against an RFC 6570 URI template, to route `resources/read` to the plugin
+//! whose template matches.
+//!
+//! Matching is the reverse of expansion and is not unique in general; the router only needs
+//! a yes or no. Each expression matches a run of characters: simple `{x}` and the label,
+//! path-segment and path-parameter forms (`{.x}`, `{/x}`, `{;x}`) stop at `/`, `?` and `#`;
+//! reserved `{+x}` and fragment `{#x}` match anything; query forms (`{?x}`, `{&x}`) match the
+//! rest of the query. Expressions may match the empty string, as an undefined variable
+//! expands to nothing.
+
+use std::collections::HashSet;
+
+/// A parsed URI template.
+#[derive(Debug, Clone)]
+pub struct UriTemplate {
+    /// Literals and expressions, alternating (adjacent expressions are merged).
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Part {
+    Literal(String),
+    Expression(Class),
+}
+
+/// Which characters an expression's expansion may contain (wider classes compare greater).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Class {
+    /// Anything but `/`, `?` and `#`.
+    Segment,
+    /// Anything but `#`.
+    Query,
+    /// Anything.
+    Any,
+}
+
+/// Longest URI the matcher considers; longer ones match nothing.
+const MAX_URI_BYTES: usize = 4 << 10;
+
+impl UriTemplate {
+    /// Parse a template, or say why it is not one.
+    pub fn parse(template: &str) -> Result<Self, String> {
+        let mut parts = Vec::new();
+        let mut rest = template;
+        while let Some(open) = rest.find(['{', '}']) {
+            if rest[open..].starts_with('}') {
+                return Err("unmatched `}`".to_owned());
+            }
+            let close = rest[open..]
+                .find('}')
+                .map(|c| open + c)
+                .ok_or("unclosed `{`")?;
+            if open > 0 {
+                parts.push(Part::Literal(rest[..open].to_owned()));
+            }
+            let expression = &rest[open + 1..close];
+            let (class, names) = match expression.chars().next() {
+                Some('+' | '#') => (Class::Any, &expression[1..]),
+                Some('?' | '&') => (Class::Query, &expression[1..]),
+                Some('.' | '/' | ';') => (Class::Segment, &expression[1..]),
+                _ => (Class::Segment, expression),
+            };
+            let valid_name = |n: &str| {
+                let n = n.trim_end_matches('*');
+                let n = n.split_once(':').map_or(n, |(n, _)| n);
+                !n.is_empty()
+                    && n.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '%')
+            };
+            if !names.split(',').all(valid_name) {
+                return Err(format!("`{{{expression}}}` is not a valid expression"));
+            }
+            // Adjacent expressions match the same runs as one with the wider class.
+            match parts.last_mut() {
+                Some(Part::Expression(previous)) => *previous = (*previous).max(class),
+                _ => parts.push(Part::Expression(class)),
+            }
+            rest = &rest[close + 1..];
+        }
+        if !rest.is_empty() {
+            parts.push(Part::Literal(rest.to_owned()));
+        }
+        Ok(Self { parts })
+    }
+
+    /// Whether `uri` is an expansion of this template.
+    pub fn matches(&self, uri: &str) -> bool {
+        uri.len() <= MAX_URI_BYTES
+            && Matcher {
+                parts: &self.parts,
+                uri,
+                failed: HashSet::new(),
+            }
+            .matches(0, 0)
+    }
+}
+
+/// A backtracking matcher that remembers failed states, so no state is explored twice.
+struct Matcher<'a> {
+    parts: &'a [Part],
+    uri: &'a str,
+    failed: HashSet<(usize, usize)>,
+}
+
+impl Matcher<'_> {
+    /// Whether `parts[part..]` matches `uri[at..]`.
+    fn matches(&mut self, part: usize, at: usize) -> bool {
+        if self.failed.contains(&(part, at)) {
+            return false;
+        }
+        let (parts, uri) = (self.parts, self.uri);
+        let tail = &uri[at..];
+        let matched = match parts.get(part) {
+            None => tail.is_empty(),
+            Some(Part::Literal(literal)) => {
+                tail.starts_with(literal.as_str()) && self.matches(part + 1, at + literal.len())
+            }
+            Some(Part::Expression(class)) => {
+                let class = *class;
+                let limit = tail
+                    .find(|c: char| match class {
+                        Class::Segment => matches!(c, '/' | '?' | '#'),
+                        Class::Query => c == '#',
+                        Class::Any => false,
+                    })
+                    .unwrap_or(tail.len());
+                match parts.get(part + 1) {
+                    None => limit == tail.len(),
+                    // Parts alternate, so the next one is a literal: try each place it occurs
+                    // that the expression's run can reach.
+                    Some(Part::Literal(next)) => {
+                        let mut from = 0;
+                        let mut found = false;
+                        while let Some(i) = tail.get(from..).and_then(|t| t.find(next.as_str())) {
+                            let end = from + i;
+                            if end > limit {
+                                break;
+                            }
+                            if self.matches(part + 1, at + end) {
+                                found = true;
+                                break;
+                            }
+                            from = end + tail[end..].chars().next().map_or(1, char::len_utf8);
+                        }
+                        found
+                    }
+                    Some(Part::Expression(_)) => false,
+                }
+            }
+        };
+        if !matched {
+            self.failed.insert((part, at));
+        }
+        matched
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UriTemplate;
+
+    fn t(template: &str) -> UriTemplate {
+        UriTemplate::parse(template).unwrap()
+    }
+
+    #[test]
+    fn simple_expressions_match_one_segment() {
+        assert!(t("quote://{id}").matches("quote://3"));
+        assert!(t("test://template/{id}/data").matches("test://template/123/data"));
+        assert!(!t("test://template/{id}/data").matches("test://template/1/2/data"));
+        assert!(!t("quote://{id}").matches("quote://3/4"));
+        assert!(!t("quote://{id}").matches("other://3"));
+    }
+
+    #[test]
+    fn reserved_and_query_expressions() {
+        assert!(t("file:///{+path}").matches("file:///a/b/c.txt"));
+        assert!(t("search://q{?term,page}").matches("search://q?term=x&page=2"));
+        assert!(t("users://{id}/posts{/post}").matches("users://7/posts/9"));
+    }
+
+    #[test]
+    fn literal_templates_match_only_themselves() {
+        assert!(t("a://b").matches("a://b"));
+        assert!(!t("a://b").matches("a://bc"));
+    }
+
+    #[test]
+    fn malformed_templates_are_refused() {
+        assert!(UriTemplate::parse("a://{id").is_err());
+        assert!(UriTemplate::parse("a://id}").is_err());
+        assert!(UriTemplate::parse("a://{}").is_err());
+        assert!(UriTemplate::parse("a://{a b}").is_err());
+    }
+
+    #[test]
+    fn pathological_templates_stay_fast() {
+        let template = t("a://{x}a{y}a{z}a{w}b");
+        assert!(!template.matches(&format!("a://{}", "a".repeat(4000))));
+        assert!(template.matches("a://1a2a3a4b"));
+    }
+
+    #[test]
+    fn huge_uris_do_not_match() {
+        assert!(!t("a://{x}{y}{z}").matches(&format!("a://{}", "x".repeat(10_000))));
+    }
+}

@@ -1,0 +1,169 @@
+//! The WebAssembly runtime: one wasmtime `Engine` for the process, plugin compilation and
+//! linking, and per-call execution under limits.
+//!
+//! Depends on `policy` only; it knows nothing of JSON-RPC or sessions. Its outputs are the
+//! WIT types of the plugin contract, and its failures are [`CallError`]s.
+//!
+//! Why it is shaped this way (measured on wasmtime 48, see `shared/notes/wasmtime-48.md`):
+//! - **One engine with the pooling allocator**: instantiating a component from a pool slot
+//!   takes tens of microseconds, so every call can get a **fresh `Store`** from a shared
+//!   `InstancePre`. That isolates calls and clients from each other, and it is required
+//!   anyway: any trap (fuel, deadline, panic) poisons the whole store for good.
+//! - **Compile once per plugin version**, off the async executor (it takes 50–400 ms).
+//! - **Fuel** bounds CPU deterministically; an **epoch deadline callback** yields to tokio on
+//!   every tick (so a spinning plugin cannot starve other calls) and interrupts past the
+//!   wall-clock deadline; an outer timeout also covers time spent inside host functions,
+//!   where neither fuel nor epochs advance.
+//! - Instances are admitted through a semaphore sized to the pool, so a burst of calls waits
+//!   for a slot instead of failing.
+
+mod bindings;
+mod plugin;
+mod state;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+pub use bindings::mcpbox::plugin::types::{
+    CompletionRef, CompletionResult, Content, Error as GuestError, Media, Prompt, PromptArgument,
+    PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Role, Tool, ToolAnnotations,
+    ToolResult,
+};
+pub use plugin::{CallError, Exports, PluginCode, PluginLists};
+pub use state::HostState;
+
+/// How often the epoch advances: the granularity of deadlines and of yielding.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Process-wide runtime settings.
+#[derive(Debug, Clone, Copy)]
+pub struct RuntimeConfig {
+    /// How many plugin instances may exist at once (calls in flight across all plugins and
+    /// clients). Further calls wait for a free slot.
+    pub max_instances: u32,
+    /// The most linear memory any instance may use; per-plugin limits are capped by it.
+    pub max_memory_bytes: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            max_instances: 256,
+            max_memory_bytes: 1 << 30,
+        }
+    }
+}
+
+/// Why the runtime could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("could not set up the WebAssembly engine: {0:#}")]
+pub struct EngineError(#[source] wasmtime::Error);
+
+/// Why a plugin could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file does not start with the WebAssembly magic number.
+    #[error("not a WebAssembly file")]
+    NotWasm,
+    /// A core module rather than a component.
+    #[error("a core WebAssembly module, not a component (build it for the wasm32-wasip2 target)")]
+    CoreModule,
+    /// Compilation failed.
+    #[error("could not compile: {0:#}")]
+    Compile(#[source] wasmtime::Error),
+    /// Its imports could not be satisfied.
+    #[error("could not link: {0:#}")]
+    Link(#[source] wasmtime::Error),
+    /// It exports none of the plugin interfaces.
+    #[error(
+        "exports none of the mcpbox:plugin@0.1.0 interfaces (tools, prompts, resources, completion); \
+         it exports: {0}"
+    )]
+    WrongWorld(String),
+    /// Reading its lists failed.
+    #[error("failed while listing what it offers: {0}")]
+    List(#[source] CallError),
+}
+
+/// The shared runtime: engine, linker and the instance admission semaphore.
+#[derive(Clone)]
+pub struct Runtime {
+    engine: Engine,
+    linker: Arc<Linker<HostState>>,
+    slots: Arc<Semaphore>,
+    config: RuntimeConfig,
+}
+
+impl Runtime {
+    /// Create the engine (pooling allocator, fuel, epochs), link WASI and the host
+    /// interface, and start the epoch ticker thread.
+    pub fn new(config: RuntimeConfig) -> Result<Self, EngineError> {
+        let instances = config.max_instances.max(1);
+        let mut pool = PoolingAllocationConfig::new();
+        // One Rust wasip2 component instance uses about 3 core instances and 1 memory.
+        pool.total_component_instances(instances)
+            .total_core_instances(instances.saturating_mul(4))
+            .total_memories(instances.saturating_mul(2))
+            .total_tables(instances.saturating_mul(4))
+            .total_stacks(instances)
+            .max_memory_size(config.max_memory_bytes);
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm).map_err(EngineError)?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError)?;
+        bindings::Plugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(EngineError)?;
+
+        let ticker = engine.weak();
+        thread::Builder::new()
+            .name("mcpbox-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = ticker.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    thread::sleep(EPOCH_TICK);
+                }
+            })
+            .map_err(|e| {
+                EngineError(wasmtime::Error::msg(format!(
+                    "could not start the epoch ticker: {e}"
+                )))
+            })?;
+
+        Ok(Self {
+            engine,
+            linker: Arc::new(linker),
+            slots: Arc::new(Semaphore::new(instances as usize)),
+            config,
+        })
+    }
+
+    /// The settings this runtime was built with.
+    pub fn config(&self) -> RuntimeConfig {
+        self.config
+    }
+
+    /// Compile a component. This blocks for tens to hundreds of milliseconds: call it from a
+    /// blocking thread.
+    pub fn compile(&self, wasm: &[u8]) -> Result<Component, LoadError> {
+        const MAGIC: &[u8] = b"\0asm";
+        if !wasm.starts_with(MAGIC) {
+            return Err(LoadError::NotWasm);
+        }
+        // Bytes 4..8: version 1 for a core module; a component has layer 1 in bytes 6..8.
+        if wasm.get(4..8) == Some(&[1, 0, 0, 0]) {
+            return Err(LoadError::CoreModule);
+        }
+        Component::new(&self.engine, wasm).map_err(LoadError::Compile)
+    }
+}

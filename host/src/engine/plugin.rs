@@ -1,0 +1,486 @@
+//! One compiled, linked plugin, and running calls into it under its limits.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::OwnedSemaphorePermit;
+use wasmtime::component::{Component, Instance, InstancePre};
+use wasmtime::{Store, Trap, UpdateDeadline};
+
+use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
+use super::state::HostState;
+use super::{
+    CompletionRef, CompletionResult, GuestError, LoadError, Prompt, PromptMessage,
+    ResourceContents, ResourceInfo, ResourceTemplate, Runtime, Tool, ToolResult,
+};
+use crate::policy::Limits;
+
+/// Extra time the outer timeout allows beyond the plugin's deadline, so that a guest running
+/// wasm is stopped by the epoch deadline (a clean trap) and only a guest stuck in a host
+/// function meets the outer one.
+const OUTER_TIMEOUT_GRACE: Duration = Duration::from_millis(500);
+
+/// Which plugin interfaces a component exports.
+#[derive(Clone)]
+pub struct Exports {
+    tools: Option<tools::GuestIndices>,
+    prompts: Option<prompts::GuestIndices>,
+    resources: Option<resources::GuestIndices>,
+    completion: Option<completion::GuestIndices>,
+}
+
+impl Exports {
+    /// Whether the plugin exports `tools`.
+    pub fn tools(&self) -> bool {
+        self.tools.is_some()
+    }
+
+    /// Whether the plugin exports `prompts`.
+    pub fn prompts(&self) -> bool {
+        self.prompts.is_some()
+    }
+
+    /// Whether the plugin exports `resources`.
+    pub fn resources(&self) -> bool {
+        self.resources.is_some()
+    }
+
+    /// Whether the plugin exports `completion`.
+    pub fn completion(&self) -> bool {
+        self.completion.is_some()
+    }
+}
+
+/// Everything a plugin offers, read once at load.
+#[derive(Default)]
+pub struct PluginLists {
+    /// Its tools.
+    pub tools: Vec<Tool>,
+    /// Its prompts.
+    pub prompts: Vec<Prompt>,
+    /// Its fixed resources.
+    pub resources: Vec<ResourceInfo>,
+    /// Its resource templates.
+    pub templates: Vec<ResourceTemplate>,
+}
+
+/// A compiled and linked plugin, ready to instantiate once per call. Cheap to clone.
+#[derive(Clone)]
+pub struct PluginCode {
+    name: Arc<str>,
+    runtime: Runtime,
+    pre: InstancePre<HostState>,
+    exports: Exports,
+    limits: Limits,
+}
+
+/// Why a call into a plugin failed. The plugin's own errors (its `error` results) are not
+/// here: these are the failures of running it at all.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// It used up its fuel budget.
+    #[error("ran out of fuel after {budget} units")]
+    OutOfFuel {
+        /// The budget.
+        budget: u64,
+    },
+    /// It ran past its wall-clock deadline.
+    #[error("timed out after {}", human_duration(*after))]
+    Timeout {
+        /// The deadline.
+        after: Duration,
+    },
+    /// It tried to grow its memory past the limit.
+    #[error("exceeded its {} memory limit (asked for {})", human_bytes(*limit), human_bytes(*requested))]
+    MemoryLimit {
+        /// The limit in bytes.
+        limit: usize,
+        /// The size it asked for.
+        requested: usize,
+    },
+    /// It panicked (or aborted); the message comes from its stderr.
+    #[error("panicked: {message}")]
+    Panic {
+        /// The panic message.
+        message: String,
+    },
+    /// Any other trap.
+    #[error("crashed: {0}")]
+    Trap(String),
+    /// It does not export the interface the request needs.
+    #[error("does not export the `{0}` interface")]
+    NotExported(&'static str),
+    /// Instantiation or a host-side failure.
+    #[error("could not be run: {0}")]
+    Host(String),
+}
+
+/// A store and instance for one call, holding its pool slot until dropped.
+struct ActiveCall {
+    store: Store<HostState>,
+    instance: Instance,
+    limits: Limits,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl PluginCode {
+    /// Link a compiled component and find which plugin interfaces it exports.
+    pub fn prepare(
+        runtime: &Runtime,
+        name: Arc<str>,
+        component: &Component,
+        limits: Limits,
+    ) -> Result<Self, LoadError> {
+        let pre = runtime
+            .linker
+            .instantiate_pre(component)
+            .map_err(LoadError::Link)?;
+        let exports = Exports {
+            tools: tools::GuestIndices::new(&pre).ok(),
+            prompts: prompts::GuestIndices::new(&pre).ok(),
+            resources: resources::GuestIndices::new(&pre).ok(),
+            completion: completion::GuestIndices::new(&pre).ok(),
+        };
+        if !(exports.tools() || exports.prompts() || exports.resources() || exports.completion()) {
+            let engine = &runtime.engine;
+            let names: Vec<String> = component
+                .component_type()
+                .exports(engine)
+                .map(|(n, _)| n.to_owned())
+                .collect();
+            let names = if names.is_empty() {
+                "nothing".to_owned()
+            } else {
+                names.join(", ")
+            };
+            return Err(LoadError::WrongWorld(names));
+        }
+        let limits = Limits {
+            memory_bytes: limits.memory_bytes.min(runtime.config.max_memory_bytes),
+            ..limits
+        };
+        Ok(Self {
+            name,
+            runtime: runtime.clone(),
+            pre,
+            exports,
+            limits,
+        })
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// Which interfaces it exports.
+    pub fn exports(&self) -> &Exports {
+        &self.exports
+    }
+
+    /// The limits its calls run under.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Read every list the plugin offers, in one instance. This also type-checks each
+    /// exported interface against the contract.
+    pub async fn read_lists(&self) -> Result<PluginLists, CallError> {
+        self.guarded(async {
+            let mut call = self.instantiate().await?;
+            let mut lists = PluginLists::default();
+            if let Some(indices) = &self.exports.tools {
+                let guest = call.load(|s, i| indices.load(s, i))?;
+                let out = guest.call_list_tools(&mut call.store).await;
+                lists.tools = call.check(out)?;
+            }
+            if let Some(indices) = &self.exports.prompts {
+                let guest = call.load(|s, i| indices.load(s, i))?;
+                let out = guest.call_list_prompts(&mut call.store).await;
+                lists.prompts = call.check(out)?;
+            }
+            if let Some(indices) = &self.exports.resources {
+                let guest = call.load(|s, i| indices.load(s, i))?;
+                let out = guest.call_list_resources(&mut call.store).await;
+                lists.resources = call.check(out)?;
+                let out = guest.call_list_templates(&mut call.store).await;
+                lists.templates = call.check(out)?;
+            }
+            if let Some(indices) = &self.exports.completion {
+                call.load(|s, i| indices.load(s, i))?;
+            }
+            Ok(lists)
+        })
+        .await
+    }
+
+    /// Call a tool. `arguments` is a JSON object as text.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: &str,
+    ) -> Result<Result<ToolResult, GuestError>, CallError> {
+        let indices = self
+            .exports
+            .tools
+            .as_ref()
+            .ok_or(CallError::NotExported("tools"))?;
+        self.guarded(async {
+            let mut call = self.instantiate().await?;
+            let guest = call.load(|s, i| indices.load(s, i))?;
+            // The contract types `json` as an alias of `string`, which bindgen passes as `&String`.
+            let arguments = arguments.to_owned();
+            let out = guest
+                .call_call_tool(&mut call.store, name, &arguments)
+                .await;
+            call.check(out)
+        })
+        .await
+    }
+
+    /// Render a prompt.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &[(String, String)],
+    ) -> Result<Result<Vec<PromptMessage>, GuestError>, CallError> {
+        let indices = self
+            .exports
+            .prompts
+            .as_ref()
+            .ok_or(CallError::NotExported("prompts"))?;
+        self.guarded(async {
+            let mut call = self.instantiate().await?;
+            let guest = call.load(|s, i| indices.load(s, i))?;
+            let out = guest
+                .call_get_prompt(&mut call.store, name, arguments)
+                .await;
+            call.check(out)
+        })
+        .await
+    }
+
+    /// Read a resource.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+    ) -> Result<Result<Vec<ResourceContents>, GuestError>, CallError> {
+        let indices = self
+            .exports
+            .resources
+            .as_ref()
+            .ok_or(CallError::NotExported("resources"))?;
+        self.guarded(async {
+            let mut call = self.instantiate().await?;
+            let guest = call.load(|s, i| indices.load(s, i))?;
+            let out = guest.call_read_resource(&mut call.store, uri).await;
+            call.check(out)
+        })
+        .await
+    }
+
+    /// Complete an argument.
+    pub async fn complete(
+        &self,
+        reference: &CompletionRef,
+        argument: &str,
+        value: &str,
+        context: &[(String, String)],
+    ) -> Result<Result<CompletionResult, GuestError>, CallError> {
+        let indices = self
+            .exports
+            .completion
+            .as_ref()
+            .ok_or(CallError::NotExported("completion"))?;
+        self.guarded(async {
+            let mut call = self.instantiate().await?;
+            let guest = call.load(|s, i| indices.load(s, i))?;
+            let out = guest
+                .call_complete(&mut call.store, reference, argument, value, context)
+                .await;
+            call.check(out)
+        })
+        .await
+    }
+
+    /// Run `work` under the outer timeout, which catches a guest stuck in a host function.
+    async fn guarded<T>(
+        &self,
+        work: impl Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        match tokio::time::timeout(self.limits.timeout + OUTER_TIMEOUT_GRACE, work).await {
+            Ok(result) => result,
+            Err(_) => Err(CallError::Timeout {
+                after: self.limits.timeout,
+            }),
+        }
+    }
+
+    /// Take a pool slot and instantiate the plugin in a fresh store with its limits.
+    async fn instantiate(&self) -> Result<ActiveCall, CallError> {
+        let slot = Arc::clone(&self.runtime.slots)
+            .acquire_owned()
+            .await
+            .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
+        let mut store = Store::new(
+            &self.runtime.engine,
+            HostState::new(Arc::clone(&self.name), &self.limits),
+        );
+        store.limiter(|state| &mut state.limiter);
+        store
+            .set_fuel(self.limits.fuel)
+            .map_err(|e| CallError::Host(format!("{e:#}")))?;
+        let deadline = Instant::now() + self.limits.timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            Ok(if Instant::now() >= deadline {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Yield(1)
+            })
+        });
+        match self.pre.instantiate_async(&mut store).await {
+            Ok(instance) => Ok(ActiveCall {
+                store,
+                instance,
+                limits: self.limits,
+                _slot: slot,
+            }),
+            Err(e) => {
+                let error = classify(&mut store, &e, &self.limits);
+                log_output(&mut store);
+                Err(error)
+            }
+        }
+    }
+}
+
+impl ActiveCall {
+    /// Look up an exported interface in the instance, type-checking it against the contract.
+    fn load<G>(
+        &mut self,
+        load: impl FnOnce(&mut Store<HostState>, &Instance) -> wasmtime::Result<G>,
+    ) -> Result<G, CallError> {
+        load(&mut self.store, &self.instance).map_err(|e| {
+            CallError::Host(format!(
+                "its exports do not match the mcpbox:plugin@0.1.0 contract: {e:#}"
+            ))
+        })
+    }
+
+    /// Log what the call printed, and turn a failure into a [`CallError`].
+    fn check<T>(&mut self, outcome: wasmtime::Result<T>) -> Result<T, CallError> {
+        let result = outcome.map_err(|e| classify(&mut self.store, &e, &self.limits));
+        log_output(&mut self.store);
+        result
+    }
+}
+
+/// Decide why a call failed, from the error and what the store recorded.
+fn classify(store: &mut Store<HostState>, error: &wasmtime::Error, limits: &Limits) -> CallError {
+    let state = store.data();
+    if let Some(requested) = state.limiter.refused {
+        return CallError::MemoryLimit {
+            limit: state.limiter.max_bytes(),
+            requested,
+        };
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => CallError::OutOfFuel {
+            budget: limits.fuel,
+        },
+        Some(Trap::Interrupt) => CallError::Timeout {
+            after: limits.timeout,
+        },
+        trap => {
+            let (stderr, _) = state.stderr.peek();
+            if let Some(message) = panic_message(&String::from_utf8_lossy(&stderr)) {
+                return CallError::Panic { message };
+            }
+            match trap {
+                Some(trap) => CallError::Trap(trap.to_string()),
+                None => CallError::Host(format!("{error:#}")),
+            }
+        }
+    }
+}
+
+/// The message of a Rust panic, from what the guest wrote to stderr.
+fn panic_message(stderr: &str) -> Option<String> {
+    let start = stderr.find("panicked at ")?;
+    let report = &stderr[start..];
+    let body = report.split_once(":\n").map_or(report, |(_, body)| body);
+    let body = body.split("\nnote: ").next().unwrap_or(body).trim();
+    Some(if body.is_empty() {
+        "(no message)".to_owned()
+    } else {
+        body.to_owned()
+    })
+}
+
+/// Send what the plugin wrote to stdout and stderr to the host's log, tagged with its name.
+fn log_output(store: &mut Store<HostState>) {
+    let state = store.data();
+    let plugin = state.plugin();
+    for (stream, pipe) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+        let (bytes, dropped) = pipe.take();
+        for line in String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+        {
+            tracing::info!(target: "plugin", plugin, stream, "{line}");
+        }
+        if dropped > 0 {
+            tracing::warn!(target: "plugin", plugin, stream, dropped, "output over the limit was dropped");
+        }
+    }
+}
+
+/// `1.5 s`, `250 ms`.
+pub(crate) fn human_duration(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        let secs = d.as_secs_f64();
+        if secs.fract() == 0.0 {
+            format!("{secs:.0} s")
+        } else {
+            format!("{secs:.1} s")
+        }
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+/// `64 MiB`, `12 KiB`, `100 bytes`.
+pub(crate) fn human_bytes(n: usize) -> String {
+    const MIB: usize = 1 << 20;
+    const KIB: usize = 1 << 10;
+    if n >= MIB && n % MIB == 0 || n >= 10 * MIB {
+        format!("{} MiB", n.div_ceil(MIB))
+    } else if n >= KIB {
+        format!("{} KiB", n.div_ceil(KIB))
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_messages_are_extracted_from_stderr() {
+        let stderr = "\nthread '<unnamed>' panicked at src/lib.rs:12:5:\nboom: it broke\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(panic_message(stderr).as_deref(), Some("boom: it broke"));
+        assert_eq!(panic_message("memory allocation failed"), None);
+    }
+
+    #[test]
+    fn sizes_and_durations_read_well() {
+        assert_eq!(human_bytes(64 << 20), "64 MiB");
+        assert_eq!(human_bytes(80 << 20), "80 MiB");
+        assert_eq!(human_bytes(4096), "4 KiB");
+        assert_eq!(human_duration(Duration::from_secs(2)), "2 s");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(human_duration(Duration::from_millis(250)), "250 ms");
+    }
+}

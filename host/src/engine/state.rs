@@ -1,0 +1,250 @@
+//! The per-call store state: the plugin's WASI context (no capabilities), a memory limiter
+//! that records what it refused, capped output pipes, and the host functions the plugin
+//! imports.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::mcpbox::plugin::{host, types};
+use crate::policy::Limits;
+
+/// Everything one call's `Store` holds.
+pub struct HostState {
+    plugin: Arc<str>,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) stdout: CappedPipe,
+    pub(crate) stderr: CappedPipe,
+}
+
+impl HostState {
+    /// A fresh state for one call into `plugin`: no files, no network, no environment, no
+    /// arguments, no stdin; stdout and stderr captured up to the output limit.
+    pub fn new(plugin: Arc<str>, limits: &Limits) -> Self {
+        let stdout = CappedPipe::new(limits.output_bytes);
+        let stderr = CappedPipe::new(limits.output_bytes);
+        let wasi = WasiCtxBuilder::new()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        Self {
+            plugin,
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(limits.memory_bytes),
+            stdout,
+            stderr,
+        }
+    }
+
+    /// The plugin this call runs.
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// A `ResourceLimiter` that enforces the memory limit and remembers a refusal, so that an
+/// allocation failure can be told apart from any other abort.
+pub struct MemoryLimiter {
+    max_bytes: usize,
+    /// The size the plugin asked to grow to, when that was refused.
+    pub(crate) refused: Option<usize>,
+}
+
+impl MemoryLimiter {
+    fn new(max_bytes: usize) -> Self {
+        Self {
+            max_bytes,
+            refused: None,
+        }
+    }
+
+    /// The limit, in bytes.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+}
+
+/// Tables hold function references; no sane plugin needs more than this many.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_bytes {
+            self.refused = Some(self.refused.map_or(desired, |r| r.max(desired)));
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// A plugin's stdout or stderr: keeps the first `cap` bytes, counts and drops the rest. Unlike
+/// `MemoryOutputPipe`, a full pipe never traps the guest.
+#[derive(Clone)]
+pub struct CappedPipe {
+    inner: Arc<Mutex<Captured>>,
+}
+
+#[derive(Default)]
+struct Captured {
+    bytes: Vec<u8>,
+    cap: usize,
+    dropped: usize,
+}
+
+impl CappedPipe {
+    fn new(cap: usize) -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(Captured {
+                cap,
+                ..Captured::default()
+            })),
+        }
+    }
+
+    /// A copy of what was kept so far, and how many bytes were dropped.
+    pub fn peek(&self) -> (Vec<u8>, usize) {
+        let captured = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        (captured.bytes.clone(), captured.dropped)
+    }
+
+    /// What was kept, and how many bytes were dropped; the pipe is then empty.
+    pub fn take(&self) -> (Vec<u8>, usize) {
+        let mut captured = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        (
+            std::mem::take(&mut captured.bytes),
+            std::mem::take(&mut captured.dropped),
+        )
+    }
+}
+
+impl tokio::io::AsyncWrite for CappedPipe {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut captured = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let keep = captured
+            .cap
+            .saturating_sub(captured.bytes.len())
+            .min(data.len());
+        captured.bytes.extend_from_slice(&data[..keep]);
+        captured.dropped += data.len() - keep;
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl IsTerminal for CappedPipe {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for CappedPipe {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl types::Host for HostState {}
+
+/// The reply to a plugin that asks for a client feature this host does not offer yet.
+fn not_available(feature: &str) -> String {
+    format!("{feature} is not available: this mcpbox host does not forward it to clients yet")
+}
+
+impl host::Host for HostState {
+    async fn log(&mut self, level: types::LogLevel, message: String) {
+        use types::LogLevel as L;
+        let plugin = &*self.plugin;
+        match level {
+            L::Debug => tracing::debug!(target: "plugin", plugin, "{message}"),
+            L::Info | L::Notice => tracing::info!(target: "plugin", plugin, "{message}"),
+            L::Warning => tracing::warn!(target: "plugin", plugin, "{message}"),
+            L::Error | L::Critical | L::Alert | L::Emergency => {
+                tracing::error!(target: "plugin", plugin, "{message}");
+            }
+        }
+    }
+
+    async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        tracing::trace!(target: "plugin", plugin = &*self.plugin, progress, ?total, ?message, "progress (not forwarded)");
+    }
+
+    async fn cancelled(&mut self) -> bool {
+        false
+    }
+
+    async fn sample(&mut self, _request: String) -> Result<String, String> {
+        tracing::debug!(plugin = &*self.plugin, "refused a sampling request");
+        Err(not_available("sampling"))
+    }
+
+    async fn elicit(&mut self, _request: String) -> Result<String, String> {
+        tracing::debug!(plugin = &*self.plugin, "refused an elicitation request");
+        Err(not_available("elicitation"))
+    }
+
+    async fn list_roots(&mut self) -> Result<String, String> {
+        tracing::debug!(plugin = &*self.plugin, "refused a roots request");
+        Err(not_available("roots"))
+    }
+
+    async fn notify_list_changed(&mut self, kind: types::ListKind) {
+        tracing::warn!(
+            plugin = &*self.plugin,
+            ?kind,
+            "ignored notify-list-changed: not supported by this host yet"
+        );
+    }
+
+    async fn notify_resource_updated(&mut self, uri: String) {
+        tracing::warn!(
+            plugin = &*self.plugin,
+            uri,
+            "ignored notify-resource-updated: not supported by this host yet"
+        );
+    }
+}

@@ -1,0 +1,15 @@
+//! mcpbox: an MCP host whose tools, prompts, resources and completions come from sandboxed
+//! WebAssembly components.
+//!
+//! The data path of one call reads straight down the modules: [`transport`] frames bytes,
+//! [`protocol`] decodes them, [`server`] runs the session and dispatches to the [`catalog`],
+//! which finds the plugin and calls it through the [`engine`] under its [`policy`] limits.
+//! Each module's docs say what it owns and what it must not depend on.
+
+pub mod catalog;
+pub mod cli;
+pub mod engine;
+pub mod policy;
+pub mod protocol;
+pub mod server;
+pub mod transport;

@@ -1,0 +1,61 @@
+//! JSON-RPC error objects and the codes MCP uses.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The input was not JSON (or not UTF-8).
+pub const PARSE_ERROR: i32 = -32700;
+/// The JSON was not a valid request.
+pub const INVALID_REQUEST: i32 = -32600;
+/// No such method.
+pub const METHOD_NOT_FOUND: i32 = -32601;
+/// The params were wrong: unknown tool or prompt, missing argument, bad cursor.
+pub const INVALID_PARAMS: i32 = -32602;
+/// The server failed.
+pub const INTERNAL_ERROR: i32 = -32603;
+/// MCP: no resource at that URI.
+pub const RESOURCE_NOT_FOUND: i32 = -32002;
+
+/// A JSON-RPC error: code, message and optional data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    /// One of the codes above (or the client's own, in responses from the client).
+    pub code: i32,
+    /// A sentence naming what was wrong.
+    pub message: String,
+    /// Extra detail, such as the URI that was not found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    /// An error with no data.
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// Attach data.
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// -32602 with this message.
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(INVALID_PARAMS, message)
+    }
+
+    /// -32603 with this message.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(INTERNAL_ERROR, message)
+    }
+
+    /// -32601 for `method`.
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(METHOD_NOT_FOUND, format!("method not found: `{method}`"))
+    }
+}

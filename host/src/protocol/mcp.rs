@@ -1,0 +1,170 @@
+//! MCP message shapes: protocol versions, and the params of each method the server handles.
+//!
+//! Params are parsed leniently (unknown keys are ignored, optional parts may be absent) and
+//! answered strictly. Values that are opaque to the host (tool arguments, `_meta`) stay raw.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::error::ErrorObject;
+
+/// The protocol versions this server speaks, newest first.
+pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The version to answer a client that asked for `requested`: the same one if supported,
+/// otherwise the newest this server speaks (the client then decides whether to continue).
+pub fn negotiate_version(requested: &str) -> &'static str {
+    SUPPORTED_VERSIONS
+        .iter()
+        .find(|v| **v == requested)
+        .copied()
+        .unwrap_or(SUPPORTED_VERSIONS[0])
+}
+
+/// Parse `params` into `T`; absent params parse as `{}`. A failure is -32602 naming the method.
+pub fn parse_params<'a, T: Deserialize<'a>>(
+    method: &str,
+    params: Option<&'a RawValue>,
+) -> Result<T, ErrorObject> {
+    let text = params.map_or("{}", RawValue::get);
+    serde_json::from_str(text)
+        .map_err(|e| ErrorObject::invalid_params(format!("invalid params for `{method}`: {e}")))
+}
+
+/// `initialize` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams {
+    /// The version the client asks for.
+    pub protocol_version: String,
+    /// What the client supports (kept raw; read by later features).
+    #[serde(default)]
+    pub capabilities: Option<Box<RawValue>>,
+    /// Who the client is.
+    #[serde(default)]
+    pub client_info: Option<Implementation>,
+}
+
+/// A client's or server's name and version.
+#[derive(Debug, Deserialize)]
+pub struct Implementation {
+    /// Its name.
+    #[serde(default)]
+    pub name: String,
+    /// Its version.
+    #[serde(default)]
+    pub version: String,
+}
+
+/// Params of every paginated list method.
+#[derive(Debug, Default, Deserialize)]
+pub struct ListParams {
+    /// The `nextCursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// `tools/call` params.
+#[derive(Debug, Deserialize)]
+pub struct CallToolParams<'a> {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, raw; absent means `{}`.
+    #[serde(borrow, default)]
+    pub arguments: Option<&'a RawValue>,
+}
+
+/// `prompts/get` params.
+#[derive(Debug, Deserialize)]
+pub struct GetPromptParams {
+    /// The prompt's name.
+    pub name: String,
+    /// Argument values by name.
+    #[serde(default)]
+    pub arguments: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+/// `resources/read` params.
+#[derive(Debug, Deserialize)]
+pub struct ReadResourceParams {
+    /// The resource's URI.
+    pub uri: String,
+}
+
+/// `completion/complete` params.
+#[derive(Debug, Deserialize)]
+pub struct CompleteParams {
+    /// What is being completed.
+    #[serde(rename = "ref")]
+    pub reference: CompletionReference,
+    /// The argument being completed.
+    pub argument: CompletionArgument,
+    /// Arguments already filled in.
+    #[serde(default)]
+    pub context: Option<CompletionContext>,
+}
+
+/// The `ref` of a completion request.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type")]
+pub enum CompletionReference {
+    /// A prompt's argument.
+    #[serde(rename = "ref/prompt")]
+    Prompt {
+        /// The prompt's name.
+        name: String,
+    },
+    /// A resource template's variable.
+    #[serde(rename = "ref/resource")]
+    Resource {
+        /// The template's URI template.
+        uri: String,
+    },
+}
+
+/// The argument of a completion request.
+#[derive(Debug, Deserialize)]
+pub struct CompletionArgument {
+    /// The argument's name.
+    pub name: String,
+    /// What has been typed so far.
+    pub value: String,
+}
+
+/// The context of a completion request.
+#[derive(Debug, Default, Deserialize)]
+pub struct CompletionContext {
+    /// Arguments already filled in.
+    #[serde(default)]
+    pub arguments: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation_echoes_supported_versions_and_offers_the_newest_otherwise() {
+        for version in SUPPORTED_VERSIONS {
+            assert_eq!(negotiate_version(version), version);
+        }
+        assert_eq!(negotiate_version("2099-01-01"), "2025-11-25");
+        assert_eq!(negotiate_version(""), "2025-11-25");
+    }
+
+    #[test]
+    fn absent_params_parse_as_empty_object() {
+        let params: ListParams = parse_params("tools/list", None).unwrap();
+        assert!(params.cursor.is_none());
+    }
+
+    #[test]
+    fn bad_params_are_invalid_params() {
+        let raw = RawValue::from_string(r#"{"name": 5}"#.to_owned()).unwrap();
+        let err = parse_params::<CallToolParams<'_>>("tools/call", Some(&raw)).unwrap_err();
+        assert_eq!(err.code, -32602);
+        assert!(err.message.contains("tools/call"), "{}", err.message);
+    }
+}

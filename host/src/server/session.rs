@@ -1,0 +1,429 @@
+//! The session state machine and method dispatch.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::{Backend, ListKind, MethodResult};
+use crate::protocol::error::INVALID_REQUEST;
+use crate::protocol::jsonrpc::{encode_error, encode_result};
+use crate::protocol::mcp::{
+    CallToolParams, CompleteParams, GetPromptParams, InitializeParams, ListParams,
+    ReadResourceParams, negotiate_version, parse_params,
+};
+use crate::protocol::{ErrorObject, Message, Reply, Request};
+
+/// What `initialize` settled.
+#[derive(Debug)]
+struct Negotiated {
+    version: &'static str,
+}
+
+/// One client's MCP session.
+pub struct Session<B> {
+    backend: Arc<B>,
+    negotiated: OnceLock<Negotiated>,
+    initialized: AtomicBool,
+}
+
+impl<B: Backend> Session<B> {
+    /// A new session, not yet initialized, serving `backend`.
+    pub fn new(backend: Arc<B>) -> Self {
+        Self {
+            backend,
+            negotiated: OnceLock::new(),
+            initialized: AtomicBool::new(false),
+        }
+    }
+
+    /// The protocol version agreed at `initialize`, once it has been answered.
+    pub fn protocol_version(&self) -> Option<&'static str> {
+        self.negotiated.get().map(|n| n.version)
+    }
+
+    /// Whether `message` changes the session's state and so must be handled in arrival order
+    /// (the transport runs it before reading the next message), rather than concurrently.
+    pub fn is_lifecycle(message: &Message) -> bool {
+        match message {
+            Message::Request(request) => request.method == "initialize",
+            Message::Notification(_) | Message::Response(_) => true,
+        }
+    }
+
+    /// Handle one message: a request gets exactly one reply; notifications and responses get
+    /// none.
+    pub async fn handle(&self, message: Message) -> Option<Reply> {
+        match message {
+            Message::Request(request) => {
+                let outcome = self.dispatch(&request).await;
+                Some(match outcome {
+                    Ok(result) => encode_result(&request.id, &result),
+                    Err(error) => {
+                        tracing::debug!(id = %request.id, method = request.method, code = error.code, "{}", error.message);
+                        encode_error(Some(&request.id), &error)
+                    }
+                })
+            }
+            Message::Notification(notification) => {
+                match notification.method.as_str() {
+                    "notifications/initialized" => {
+                        if self.negotiated.get().is_none() {
+                            tracing::warn!(
+                                "client sent notifications/initialized before initialize"
+                            );
+                        }
+                        self.initialized.store(true, Ordering::Release);
+                    }
+                    "notifications/cancelled" | "notifications/roots/list_changed" => {
+                        tracing::debug!(
+                            method = notification.method,
+                            "notification not acted on by this host"
+                        );
+                    }
+                    other => tracing::debug!(method = other, "ignored unknown notification"),
+                }
+                None
+            }
+            Message::Response(response) => {
+                tracing::debug!(id = %response.id, "ignored a response to a request this server never sent");
+                None
+            }
+        }
+    }
+
+    async fn dispatch(&self, request: &Request) -> MethodResult {
+        let params = request.params.as_deref();
+        let method = request.method.as_str();
+        match method {
+            "initialize" => return self.initialize(params),
+            "ping" => return Ok(raw("{}")),
+            "tools/list"
+            | "tools/call"
+            | "prompts/list"
+            | "prompts/get"
+            | "resources/list"
+            | "resources/read"
+            | "resources/templates/list"
+            | "completion/complete" => {}
+            // Includes `server/discover`, the probe of 2026-07-28 clients: -32601 tells them
+            // to fall back to `initialize`.
+            _ => return Err(ErrorObject::method_not_found(method)),
+        }
+        if self.negotiated.get().is_none() {
+            return Err(ErrorObject::new(
+                INVALID_REQUEST,
+                format!(
+                    "`{method}` before `initialize`: the session must start with an `initialize` request"
+                ),
+            ));
+        }
+        let backend = &*self.backend;
+        match method {
+            "tools/list" => list(backend, ListKind::Tools, method, params),
+            "prompts/list" => list(backend, ListKind::Prompts, method, params),
+            "resources/list" => list(backend, ListKind::Resources, method, params),
+            "resources/templates/list" => {
+                list(backend, ListKind::ResourceTemplates, method, params)
+            }
+            "tools/call" => {
+                let p: CallToolParams<'_> = parse_params(method, params)?;
+                let empty = raw("{}");
+                let arguments = match p.arguments {
+                    None => &*empty,
+                    Some(a) if a.get() == "null" => &*empty,
+                    Some(a) if a.get().starts_with('{') => a,
+                    Some(_) => {
+                        return Err(ErrorObject::invalid_params(
+                            "`arguments` must be a JSON object",
+                        ));
+                    }
+                };
+                backend.call_tool(&p.name, arguments).await
+            }
+            "prompts/get" => {
+                let p: GetPromptParams = parse_params(method, params)?;
+                backend
+                    .get_prompt(&p.name, string_arguments(p.arguments.unwrap_or_default())?)
+                    .await
+            }
+            "resources/read" => {
+                let p: ReadResourceParams = parse_params(method, params)?;
+                backend.read_resource(&p.uri).await
+            }
+            "completion/complete" => {
+                let p: CompleteParams = parse_params(method, params)?;
+                backend.complete(p).await
+            }
+            _ => Err(ErrorObject::method_not_found(method)),
+        }
+    }
+
+    fn initialize(&self, params: Option<&RawValue>) -> MethodResult {
+        let p: InitializeParams = parse_params("initialize", params)?;
+        let version = negotiate_version(&p.protocol_version);
+        if self.negotiated.set(Negotiated { version }).is_err() {
+            return Err(ErrorObject::new(
+                INVALID_REQUEST,
+                "the session is already initialized",
+            ));
+        }
+        let client = p
+            .client_info
+            .as_ref()
+            .map_or("unknown client", |c| c.name.as_str());
+        tracing::info!(
+            client,
+            requested = p.protocol_version,
+            version,
+            "session initialized"
+        );
+        let offers = self.backend.offers();
+        let mut capabilities = serde_json::Map::new();
+        for (offered, key) in [
+            (offers.tools, "tools"),
+            (offers.prompts, "prompts"),
+            (offers.resources, "resources"),
+            (offers.completions, "completions"),
+        ] {
+            if offered {
+                capabilities.insert(key.to_owned(), json!({}));
+            }
+        }
+        to_raw(&json!({
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": {
+                "name": "mcpbox",
+                "title": "mcpbox",
+                "version": env!("CARGO_PKG_VERSION"),
+            },
+        }))
+    }
+}
+
+fn list<B: Backend>(
+    backend: &B,
+    kind: ListKind,
+    method: &str,
+    params: Option<&RawValue>,
+) -> MethodResult {
+    let p: ListParams = parse_params(method, params)?;
+    backend.list(kind, p.cursor.as_deref())
+}
+
+/// Prompt arguments are strings; anything else is -32602 naming the argument.
+fn string_arguments(
+    arguments: BTreeMap<String, Value>,
+) -> Result<BTreeMap<String, String>, ErrorObject> {
+    arguments
+        .into_iter()
+        .map(|(name, value)| match value {
+            Value::String(s) => Ok((name, s)),
+            other => Err(ErrorObject::invalid_params(format!(
+                "prompt argument `{name}` must be a string, not {other}"
+            ))),
+        })
+        .collect()
+}
+
+/// `json` as raw JSON text. Only called with literals that are valid JSON; `null` otherwise.
+fn raw(json: &str) -> Box<RawValue> {
+    RawValue::from_string(json.to_owned()).unwrap_or_default()
+}
+
+fn to_raw(value: &Value) -> MethodResult {
+    serde_json::value::to_raw_value(value)
+        .map_err(|e| ErrorObject::internal(format!("could not encode result: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::jsonrpc::{Decoded, decode};
+    use crate::protocol::mcp::CompleteParams;
+    use crate::server::Offers;
+
+    /// A backend that offers nothing: enough to test the session's own rules.
+    struct Nothing;
+
+    impl Backend for Nothing {
+        fn offers(&self) -> Offers {
+            Offers {
+                tools: true,
+                ..Offers::default()
+            }
+        }
+        fn list(&self, _: ListKind, cursor: Option<&str>) -> MethodResult {
+            match cursor {
+                None => Ok(raw(r#"{"tools":[]}"#)),
+                Some(_) => Err(ErrorObject::invalid_params("invalid cursor")),
+            }
+        }
+        async fn call_tool(&self, name: &str, _: &RawValue) -> MethodResult {
+            Err(ErrorObject::invalid_params(format!(
+                "unknown tool `{name}`"
+            )))
+        }
+        async fn get_prompt(&self, name: &str, _: BTreeMap<String, String>) -> MethodResult {
+            Err(ErrorObject::invalid_params(format!(
+                "unknown prompt `{name}`"
+            )))
+        }
+        async fn read_resource(&self, uri: &str) -> MethodResult {
+            Err(ErrorObject::new(
+                -32002,
+                format!("resource not found: {uri}"),
+            ))
+        }
+        async fn complete(&self, _: CompleteParams) -> MethodResult {
+            Ok(raw(r#"{"completion":{"values":[]}}"#))
+        }
+    }
+
+    async fn send(session: &Session<Nothing>, line: &str) -> Option<Value> {
+        let Decoded::Single(Ok(message)) = decode(line.as_bytes()) else {
+            panic!("bad test input {line}")
+        };
+        let reply = session.handle(message).await?;
+        Some(serde_json::from_str(&reply.0).unwrap())
+    }
+
+    async fn initialized() -> Session<Nothing> {
+        let session = Session::new(Arc::new(Nothing));
+        let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        send(&session, init).await;
+        session
+    }
+
+    #[tokio::test]
+    async fn requests_before_initialize_are_refused_but_ping_works() {
+        let session = Session::new(Arc::new(Nothing));
+        let reply = send(
+            &session,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+        )
+        .await
+        .unwrap();
+        assert_eq!(reply["error"]["code"], -32600);
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("initialize")
+        );
+        let reply = send(&session, r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
+            .await
+            .unwrap();
+        assert_eq!(reply["result"], json!({}));
+    }
+
+    #[tokio::test]
+    async fn initialize_negotiates_and_advertises_what_is_offered() {
+        let session = Session::new(Arc::new(Nothing));
+        let reply = send(&session, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{"extensions":{"x":{}}}}}"#)
+            .await
+            .unwrap();
+        assert_eq!(reply["result"]["protocolVersion"], "2024-11-05");
+        assert_eq!(reply["result"]["capabilities"], json!({"tools": {}}));
+        assert_eq!(reply["result"]["serverInfo"]["name"], "mcpbox");
+        assert_eq!(session.protocol_version(), Some("2024-11-05"));
+
+        let again = send(&session, r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}"#)
+            .await
+            .unwrap();
+        assert_eq!(again["error"]["code"], -32600);
+    }
+
+    #[tokio::test]
+    async fn initialize_without_a_version_is_invalid_params() {
+        let session = Session::new(Arc::new(Nothing));
+        let reply = send(
+            &session,
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+        )
+        .await
+        .unwrap();
+        assert_eq!(reply["error"]["code"], -32602);
+        assert!(session.protocol_version().is_none());
+    }
+
+    #[tokio::test]
+    async fn unknown_methods_and_server_discover_are_method_not_found() {
+        let session = Session::new(Arc::new(Nothing));
+        let reply = send(
+            &session,
+            r#"{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{}}"#,
+        )
+        .await
+        .unwrap();
+        assert_eq!(reply["error"]["code"], -32601);
+        assert_eq!(reply["id"], "d");
+        let session = initialized().await;
+        let reply = send(
+            &session,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/explode"}"#,
+        )
+        .await
+        .unwrap();
+        assert_eq!(reply["error"]["code"], -32601);
+    }
+
+    #[tokio::test]
+    async fn notifications_are_never_answered() {
+        let session = initialized().await;
+        assert!(
+            send(
+                &session,
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+            )
+            .await
+            .is_none()
+        );
+        assert!(
+            send(
+                &session,
+                r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#
+            )
+            .await
+            .is_none()
+        );
+        assert!(
+            send(&session, r#"{"jsonrpc":"2.0","method":"no/such/thing"}"#)
+                .await
+                .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn invalid_params_are_reported() {
+        let session = initialized().await;
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"bogus"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":7}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","arguments":{"a":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/nope"}}}"#,
+        ] {
+            let reply = send(&session, line).await.unwrap();
+            assert_eq!(reply["error"]["code"], -32602, "{line} → {reply}");
+        }
+    }
+
+    #[tokio::test]
+    async fn resource_not_found_keeps_its_code() {
+        let session = initialized().await;
+        let reply = send(
+            &session,
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"x://y"}}"#,
+        )
+        .await
+        .unwrap();
+        assert_eq!(reply["error"]["code"], -32002);
+    }
+}

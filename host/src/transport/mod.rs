@@ -1,0 +1,5 @@
+//! Transports: how sessions meet clients. Stdio today (the only code that writes to stdout).
+//!
+//! Depends on `protocol` and `server`; knows nothing of plugins.
+
+pub mod stdio;

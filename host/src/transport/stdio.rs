@@ -1,0 +1,267 @@
+//! The stdio transport: newline-delimited JSON-RPC on stdin and stdout.
+//!
+//! This is the only code that writes to stdout, and it writes nothing but protocol messages:
+//! one writer task owns the stream and sends each reply as one line. Input is read line by
+//! line with a size limit; a bad line (not JSON, not UTF-8, too long) gets its error reply and
+//! the session goes on. Requests run concurrently, so a slow tool never holds up a `ping`;
+//! lifecycle messages (`initialize`, notifications) are handled in arrival order. At end of
+//! input the transport waits (boundedly) for calls in flight, writes their replies and
+//! returns.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::protocol::error::INVALID_REQUEST;
+use crate::protocol::jsonrpc::{Decoded, decode, encode_batch, encode_error};
+use crate::protocol::{ErrorObject, Reply};
+use crate::server::{Backend, Session};
+
+/// Settings of the stdio transport.
+#[derive(Debug, Clone, Copy)]
+pub struct StdioConfig {
+    /// The longest input line accepted, in bytes; longer lines are refused with -32600.
+    pub max_message_bytes: usize,
+    /// How long to wait for calls in flight after stdin closes.
+    pub drain_timeout: Duration,
+}
+
+impl StdioConfig {
+    /// 4 MiB.
+    pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 << 20;
+}
+
+impl Default for StdioConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: Self::DEFAULT_MAX_MESSAGE_BYTES,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How many replies may wait for the writer before request handlers wait for it.
+const OUTPUT_QUEUE: usize = 1024;
+
+/// Serve `session` over `input` and `output` until input ends (or output closes).
+pub async fn serve<B: Backend>(
+    session: Arc<Session<B>>,
+    input: impl AsyncBufRead + Unpin,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    config: StdioConfig,
+) -> io::Result<()> {
+    let (replies, queue) = mpsc::channel::<Reply>(OUTPUT_QUEUE);
+    let mut writer = tokio::spawn(write_replies(output, queue));
+    let mut lines = LineReader::new(input, config.max_message_bytes);
+    let mut in_flight = JoinSet::new();
+
+    loop {
+        tokio::select! {
+            line = lines.next() => {
+                let Some(line) = line? else { break };
+                handle_line(&session, line, &replies, &mut in_flight).await;
+            }
+            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
+            finished = &mut writer => {
+                tracing::info!("stdout closed; ending the session");
+                return finished.unwrap_or(Ok(()));
+            }
+        }
+    }
+
+    tracing::debug!(in_flight = in_flight.len(), "stdin closed");
+    let drained = tokio::time::timeout(config.drain_timeout, async {
+        while in_flight.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            abandoned = in_flight.len(),
+            "stdin closed; gave up waiting for calls in flight"
+        );
+        in_flight.abort_all();
+    }
+    drop(replies);
+    writer.await.unwrap_or(Ok(()))
+}
+
+async fn handle_line<B: Backend>(
+    session: &Arc<Session<B>>,
+    line: Line,
+    replies: &mpsc::Sender<Reply>,
+    in_flight: &mut JoinSet<()>,
+) {
+    let bytes = match line {
+        Line::TooLong(length) => {
+            let error = ErrorObject::new(
+                INVALID_REQUEST,
+                format!(
+                    "invalid request: message of {length} bytes exceeds the maximum message size"
+                ),
+            );
+            let _ = replies.send(encode_error(None, &error)).await;
+            return;
+        }
+        Line::Complete(bytes) => bytes,
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    match decode(&bytes) {
+        Decoded::Single(Err(reply)) => {
+            let _ = replies.send(reply).await;
+        }
+        Decoded::Single(Ok(message)) if Session::<B>::is_lifecycle(&message) => {
+            if let Some(reply) = session.handle(message).await {
+                let _ = replies.send(reply).await;
+            }
+        }
+        Decoded::Single(Ok(message)) => {
+            let (session, replies) = (Arc::clone(session), replies.clone());
+            in_flight.spawn(async move {
+                if let Some(reply) = session.handle(message).await {
+                    let _ = replies.send(reply).await;
+                }
+            });
+        }
+        Decoded::Batch(items) => {
+            let (session, replies) = (Arc::clone(session), replies.clone());
+            in_flight.spawn(async move {
+                let mut answers = Vec::new();
+                for item in items {
+                    match item {
+                        Err(reply) => answers.push(reply),
+                        Ok(message) => answers.extend(session.handle(message).await),
+                    }
+                }
+                if !answers.is_empty() {
+                    let _ = replies.send(encode_batch(&answers)).await;
+                }
+            });
+        }
+    }
+}
+
+/// Write each reply as one line, flushing whenever the queue runs dry.
+async fn write_replies(
+    mut output: impl AsyncWrite + Unpin,
+    mut queue: mpsc::Receiver<Reply>,
+) -> io::Result<()> {
+    while let Some(reply) = queue.recv().await {
+        output.write_all(reply.0.as_bytes()).await?;
+        output.write_all(b"\n").await?;
+        while let Ok(reply) = queue.try_recv() {
+            output.write_all(reply.0.as_bytes()).await?;
+            output.write_all(b"\n").await?;
+        }
+        output.flush().await?;
+    }
+    output.flush().await
+}
+
+/// One line of input.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// The line's bytes, without the newline (or a trailing `\r`).
+    Complete(Vec<u8>),
+    /// A line longer than the limit, skipped; its length in bytes.
+    TooLong(usize),
+}
+
+/// Reads lines without ever holding more than the limit in memory.
+struct LineReader<R> {
+    input: R,
+    max_bytes: usize,
+}
+
+impl<R: AsyncBufRead + Unpin> LineReader<R> {
+    fn new(input: R, max_bytes: usize) -> Self {
+        Self { input, max_bytes }
+    }
+
+    /// The next line, or `None` at end of input.
+    async fn next(&mut self) -> io::Result<Option<Line>> {
+        let mut line = Vec::new();
+        let mut length = 0usize;
+        loop {
+            let available = self.input.fill_buf().await?;
+            if available.is_empty() {
+                if length == 0 {
+                    return Ok(None);
+                }
+                break;
+            }
+            let (chunk, used, done) = match available.iter().position(|&b| b == b'\n') {
+                Some(i) => (&available[..i], i + 1, true),
+                None => (available, available.len(), false),
+            };
+            length += chunk.len();
+            if length <= self.max_bytes {
+                line.extend_from_slice(chunk);
+            } else if !line.is_empty() {
+                line = Vec::new();
+            }
+            self.input.consume(used);
+            if done {
+                break;
+            }
+        }
+        if length > self.max_bytes {
+            return Ok(Some(Line::TooLong(length)));
+        }
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        Ok(Some(Line::Complete(line)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], max: usize) -> Vec<Line> {
+        let mut reader = LineReader::new(tokio::io::BufReader::with_capacity(4, input), max);
+        let mut out = Vec::new();
+        while let Some(line) = reader.next().await.unwrap() {
+            out.push(line);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn splits_lines_and_strips_carriage_returns() {
+        let got = lines(b"one\r\ntwo\nthree", 100).await;
+        assert_eq!(
+            got,
+            vec![
+                Line::Complete(b"one".to_vec()),
+                Line::Complete(b"two".to_vec()),
+                Line::Complete(b"three".to_vec())
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_skipped_and_reading_goes_on() {
+        let got = lines(b"short\nthis line is far too long\nok\n", 10).await;
+        assert_eq!(
+            got,
+            vec![
+                Line::Complete(b"short".to_vec()),
+                Line::TooLong(24),
+                Line::Complete(b"ok".to_vec())
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_line_at_the_limit_is_accepted() {
+        let got = lines(b"0123456789\n", 10).await;
+        assert_eq!(got, vec![Line::Complete(b"0123456789".to_vec())]);
+    }
+}

@@ -1,0 +1,252 @@
+//! Shared test support: building the example plugins (once per test run, with the same
+//! script operators use), plugin directories, and starting the real `mcpbox` binary either
+//! under the official rmcp client or as a raw line-by-line session.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// How long any single step may take before the test fails (debug builds on a busy 2-core
+/// machine are slow; nothing here should come close).
+pub const STEP: Duration = Duration::from_secs(60);
+
+/// The example plugins, built for wasm32-wasip2. Returns the directory holding them.
+pub fn example_plugins() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/build.sh");
+        let output = std::process::Command::new("bash")
+            .arg(&script)
+            .output()
+            .expect("run plugins/build.sh");
+        assert!(
+            output.status.success(),
+            "plugins/build.sh failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        PathBuf::from(String::from_utf8(output.stdout).expect("utf-8 path").trim())
+    })
+}
+
+/// A temporary plugin directory holding copies of the named example plugins
+/// (`"echo_tools"` → `echo_tools.wasm`), each under the file name given.
+pub fn plugin_dir(plugins: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (plugin, file_name) in plugins {
+        let source = example_plugins().join(format!("{plugin}.wasm"));
+        std::fs::copy(&source, dir.path().join(file_name))
+            .unwrap_or_else(|e| panic!("copy {}: {e}", source.display()));
+    }
+    dir
+}
+
+/// A plugin directory with all three examples under their own names.
+pub fn all_examples() -> tempfile::TempDir {
+    plugin_dir(&[
+        ("echo_tools", "echo_tools.wasm"),
+        ("code_review", "code_review.wasm"),
+        ("quotes", "quotes.wasm"),
+    ])
+}
+
+/// `mcpbox serve --plugins <dir> <extra…>`, with piped stdio.
+pub fn mcpbox(dir: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mcpbox"));
+    command
+        .arg("serve")
+        .arg("--plugins")
+        .arg(dir)
+        .args(extra)
+        .env_remove("MCPBOX_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+/// Everything a child wrote to stderr so far, collected in the background.
+#[derive(Clone, Default)]
+pub struct Stderr(Arc<Mutex<String>>);
+
+impl Stderr {
+    fn collect(mut stream: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Self {
+        let log = Self::default();
+        let sink = log.clone();
+        tokio::spawn(async move {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = stream.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                sink.0
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        });
+        log
+    }
+
+    /// The text so far.
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// Wait until stderr contains `needle`.
+    pub async fn wait_for(&self, needle: &str) -> String {
+        let deadline = tokio::time::Instant::now() + STEP;
+        loop {
+            let text = self.text();
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "stderr never said {needle:?}; it said:\n{text}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// The official Rust MCP client connected to a fresh `mcpbox` over stdio.
+pub struct Client {
+    pub service: RunningService<RoleClient, ()>,
+    pub stderr: Stderr,
+}
+
+impl std::ops::Deref for Client {
+    type Target = RunningService<RoleClient, ()>;
+    fn deref(&self) -> &Self::Target {
+        &self.service
+    }
+}
+
+/// Start `mcpbox` on `dir` and connect rmcp's client with the `initialize` handshake.
+pub async fn connect(dir: &Path, extra: &[&str]) -> Client {
+    let (transport, stderr) = TokioChildProcess::builder(mcpbox(dir, extra))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mcpbox");
+    let stderr = Stderr::collect(stderr.expect("piped stderr"));
+    let service = tokio::time::timeout(STEP, ().serve(transport))
+        .await
+        .expect("initialize in time")
+        .unwrap_or_else(|e| panic!("initialize failed: {e}\nstderr:\n{}", stderr.text()));
+    Client { service, stderr }
+}
+
+/// The JSON-RPC error code of a failed client call.
+pub fn error_code(error: &rmcp::ServiceError) -> (i32, String) {
+    match error {
+        rmcp::ServiceError::McpError(data) => (data.code.0, data.message.to_string()),
+        other => panic!("expected a JSON-RPC error, got {other}"),
+    }
+}
+
+/// Any serialisable client result as JSON, to assert on wire shapes.
+pub fn json(value: &impl serde::Serialize) -> Value {
+    serde_json::to_value(value).expect("serialisable")
+}
+
+/// A raw stdio session: bytes in, one JSON value per stdout line out.
+pub struct Raw {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: tokio::io::Lines<BufReader<ChildStdout>>,
+    pub stderr: Stderr,
+}
+
+impl Raw {
+    /// Start `mcpbox` on `dir`, without initializing.
+    pub fn start(dir: &Path, extra: &[&str]) -> Self {
+        let mut child = mcpbox(dir, extra).spawn().expect("start mcpbox");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let stderr = Stderr::collect(child.stderr.take().expect("stderr"));
+        Self {
+            child,
+            stdin,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Start and complete the `initialize` handshake.
+    pub async fn initialized(dir: &Path, extra: &[&str]) -> Self {
+        let mut raw = Self::start(dir, extra);
+        let reply = raw
+            .request(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#)
+            .await;
+        assert!(reply.get("result").is_some(), "initialize failed: {reply}");
+        raw.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        raw
+    }
+
+    /// Write one line (the newline is added).
+    pub async fn send(&mut self, line: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line).await.expect("write");
+        stdin.write_all(b"\n").await.expect("write");
+        stdin.flush().await.expect("flush");
+    }
+
+    /// The next stdout line, which must be JSON.
+    pub async fn recv(&mut self) -> Value {
+        let line = tokio::time::timeout(STEP, self.stdout.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no reply in time; stderr:\n{}", self.stderr.text()))
+            .expect("read stdout")
+            .unwrap_or_else(|| panic!("stdout closed; stderr:\n{}", self.stderr.text()));
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line:?}"))
+    }
+
+    /// Send a line and read the next reply.
+    pub async fn request(&mut self, line: &str) -> Value {
+        self.send(line.as_bytes()).await;
+        self.recv().await
+    }
+
+    /// Check the session still serves: a `ping` with a fresh id gets its `{}`.
+    pub async fn assert_alive(&mut self, id: u64) {
+        let reply = self
+            .request(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#))
+            .await;
+        assert_eq!(
+            reply,
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}})
+        );
+    }
+
+    /// Close stdin; return the remaining stdout lines (each must be JSON) and the exit status.
+    pub async fn finish(mut self) -> (Vec<Value>, std::process::ExitStatus) {
+        drop(self.stdin.take());
+        let mut rest = Vec::new();
+        while let Some(line) = tokio::time::timeout(STEP, self.stdout.next_line())
+            .await
+            .expect("stdout closes")
+            .expect("read")
+        {
+            rest.push(
+                serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("non-JSON stdout line ({e}): {line:?}")),
+            );
+        }
+        let status = tokio::time::timeout(STEP, self.child.wait())
+            .await
+            .expect("exits in time")
+            .expect("wait");
+        (rest, status)
+    }
+}
