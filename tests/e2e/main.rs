@@ -2,4 +2,13 @@
 //! `plugins/` for wasm32-wasip2), driven over stdio by the official Rust MCP client (rmcp)
 //! and, for malformed input no client would send, by raw JSON-RPC lines.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failed test"
+)]
+
+mod bad_input;
+mod client;
+mod loading;
 mod support;

@@ -114,11 +114,6 @@ impl Catalog {
     fn add(&mut self, loaded: LoadedPlugin) {
         let index = self.plugins.len();
         let name = Arc::clone(loaded.code.name());
-        let exports = loaded.code.exports();
-        self.offers.tools |= exports.tools();
-        self.offers.prompts |= exports.prompts();
-        self.offers.resources |= exports.resources();
-        self.offers.completions |= exports.completion();
         let refuse = |what: &str, key: &str, why: &str| {
             tracing::warn!(plugin = &*name, file = %loaded.file.display(), "refused {what} `{key}`: {why}");
         };
@@ -218,6 +213,16 @@ impl Catalog {
                 Err(problem) => refuse("resource template", &template.uri_template, &problem),
             }
         }
+        // Advertise what is served, not what is exported: the Rust SDK exports every
+        // interface, with empty lists for what a plugin does not provide.
+        self.offers = Offers {
+            tools: !self.tools.items.is_empty(),
+            prompts: !self.prompts.items.is_empty(),
+            resources: !self.resources.items.is_empty() || !self.templates.is_empty(),
+            completions: self.offers.completions
+                || (loaded.code.exports().completion()
+                    && !(lists.prompts.is_empty() && lists.templates.is_empty())),
+        };
         tracing::info!(
             plugin = &*name,
             file = %loaded.file.display(),

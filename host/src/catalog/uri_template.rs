@@ -2,8 +2,9 @@
 //! whose template matches.
 //!
 //! Matching is the reverse of expansion and is not unique in general; the router only needs
-//! a yes or no. Each expression matches a run of characters: simple `{x}` and the label,
-//! path-segment and path-parameter forms (`{.x}`, `{/x}`, `{;x}`) stop at `/`, `?` and `#`;
+//! a yes or no. Each expression matches a run of characters: simple `{x}` and the label and
+//! path-parameter forms (`{.x}`, `{;x}`) stop at `/`, `?` and `#`; path segments (`{/x}`)
+//! stop at `?` and `#`;
 //! reserved `{+x}` and fragment `{#x}` match anything; query forms (`{?x}`, `{&x}`) match the
 //! rest of the query. Expressions may match the empty string, as an undefined variable
 //! expands to nothing.
@@ -28,6 +29,8 @@ enum Part {
 enum Class {
     /// Anything but `/`, `?` and `#`.
     Segment,
+    /// Anything but `?` and `#`.
+    Path,
     /// Anything but `#`.
     Query,
     /// Anything.
@@ -57,7 +60,8 @@ impl UriTemplate {
             let (class, names) = match expression.chars().next() {
                 Some('+' | '#') => (Class::Any, &expression[1..]),
                 Some('?' | '&') => (Class::Query, &expression[1..]),
-                Some('.' | '/' | ';') => (Class::Segment, &expression[1..]),
+                Some('/') => (Class::Path, &expression[1..]),
+                Some('.' | ';') => (Class::Segment, &expression[1..]),
                 _ => (Class::Segment, expression),
             };
             let valid_name = |n: &str| {
@@ -120,6 +124,7 @@ impl Matcher<'_> {
                 let limit = tail
                     .find(|c: char| match class {
                         Class::Segment => matches!(c, '/' | '?' | '#'),
+                        Class::Path => matches!(c, '?' | '#'),
                         Class::Query => c == '#',
                         Class::Any => false,
                     })

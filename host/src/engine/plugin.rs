@@ -454,7 +454,7 @@ pub(crate) fn human_duration(d: Duration) -> String {
 pub(crate) fn human_bytes(n: usize) -> String {
     const MIB: usize = 1 << 20;
     const KIB: usize = 1 << 10;
-    if n >= MIB && n % MIB == 0 || n >= 10 * MIB {
+    if (n >= MIB && n.is_multiple_of(MIB)) || n >= 10 * MIB {
         format!("{} MiB", n.div_ceil(MIB))
     } else if n >= KIB {
         format!("{} KiB", n.div_ceil(KIB))

@@ -253,7 +253,7 @@ mod tests {
             got,
             vec![
                 Line::Complete(b"short".to_vec()),
-                Line::TooLong(24),
+                Line::TooLong(25),
                 Line::Complete(b"ok".to_vec())
             ]
         );

@@ -32,7 +32,7 @@ struct Sum {
 }
 
 /// A division.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
 struct DivideArgs {
     /// The number to divide.
     dividend: f64,
@@ -41,7 +41,7 @@ struct DivideArgs {
 }
 
 /// Which kind of content `show_content` returns.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 enum ContentKind {
     /// A 1×1 PNG image.
@@ -57,7 +57,7 @@ enum ContentKind {
 }
 
 /// Arguments of `show_content`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
 struct ShowContentArgs {
     /// The kind of content to return.
     kind: ContentKind,

@@ -33,8 +33,8 @@ struct QuoteId {
     id: String,
 }
 
-fn quote(vars: QuoteId) -> Option<String> {
-    let index: usize = vars.id.parse().ok()?;
+fn quote(QuoteId { id }: QuoteId) -> Option<String> {
+    let index: usize = id.parse().ok()?;
     let (text, author) = QUOTES.get(index.checked_sub(1)?)?;
     Some(format!("“{text}” — {author}"))
 }

@@ -1,0 +1,101 @@
+//! Loading the plugin directory: broken files are reported and skipped, name collisions are
+//! refused naming both plugins, and everything else serves.
+
+use crate::support::{Raw, connect, example_plugins, plugin_dir};
+
+#[tokio::test]
+async fn plugins_that_fail_to_load_are_reported_with_file_and_reason_and_skipped() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    std::fs::write(dir.path().join("garbage.wasm"), b"this is not wasm").unwrap();
+    // A core module (not a component): the wasm magic, version 1, no sections.
+    std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    // A valid component that exports none of the plugin interfaces.
+    std::fs::write(dir.path().join("empty.wasm"), b"\0asm\x0d\0\x01\0").unwrap();
+    // Not a plugin file at all: ignored.
+    std::fs::write(dir.path().join("README.md"), b"# notes").unwrap();
+
+    let client = connect(dir.path(), &[]).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert_eq!(tools.len(), 4, "the good plugin still serves");
+
+    let log = client.stderr.wait_for("empty.wasm").await;
+    let line = |file: &str| {
+        log.lines()
+            .find(|l| l.contains(file))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        line("garbage.wasm").contains("not a WebAssembly file"),
+        "{log}"
+    );
+    assert!(line("core.wasm").contains("not a component"), "{log}");
+    assert!(
+        line("empty.wasm").contains("exports none of the mcpbox:plugin@0.1.0 interfaces"),
+        "{log}"
+    );
+    assert!(!log.contains("README.md"), "{log}");
+}
+
+#[tokio::test]
+async fn name_collisions_are_refused_naming_both_plugins_and_the_rest_serves() {
+    // The same plugin twice: every tool of the second collides with the first.
+    let dir = plugin_dir(&[
+        ("echo_tools", "first.wasm"),
+        ("echo_tools", "second.wasm"),
+        ("quotes", "quotes.wasm"),
+    ]);
+    let client = connect(dir.path(), &[]).await;
+    assert_eq!(client.list_all_tools().await.expect("tools").len(), 4);
+    assert_eq!(
+        client.list_all_resources().await.expect("resources").len(),
+        2
+    );
+    let log = client.stderr.wait_for("refused tool `echo`").await;
+    let refusal = log
+        .lines()
+        .find(|l| l.contains("refused tool `echo`"))
+        .unwrap();
+    assert!(
+        refusal.contains("second") && refusal.contains("already taken by plugin `first`"),
+        "{refusal}"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_plugin_directory_serves_nothing_but_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut raw = Raw::initialized(dir.path(), &[]).await;
+    let reply = raw
+        .request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .await;
+    assert_eq!(reply["result"]["tools"], serde_json::json!([]));
+    raw.stderr.wait_for("no plugins").await;
+}
+
+#[tokio::test]
+async fn a_missing_plugin_directory_is_a_clear_startup_error() {
+    let missing = example_plugins().join("does-not-exist");
+    let output = crate::support::mcpbox(&missing, &[])
+        .output()
+        .await
+        .expect("run mcpbox");
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty(), "stdout must stay clean");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot read the plugin directory") && stderr.contains("does-not-exist"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_log_filter_is_a_clear_usage_error() {
+    let output = crate::support::mcpbox(example_plugins(), &["--log", "lots=of=noise"])
+        .output()
+        .await
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("invalid log level"));
+}
