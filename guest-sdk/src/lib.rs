@@ -166,3 +166,8 @@ macro_rules! export {
         $crate::bindings::export_bindings!(__McpboxSdkExport with_types_in $crate::bindings);
     };
 }
+
+/// The README's Rust example, compiled as a doctest so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExamples;

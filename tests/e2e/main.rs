@@ -10,5 +10,6 @@
 
 mod bad_input;
 mod client;
+mod contract;
 mod loading;
 mod support;

@@ -18,13 +18,15 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 /// machine are slow; nothing here should come close).
 pub const STEP: Duration = Duration::from_secs(60);
 
-/// The example plugins, built for wasm32-wasip2. Returns the directory holding them.
+/// The example plugins, built for wasm32-wasip2 (together with the test fixtures in
+/// `tests/plugins/`, see [`test_plugins`]). Returns the directory holding them.
 pub fn example_plugins() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/build.sh");
         let output = std::process::Command::new("bash")
             .arg(&script)
+            .arg("--with-test-plugins")
             .output()
             .expect("run plugins/build.sh");
         assert!(
@@ -36,12 +38,20 @@ pub fn example_plugins() -> &'static Path {
     })
 }
 
-/// A temporary plugin directory holding copies of the named example plugins
+/// The test fixture plugins (`tests/plugins/`), built for wasm32-wasip2.
+pub fn test_plugins() -> PathBuf {
+    example_plugins().with_file_name("test-plugins")
+}
+
+/// A temporary plugin directory holding copies of the named example or fixture plugins
 /// (`"echo_tools"` → `echo_tools.wasm`), each under the file name given.
 pub fn plugin_dir(plugins: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     for (plugin, file_name) in plugins {
-        let source = example_plugins().join(format!("{plugin}.wasm"));
+        let mut source = example_plugins().join(format!("{plugin}.wasm"));
+        if !source.exists() {
+            source = test_plugins().join(format!("{plugin}.wasm"));
+        }
         std::fs::copy(&source, dir.path().join(file_name))
             .unwrap_or_else(|e| panic!("copy {}: {e}", source.display()));
     }
