@@ -6,10 +6,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
-examples=(echo-tools code-review quotes)
+examples=(echo-tools code-review quotes weather files)
 fixtures=()
 if [ "${1:-}" = "--with-test-plugins" ]; then
-  fixtures=(host-probe tools-only)
+  fixtures=(hostile host-probe tools-only)
 fi
 
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
@@ -31,5 +31,15 @@ collect() {
   done
 }
 collect "$root/target/plugins" "${examples[@]}"
+# Manifests (grants) go beside their plugins. The files example gets its sample directory by
+# absolute path, so the manifest works wherever the plugin directory is used from.
+cp "$root/plugins/weather/weather.toml" "$root/target/plugins/"
+cat > "$root/target/plugins/files.toml" <<TOML
+# Written by plugins/build.sh: grant the files example its sample directory, read-only.
+[[dirs]]
+host = "$root/plugins/files/sample-data"
+guest = "/data"
+mode = "read-only"
+TOML
 if [ ${#fixtures[@]} -gt 0 ]; then collect "$root/target/test-plugins" "${fixtures[@]}"; fi
 echo "$root/target/plugins"

@@ -94,7 +94,8 @@
 //! # Host services
 //!
 //! While it handles a call, a plugin can log, report progress, check for cancellation and ask
-//! the client for input through the functions in [`host`].
+//! the client for input through the functions in [`host`]. With the `http` feature, `http`
+//! sends requests to the hosts the operator granted.
 //!
 //! [mcpbox]: https://example.invalid/mcpbox
 
@@ -114,6 +115,8 @@ mod adapter;
 mod completion;
 mod content;
 pub mod host;
+#[cfg(feature = "http")]
+pub mod http;
 mod prompts;
 mod resources;
 mod tools;

@@ -12,4 +12,5 @@ mod bad_input;
 mod client;
 mod contract;
 mod loading;
+mod sandbox;
 mod support;

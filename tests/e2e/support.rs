@@ -260,3 +260,52 @@ impl Raw {
         (rest, status)
     }
 }
+
+/// A one-route HTTP server on loopback that answers every request with `body` (JSON) and
+/// counts the requests. It lives as long as the test's runtime.
+pub struct HttpStub {
+    pub port: u16,
+    pub hits: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+pub async fn http_stub(body: &'static str) -> HttpStub {
+    use std::sync::atomic::Ordering;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let port = listener.local_addr().expect("address").port();
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&hits);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 64 << 10 {
+                    match socket.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    HttpStub { port, hits }
+}
+
+/// The text of the first content block of a tool result, and whether it is an error.
+pub fn tool_text(result: &rmcp::model::CallToolResult) -> (String, bool) {
+    let value = json(result);
+    let text = value["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (text, value["isError"] == true)
+}

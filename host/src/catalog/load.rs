@@ -1,13 +1,13 @@
-//! Loading the plugin directory: every `*.wasm` file, compiled in parallel off the async
-//! executor, linked, and listed. A plugin that fails is reported with its file and reason and
-//! skipped; the others load.
+//! Loading the plugin directory: every `*.wasm` file with its manifest (`*.toml`, optional),
+//! compiled in parallel off the async executor, linked, and listed. A plugin that fails (its
+//! manifest included) is reported with its file and reason and skipped; the others load.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::LoadedPlugin;
 use crate::engine::{LoadError, PluginCode, Runtime};
-use crate::policy::Limits;
+use crate::policy::{Limits, Policy, PolicyError, load_manifest, manifest_path};
 
 /// Why the plugin directory itself could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +27,8 @@ enum FileError {
     Name,
     #[error("{0}")]
     Load(#[from] LoadError),
+    #[error("invalid manifest {0}")]
+    Policy(#[from] PolicyError),
     #[error("loading it was interrupted: {0}")]
     Join(String),
 }
@@ -97,12 +99,17 @@ async fn load_file(
         .and_then(|s| s.to_str())
         .ok_or(FileError::Name)?
         .into();
+    let manifest = manifest_path(file);
+    let policy = match tokio::fs::try_exists(&manifest).await {
+        Ok(true) => load_manifest(&manifest, limits)?,
+        _ => Policy::deny_all(limits),
+    };
     let wasm = tokio::fs::read(file).await.map_err(FileError::Read)?;
     let compiler = runtime.clone();
     let component = tokio::task::spawn_blocking(move || compiler.compile(&wasm))
         .await
         .map_err(|e| FileError::Join(e.to_string()))??;
-    let code = PluginCode::prepare(runtime, name, &component, limits)?;
+    let code = PluginCode::prepare(runtime, name, &component, policy)?;
     let lists = code.read_lists().await.map_err(LoadError::List)?;
     Ok(LoadedPlugin {
         code,

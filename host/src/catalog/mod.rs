@@ -27,6 +27,7 @@ use serde_json::value::RawValue;
 use tracing::Instrument;
 
 use crate::engine::{CompletionRef, PluginCode, PluginLists};
+use crate::policy::GrantSummary;
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
 use crate::server::{Backend, ListKind, MethodResult, Offers};
@@ -230,6 +231,7 @@ impl Catalog {
             prompts = lists.prompts.len(),
             resources = lists.resources.len(),
             templates = lists.templates.len(),
+            grants = %GrantSummary(loaded.code.policy()),
             "loaded plugin"
         );
         self.plugins.push(loaded.code);
@@ -303,6 +305,31 @@ impl Catalog {
     }
 }
 
+/// Why `result` is over the plugin's result limit, if it is.
+fn over_limit(plugin: &PluginCode, result: &RawValue) -> Option<String> {
+    let (size, limit) = (result.get().len(), plugin.limits().result_bytes);
+    (size > limit).then(|| {
+        tracing::warn!(
+            plugin = &**plugin.name(),
+            size,
+            limit,
+            "result over the limit"
+        );
+        format!(
+            "plugin `{}` returned a result of {size} bytes, over its limit of {limit} bytes",
+            plugin.name()
+        )
+    })
+}
+
+/// `result` if it is within the plugin's result limit, else -32603 saying by how much.
+fn within_limit(plugin: &PluginCode, result: Box<RawValue>) -> MethodResult {
+    match over_limit(plugin, &result) {
+        Some(problem) => Err(ErrorObject::internal(problem)),
+        None => Ok(result),
+    }
+}
+
 /// The live set of plugins: the current catalog, swapped atomically when plugins change.
 pub struct PluginSet {
     current: ArcSwap<Catalog>,
@@ -344,7 +371,11 @@ impl Backend for PluginSet {
             .call_tool(name, arguments.get())
             .instrument(span)
             .await;
-        convert::call_tool_result(plugin.name(), outcome)
+        let result = convert::call_tool_result(plugin.name(), outcome)?;
+        match over_limit(plugin, &result) {
+            Some(problem) => convert::error_result(&problem),
+            None => Ok(result),
+        }
     }
 
     async fn get_prompt(&self, name: &str, arguments: BTreeMap<String, String>) -> MethodResult {
@@ -362,7 +393,10 @@ impl Backend for PluginSet {
         let plugin = &catalog.plugins[entry.plugin];
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
         match plugin.get_prompt(name, &arguments).await {
-            Ok(Ok(messages)) => convert::prompt_result(&entry.description, &messages),
+            Ok(Ok(messages)) => within_limit(
+                plugin,
+                convert::prompt_result(&entry.description, &messages)?,
+            ),
             Ok(Err(e)) => Err(convert::request_error(plugin.name(), None, Ok(e))),
             Err(e) => Err(convert::request_error(plugin.name(), None, Err(e))),
         }
@@ -374,7 +408,7 @@ impl Backend for PluginSet {
             return Err(convert::resource_not_found(uri));
         };
         match plugin.read_resource(uri).await {
-            Ok(Ok(contents)) => convert::read_result(&contents),
+            Ok(Ok(contents)) => within_limit(plugin, convert::read_result(&contents)?),
             Ok(Err(e)) => Err(convert::request_error(plugin.name(), Some(uri), Ok(e))),
             Err(e) => Err(convert::request_error(plugin.name(), Some(uri), Err(e))),
         }

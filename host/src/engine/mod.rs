@@ -18,6 +18,7 @@
 //!   for a slot instead of failing.
 
 mod bindings;
+mod http;
 mod plugin;
 mod state;
 
@@ -120,7 +121,10 @@ impl Runtime {
         let engine = Engine::new(&wasm).map_err(EngineError)?;
 
         let mut linker = Linker::new(&engine);
+        // Every WASI 0.2 interface is linked (so ordinary `std` plugins load); what a plugin
+        // may actually do is decided per call by its policy, in the store's contexts.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(EngineError)?;
         bindings::Plugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(EngineError)?;
 

@@ -13,7 +13,7 @@ use super::{
     CompletionRef, CompletionResult, GuestError, LoadError, Prompt, PromptMessage,
     ResourceContents, ResourceInfo, ResourceTemplate, Runtime, Tool, ToolResult,
 };
-use crate::policy::Limits;
+use crate::policy::{HttpGrant, Limits, Policy};
 
 /// Extra time the outer timeout allows beyond the plugin's deadline, so that a guest running
 /// wasm is stopped by the epoch deadline (a clean trap) and only a guest stuck in a host
@@ -71,6 +71,8 @@ pub struct PluginCode {
     runtime: Runtime,
     pre: InstancePre<HostState>,
     exports: Exports,
+    policy: Arc<Policy>,
+    http_grants: Arc<[HttpGrant]>,
     limits: Limits,
 }
 
@@ -104,6 +106,9 @@ pub enum CallError {
         /// The panic message.
         message: String,
     },
+    /// It recursed too deep.
+    #[error("overflowed its stack (recursion too deep)")]
+    StackOverflow,
     /// Any other trap.
     #[error("crashed: {0}")]
     Trap(String),
@@ -124,12 +129,13 @@ struct ActiveCall {
 }
 
 impl PluginCode {
-    /// Link a compiled component and find which plugin interfaces it exports.
+    /// Link a compiled component and find which plugin interfaces it exports. Its calls will
+    /// run under `policy`.
     pub fn prepare(
         runtime: &Runtime,
         name: Arc<str>,
         component: &Component,
-        limits: Limits,
+        policy: Policy,
     ) -> Result<Self, LoadError> {
         let pre = runtime
             .linker
@@ -156,14 +162,20 @@ impl PluginCode {
             return Err(LoadError::WrongWorld(names));
         }
         let limits = Limits {
-            memory_bytes: limits.memory_bytes.min(runtime.config.max_memory_bytes),
-            ..limits
+            memory_bytes: policy
+                .limits
+                .memory_bytes
+                .min(runtime.config.max_memory_bytes),
+            ..policy.limits
         };
+        let policy = Policy { limits, ..policy };
         Ok(Self {
             name,
             runtime: runtime.clone(),
             pre,
             exports,
+            http_grants: policy.http.clone().into(),
+            policy: Arc::new(policy),
             limits,
         })
     }
@@ -181,6 +193,11 @@ impl PluginCode {
     /// The limits its calls run under.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Its policy: limits and grants.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     /// Read every list the plugin offers, in one instance. This also type-checks each
@@ -322,10 +339,9 @@ impl PluginCode {
             .acquire_owned()
             .await
             .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
-        let mut store = Store::new(
-            &self.runtime.engine,
-            HostState::new(Arc::clone(&self.name), &self.limits),
-        );
+        let state = HostState::new(Arc::clone(&self.name), &self.policy, &self.http_grants)
+            .map_err(CallError::Host)?;
+        let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|state| &mut state.limiter);
         store
             .set_fuel(self.limits.fuel)
@@ -392,13 +408,24 @@ fn classify(store: &mut Store<HostState>, error: &wasmtime::Error, limits: &Limi
         Some(Trap::Interrupt) => CallError::Timeout {
             after: limits.timeout,
         },
+        Some(Trap::StackOverflow) => CallError::StackOverflow,
         trap => {
             let (stderr, _) = state.stderr.peek();
             if let Some(message) = panic_message(&String::from_utf8_lossy(&stderr)) {
                 return CallError::Panic { message };
             }
             match trap {
-                Some(trap) => CallError::Trap(trap.to_string()),
+                // Rust keeps its stack in linear memory below the data; running off its end
+                // is an out-of-bounds access, and deep recursion is its usual cause.
+                Some(Trap::MemoryOutOfBounds) => CallError::Trap(
+                    "out of bounds memory access (often a stack overflow from too-deep recursion)"
+                        .to_owned(),
+                ),
+                Some(trap) => CallError::Trap(
+                    trap.to_string()
+                        .trim_start_matches("wasm trap: ")
+                        .to_owned(),
+                ),
                 None => CallError::Host(format!("{error:#}")),
             }
         }

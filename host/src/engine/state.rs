@@ -1,4 +1,5 @@
-//! The per-call store state: the plugin's WASI context (no capabilities), a memory limiter
+//! The per-call store state: the plugin's WASI context (exactly its grants: directories,
+//! environment variables, HTTP hosts; never sockets, arguments or stdin), a memory limiter
 //! that records what it refused, capped output pipes, and the host functions the plugin
 //! imports.
 
@@ -9,15 +10,19 @@ use std::task::{Context, Poll};
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::mcpbox::plugin::{host, types};
-use crate::policy::Limits;
+use super::http::HttpGate;
+use crate::policy::{HttpGrant, Policy};
 
 /// Everything one call's `Store` holds.
 pub struct HostState {
     plugin: Arc<str>,
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    http_gate: HttpGate,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stdout: CappedPipe,
@@ -25,26 +30,51 @@ pub struct HostState {
 }
 
 impl HostState {
-    /// A fresh state for one call into `plugin`: no files, no network, no environment, no
-    /// arguments, no stdin; stdout and stderr captured up to the output limit.
-    pub fn new(plugin: Arc<str>, limits: &Limits) -> Self {
+    /// A fresh state for one call into `plugin`, with exactly the capabilities its policy
+    /// grants: its directories, its environment variables, HTTP to its hosts. Never sockets,
+    /// arguments, stdin or the host's own environment. Stdout and stderr are captured up to
+    /// the output limit.
+    pub fn new(
+        plugin: Arc<str>,
+        policy: &Policy,
+        http_grants: &Arc<[HttpGrant]>,
+    ) -> Result<Self, String> {
+        let limits = &policy.limits;
         let stdout = CappedPipe::new(limits.output_bytes);
         let stderr = CappedPipe::new(limits.output_bytes);
-        let wasi = WasiCtxBuilder::new()
-            .stdout(stdout.clone())
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
-        Self {
+            .allow_ip_name_lookup(false);
+        for env in &policy.env {
+            wasi.env(&env.name, &env.value);
+        }
+        for dir in &policy.dirs {
+            let perms = if dir.writable {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            wasi.preopened_dir(&dir.host, &dir.guest, perms)
+                .map_err(|e| {
+                    format!(
+                        "cannot open granted directory {}: {e:#}",
+                        dir.host.display()
+                    )
+                })?;
+        }
+        Ok(Self {
+            http_gate: HttpGate::new(Arc::clone(&plugin), Arc::clone(http_grants)),
             plugin,
-            wasi,
+            wasi: wasi.build(),
+            http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
             limiter: MemoryLimiter::new(limits.memory_bytes),
             stdout,
             stderr,
-        }
+        })
     }
 
     /// The plugin this call runs.
@@ -58,6 +88,16 @@ impl WasiView for HostState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_gate,
         }
     }
 }

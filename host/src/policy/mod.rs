@@ -1,9 +1,19 @@
-//! Per-plugin limits: how much CPU, wall-clock time, memory and output one call may use.
+//! Per-plugin policy: the limits each call runs under and the capabilities the operator
+//! granted, read from a manifest beside the plugin (`weather.wasm` → `weather.toml`) and
+//! validated.
 //!
-//! Depends on nothing else in the crate. Everything here is deny-by-default: a plugin gets
-//! these limits and no capabilities (no files, network, environment) unless granted.
+//! Depends on nothing else in the crate. Deny by default: a plugin without a manifest gets the
+//! default limits and no capabilities at all. Every key is checked; an unknown key, a bad
+//! value or a grant that cannot work (a missing directory, an unset host variable) is an
+//! error naming the file, the line or key, and what is wrong, never a silent default.
 
+mod manifest;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+pub use manifest::{PolicyError, load_manifest, manifest_path};
 
 /// The limits applied to every call into one plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +28,8 @@ pub struct Limits {
     /// How much of a call's stdout and of its stderr is kept (and logged); the rest is
     /// dropped, never trapping the plugin.
     pub output_bytes: usize,
+    /// The largest result (as JSON sent to the client) one call may produce.
+    pub result_bytes: usize,
 }
 
 impl Limits {
@@ -29,6 +41,8 @@ impl Limits {
     pub const DEFAULT_MEMORY_BYTES: usize = 128 << 20;
     /// 64 KiB for each of stdout and stderr.
     pub const DEFAULT_OUTPUT_BYTES: usize = 64 << 10;
+    /// 4 MiB.
+    pub const DEFAULT_RESULT_BYTES: usize = 4 << 20;
 }
 
 impl Default for Limits {
@@ -38,6 +52,137 @@ impl Default for Limits {
             timeout: Self::DEFAULT_TIMEOUT,
             memory_bytes: Self::DEFAULT_MEMORY_BYTES,
             output_bytes: Self::DEFAULT_OUTPUT_BYTES,
+            result_bytes: Self::DEFAULT_RESULT_BYTES,
         }
+    }
+}
+
+/// Everything one plugin may use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// Its limits.
+    pub limits: Limits,
+    /// Directories it may open.
+    pub dirs: Vec<DirGrant>,
+    /// Environment variables it sees.
+    pub env: Vec<EnvGrant>,
+    /// Hosts it may send HTTP requests to.
+    pub http: Vec<HttpGrant>,
+}
+
+impl Policy {
+    /// No capabilities, these limits.
+    pub fn deny_all(limits: Limits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    /// Whether anything at all was granted.
+    pub fn grants_anything(&self) -> bool {
+        !(self.dirs.is_empty() && self.env.is_empty() && self.http.is_empty())
+    }
+}
+
+/// A host directory mapped into the plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirGrant {
+    /// The directory on the host (absolute).
+    pub host: PathBuf,
+    /// Where the plugin sees it (an absolute guest path such as `/data`).
+    pub guest: String,
+    /// Whether the plugin may write.
+    pub writable: bool,
+}
+
+/// An environment variable the plugin sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvGrant {
+    /// Its name.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+    /// The host variable it was copied from, if not a literal.
+    pub from_host: Option<String>,
+}
+
+/// A host (and port) the plugin may reach over HTTP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpGrant {
+    /// Lower-case host name or IP address literal (IPv6 without brackets).
+    pub host: String,
+    /// The port; `None` allows only the scheme's default (80 for http, 443 for https).
+    pub port: Option<u16>,
+}
+
+impl HttpGrant {
+    /// Whether this grant allows `host:port` (`host` already lower-case).
+    pub fn allows(&self, host: &str, port: u16, default_port: u16) -> bool {
+        self.host == host && self.port.unwrap_or(default_port) == port
+    }
+
+    /// Whether the grant names an IP address (or `localhost`) explicitly, which allows that
+    /// address even when it is loopback or private.
+    pub fn is_address_literal(&self) -> bool {
+        self.host == "localhost" || self.host.parse::<std::net::IpAddr>().is_ok()
+    }
+}
+
+impl fmt::Display for HttpGrant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        match self.port {
+            Some(port) => write!(f, "{host}:{port}"),
+            None => write!(f, "{host} (ports 80/443)"),
+        }
+    }
+}
+
+/// A one-line summary of the grants, for the log.
+pub struct GrantSummary<'a>(pub &'a Policy);
+
+impl fmt::Display for GrantSummary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let policy = self.0;
+        if !policy.grants_anything() {
+            return f.write_str("nothing (no files, network or environment)");
+        }
+        let mut parts = Vec::new();
+        for dir in &policy.dirs {
+            let mode = if dir.writable {
+                "read-write"
+            } else {
+                "read-only"
+            };
+            parts.push(format!(
+                "dir {} as {} ({mode})",
+                dir.host.display(),
+                dir.guest
+            ));
+        }
+        for env in &policy.env {
+            parts.push(match &env.from_host {
+                Some(source) => format!("env {} (from ${source})", env.name),
+                None => format!("env {}", env.name),
+            });
+        }
+        for http in &policy.http {
+            parts.push(format!("http {http}"));
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
+/// Where a relative path in a manifest points: against the manifest's own directory.
+fn resolve(manifest: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_owned()
+    } else {
+        manifest.parent().unwrap_or(Path::new(".")).join(path)
     }
 }

@@ -1,0 +1,175 @@
+//! Outgoing HTTP from a plugin, through `wasi:http` (enable the `http` feature).
+//!
+//! Requests only reach hosts the operator granted in the plugin's manifest (`[http] allow`);
+//! anything else fails with an [`HttpError`] saying the request was denied. Calls block the
+//! plugin until the response has arrived, within the call's time limit.
+//!
+//! ```no_run
+//! let response = mcpbox_sdk::http::get("https://api.example.com/v1/status")?;
+//! let status: mcpbox_sdk::serde_json::Value = response.json()?;
+//! # Ok::<(), mcpbox_sdk::http::HttpError>(())
+//! ```
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use wasip2::http::outgoing_handler;
+use wasip2::http::types::{
+    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, Scheme,
+};
+use wasip2::io::streams::StreamError;
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpError(String);
+
+impl fmt::Display for HttpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HttpError {}
+
+/// A response, read in full.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The headers, in order.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The body as text (invalid UTF-8 replaced).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body parsed as JSON.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, HttpError> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| HttpError(format!("the response is not the expected JSON: {e}")))
+    }
+}
+
+/// `GET url`.
+pub fn get(url: &str) -> Result<Response, HttpError> {
+    send("GET", url, &[], None)
+}
+
+/// Send a request with `method` (`GET`, `POST`, …), headers and an optional body, and read
+/// the whole response.
+pub fn send(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<Response, HttpError> {
+    let fail = |what: &str| HttpError(format!("{method} {url}: {what}"));
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| fail("the URL has no scheme"))?;
+    let scheme = match scheme.to_ascii_lowercase().as_str() {
+        "http" => Scheme::Http,
+        "https" => Scheme::Https,
+        other => return Err(fail(&format!("unsupported scheme `{other}`"))),
+    };
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(i) if rest[i..].starts_with('/') => (&rest[..i], rest[i..].to_owned()),
+        Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+        None => (rest, "/".to_owned()),
+    };
+
+    let fields = Fields::new();
+    for (name, value) in headers {
+        fields
+            .append(name, value.as_bytes())
+            .map_err(|e| fail(&format!("bad header `{name}`: {e:?}")))?;
+    }
+    let request = OutgoingRequest::new(fields);
+    let method_value = match method {
+        "GET" => Method::Get,
+        "POST" => Method::Post,
+        "PUT" => Method::Put,
+        "DELETE" => Method::Delete,
+        "PATCH" => Method::Patch,
+        "HEAD" => Method::Head,
+        other => Method::Other(other.to_owned()),
+    };
+    request
+        .set_method(&method_value)
+        .map_err(|()| fail("invalid method"))?;
+    request
+        .set_scheme(Some(&scheme))
+        .map_err(|()| fail("invalid scheme"))?;
+    request
+        .set_authority(Some(authority))
+        .map_err(|()| fail("invalid host"))?;
+    request
+        .set_path_with_query(Some(&path))
+        .map_err(|()| fail("invalid path"))?;
+
+    let outgoing = request
+        .body()
+        .map_err(|()| fail("cannot open the request body"))?;
+    if let Some(bytes) = body {
+        let stream = outgoing
+            .write()
+            .map_err(|()| fail("cannot write the request body"))?;
+        for chunk in bytes.chunks(4096) {
+            stream
+                .blocking_write_and_flush(chunk)
+                .map_err(|e| fail(&format!("writing the body: {e:?}")))?;
+        }
+    }
+    OutgoingBody::finish(outgoing, None).map_err(|e| fail(&describe(&e)))?;
+
+    let pending = outgoing_handler::handle(request, None).map_err(|e| fail(&describe(&e)))?;
+    pending.subscribe().block();
+    let response = pending
+        .get()
+        .ok_or_else(|| fail("no response"))?
+        .map_err(|()| fail("the response was already taken"))?
+        .map_err(|e| fail(&describe(&e)))?;
+
+    let status = response.status();
+    let headers = response.headers().entries();
+    let incoming = response
+        .consume()
+        .map_err(|()| fail("cannot read the response body"))?;
+    let stream = incoming
+        .stream()
+        .map_err(|()| fail("cannot read the response body"))?;
+    let mut body = Vec::new();
+    loop {
+        match stream.blocking_read(64 * 1024) {
+            Ok(chunk) => body.extend_from_slice(&chunk),
+            Err(StreamError::Closed) => break,
+            Err(StreamError::LastOperationFailed(e)) => {
+                return Err(fail(&format!("reading the body: {}", e.to_debug_string())));
+            }
+        }
+    }
+    drop(stream);
+    let _ = IncomingBody::finish(incoming);
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn describe(code: &ErrorCode) -> String {
+    match code {
+        ErrorCode::HttpRequestDenied => {
+            "the request was denied: this host is not granted to the plugin".to_owned()
+        }
+        ErrorCode::DnsError(_) => "the host name could not be resolved".to_owned(),
+        ErrorCode::ConnectionRefused => "the connection was refused".to_owned(),
+        ErrorCode::ConnectionTimeout => "the connection timed out".to_owned(),
+        other => format!("{other:?}"),
+    }
+}

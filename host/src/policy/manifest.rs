@@ -1,0 +1,452 @@
+//! The manifest file: TOML beside the plugin, parsed strictly and validated into a [`Policy`].
+//!
+//! ```toml
+//! [limits]                 # each key optional; the command line's values are the defaults
+//! fuel = 2_000_000_000
+//! timeout-ms = 5000
+//! memory-mib = 64
+//! output-kib = 64
+//! result-kib = 1024
+//!
+//! [[dirs]]                 # repeatable
+//! host = "data"            # relative to this file's directory, or absolute
+//! guest = "/data"
+//! mode = "read-only"       # or "read-write"; default read-only
+//!
+//! [env]
+//! UNITS = "metric"                      # a literal value
+//! API_KEY = { from-host = "WEATHER_KEY" } # copied from mcpbox's environment at load
+//!
+//! [http]
+//! allow = ["api.open-meteo.com", "127.0.0.1:8080"]
+//! ```
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+
+use super::{DirGrant, EnvGrant, HttpGrant, Limits, Policy, resolve};
+
+/// Why a manifest was refused: the file, where in it, and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{}: {message}", file.display(), location.as_deref().map(|l| format!(": {l}")).unwrap_or_default())]
+pub struct PolicyError {
+    file: PathBuf,
+    /// `line 3` or a key path such as `dirs[0].host`.
+    location: Option<String>,
+    message: String,
+}
+
+impl PolicyError {
+    fn at(file: &Path, location: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            file: file.to_owned(),
+            location: Some(location.into()),
+            message: message.into(),
+        }
+    }
+}
+
+/// The manifest that belongs to a plugin file: the same name with `.toml`.
+pub fn manifest_path(plugin: &Path) -> PathBuf {
+    plugin.with_extension("toml")
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    #[serde(default)]
+    limits: LimitsTable,
+    #[serde(default)]
+    dirs: Vec<DirTable>,
+    #[serde(default)]
+    env: BTreeMap<String, EnvValue>,
+    #[serde(default)]
+    http: HttpTable,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct LimitsTable {
+    fuel: Option<u64>,
+    timeout_ms: Option<u64>,
+    memory_mib: Option<u64>,
+    output_kib: Option<u64>,
+    result_kib: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirTable {
+    host: PathBuf,
+    guest: String,
+    #[serde(default)]
+    mode: DirMode,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum DirMode {
+    #[default]
+    ReadOnly,
+    ReadWrite,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpTable {
+    #[serde(default)]
+    allow: Vec<String>,
+}
+
+/// An `[env]` value: a string, or `{ from-host = "NAME" }`.
+#[derive(Debug)]
+enum EnvValue {
+    Literal(String),
+    FromHost(String),
+}
+
+impl<'de> Deserialize<'de> for EnvValue {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EnvVisitor;
+        impl<'de> Visitor<'de> for EnvVisitor {
+            type Value = EnvValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a string, or { from-host = "NAME" }"#)
+            }
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<EnvValue, E> {
+                Ok(EnvValue::Literal(value.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EnvValue, A::Error> {
+                let mut source = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key != "from-host" || source.is_some() {
+                        return Err(de::Error::custom(format!(
+                            r#"unexpected key `{key}`: expected a string, or {{ from-host = "NAME" }}"#
+                        )));
+                    }
+                    source = Some(map.next_value::<String>()?);
+                }
+                source
+                    .map(EnvValue::FromHost)
+                    .ok_or_else(|| de::Error::missing_field("from-host"))
+            }
+        }
+        deserializer.deserialize_any(EnvVisitor)
+    }
+}
+
+/// Read and validate the manifest at `file`. `defaults` are the limits of a plugin without
+/// one (from the command line); the manifest overrides them key by key.
+pub fn load_manifest(file: &Path, defaults: Limits) -> Result<Policy, PolicyError> {
+    let text = std::fs::read_to_string(file).map_err(|e| PolicyError {
+        file: file.to_owned(),
+        location: None,
+        message: format!("cannot read it: {e}"),
+    })?;
+    let manifest: Manifest = toml::from_str(&text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+        let location = line.map(|l| format!("line {l}"));
+        PolicyError {
+            file: file.to_owned(),
+            location,
+            message: e.message().trim().to_owned(),
+        }
+    })?;
+    Ok(Policy {
+        limits: limits(file, &manifest.limits, defaults)?,
+        dirs: dirs(file, &manifest.dirs)?,
+        env: env(file, manifest.env)?,
+        http: http(file, &manifest.http.allow)?,
+    })
+}
+
+fn limits(file: &Path, table: &LimitsTable, defaults: Limits) -> Result<Limits, PolicyError> {
+    let positive = |key: &str, value: Option<u64>| -> Result<Option<u64>, PolicyError> {
+        match value {
+            Some(0) => Err(PolicyError::at(
+                file,
+                format!("limits.{key}"),
+                "must be greater than 0",
+            )),
+            other => Ok(other),
+        }
+    };
+    let bytes = |key: &str,
+                 value: Option<u64>,
+                 unit: u64,
+                 max: u64,
+                 default: usize|
+     -> Result<usize, PolicyError> {
+        match positive(key, value)? {
+            None => Ok(default),
+            Some(v) if v > max => Err(PolicyError::at(
+                file,
+                format!("limits.{key}"),
+                format!("{v} is over the maximum of {max}"),
+            )),
+            Some(v) => usize::try_from(v * unit)
+                .map_err(|_| PolicyError::at(file, format!("limits.{key}"), "too large")),
+        }
+    };
+    Ok(Limits {
+        fuel: positive("fuel", table.fuel)?.unwrap_or(defaults.fuel),
+        timeout: positive("timeout-ms", table.timeout_ms)?
+            .map_or(defaults.timeout, Duration::from_millis),
+        memory_bytes: bytes(
+            "memory-mib",
+            table.memory_mib,
+            1 << 20,
+            4096,
+            defaults.memory_bytes,
+        )?,
+        output_bytes: bytes(
+            "output-kib",
+            table.output_kib,
+            1 << 10,
+            64 << 10,
+            defaults.output_bytes,
+        )?,
+        result_bytes: bytes(
+            "result-kib",
+            table.result_kib,
+            1 << 10,
+            1 << 20,
+            defaults.result_bytes,
+        )?,
+    })
+}
+
+fn dirs(file: &Path, tables: &[DirTable]) -> Result<Vec<DirGrant>, PolicyError> {
+    let mut guests = HashSet::new();
+    tables
+        .iter()
+        .enumerate()
+        .map(|(i, table)| {
+            let key = |field: &str| format!("dirs[{i}].{field}");
+            let host = resolve(file, &table.host);
+            let host = host.canonicalize().map_err(|e| {
+                PolicyError::at(file, key("host"), format!("cannot use directory {}: {e}", host.display()))
+            })?;
+            if !host.is_dir() {
+                return Err(PolicyError::at(file, key("host"), format!("{} is not a directory", host.display())));
+            }
+            let guest = Path::new(&table.guest);
+            let normal = guest.is_absolute() && guest.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+            if !normal || table.guest == "/" {
+                return Err(PolicyError::at(
+                    file,
+                    key("guest"),
+                    format!("`{}` must be an absolute path below `/` without `.` or `..`, such as `/data`", table.guest),
+                ));
+            }
+            if !guests.insert(table.guest.clone()) {
+                return Err(PolicyError::at(file, key("guest"), format!("`{}` is mapped twice", table.guest)));
+            }
+            Ok(DirGrant { host, guest: table.guest.clone(), writable: matches!(table.mode, DirMode::ReadWrite) })
+        })
+        .collect()
+}
+
+fn env(file: &Path, table: BTreeMap<String, EnvValue>) -> Result<Vec<EnvGrant>, PolicyError> {
+    table
+        .into_iter()
+        .map(|(name, value)| {
+            let key = format!("env.{name}");
+            let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(PolicyError::at(file, key, "not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)"));
+            }
+            Ok(match value {
+                EnvValue::Literal(value) => EnvGrant { name, value, from_host: None },
+                EnvValue::FromHost(source) => {
+                    let value = std::env::var(&source).map_err(|_| {
+                        PolicyError::at(file, key, format!("`from-host = \"{source}\"`, but ${source} is not set in mcpbox's environment"))
+                    })?;
+                    EnvGrant { name, value, from_host: Some(source) }
+                }
+            })
+        })
+        .collect()
+}
+
+fn http(file: &Path, allow: &[String]) -> Result<Vec<HttpGrant>, PolicyError> {
+    allow
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            parse_http_grant(entry)
+                .map_err(|why| PolicyError::at(file, format!("http.allow[{i}]"), why))
+        })
+        .collect()
+}
+
+/// `host`, `host:port`, `1.2.3.4:80` or `[::1]:8080`.
+fn parse_http_grant(entry: &str) -> Result<HttpGrant, String> {
+    let expected = || format!("expected `host` or `host:port`, found `{entry}`");
+    if entry.contains("://") || entry.contains('/') || entry.is_empty() {
+        return Err(expected());
+    }
+    let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+        let (host, rest) = rest.split_once(']').ok_or_else(expected)?;
+        (host, rest.strip_prefix(':'))
+    } else if entry.matches(':').count() == 1 {
+        let (host, port) = entry.split_once(':').ok_or_else(expected)?;
+        (host, Some(port))
+    } else {
+        (entry, None)
+    };
+    let port = port
+        .map(|p| {
+            p.parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("`{p}` is not a port number"))
+        })
+        .transpose()?;
+    let host = host.to_ascii_lowercase();
+    let valid = !host.is_empty()
+        && (host.parse::<std::net::IpAddr>().is_ok()
+            || host.split('.').all(|label| {
+                !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            }));
+    if !valid {
+        return Err(expected());
+    }
+    Ok(HttpGrant { host, port })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let file = dir.join("plugin.toml");
+        std::fs::write(&file, text).unwrap();
+        file
+    }
+
+    fn error(text: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        load_manifest(&write(dir.path(), text), Limits::default())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_full_manifest_parses() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        let text = r#"
+            [limits]
+            fuel = 1000
+            timeout-ms = 2000
+            memory-mib = 64
+
+            [[dirs]]
+            host = "data"
+            guest = "/data"
+            mode = "read-write"
+
+            [env]
+            UNITS = "metric"
+            HOME_DIR = { from-host = "CARGO_MANIFEST_DIR" }
+
+            [http]
+            allow = ["API.example.com", "127.0.0.1:8080", "[::1]:9000"]
+        "#;
+        let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+        assert_eq!(policy.limits.fuel, 1000);
+        assert_eq!(policy.limits.timeout, Duration::from_secs(2));
+        assert_eq!(policy.limits.memory_bytes, 64 << 20);
+        assert_eq!(policy.limits.output_bytes, Limits::DEFAULT_OUTPUT_BYTES);
+        assert_eq!(policy.dirs[0].guest, "/data");
+        assert!(policy.dirs[0].writable);
+        assert!(policy.dirs[0].host.is_absolute());
+        assert_eq!(policy.env[0].name, "HOME_DIR");
+        assert_eq!(
+            policy.env[0].from_host.as_deref(),
+            Some("CARGO_MANIFEST_DIR")
+        );
+        assert_eq!(policy.env[1].value, "metric");
+        assert_eq!(
+            policy.http[0],
+            HttpGrant {
+                host: "api.example.com".into(),
+                port: None
+            }
+        );
+        assert_eq!(
+            policy.http[1],
+            HttpGrant {
+                host: "127.0.0.1".into(),
+                port: Some(8080)
+            }
+        );
+        assert_eq!(
+            policy.http[2],
+            HttpGrant {
+                host: "::1".into(),
+                port: Some(9000)
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_keys_name_the_line() {
+        let e = error("[limits]\nfule = 5\n");
+        assert!(
+            e.contains("plugin.toml: line 2") && e.contains("unknown field `fule`"),
+            "{e}"
+        );
+        let e = error("[network]\nallow = true\n");
+        assert!(
+            e.contains("line 1") && e.contains("unknown field `network`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        assert!(error("[limits]\nfuel = 0\n").contains("limits.fuel: must be greater than 0"));
+        assert!(error("[limits]\nmemory-mib = 100000\n").contains("limits.memory-mib"));
+        let e = error("[[dirs]]\nhost = \"nope\"\nguest = \"/x\"\n");
+        assert!(e.contains("dirs[0].host: cannot use directory"), "{e}");
+        let e = error("[[dirs]]\nhost = \".\"\nguest = \"../x\"\n");
+        assert!(e.contains("dirs[0].guest"), "{e}");
+        let e = error("[env]\nX = { from-host = \"MCPBOX_TEST_SURELY_UNSET\" }\n");
+        assert!(e.contains("env.X") && e.contains("not set"), "{e}");
+        let e = error("[env]\n\"1X\" = \"v\"\n");
+        assert!(e.contains("env.1X"), "{e}");
+        let e = error("[http]\nallow = [\"https://x.com\"]\n");
+        assert!(
+            e.contains("http.allow[0]: expected `host` or `host:port`"),
+            "{e}"
+        );
+        let e = error("[http]\nallow = [\"x.com:99999\"]\n");
+        assert!(e.contains("is not a port number"), "{e}");
+        let e = error("[env]\nX = 5\n");
+        assert!(e.contains("line 2") && e.contains("from-host"), "{e}");
+    }
+
+    #[test]
+    fn grants_match_host_and_port() {
+        let grant = parse_http_grant("api.example.com").unwrap();
+        assert!(grant.allows("api.example.com", 443, 443));
+        assert!(!grant.allows("api.example.com", 8443, 443));
+        assert!(!grant.allows("evil.com", 443, 443));
+        assert!(!grant.is_address_literal());
+        assert!(
+            parse_http_grant("127.0.0.1:80")
+                .unwrap()
+                .is_address_literal()
+        );
+    }
+}
