@@ -350,3 +350,34 @@ async fn an_invalid_manifest_is_reported_and_its_plugin_skipped() {
         "{line}"
     );
 }
+
+#[tokio::test]
+async fn results_over_the_size_limit_are_refused() {
+    let dir = plugin_dir(&[
+        ("echo_tools", "echo_tools.wasm"),
+        ("hostile", "hostile.wasm"),
+    ]);
+    manifest(dir.path(), "echo_tools", "[limits]\nresult-kib = 1\n");
+    manifest(dir.path(), "hostile", "[limits]\nresult-kib = 1\n");
+    let client = connect(dir.path(), &[]).await;
+    assert_eq!(
+        call(&client, "echo", json!({"text": "small"})).await,
+        ("small".to_owned(), false)
+    );
+    let (text, is_error) = call(&client, "echo", json!({"text": "x".repeat(2000)})).await;
+    assert!(is_error, "{text}");
+    assert!(
+        text.starts_with("plugin `echo_tools` returned a result of ")
+            && text.ends_with("over its limit of 1024 bytes"),
+        "{text}"
+    );
+
+    let read = rmcp::model::ReadResourceRequestParams::new("hostile://big");
+    let (code, message) =
+        crate::support::error_code(&client.read_resource(read).await.expect_err("too big"));
+    assert_eq!(code, -32603);
+    assert!(
+        message.contains("over its limit of 1024 bytes"),
+        "{message}"
+    );
+}

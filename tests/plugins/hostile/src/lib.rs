@@ -5,7 +5,7 @@
 
 use std::hint::black_box;
 
-use mcpbox_sdk::{Deserialize, JsonSchema, NoArgs, Plugin, Tool, Tools};
+use mcpbox_sdk::{Deserialize, JsonSchema, NoArgs, Plugin, ResourceInfo, Resources, Tool, Tools};
 
 #[derive(Deserialize, JsonSchema)]
 struct Path {
@@ -143,6 +143,13 @@ impl Plugin for Hostile {
                 sleep_forever,
             )
             .add(Tool::new("ok", "Behave"), |_: NoArgs| "fine");
+    }
+
+    fn resources(resources: &mut Resources) {
+        resources.add(
+            ResourceInfo::new("hostile://big", "big").mime_type("text/plain"),
+            || "y".repeat(100 << 10),
+        );
     }
 }
 
