@@ -6,7 +6,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
-examples=(echo-tools code-review quotes weather files)
+examples=(echo-tools code-review quotes weather files interactive)
 fixtures=()
 if [ "${1:-}" = "--with-test-plugins" ]; then
   fixtures=(hostile host-probe tools-only)

@@ -54,7 +54,7 @@ async fn capabilities_reflect_only_the_loaded_plugins() {
     let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
     let client = connect(dir.path(), &[]).await;
     let capabilities = json(&*client.peer_info().expect("server info"))["capabilities"].clone();
-    assert_eq!(capabilities, json!({"tools": {}}));
+    assert_eq!(capabilities, json!({"tools": {}, "logging": {}}));
 }
 
 #[tokio::test]
@@ -145,6 +145,7 @@ async fn tools_return_text_structured_content_and_errors() {
 async fn arguments_that_do_not_fit_are_an_is_error_result_not_a_protocol_error() {
     let dir = all_examples();
     let client = connect(dir.path(), &[]).await;
+    // Checked against the tool's input schema before the plugin runs (SEP-1303).
     let result = json(
         &client
             .call_tool(call("add", json!({"a": "two", "b": 1})))
@@ -152,8 +153,10 @@ async fn arguments_that_do_not_fit_are_an_is_error_result_not_a_protocol_error()
             .expect("add"),
     );
     assert_eq!(result["isError"], true);
-    let text = result["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("invalid arguments for tool `add`"), "{text}");
+    assert_eq!(
+        result["content"][0]["text"],
+        r#"invalid arguments for tool `add`: "two" is not of type "number" (at /a)"#
+    );
 
     // No `arguments` at all is treated as `{}`.
     let result = json(
@@ -163,12 +166,9 @@ async fn arguments_that_do_not_fit_are_an_is_error_result_not_a_protocol_error()
             .expect("echo"),
     );
     assert_eq!(result["isError"], true);
-    assert!(
-        result["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("missing field `text`"),
-        "{result}"
+    assert_eq!(
+        result["content"][0]["text"],
+        r#"invalid arguments for tool `echo`: "text" is a required property"#
     );
 }
 

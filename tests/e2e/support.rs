@@ -309,3 +309,135 @@ pub fn tool_text(result: &rmcp::model::CallToolResult) -> (String, bool) {
         .to_owned();
     (text, value["isError"] == true)
 }
+
+/// A real rmcp client that declares `capabilities`, answers sampling, elicitation and roots
+/// requests with canned answers, and records every request and notification it gets.
+#[derive(Clone)]
+pub struct RecordingClient {
+    info: rmcp::model::ClientConfig,
+    pub events: Arc<Mutex<Vec<(String, Value)>>>,
+}
+
+impl RecordingClient {
+    pub fn new(capabilities: &Value) -> Self {
+        let info = serde_json::from_value(serde_json::json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": capabilities,
+            "clientInfo": {"name": "mcpbox-e2e", "version": "1.0.0"},
+        }))
+        .expect("client info");
+        Self {
+            info,
+            events: Arc::default(),
+        }
+    }
+
+    fn record(&self, kind: &str, value: Value) {
+        self.events.lock().unwrap().push((kind.to_owned(), value));
+    }
+
+    /// The recorded events of one kind, in order.
+    pub fn events(&self, kind: &str) -> Vec<Value> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k == kind)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// Wait until `count` events of `kind` were recorded.
+    pub async fn wait_for(&self, kind: &str, count: usize) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + STEP;
+        loop {
+            let events = self.events(kind);
+            if events.len() >= count {
+                return events;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "only {} {kind} events arrived",
+                events.len()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+impl rmcp::ClientHandler for RecordingClient {
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        self.record("sampling", json(&params));
+        Ok(serde_json::from_value(serde_json::json!({
+            "role": "assistant",
+            "content": {"type": "text", "text": "a short summary"},
+            "model": "e2e-model",
+            "stopReason": "endTurn",
+        }))
+        .expect("sampling result"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.record("elicitation", json(&params));
+        Ok(serde_json::from_value(
+            serde_json::json!({"action": "accept", "content": {"confirm": true}}),
+        )
+        .expect("elicit result"))
+    }
+
+    async fn list_roots(
+        &self,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        self.record("roots", Value::Null);
+        Ok(serde_json::from_value(
+            serde_json::json!({"roots": [{"uri": "file:///work", "name": "work"}]}),
+        )
+        .expect("roots"))
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.record("progress", json(&params));
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.record("log", json(&params));
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        self.info.clone()
+    }
+}
+
+/// Start `mcpbox` on `dir` and connect `handler` as the client.
+pub async fn connect_with(
+    dir: &Path,
+    extra: &[&str],
+    handler: RecordingClient,
+) -> RunningService<RoleClient, RecordingClient> {
+    let (transport, stderr) = TokioChildProcess::builder(mcpbox(dir, extra))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mcpbox");
+    let stderr = Stderr::collect(stderr.expect("piped stderr"));
+    tokio::time::timeout(STEP, handler.serve(transport))
+        .await
+        .expect("initialize in time")
+        .unwrap_or_else(|e| panic!("initialize failed: {e}\nstderr:\n{}", stderr.text()))
+}

@@ -11,11 +11,13 @@
 //! catalog it started with, so a later reload can swap in a new one without disturbing calls
 //! in flight.
 
+mod bridge;
 mod convert;
 mod cursor;
 mod load;
 mod names;
 mod uri_template;
+mod validate;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -30,10 +32,12 @@ use crate::engine::{CompletionRef, PluginCode, PluginLists};
 use crate::policy::GrantSummary;
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
-use crate::server::{Backend, ListKind, MethodResult, Offers};
+use crate::server::{Backend, ListKind, MethodResult, Offers, RequestContext};
 
+use bridge::ClientBridge;
 pub use load::{DirectoryError, load_directory};
 use uri_template::UriTemplate;
+use validate::ToolSchemas;
 
 /// The most completion values sent to a client.
 const MAX_COMPLETION_VALUES: usize = 100;
@@ -68,6 +72,11 @@ struct Owner {
     plugin: usize,
 }
 
+struct ToolEntry {
+    plugin: usize,
+    schemas: ToolSchemas,
+}
+
 struct PromptEntry {
     plugin: usize,
     description: String,
@@ -85,7 +94,7 @@ pub struct Catalog {
     plugins: Vec<PluginCode>,
     offers: Offers,
     page_size: usize,
-    tools: Listing<Owner>,
+    tools: Listing<ToolEntry>,
     prompts: Listing<PromptEntry>,
     resources: Listing<Owner>,
     templates: Vec<TemplateEntry>,
@@ -126,12 +135,16 @@ impl Catalog {
             } else if let Some(owner) = self.tools.index.get(&tool.name) {
                 refuse("tool", &tool.name, &self.collision(owner.plugin));
             } else {
-                match convert::tool_json(tool) {
-                    Ok(json) => {
+                match convert::tool_json(tool)
+                    .and_then(|json| Ok((json, ToolSchemas::compile(tool)?)))
+                {
+                    Ok((json, schemas)) => {
                         self.tools.items.push(json);
-                        self.tools
-                            .index
-                            .insert(tool.name.clone(), Owner { plugin: index });
+                        let entry = ToolEntry {
+                            plugin: index,
+                            schemas,
+                        };
+                        self.tools.index.insert(tool.name.clone(), entry);
                     }
                     Err(problem) => refuse("tool", &tool.name, &problem),
                 }
@@ -358,19 +371,37 @@ impl Backend for PluginSet {
         self.current.load().page(kind, cursor)
     }
 
-    async fn call_tool(&self, name: &str, arguments: &RawValue) -> MethodResult {
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: &RawValue,
+        ctx: RequestContext,
+    ) -> MethodResult {
         let catalog = self.catalog();
-        let Some(owner) = catalog.tools.index.get(name) else {
+        let Some(entry) = catalog.tools.index.get(name) else {
             return Err(ErrorObject::invalid_params(format!(
                 "unknown tool `{name}`"
             )));
         };
-        let plugin = &catalog.plugins[owner.plugin];
+        // Invalid arguments are the model's to fix: an `isError` result, not a protocol error.
+        if let Err(problem) = entry.schemas.check_arguments(name, arguments) {
+            return convert::error_result(&problem);
+        }
+        let plugin = &catalog.plugins[entry.plugin];
         let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = name);
+        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx);
         let outcome = plugin
-            .call_tool(name, arguments.get())
+            .call_tool(name, arguments.get(), host)
             .instrument(span)
             .await;
+        if let Ok(Ok(result)) = &outcome
+            && let Err(problem) = entry
+                .schemas
+                .check_output(result.structured.as_deref(), result.is_error)
+        {
+            tracing::warn!(plugin = &**plugin.name(), tool = name, "{problem}");
+            return convert::error_result(&format!("plugin `{}` {problem}", plugin.name()));
+        }
         let result = convert::call_tool_result(plugin.name(), outcome)?;
         match over_limit(plugin, &result) {
             Some(problem) => convert::error_result(&problem),
@@ -378,7 +409,12 @@ impl Backend for PluginSet {
         }
     }
 
-    async fn get_prompt(&self, name: &str, arguments: BTreeMap<String, String>) -> MethodResult {
+    async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: BTreeMap<String, String>,
+        ctx: RequestContext,
+    ) -> MethodResult {
         let catalog = self.catalog();
         let Some(entry) = catalog.prompts.index.get(name) else {
             return Err(ErrorObject::invalid_params(format!(
@@ -392,7 +428,8 @@ impl Backend for PluginSet {
         }
         let plugin = &catalog.plugins[entry.plugin];
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
-        match plugin.get_prompt(name, &arguments).await {
+        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx);
+        match plugin.get_prompt(name, &arguments, host).await {
             Ok(Ok(messages)) => within_limit(
                 plugin,
                 convert::prompt_result(&entry.description, &messages)?,
@@ -402,19 +439,20 @@ impl Backend for PluginSet {
         }
     }
 
-    async fn read_resource(&self, uri: &str) -> MethodResult {
+    async fn read_resource(&self, uri: &str, ctx: RequestContext) -> MethodResult {
         let catalog = self.catalog();
         let Some(plugin) = catalog.resource_owner(uri) else {
             return Err(convert::resource_not_found(uri));
         };
-        match plugin.read_resource(uri).await {
+        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx);
+        match plugin.read_resource(uri, host).await {
             Ok(Ok(contents)) => within_limit(plugin, convert::read_result(&contents)?),
             Ok(Err(e)) => Err(convert::request_error(plugin.name(), Some(uri), Ok(e))),
             Err(e) => Err(convert::request_error(plugin.name(), Some(uri), Err(e))),
         }
     }
 
-    async fn complete(&self, params: CompleteParams) -> MethodResult {
+    async fn complete(&self, params: CompleteParams, ctx: RequestContext) -> MethodResult {
         let catalog = self.catalog();
         let (plugin, reference) = match &params.reference {
             CompletionReference::Prompt { name } => {
@@ -443,8 +481,9 @@ impl Backend for PluginSet {
             .map(|c| c.arguments.into_iter().collect())
             .unwrap_or_default();
         let argument = &params.argument;
+        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx);
         match plugin
-            .complete(&reference, &argument.name, &argument.value, &context)
+            .complete(&reference, &argument.name, &argument.value, &context, host)
             .await
         {
             Ok(Ok(mut result)) => {

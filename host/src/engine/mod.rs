@@ -22,6 +22,7 @@ mod http;
 mod plugin;
 mod state;
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -31,12 +32,74 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use bindings::mcpbox::plugin::types::{
-    CompletionRef, CompletionResult, Content, Error as GuestError, Media, Prompt, PromptArgument,
-    PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Role, Tool, ToolAnnotations,
-    ToolResult,
+    CompletionRef, CompletionResult, Content, Error as GuestError, ListKind, LogLevel, Media,
+    Prompt, PromptArgument, PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Role,
+    Tool, ToolAnnotations, ToolResult,
 };
 pub use plugin::{CallError, Exports, PluginCode, PluginLists};
 pub use state::HostState;
+
+/// A boxed future, for the object-safe [`CallHost`].
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The client requests a plugin can make through the `host` interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostRequest {
+    /// `sample`: the client's model completes a message.
+    Sample,
+    /// `elicit`: the client's user answers a question.
+    Elicit,
+    /// `list-roots`: the client's roots.
+    ListRoots,
+}
+
+/// What a call in progress can reach beyond the sandbox: the client it serves, and the host's
+/// catalog. The engine knows nothing of sessions or JSON-RPC; the layer that makes a call
+/// supplies this, and the plugin's `host` imports are forwarded to it.
+pub trait CallHost: Send + Sync + 'static {
+    /// A log message from the plugin (already written to mcpbox's own log).
+    fn log(&self, level: LogLevel, message: String) -> BoxFuture<'_, ()>;
+    /// A progress report.
+    fn progress(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    ) -> BoxFuture<'_, ()>;
+    /// Whether the call was cancelled.
+    fn cancelled(&self) -> bool;
+    /// A request to the client, with its params as JSON text; the answer as JSON text.
+    fn request(
+        &self,
+        request: HostRequest,
+        params: String,
+    ) -> BoxFuture<'_, Result<String, String>>;
+    /// The plugin says one of its lists changed.
+    fn list_changed(&self, kind: ListKind);
+    /// The plugin says the resource at `uri` changed.
+    fn resource_updated(&self, uri: String);
+}
+
+/// The [`CallHost`] of a call no client waits on (reading a plugin's lists at load): logs go
+/// to mcpbox's log only, and requests to the client fail.
+pub struct Detached;
+
+impl CallHost for Detached {
+    fn log(&self, _: LogLevel, _: String) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+    fn progress(&self, _: f64, _: Option<f64>, _: Option<String>) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+    fn cancelled(&self) -> bool {
+        false
+    }
+    fn request(&self, _: HostRequest, _: String) -> BoxFuture<'_, Result<String, String>> {
+        Box::pin(async { Err("no client is connected to this call".to_owned()) })
+    }
+    fn list_changed(&self, _: ListKind) {}
+    fn resource_updated(&self, _: String) {}
+}
 
 /// How often the epoch advances: the granularity of deadlines and of yielding.
 const EPOCH_TICK: Duration = Duration::from_millis(10);

@@ -10,8 +10,8 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
 use super::state::HostState;
 use super::{
-    CompletionRef, CompletionResult, GuestError, LoadError, Prompt, PromptMessage,
-    ResourceContents, ResourceInfo, ResourceTemplate, Runtime, Tool, ToolResult,
+    CallHost, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
+    PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Runtime, Tool, ToolResult,
 };
 use crate::policy::{HttpGrant, Limits, Policy};
 
@@ -204,7 +204,7 @@ impl PluginCode {
     /// exported interface against the contract.
     pub async fn read_lists(&self) -> Result<PluginLists, CallError> {
         self.guarded(async {
-            let mut call = self.instantiate().await?;
+            let mut call = self.instantiate(Arc::new(Detached)).await?;
             let mut lists = PluginLists::default();
             if let Some(indices) = &self.exports.tools {
                 let guest = call.load(|s, i| indices.load(s, i))?;
@@ -236,6 +236,7 @@ impl PluginCode {
         &self,
         name: &str,
         arguments: &str,
+        host: Arc<dyn CallHost>,
     ) -> Result<Result<ToolResult, GuestError>, CallError> {
         let indices = self
             .exports
@@ -243,7 +244,7 @@ impl PluginCode {
             .as_ref()
             .ok_or(CallError::NotExported("tools"))?;
         self.guarded(async {
-            let mut call = self.instantiate().await?;
+            let mut call = self.instantiate(host).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             // The contract types `json` as an alias of `string`, which bindgen passes as `&String`.
             let arguments = arguments.to_owned();
@@ -260,6 +261,7 @@ impl PluginCode {
         &self,
         name: &str,
         arguments: &[(String, String)],
+        host: Arc<dyn CallHost>,
     ) -> Result<Result<Vec<PromptMessage>, GuestError>, CallError> {
         let indices = self
             .exports
@@ -267,7 +269,7 @@ impl PluginCode {
             .as_ref()
             .ok_or(CallError::NotExported("prompts"))?;
         self.guarded(async {
-            let mut call = self.instantiate().await?;
+            let mut call = self.instantiate(host).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_get_prompt(&mut call.store, name, arguments)
@@ -281,6 +283,7 @@ impl PluginCode {
     pub async fn read_resource(
         &self,
         uri: &str,
+        host: Arc<dyn CallHost>,
     ) -> Result<Result<Vec<ResourceContents>, GuestError>, CallError> {
         let indices = self
             .exports
@@ -288,7 +291,7 @@ impl PluginCode {
             .as_ref()
             .ok_or(CallError::NotExported("resources"))?;
         self.guarded(async {
-            let mut call = self.instantiate().await?;
+            let mut call = self.instantiate(host).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest.call_read_resource(&mut call.store, uri).await;
             call.check(out)
@@ -303,6 +306,7 @@ impl PluginCode {
         argument: &str,
         value: &str,
         context: &[(String, String)],
+        host: Arc<dyn CallHost>,
     ) -> Result<Result<CompletionResult, GuestError>, CallError> {
         let indices = self
             .exports
@@ -310,7 +314,7 @@ impl PluginCode {
             .as_ref()
             .ok_or(CallError::NotExported("completion"))?;
         self.guarded(async {
-            let mut call = self.instantiate().await?;
+            let mut call = self.instantiate(host).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_complete(&mut call.store, reference, argument, value, context)
@@ -334,13 +338,18 @@ impl PluginCode {
     }
 
     /// Take a pool slot and instantiate the plugin in a fresh store with its limits.
-    async fn instantiate(&self) -> Result<ActiveCall, CallError> {
+    async fn instantiate(&self, host: Arc<dyn CallHost>) -> Result<ActiveCall, CallError> {
         let slot = Arc::clone(&self.runtime.slots)
             .acquire_owned()
             .await
             .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
-        let state = HostState::new(Arc::clone(&self.name), &self.policy, &self.http_grants)
-            .map_err(CallError::Host)?;
+        let state = HostState::new(
+            Arc::clone(&self.name),
+            &self.policy,
+            &self.http_grants,
+            host,
+        )
+        .map_err(CallError::Host)?;
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|state| &mut state.limiter);
         store

@@ -15,11 +15,13 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::mcpbox::plugin::{host, types};
 use super::http::HttpGate;
+use super::{CallHost, HostRequest};
 use crate::policy::{HttpGrant, Policy};
 
 /// Everything one call's `Store` holds.
 pub struct HostState {
     plugin: Arc<str>,
+    host: Arc<dyn CallHost>,
     wasi: WasiCtx,
     http: WasiHttpCtx,
     http_gate: HttpGate,
@@ -38,6 +40,7 @@ impl HostState {
         plugin: Arc<str>,
         policy: &Policy,
         http_grants: &Arc<[HttpGrant]>,
+        host: Arc<dyn CallHost>,
     ) -> Result<Self, String> {
         let limits = &policy.limits;
         let stdout = CappedPipe::new(limits.output_bytes);
@@ -66,6 +69,7 @@ impl HostState {
                 })?;
         }
         Ok(Self {
+            host,
             http_gate: HttpGate::new(Arc::clone(&plugin), Arc::clone(http_grants)),
             plugin,
             wasi: wasi.build(),
@@ -230,11 +234,6 @@ impl StdoutStream for CappedPipe {
 
 impl types::Host for HostState {}
 
-/// The reply to a plugin that asks for a client feature this host does not offer yet.
-fn not_available(feature: &str) -> String {
-    format!("{feature} is not available: this mcpbox host does not forward it to clients yet")
-}
-
 impl host::Host for HostState {
     async fn log(&mut self, level: types::LogLevel, message: String) {
         use types::LogLevel as L;
@@ -247,44 +246,42 @@ impl host::Host for HostState {
                 tracing::error!(target: "plugin", plugin, "{message}");
             }
         }
+        Arc::clone(&self.host).log(level, message).await;
     }
 
     async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
-        tracing::trace!(target: "plugin", plugin = &*self.plugin, progress, ?total, ?message, "progress (not forwarded)");
+        Arc::clone(&self.host)
+            .progress(progress, total, message)
+            .await;
     }
 
     async fn cancelled(&mut self) -> bool {
-        false
+        self.host.cancelled()
     }
 
-    async fn sample(&mut self, _request: String) -> Result<String, String> {
-        tracing::debug!(plugin = &*self.plugin, "refused a sampling request");
-        Err(not_available("sampling"))
+    async fn sample(&mut self, request: String) -> Result<String, String> {
+        Arc::clone(&self.host)
+            .request(HostRequest::Sample, request)
+            .await
     }
 
-    async fn elicit(&mut self, _request: String) -> Result<String, String> {
-        tracing::debug!(plugin = &*self.plugin, "refused an elicitation request");
-        Err(not_available("elicitation"))
+    async fn elicit(&mut self, request: String) -> Result<String, String> {
+        Arc::clone(&self.host)
+            .request(HostRequest::Elicit, request)
+            .await
     }
 
     async fn list_roots(&mut self) -> Result<String, String> {
-        tracing::debug!(plugin = &*self.plugin, "refused a roots request");
-        Err(not_available("roots"))
+        Arc::clone(&self.host)
+            .request(HostRequest::ListRoots, "{}".to_owned())
+            .await
     }
 
     async fn notify_list_changed(&mut self, kind: types::ListKind) {
-        tracing::warn!(
-            plugin = &*self.plugin,
-            ?kind,
-            "ignored notify-list-changed: not supported by this host yet"
-        );
+        self.host.list_changed(kind);
     }
 
     async fn notify_resource_updated(&mut self, uri: String) {
-        tracing::warn!(
-            plugin = &*self.plugin,
-            uri,
-            "ignored notify-resource-updated: not supported by this host yet"
-        );
+        self.host.resource_updated(uri);
     }
 }

@@ -268,6 +268,24 @@ pub fn encode_notification(method: &str, params: Option<&RawValue>) -> Reply {
     })
 }
 
+/// Encode a request from the server to the client.
+pub fn encode_request(id: &RequestId, method: &str, params: Option<&RawValue>) -> Reply {
+    #[derive(Serialize)]
+    struct Out<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        method: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        params: Option<&'a RawValue>,
+    }
+    encode(&Out {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    })
+}
+
 /// Encode a batch of replies as one JSON array.
 pub fn encode_batch(replies: &[Reply]) -> Reply {
     let mut out = String::with_capacity(replies.iter().map(|r| r.0.len() + 1).sum::<usize>() + 2);

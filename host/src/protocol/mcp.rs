@@ -33,6 +33,84 @@ pub fn parse_params<'a, T: Deserialize<'a>>(
         .map_err(|e| ErrorObject::invalid_params(format!("invalid params for `{method}`: {e}")))
 }
 
+/// A log severity (RFC 5424), as `logging/setLevel` and `notifications/message` use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Detailed debugging information.
+    Debug,
+    /// Informational messages.
+    Info,
+    /// Normal but significant events.
+    Notice,
+    /// Warning conditions.
+    Warning,
+    /// Error conditions.
+    Error,
+    /// Critical conditions.
+    Critical,
+    /// Action must be taken immediately.
+    Alert,
+    /// The system is unusable.
+    Emergency,
+}
+
+impl LogLevel {
+    /// 1 (debug) to 8 (emergency).
+    pub fn rank(self) -> u8 {
+        self as u8 + 1
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Debug => "debug",
+            Self::Info => "info",
+            Self::Notice => "notice",
+            Self::Warning => "warning",
+            Self::Error => "error",
+            Self::Critical => "critical",
+            Self::Alert => "alert",
+            Self::Emergency => "emergency",
+        }
+    }
+}
+
+/// `logging/setLevel` params.
+#[derive(Debug, Deserialize)]
+pub struct SetLevelParams {
+    /// The minimum level to send.
+    pub level: LogLevel,
+}
+
+/// `notifications/cancelled` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelledParams {
+    /// The request to cancel.
+    pub request_id: serde_json::Value,
+    /// Why, for the log.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// The `_meta` of a request's params, where a progress token may be.
+#[derive(Debug, Default, Deserialize)]
+pub struct RequestMeta<'a> {
+    /// `_meta`.
+    #[serde(borrow, default, rename = "_meta")]
+    pub meta: Option<MetaFields<'a>>,
+}
+
+/// The parts of `_meta` the server reads.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetaFields<'a> {
+    /// The token to send `notifications/progress` with (a string or an integer).
+    #[serde(borrow, default)]
+    pub progress_token: Option<&'a RawValue>,
+}
+
 /// `initialize` params.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -152,6 +230,14 @@ mod tests {
         }
         assert_eq!(negotiate_version("2099-01-01"), "2025-11-25");
         assert_eq!(negotiate_version(""), "2025-11-25");
+    }
+
+    #[test]
+    fn log_levels_parse_and_rank() {
+        let level: SetLevelParams = serde_json::from_str(r#"{"level":"warning"}"#).unwrap();
+        assert_eq!(level.level, LogLevel::Warning);
+        assert!(LogLevel::Debug.rank() < LogLevel::Emergency.rank());
+        assert!(serde_json::from_str::<SetLevelParams>(r#"{"level":"loud"}"#).is_err());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! knows nothing of plugins, wasmtime or files; and it knows nothing of byte framing, so the
 //! same session serves stdio and, later, HTTP.
 
+mod context;
 mod session;
 
 use std::collections::BTreeMap;
@@ -14,6 +15,7 @@ use serde_json::value::RawValue;
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::CompleteParams;
 
+pub use context::{ClientRequest, Outbound, RequestContext};
 pub use session::Session;
 
 /// Which kinds of things the backend offers; the session advertises the matching
@@ -58,11 +60,12 @@ pub trait Backend: Send + Sync + 'static {
     /// -32602.
     fn list(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult;
 
-    /// `tools/call`. `arguments` is a JSON object.
+    /// `tools/call`. `arguments` is a JSON object. `ctx` reaches the client while it runs.
     fn call_tool(
         &self,
         name: &str,
         arguments: &RawValue,
+        ctx: RequestContext,
     ) -> impl Future<Output = MethodResult> + Send;
 
     /// `prompts/get`.
@@ -70,11 +73,20 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         name: &str,
         arguments: BTreeMap<String, String>,
+        ctx: RequestContext,
     ) -> impl Future<Output = MethodResult> + Send;
 
     /// `resources/read`.
-    fn read_resource(&self, uri: &str) -> impl Future<Output = MethodResult> + Send;
+    fn read_resource(
+        &self,
+        uri: &str,
+        ctx: RequestContext,
+    ) -> impl Future<Output = MethodResult> + Send;
 
     /// `completion/complete`.
-    fn complete(&self, params: CompleteParams) -> impl Future<Output = MethodResult> + Send;
+    fn complete(
+        &self,
+        params: CompleteParams,
+        ctx: RequestContext,
+    ) -> impl Future<Output = MethodResult> + Send;
 }

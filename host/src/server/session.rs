@@ -1,20 +1,27 @@
-//! The session state machine and method dispatch.
+//! The session state machine and method dispatch: the lifecycle, which request gets which
+//! error, and the life of each request in flight (its context, its cancellation).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use super::context::{Cancellation, Outbound, Peer, RequestContext};
 use super::{Backend, ListKind, MethodResult};
 use crate::protocol::error::INVALID_REQUEST;
 use crate::protocol::jsonrpc::{encode_error, encode_result};
 use crate::protocol::mcp::{
-    CallToolParams, CompleteParams, GetPromptParams, InitializeParams, ListParams,
-    ReadResourceParams, negotiate_version, parse_params,
+    CallToolParams, CancelledParams, CompleteParams, GetPromptParams, InitializeParams, ListParams,
+    ReadResourceParams, RequestMeta, SetLevelParams, negotiate_version, parse_params,
 };
-use crate::protocol::{ErrorObject, Message, Reply, Request};
+use crate::protocol::{ErrorObject, Message, Notification, Reply, Request, RequestId};
+
+/// How long a cancelled call may run on (to notice `cancelled()` and stop cleanly) before it
+/// is interrupted and its instance dropped.
+const CANCEL_GRACE: Duration = Duration::from_millis(500);
 
 /// What `initialize` settled.
 #[derive(Debug)]
@@ -25,8 +32,10 @@ struct Negotiated {
 /// One client's MCP session.
 pub struct Session<B> {
     backend: Arc<B>,
+    peer: Arc<Peer>,
     negotiated: OnceLock<Negotiated>,
     initialized: AtomicBool,
+    in_flight: Mutex<HashMap<RequestId, Arc<Cancellation>>>,
 }
 
 impl<B: Backend> Session<B> {
@@ -34,8 +43,10 @@ impl<B: Backend> Session<B> {
     pub fn new(backend: Arc<B>) -> Self {
         Self {
             backend,
+            peer: Arc::new(Peer::default()),
             negotiated: OnceLock::new(),
             initialized: AtomicBool::new(false),
+            in_flight: Mutex::new(HashMap::new()),
         }
     }
 
@@ -48,53 +59,126 @@ impl<B: Backend> Session<B> {
     /// (the transport runs it before reading the next message), rather than concurrently.
     pub fn is_lifecycle(message: &Message) -> bool {
         match message {
-            Message::Request(request) => request.method == "initialize",
+            Message::Request(request) => {
+                matches!(request.method.as_str(), "initialize" | "logging/setLevel")
+            }
             Message::Notification(_) | Message::Response(_) => true,
         }
     }
 
-    /// Handle one message: a request gets exactly one reply; notifications and responses get
-    /// none.
-    pub async fn handle(&self, message: Message) -> Option<Reply> {
+    /// Register a request as in flight, so that a `notifications/cancelled` read right after
+    /// it finds it even before its handler starts. Transports call this in arrival order,
+    /// before running requests concurrently; [`Session::handle`] does it for requests that
+    /// were not tracked.
+    pub fn track(&self, message: &Message) {
+        if let Message::Request(request) = message
+            && request.method != "initialize"
+        {
+            self.in_flight().entry(request.id.clone()).or_default();
+        }
+    }
+
+    /// Handle one message: a request gets exactly one reply (none if the client cancels it);
+    /// notifications and responses get none. Whatever the request sends the client while it
+    /// runs (logs, progress, requests of ours) goes to `outbound`.
+    pub async fn handle(&self, message: Message, outbound: &Outbound) -> Option<Reply> {
         match message {
-            Message::Request(request) => {
-                let outcome = self.dispatch(&request).await;
-                Some(match outcome {
-                    Ok(result) => encode_result(&request.id, &result),
-                    Err(error) => {
-                        tracing::debug!(id = %request.id, method = request.method, code = error.code, "{}", error.message);
-                        encode_error(Some(&request.id), &error)
-                    }
-                })
-            }
+            Message::Request(request) => self.run(request, outbound).await,
             Message::Notification(notification) => {
-                match notification.method.as_str() {
-                    "notifications/initialized" => {
-                        if self.negotiated.get().is_none() {
-                            tracing::warn!(
-                                "client sent notifications/initialized before initialize"
-                            );
-                        }
-                        self.initialized.store(true, Ordering::Release);
-                    }
-                    "notifications/cancelled" | "notifications/roots/list_changed" => {
-                        tracing::debug!(
-                            method = notification.method,
-                            "notification not acted on by this host"
-                        );
-                    }
-                    other => tracing::debug!(method = other, "ignored unknown notification"),
-                }
+                self.notification(&notification);
                 None
             }
             Message::Response(response) => {
-                tracing::debug!(id = %response.id, "ignored a response to a request this server never sent");
+                if !self.peer.deliver(&response.id, response.outcome) {
+                    tracing::debug!(id = %response.id, "ignored a response to no request of ours in flight");
+                }
                 None
             }
         }
     }
 
-    async fn dispatch(&self, request: &Request) -> MethodResult {
+    /// Run one request to its reply, unless the client cancels it first.
+    async fn run(&self, request: Request, outbound: &Outbound) -> Option<Reply> {
+        // `initialize` must not be cancelled; everything else can be.
+        let cancellable = request.method != "initialize";
+        let cancellation = if cancellable {
+            Arc::clone(self.in_flight().entry(request.id.clone()).or_default())
+        } else {
+            Arc::default()
+        };
+        let ctx = RequestContext::new(
+            Arc::clone(&self.peer),
+            outbound.clone(),
+            progress_token(request.params.as_deref()),
+            Arc::clone(&cancellation),
+        );
+        let work = self.dispatch(&request, &ctx);
+        tokio::pin!(work);
+        let outcome = tokio::select! {
+            outcome = &mut work => Some(outcome),
+            () = cancellation.cancelled() => {
+                // Let the call notice `cancelled()` and finish, then drop it, instance and all.
+                let _ = tokio::time::timeout(CANCEL_GRACE, &mut work).await;
+                None
+            }
+        };
+        ctx.finish();
+        if cancellable {
+            self.in_flight().remove(&request.id);
+        }
+        if cancellation.is_cancelled() {
+            tracing::debug!(id = %request.id, method = request.method, "cancelled; no reply sent");
+            return None;
+        }
+        Some(match outcome? {
+            Ok(result) => encode_result(&request.id, &result),
+            Err(error) => {
+                tracing::debug!(id = %request.id, method = request.method, code = error.code, "{}", error.message);
+                encode_error(Some(&request.id), &error)
+            }
+        })
+    }
+
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Arc<Cancellation>>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn notification(&self, notification: &Notification) {
+        match notification.method.as_str() {
+            "notifications/initialized" => {
+                if self.negotiated.get().is_none() {
+                    tracing::warn!("client sent notifications/initialized before initialize");
+                }
+                self.initialized.store(true, Ordering::Release);
+            }
+            "notifications/cancelled" => {
+                let Ok(p) = parse_params::<CancelledParams>(
+                    &notification.method,
+                    notification.params.as_deref(),
+                ) else {
+                    tracing::debug!("ignored a malformed notifications/cancelled");
+                    return;
+                };
+                let id = match p.request_id {
+                    Value::String(s) => RequestId::String(s),
+                    Value::Number(n) => RequestId::Number(n),
+                    _ => return,
+                };
+                match self.in_flight().get(&id) {
+                    Some(cancellation) => {
+                        tracing::debug!(%id, reason = p.reason.as_deref().unwrap_or(""), "client cancelled a request");
+                        cancellation.cancel();
+                    }
+                    None => tracing::debug!(%id, "ignored cancellation of a request not in flight"),
+                }
+            }
+            other => tracing::debug!(method = other, "notification not acted on"),
+        }
+    }
+
+    async fn dispatch(&self, request: &Request, ctx: &RequestContext) -> MethodResult {
         let params = request.params.as_deref();
         let method = request.method.as_str();
         match method {
@@ -107,7 +191,8 @@ impl<B: Backend> Session<B> {
             | "resources/list"
             | "resources/read"
             | "resources/templates/list"
-            | "completion/complete" => {}
+            | "completion/complete"
+            | "logging/setLevel" => {}
             // Includes `server/discover`, the probe of 2026-07-28 clients: -32601 tells them
             // to fall back to `initialize`.
             _ => return Err(ErrorObject::method_not_found(method)),
@@ -128,6 +213,11 @@ impl<B: Backend> Session<B> {
             "resources/templates/list" => {
                 list(backend, ListKind::ResourceTemplates, method, params)
             }
+            "logging/setLevel" => {
+                let p: SetLevelParams = parse_params(method, params)?;
+                self.peer.set_log_level(p.level);
+                Ok(raw("{}"))
+            }
             "tools/call" => {
                 let p: CallToolParams<'_> = parse_params(method, params)?;
                 let empty = raw("{}");
@@ -141,21 +231,20 @@ impl<B: Backend> Session<B> {
                         ));
                     }
                 };
-                backend.call_tool(&p.name, arguments).await
+                backend.call_tool(&p.name, arguments, ctx.clone()).await
             }
             "prompts/get" => {
                 let p: GetPromptParams = parse_params(method, params)?;
-                backend
-                    .get_prompt(&p.name, string_arguments(p.arguments.unwrap_or_default())?)
-                    .await
+                let arguments = string_arguments(p.arguments.unwrap_or_default())?;
+                backend.get_prompt(&p.name, arguments, ctx.clone()).await
             }
             "resources/read" => {
                 let p: ReadResourceParams = parse_params(method, params)?;
-                backend.read_resource(&p.uri).await
+                backend.read_resource(&p.uri, ctx.clone()).await
             }
             "completion/complete" => {
                 let p: CompleteParams = parse_params(method, params)?;
-                backend.complete(p).await
+                backend.complete(p, ctx.clone()).await
             }
             _ => Err(ErrorObject::method_not_found(method)),
         }
@@ -170,6 +259,12 @@ impl<B: Backend> Session<B> {
                 "the session is already initialized",
             ));
         }
+        let capabilities = p
+            .capabilities
+            .as_deref()
+            .and_then(|c| serde_json::from_str(c.get()).ok());
+        self.peer
+            .set_capabilities(capabilities.unwrap_or(Value::Null));
         let client = p
             .client_info
             .as_ref()
@@ -182,6 +277,7 @@ impl<B: Backend> Session<B> {
         );
         let offers = self.backend.offers();
         let mut capabilities = serde_json::Map::new();
+        capabilities.insert("logging".to_owned(), json!({}));
         for (offered, key) in [
             (offers.tools, "tools"),
             (offers.prompts, "prompts"),
@@ -201,6 +297,17 @@ impl<B: Backend> Session<B> {
                 "version": env!("CARGO_PKG_VERSION"),
             },
         }))
+    }
+}
+
+/// The progress token in a request's `_meta`, if it is a string or an integer.
+fn progress_token(params: Option<&RawValue>) -> Option<Box<RawValue>> {
+    let meta: RequestMeta<'_> = serde_json::from_str(params?.get()).ok()?;
+    let token = meta.meta?.progress_token?;
+    match serde_json::from_str::<Value>(token.get()).ok()? {
+        Value::String(_) => Some(token.to_owned()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(token.to_owned()),
+        _ => None,
     }
 }
 
@@ -262,23 +369,28 @@ mod tests {
                 Some(_) => Err(ErrorObject::invalid_params("invalid cursor")),
             }
         }
-        async fn call_tool(&self, name: &str, _: &RawValue) -> MethodResult {
+        async fn call_tool(&self, name: &str, _: &RawValue, _: RequestContext) -> MethodResult {
             Err(ErrorObject::invalid_params(format!(
                 "unknown tool `{name}`"
             )))
         }
-        async fn get_prompt(&self, name: &str, _: BTreeMap<String, String>) -> MethodResult {
+        async fn get_prompt(
+            &self,
+            name: &str,
+            _: BTreeMap<String, String>,
+            _: RequestContext,
+        ) -> MethodResult {
             Err(ErrorObject::invalid_params(format!(
                 "unknown prompt `{name}`"
             )))
         }
-        async fn read_resource(&self, uri: &str) -> MethodResult {
+        async fn read_resource(&self, uri: &str, _: RequestContext) -> MethodResult {
             Err(ErrorObject::new(
                 -32002,
                 format!("resource not found: {uri}"),
             ))
         }
-        async fn complete(&self, _: CompleteParams) -> MethodResult {
+        async fn complete(&self, _: CompleteParams, _: RequestContext) -> MethodResult {
             Ok(raw(r#"{"completion":{"values":[]}}"#))
         }
     }
@@ -287,7 +399,8 @@ mod tests {
         let Decoded::Single(Ok(message)) = decode(line.as_bytes()) else {
             panic!("bad test input {line}")
         };
-        let reply = session.handle(message).await?;
+        let (outbound, _) = tokio::sync::mpsc::channel(8);
+        let reply = session.handle(message, &outbound).await?;
         Some(serde_json::from_str(&reply.0).unwrap())
     }
 
@@ -327,7 +440,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(reply["result"]["protocolVersion"], "2024-11-05");
-        assert_eq!(reply["result"]["capabilities"], json!({"tools": {}}));
+        assert_eq!(
+            reply["result"]["capabilities"],
+            json!({"tools": {}, "logging": {}})
+        );
         assert_eq!(reply["result"]["serverInfo"]["name"], "mcpbox");
         assert_eq!(session.protocol_version(), Some("2024-11-05"));
 

@@ -116,26 +116,31 @@ async fn handle_line<B: Backend>(
             let _ = replies.send(reply).await;
         }
         Decoded::Single(Ok(message)) if Session::<B>::is_lifecycle(&message) => {
-            if let Some(reply) = session.handle(message).await {
+            if let Some(reply) = session.handle(message, replies).await {
                 let _ = replies.send(reply).await;
             }
         }
         Decoded::Single(Ok(message)) => {
+            session.track(&message);
             let (session, replies) = (Arc::clone(session), replies.clone());
             in_flight.spawn(async move {
-                if let Some(reply) = session.handle(message).await {
+                if let Some(reply) = session.handle(message, &replies).await {
                     let _ = replies.send(reply).await;
                 }
             });
         }
         Decoded::Batch(items) => {
+            items
+                .iter()
+                .flatten()
+                .for_each(|message| session.track(message));
             let (session, replies) = (Arc::clone(session), replies.clone());
             in_flight.spawn(async move {
                 let mut answers = Vec::new();
                 for item in items {
                     match item {
                         Err(reply) => answers.push(reply),
-                        Ok(message) => answers.extend(session.handle(message).await),
+                        Ok(message) => answers.extend(session.handle(message, &replies).await),
                     }
                 }
                 if !answers.is_empty() {

@@ -1,6 +1,13 @@
 //! Test fixture: calls every host import and reports what each returned.
 
-use mcpbox_sdk::{ListKind, NoArgs, Plugin, Tool, Tools, host, serde_json::json};
+use mcpbox_sdk::serde_json::{Value, json};
+use mcpbox_sdk::{
+    Completions, ListKind, NoArgs, Plugin, Prompt, Prompts, Tool, ToolResult, Tools, host,
+};
+
+/// A JSON Schema 2020-12 schema using keywords no Rust type derives; the host must pass it
+/// through byte for byte and validate arguments against it.
+const SCHEMA_2020_12: &str = r##"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"},"contactMethod":{"type":"string","enum":["phone","email"]},"phone":{"type":"string"},"email":{"type":"string"}},"allOf":[{"anyOf":[{"required":["phone"]},{"required":["email"]}]}],"if":{"properties":{"contactMethod":{"const":"phone"}},"required":["contactMethod"]},"then":{"required":["phone"]},"else":{"required":["email"]},"additionalProperties":false}"##;
 
 /// Call every import of the `host` interface; report the answers as JSON text.
 fn probe(_: NoArgs) -> String {
@@ -33,6 +40,13 @@ fn chatter(_: NoArgs) -> String {
     "said something".to_owned()
 }
 
+/// Arguments of `pick`.
+#[derive(mcpbox_sdk::Deserialize, mcpbox_sdk::JsonSchema)]
+struct Pick {
+    /// A number.
+    n: String,
+}
+
 struct Probe;
 
 impl Plugin for Probe {
@@ -45,7 +59,31 @@ impl Plugin for Probe {
                 ),
                 probe,
             )
-            .add(Tool::new("chatter", "Print to stdout and stderr"), chatter);
+            .add(Tool::new("chatter", "Print to stdout and stderr"), chatter)
+            .add(Tool::new("schema_2020_12", "Take arguments described by a raw 2020-12 schema").input_schema(SCHEMA_2020_12), |args: Value| {
+                format!("called with {args}")
+            })
+            .add(
+                Tool::new("bad_output", "Return structured content that breaks its own output schema")
+                    .output_schema(r#"{"type":"object","properties":{"sum":{"type":"number"}},"required":["sum"]}"#),
+                |_: NoArgs| ToolResult::text("{}").with_structured(r#"{"total": 1}"#),
+            );
+    }
+
+    fn prompts(prompts: &mut Prompts) {
+        prompts.add(Prompt::new("pick", "Pick a number"), |args: Pick| {
+            format!("You picked {}.", args.n)
+        });
+    }
+
+    fn completions(completions: &mut Completions) {
+        // 500 candidates: more than the 100 a completion result may carry.
+        completions.prompt_argument("pick", "n", |typed| {
+            (1..=500)
+                .map(|n: u32| n.to_string())
+                .filter(|n| n.starts_with(typed))
+                .collect()
+        });
     }
 }
 

@@ -1,0 +1,99 @@
+//! The bridge between a plugin's `host` calls and the client: a [`CallHost`] built from the
+//! request's [`RequestContext`], with the plugin's name as the logger.
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+
+use crate::engine::{BoxFuture, CallHost, HostRequest, ListKind, LogLevel};
+use crate::protocol::mcp::LogLevel as McpLogLevel;
+use crate::server::{ClientRequest, RequestContext};
+
+/// One call's way to its client.
+pub struct ClientBridge {
+    plugin: Arc<str>,
+    ctx: RequestContext,
+}
+
+impl ClientBridge {
+    /// The bridge for a call into `plugin` made for the request behind `ctx`.
+    pub fn host(plugin: Arc<str>, ctx: RequestContext) -> Arc<dyn CallHost> {
+        Arc::new(Self { plugin, ctx })
+    }
+}
+
+fn mcp_level(level: LogLevel) -> McpLogLevel {
+    match level {
+        LogLevel::Debug => McpLogLevel::Debug,
+        LogLevel::Info => McpLogLevel::Info,
+        LogLevel::Notice => McpLogLevel::Notice,
+        LogLevel::Warning => McpLogLevel::Warning,
+        LogLevel::Error => McpLogLevel::Error,
+        LogLevel::Critical => McpLogLevel::Critical,
+        LogLevel::Alert => McpLogLevel::Alert,
+        LogLevel::Emergency => McpLogLevel::Emergency,
+    }
+}
+
+impl CallHost for ClientBridge {
+    fn log(&self, level: LogLevel, message: String) -> BoxFuture<'_, ()> {
+        Box::pin(async move { self.ctx.log(&self.plugin, mcp_level(level), &message).await })
+    }
+
+    fn progress(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    ) -> BoxFuture<'_, ()> {
+        Box::pin(async move { self.ctx.progress(progress, total, message.as_deref()).await })
+    }
+
+    fn cancelled(&self) -> bool {
+        self.ctx.is_cancelled()
+    }
+
+    fn request(
+        &self,
+        request: HostRequest,
+        params: String,
+    ) -> BoxFuture<'_, Result<String, String>> {
+        Box::pin(async move {
+            let kind = match request {
+                HostRequest::Sample => ClientRequest::Sampling,
+                HostRequest::Elicit => ClientRequest::Elicitation,
+                HostRequest::ListRoots => ClientRequest::Roots,
+            };
+            let params = RawValue::from_string(params)
+                .map_err(|e| format!("the request is not valid JSON: {e}"))?;
+            if !params.get().trim_start().starts_with('{') {
+                return Err("the request must be a JSON object".to_owned());
+            }
+            let answer = self.ctx.request(kind, &params).await;
+            if let Err(why) = &answer {
+                tracing::debug!(
+                    plugin = &*self.plugin,
+                    ?kind,
+                    "client request failed: {why}"
+                );
+            }
+            answer.map(|result| result.get().to_owned())
+        })
+    }
+
+    fn list_changed(&self, kind: ListKind) {
+        tracing::warn!(
+            plugin = &*self.plugin,
+            ?kind,
+            "ignored notify-list-changed: not supported by this host yet"
+        );
+    }
+
+    fn resource_updated(&self, uri: String) {
+        tracing::warn!(
+            plugin = &*self.plugin,
+            uri,
+            "ignored notify-resource-updated: not supported by this host yet"
+        );
+    }
+}

@@ -1,0 +1,434 @@
+//! What a request in flight can do toward its client: log, report progress, learn that it was
+//! cancelled, and send the client requests of its own (sampling, elicitation, roots).
+//!
+//! [`Peer`] is the session-wide half: the client's declared capabilities, its log level, the
+//! server's own requests awaiting answers, and rate limits. [`RequestContext`] is one
+//! request's half: where its messages go (the session's stream on stdio, the request's own
+//! stream on HTTP), its progress token, and its cancellation flag.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use crate::protocol::jsonrpc::{encode_notification, encode_request};
+use crate::protocol::mcp::LogLevel;
+use crate::protocol::{ErrorObject, Reply, RequestId};
+
+/// Where a session's (or a request's) outgoing messages go.
+pub type Outbound = mpsc::Sender<Reply>;
+
+/// Log messages one plugin may send one session per second, sustained.
+const LOG_RATE_PER_SECOND: f64 = 50.0;
+/// Log messages one plugin may send one session in a burst.
+const LOG_BURST: f64 = 100.0;
+
+/// The requests a server may send a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientRequest {
+    /// `sampling/createMessage`, if the client declared `sampling`.
+    Sampling,
+    /// `elicitation/create`, if the client declared `elicitation`.
+    Elicitation,
+    /// `roots/list`, if the client declared `roots`.
+    Roots,
+}
+
+impl ClientRequest {
+    fn method(self) -> &'static str {
+        match self {
+            Self::Sampling => "sampling/createMessage",
+            Self::Elicitation => "elicitation/create",
+            Self::Roots => "roots/list",
+        }
+    }
+
+    fn capability(self) -> &'static str {
+        match self {
+            Self::Sampling => "sampling",
+            Self::Elicitation => "elicitation",
+            Self::Roots => "roots",
+        }
+    }
+}
+
+type Pending = oneshot::Sender<Result<Box<RawValue>, ErrorObject>>;
+
+/// The session-wide state requests share.
+pub struct Peer {
+    capabilities: Mutex<Value>,
+    /// The minimum level of log messages to send; 0 means none (until `logging/setLevel`).
+    log_level: AtomicU8,
+    next_id: AtomicU64,
+    pending: Mutex<HashMap<RequestId, Pending>>,
+    log_buckets: Mutex<HashMap<String, Bucket>>,
+}
+
+struct Bucket {
+    tokens: f64,
+    updated: Instant,
+    dropped: u64,
+}
+
+impl Default for Peer {
+    fn default() -> Self {
+        Self {
+            capabilities: Mutex::new(Value::Null),
+            log_level: AtomicU8::new(0),
+            next_id: AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            log_buckets: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Peer {
+    /// Record the capabilities the client declared at `initialize`.
+    pub fn set_capabilities(&self, capabilities: Value) {
+        *lock(&self.capabilities) = capabilities;
+    }
+
+    /// Whether the client declared `name` (a top-level capability, or `name.sub`).
+    pub fn has_capability(&self, path: &[&str]) -> bool {
+        let capabilities = lock(&self.capabilities);
+        let mut node = &*capabilities;
+        for key in path {
+            match node.get(key) {
+                Some(next) if !next.is_null() => node = next,
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Set the minimum log level sent to the client.
+    pub fn set_log_level(&self, level: LogLevel) {
+        self.log_level.store(level.rank(), Ordering::Relaxed);
+    }
+
+    fn wants_log(&self, level: LogLevel) -> bool {
+        let minimum = self.log_level.load(Ordering::Relaxed);
+        minimum != 0 && level.rank() >= minimum
+    }
+
+    /// Take one token from `logger`'s bucket; `None` if over the rate, else how many messages
+    /// were dropped since the last one that passed. The first drop of a run is logged.
+    fn admit_log(&self, logger: &str) -> Option<u64> {
+        let mut buckets = lock(&self.log_buckets);
+        let now = Instant::now();
+        let bucket = buckets.entry(logger.to_owned()).or_insert(Bucket {
+            tokens: LOG_BURST,
+            updated: now,
+            dropped: 0,
+        });
+        let elapsed = now.duration_since(bucket.updated).as_secs_f64();
+        bucket.tokens = (bucket.tokens + elapsed * LOG_RATE_PER_SECOND).min(LOG_BURST);
+        bucket.updated = now;
+        if bucket.tokens < 1.0 {
+            if bucket.dropped == 0 {
+                tracing::warn!(
+                    logger,
+                    rate = LOG_RATE_PER_SECOND,
+                    "log messages over the rate limit are not sent to the client until the plugin slows down"
+                );
+            }
+            bucket.dropped += 1;
+            return None;
+        }
+        bucket.tokens -= 1.0;
+        Some(std::mem::take(&mut bucket.dropped))
+    }
+
+    /// Route a response from the client to the request of ours it answers. Returns whether
+    /// one was waiting.
+    pub fn deliver(&self, id: &RequestId, outcome: Result<Box<RawValue>, ErrorObject>) -> bool {
+        match lock(&self.pending).remove(id) {
+            Some(waiting) => waiting.send(outcome).is_ok(),
+            None => false,
+        }
+    }
+}
+
+/// Removes a pending request when its waiter goes away (answered, timed out or cancelled).
+struct PendingGuard<'a> {
+    peer: &'a Peer,
+    id: RequestId,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.peer.pending).remove(&self.id);
+    }
+}
+
+/// The cancellation state of one request.
+#[derive(Default)]
+pub struct Cancellation {
+    cancelled: AtomicBool,
+    notify: Notify,
+}
+
+impl Cancellation {
+    /// Mark cancelled and wake whoever waits for it.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether it was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Wait until cancelled.
+    pub async fn cancelled(&self) {
+        let notified = self.notify.notified();
+        if self.is_cancelled() {
+            return;
+        }
+        notified.await;
+    }
+}
+
+/// One request's view of its client.
+#[derive(Clone)]
+pub struct RequestContext {
+    peer: Arc<Peer>,
+    outbound: Outbound,
+    progress_token: Option<Box<RawValue>>,
+    last_progress: Arc<Mutex<Option<f64>>>,
+    finished: Arc<AtomicBool>,
+    cancellation: Arc<Cancellation>,
+}
+
+impl RequestContext {
+    pub(super) fn new(
+        peer: Arc<Peer>,
+        outbound: Outbound,
+        progress_token: Option<Box<RawValue>>,
+        cancellation: Arc<Cancellation>,
+    ) -> Self {
+        Self {
+            peer,
+            outbound,
+            progress_token,
+            last_progress: Arc::new(Mutex::new(None)),
+            finished: Arc::new(AtomicBool::new(false)),
+            cancellation,
+        }
+    }
+
+    /// A context with no client behind it (used where nothing can reach a client, such as
+    /// reading a plugin's lists at load): logs and progress go nowhere, requests fail.
+    pub fn detached() -> Self {
+        let (outbound, _) = mpsc::channel(1);
+        Self::new(Arc::new(Peer::default()), outbound, None, Arc::default())
+    }
+
+    /// The request is answered: nothing more may be sent for it.
+    pub(super) fn finish(&self) {
+        self.finished.store(true, Ordering::Release);
+    }
+
+    fn open(&self) -> bool {
+        !self.finished.load(Ordering::Acquire)
+    }
+
+    /// Whether the client cancelled this request.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancellation.is_cancelled()
+    }
+
+    /// Send `notifications/message` from `logger`, if the client asked for this level, within
+    /// the logger's rate limit.
+    pub async fn log(&self, logger: &str, level: LogLevel, message: &str) {
+        if !self.open() || !self.peer.wants_log(level) {
+            return;
+        }
+        let Some(dropped) = self.peer.admit_log(logger) else {
+            return;
+        };
+        if dropped > 0 {
+            tracing::info!(
+                logger,
+                dropped,
+                "resumed sending log messages to the client"
+            );
+        }
+        let params = json!({ "level": level.as_str(), "logger": logger, "data": message });
+        self.notify("notifications/message", &params).await;
+    }
+
+    /// Send `notifications/progress`, if the request carried a progress token and `progress`
+    /// is greater than the last value sent.
+    pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let Some(token) = &self.progress_token else {
+            return;
+        };
+        if !self.open() || !progress.is_finite() {
+            return;
+        }
+        {
+            let mut last = lock(&self.last_progress);
+            if last.is_some_and(|last| progress <= last) {
+                tracing::debug!(progress, "dropped progress that did not increase");
+                return;
+            }
+            *last = Some(progress);
+        }
+        let mut params = json!({ "progressToken": token, "progress": progress });
+        if let Some(total) = total.filter(|t| t.is_finite()) {
+            params["total"] = json!(total);
+        }
+        if let Some(message) = message {
+            params["message"] = json!(message);
+        }
+        self.notify("notifications/progress", &params).await;
+    }
+
+    /// Send a notification on this request's stream.
+    pub async fn notify(&self, method: &str, params: &Value) {
+        let Ok(params) = serde_json::value::to_raw_value(params) else {
+            return;
+        };
+        let _ = self
+            .outbound
+            .send(encode_notification(method, Some(&params)))
+            .await;
+    }
+
+    /// Send the client a request and wait for its answer. Fails with a message (never hangs
+    /// past the caller's own deadline) if the client did not declare the capability, the
+    /// request is already answered, or the client answers with an error.
+    pub async fn request(
+        &self,
+        kind: ClientRequest,
+        params: &RawValue,
+    ) -> Result<Box<RawValue>, String> {
+        let capability = kind.capability();
+        if !self.peer.has_capability(&[capability]) {
+            return Err(format!(
+                "the client did not declare the `{capability}` capability, so {} is not available",
+                kind.method()
+            ));
+        }
+        if kind == ClientRequest::Elicitation {
+            let url_mode = serde_json::from_str::<Value>(params.get())
+                .ok()
+                .and_then(|p| p.get("mode").cloned())
+                == Some(json!("url"));
+            if url_mode && !self.peer.has_capability(&["elicitation", "url"]) {
+                return Err("the client does not support URL-mode elicitation".to_owned());
+            }
+        }
+        if !self.open() {
+            return Err("the request has already been answered".to_owned());
+        }
+        let id = RequestId::String(format!(
+            "mcpbox-{}",
+            self.peer.next_id.fetch_add(1, Ordering::Relaxed)
+        ));
+        let (sender, answer) = oneshot::channel();
+        lock(&self.peer.pending).insert(id.clone(), sender);
+        let _guard = PendingGuard {
+            peer: &self.peer,
+            id: id.clone(),
+        };
+        let params = (kind != ClientRequest::Roots || params.get() != "{}").then_some(params);
+        if self
+            .outbound
+            .send(encode_request(&id, kind.method(), params))
+            .await
+            .is_err()
+        {
+            return Err("the client is gone".to_owned());
+        }
+        tracing::debug!(%id, method = kind.method(), "sent a request to the client");
+        match answer.await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(error)) => Err(format!(
+                "the client answered {} with error {}: {}",
+                kind.method(),
+                error.code,
+                error.message
+            )),
+            Err(_) => Err("the session ended before the client answered".to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_are_looked_up_by_path() {
+        let peer = Peer::default();
+        peer.set_capabilities(json!({"sampling": {}, "elicitation": {"form": {}}, "roots": null}));
+        assert!(peer.has_capability(&["sampling"]));
+        assert!(peer.has_capability(&["elicitation", "form"]));
+        assert!(!peer.has_capability(&["elicitation", "url"]));
+        assert!(!peer.has_capability(&["roots"]));
+    }
+
+    #[test]
+    fn logs_are_off_until_a_level_is_set_then_filtered() {
+        let peer = Peer::default();
+        assert!(!peer.wants_log(LogLevel::Emergency));
+        peer.set_log_level(LogLevel::Warning);
+        assert!(!peer.wants_log(LogLevel::Info));
+        assert!(peer.wants_log(LogLevel::Warning));
+        assert!(peer.wants_log(LogLevel::Error));
+    }
+
+    #[test]
+    fn log_rate_is_limited_per_logger() {
+        let peer = Peer::default();
+        let passed = (0..1000)
+            .filter(|_| peer.admit_log("noisy").is_some())
+            .count();
+        assert!((100..=110).contains(&passed), "{passed}");
+        assert!(peer.admit_log("quiet").is_some());
+    }
+
+    #[tokio::test]
+    async fn progress_only_increases_and_stops_when_answered() {
+        let (outbound, mut sent) = mpsc::channel(16);
+        let token = RawValue::from_string("\"t\"".to_owned()).ok();
+        let ctx = RequestContext::new(Arc::new(Peer::default()), outbound, token, Arc::default());
+        ctx.progress(1.0, Some(3.0), None).await;
+        ctx.progress(1.0, Some(3.0), None).await;
+        ctx.progress(0.5, None, None).await;
+        ctx.progress(2.0, None, Some("two")).await;
+        ctx.finish();
+        ctx.progress(3.0, None, None).await;
+        let mut values = Vec::new();
+        while let Ok(reply) = sent.try_recv() {
+            let v: Value = serde_json::from_str(&reply.0).unwrap();
+            values.push(v["params"]["progress"].as_f64().unwrap());
+        }
+        assert_eq!(values, [1.0, 2.0]);
+    }
+
+    #[tokio::test]
+    async fn requests_need_the_capability() {
+        let ctx = RequestContext::detached();
+        let params = RawValue::from_string("{}".to_owned()).unwrap();
+        let error = ctx
+            .request(ClientRequest::Sampling, &params)
+            .await
+            .unwrap_err();
+        assert!(
+            error.contains("did not declare the `sampling` capability"),
+            "{error}"
+        );
+    }
+}
