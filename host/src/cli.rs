@@ -9,11 +9,12 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use crate::catalog::{Catalog, PluginSet, load_directory};
+use crate::catalog::{PluginSet, load_directory};
 use crate::engine::{Runtime, RuntimeConfig};
 use crate::policy::Limits;
 use crate::server::Session;
 use crate::transport::stdio::{self, StdioConfig};
+use crate::watch::Reloader;
 
 /// mcpbox: serve MCP tools, prompts and resources from sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -63,6 +64,15 @@ pub struct ServeArgs {
     /// Memory limit for each plugin instance, in MiB.
     #[arg(long, env = "MCPBOX_MEMORY_MIB", default_value_t = (Limits::DEFAULT_MEMORY_BYTES >> 20) as u64)]
     pub memory_mib: u64,
+
+    /// Do not watch the plugin directory: serve the plugins loaded at startup, and advertise
+    /// exactly what they offer.
+    #[arg(long, env = "MCPBOX_NO_WATCH")]
+    pub no_watch: bool,
+
+    /// How long a changed plugin file must be quiet before it is reloaded, in milliseconds.
+    #[arg(long, env = "MCPBOX_RELOAD_DEBOUNCE_MS", default_value_t = 200)]
+    pub reload_debounce_ms: u64,
 
     /// How many plugin instances may run at once; further calls wait for a slot.
     #[arg(long, env = "MCPBOX_MAX_INSTANCES", default_value_t = RuntimeConfig::default().max_instances)]
@@ -114,17 +124,34 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_memory_bytes: memory_bytes.max(RuntimeConfig::default().max_memory_bytes),
     };
     let engine = Runtime::new(config)?;
-    let plugins = load_directory(&engine, &args.plugins, limits).await?;
-    let catalog = Catalog::build(plugins, args.page_size as usize);
+    // Canonical, so that file events (absolute paths) match the loaded plugins' files.
+    let dir = std::fs::canonicalize(&args.plugins).with_context(|| {
+        format!(
+            "cannot read the plugin directory {}",
+            args.plugins.display()
+        )
+    })?;
+    let plugins = load_directory(&engine, &dir, limits).await?;
+    let watching = !args.no_watch;
+    let plugins = Arc::new(PluginSet::new(plugins, args.page_size as usize, watching));
+    let _watcher = if watching {
+        let debounce = Duration::from_millis(args.reload_debounce_ms);
+        Some(
+            Reloader::new(engine.clone(), dir.clone(), limits, Arc::clone(&plugins))
+                .watch(debounce)?,
+        )
+    } else {
+        None
+    };
     tracing::info!(
-        dir = %args.plugins.display(),
-        plugins = catalog.plugin_count(),
+        dir = %dir.display(),
+        plugins = plugins.catalog().plugin_count(),
         fuel = limits.fuel,
         timeout_ms = args.timeout_ms,
         memory_mib = args.memory_mib,
         "serving MCP on stdio"
     );
-    let session = Arc::new(Session::new(Arc::new(PluginSet::new(catalog))));
+    let session = Arc::new(Session::new(plugins));
     let input = tokio::io::BufReader::with_capacity(64 << 10, tokio::io::stdin());
     let config = StdioConfig {
         max_message_bytes: args.max_message_bytes,

@@ -13,3 +13,4 @@ pub mod policy;
 pub mod protocol;
 pub mod server;
 pub mod transport;
+pub mod watch;

@@ -43,8 +43,9 @@ async fn initialize_reports_the_server_and_what_its_plugins_offer() {
 
 #[tokio::test]
 async fn capabilities_reflect_only_the_loaded_plugins() {
+    // Without watching, the set of plugins is fixed: advertise exactly what it offers.
     let dir = plugin_dir(&[("code_review", "code_review.wasm")]);
-    let client = connect(dir.path(), &[]).await;
+    let client = connect(dir.path(), &["--no-watch"]).await;
     let capabilities = json(&*client.peer_info().expect("server info"))["capabilities"].clone();
     assert!(capabilities.get("prompts").is_some(), "{capabilities}");
     assert!(capabilities.get("tools").is_none(), "{capabilities}");
@@ -52,9 +53,24 @@ async fn capabilities_reflect_only_the_loaded_plugins() {
     assert!(capabilities.get("completions").is_some(), "{capabilities}");
 
     let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
-    let client = connect(dir.path(), &[]).await;
+    let client = connect(dir.path(), &["--no-watch"]).await;
     let capabilities = json(&*client.peer_info().expect("server info"))["capabilities"].clone();
     assert_eq!(capabilities, json!({"tools": {}, "logging": {}}));
+
+    // Watching (the default), plugins of any kind may arrive: every kind is advertised, with
+    // change notifications and resource subscriptions.
+    let client = connect(dir.path(), &[]).await;
+    let capabilities = json(&*client.peer_info().expect("server info"))["capabilities"].clone();
+    assert_eq!(
+        capabilities,
+        json!({
+            "tools": {"listChanged": true},
+            "prompts": {"listChanged": true},
+            "resources": {"listChanged": true, "subscribe": true},
+            "completions": {},
+            "logging": {},
+        })
+    );
 }
 
 #[tokio::test]

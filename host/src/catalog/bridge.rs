@@ -5,20 +5,26 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
+use super::Notifier;
 use crate::engine::{BoxFuture, CallHost, HostRequest, ListKind, LogLevel};
 use crate::protocol::mcp::LogLevel as McpLogLevel;
-use crate::server::{ClientRequest, RequestContext};
+use crate::server::{ClientRequest, RequestContext, ServerEvent};
 
 /// One call's way to its client.
 pub struct ClientBridge {
     plugin: Arc<str>,
     ctx: RequestContext,
+    notifier: Notifier,
 }
 
 impl ClientBridge {
     /// The bridge for a call into `plugin` made for the request behind `ctx`.
-    pub fn host(plugin: Arc<str>, ctx: RequestContext) -> Arc<dyn CallHost> {
-        Arc::new(Self { plugin, ctx })
+    pub fn host(plugin: Arc<str>, ctx: RequestContext, notifier: Notifier) -> Arc<dyn CallHost> {
+        Arc::new(Self {
+            plugin,
+            ctx,
+            notifier,
+        })
     }
 }
 
@@ -82,18 +88,20 @@ impl CallHost for ClientBridge {
     }
 
     fn list_changed(&self, kind: ListKind) {
-        tracing::warn!(
+        tracing::debug!(
             plugin = &*self.plugin,
             ?kind,
-            "ignored notify-list-changed: not supported by this host yet"
+            "plugin says its list changed"
         );
+        self.notifier.relist(Arc::clone(&self.plugin));
     }
 
     fn resource_updated(&self, uri: String) {
-        tracing::warn!(
+        tracing::debug!(
             plugin = &*self.plugin,
             uri,
-            "ignored notify-resource-updated: not supported by this host yet"
+            "plugin says a resource changed"
         );
+        self.notifier.announce(ServerEvent::ResourceUpdated(uri));
     }
 }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use super::LoadedPlugin;
 use crate::engine::{LoadError, PluginCode, Runtime};
-use crate::policy::{Limits, Policy, PolicyError, load_manifest, manifest_path};
+use sha2::{Digest as _, Sha256};
+
+use crate::policy::{Limits, Policy, PolicyError, manifest_path, parse_manifest};
 
 /// Why the plugin directory itself could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -20,21 +22,35 @@ pub struct DirectoryError {
 
 /// Why one plugin file failed to load.
 #[derive(Debug, thiserror::Error)]
-enum FileError {
+pub enum FileError {
+    /// The component could not be read.
     #[error("cannot read it: {0}")]
     Read(#[source] std::io::Error),
+    /// The manifest exists but could not be read.
+    #[error("cannot read its manifest {}: {source}", file.display())]
+    ReadManifest {
+        /// The manifest.
+        file: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file name is not UTF-8.
     #[error("its file name is not valid UTF-8")]
     Name,
+    /// Compiling, linking or listing failed.
     #[error("{0}")]
     Load(#[from] LoadError),
+    /// The manifest is invalid.
     #[error("invalid manifest {0}")]
     Policy(#[from] PolicyError),
+    /// The loading task failed.
     #[error("loading it was interrupted: {0}")]
     Join(String),
 }
 
 /// The `*.wasm` files in `dir`, sorted by name (the order in which names are claimed).
-async fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, DirectoryError> {
+pub async fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, DirectoryError> {
     let error = |source| DirectoryError {
         dir: dir.to_owned(),
         source,
@@ -78,7 +94,10 @@ pub async fn load_directory(
     let mut loaded = Vec::with_capacity(tasks.len());
     for task in tasks {
         match task.await {
-            Ok((_, Ok(plugin))) => loaded.push(plugin),
+            Ok((_, Ok(plugin))) => {
+                plugin.log_loaded("loaded");
+                loaded.push(plugin);
+            }
             Ok((file, Err(error))) => {
                 tracing::error!(file = %file.display(), "skipped plugin: {error}");
             }
@@ -88,24 +107,72 @@ pub async fn load_directory(
     Ok(loaded)
 }
 
+/// A plugin's files, read once: the component and its manifest (if any), and their digest.
+pub struct PluginSource {
+    /// The `.wasm` file.
+    pub file: PathBuf,
+    wasm: Vec<u8>,
+    manifest: Option<(PathBuf, String)>,
+    /// SHA-256 of the component and the manifest: equal digests mean nothing changed.
+    pub digest: [u8; 32],
+}
+
+/// Read a plugin's component and manifest.
+pub async fn read_source(file: &Path) -> Result<PluginSource, FileError> {
+    let wasm = tokio::fs::read(file).await.map_err(FileError::Read)?;
+    let manifest_file = manifest_path(file);
+    let manifest = match tokio::fs::read_to_string(&manifest_file).await {
+        Ok(text) => Some((manifest_file, text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => {
+            return Err(FileError::ReadManifest {
+                file: manifest_file,
+                source,
+            });
+        }
+    };
+    let mut hasher = Sha256::new();
+    hasher.update((wasm.len() as u64).to_le_bytes());
+    hasher.update(&wasm);
+    if let Some((_, text)) = &manifest {
+        hasher.update(text.as_bytes());
+    }
+    Ok(PluginSource {
+        file: file.to_owned(),
+        wasm,
+        manifest,
+        digest: hasher.finalize().into(),
+    })
+}
+
 /// Load one plugin file: read, compile (on a blocking thread), link, and read its lists.
 async fn load_file(
     runtime: &Runtime,
     file: &Path,
     limits: Limits,
 ) -> Result<LoadedPlugin, FileError> {
+    load_source(runtime, read_source(file).await?, limits).await
+}
+
+/// Compile (on a blocking thread), link, and list a plugin from its files. `limits` are the
+/// defaults its manifest may override.
+pub async fn load_source(
+    runtime: &Runtime,
+    source: PluginSource,
+    limits: Limits,
+) -> Result<LoadedPlugin, FileError> {
+    let file = source.file;
     let name: Arc<str> = file
         .file_stem()
         .and_then(|s| s.to_str())
         .ok_or(FileError::Name)?
         .into();
-    let manifest = manifest_path(file);
-    let policy = match tokio::fs::try_exists(&manifest).await {
-        Ok(true) => load_manifest(&manifest, limits)?,
-        _ => Policy::deny_all(limits),
+    let policy = match &source.manifest {
+        Some((path, text)) => parse_manifest(path, text, limits)?,
+        None => Policy::deny_all(limits),
     };
-    let wasm = tokio::fs::read(file).await.map_err(FileError::Read)?;
     let compiler = runtime.clone();
+    let wasm = source.wasm;
     let component = tokio::task::spawn_blocking(move || compiler.compile(&wasm))
         .await
         .map_err(|e| FileError::Join(e.to_string()))??;
@@ -113,7 +180,8 @@ async fn load_file(
     let lists = code.read_lists().await.map_err(LoadError::List)?;
     Ok(LoadedPlugin {
         code,
-        file: file.to_owned(),
+        file,
         lists,
+        digest: source.digest,
     })
 }

@@ -20,8 +20,8 @@ mod uri_template;
 mod validate;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
 use serde_json::json;
@@ -32,10 +32,13 @@ use crate::engine::{CompletionRef, PluginCode, PluginLists};
 use crate::policy::GrantSummary;
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
-use crate::server::{Backend, ListKind, MethodResult, Offers, RequestContext};
+use crate::server::{
+    Backend, ChangedList, ListKind, MethodResult, Offers, RequestContext, ServerEvent,
+};
+use tokio::sync::{broadcast, mpsc};
 
 use bridge::ClientBridge;
-pub use load::{DirectoryError, load_directory};
+pub use load::{DirectoryError, FileError, PluginSource, load_directory, load_source, read_source};
 use uri_template::UriTemplate;
 use validate::ToolSchemas;
 
@@ -50,6 +53,25 @@ pub struct LoadedPlugin {
     pub file: PathBuf,
     /// Its lists, as read at load.
     pub lists: PluginLists,
+    /// The digest of its component and manifest.
+    pub digest: [u8; 32],
+}
+
+impl LoadedPlugin {
+    /// Log that the plugin loaded: what it offers and what it was granted.
+    pub fn log_loaded(&self, verb: &str) {
+        let lists = &self.lists;
+        tracing::info!(
+            plugin = &**self.code.name(),
+            file = %self.file.display(),
+            tools = lists.tools.len(),
+            prompts = lists.prompts.len(),
+            resources = lists.resources.len(),
+            templates = lists.templates.len(),
+            grants = %GrantSummary(self.code.policy()),
+            "{verb} plugin"
+        );
+    }
 }
 
 /// One list: its items pre-serialised in order, and an index by key.
@@ -104,7 +126,7 @@ pub struct Catalog {
 impl Catalog {
     /// Merge `plugins`, in order. Items that are invalid or collide are refused and logged;
     /// everything else is served.
-    pub fn build(plugins: Vec<LoadedPlugin>, page_size: usize) -> Self {
+    pub fn build(plugins: &[Arc<LoadedPlugin>], page_size: usize) -> Self {
         let mut catalog = Self {
             plugins: Vec::with_capacity(plugins.len()),
             offers: Offers::default(),
@@ -121,13 +143,13 @@ impl Catalog {
         catalog
     }
 
-    fn add(&mut self, loaded: LoadedPlugin) {
+    fn add(&mut self, loaded: &LoadedPlugin) {
         let index = self.plugins.len();
         let name = Arc::clone(loaded.code.name());
         let refuse = |what: &str, key: &str, why: &str| {
             tracing::warn!(plugin = &*name, file = %loaded.file.display(), "refused {what} `{key}`: {why}");
         };
-        let lists = loaded.lists;
+        let lists = &loaded.lists;
 
         for tool in &lists.tools {
             if let Some(problem) = names::name_problem(&tool.name) {
@@ -236,18 +258,9 @@ impl Catalog {
             completions: self.offers.completions
                 || (loaded.code.exports().completion()
                     && !(lists.prompts.is_empty() && lists.templates.is_empty())),
+            list_changed: false,
         };
-        tracing::info!(
-            plugin = &*name,
-            file = %loaded.file.display(),
-            tools = lists.tools.len(),
-            prompts = lists.prompts.len(),
-            resources = lists.resources.len(),
-            templates = lists.templates.len(),
-            grants = %GrantSummary(loaded.code.policy()),
-            "loaded plugin"
-        );
-        self.plugins.push(loaded.code);
+        self.plugins.push(loaded.code.clone());
     }
 
     fn collision(&self, owner: usize) -> String {
@@ -255,6 +268,18 @@ impl Catalog {
             "the name is already taken by plugin `{}`",
             self.plugins[owner].name()
         )
+    }
+
+    /// The serialised items of a list, to tell whether it changed.
+    fn items(&self, list: ChangedList) -> Vec<&str> {
+        let items: Box<dyn Iterator<Item = &Box<RawValue>>> = match list {
+            ChangedList::Tools => Box::new(self.tools.items.iter()),
+            ChangedList::Prompts => Box::new(self.prompts.items.iter()),
+            ChangedList::Resources => {
+                Box::new(self.resources.items.iter().chain(&self.template_items))
+            }
+        };
+        items.map(|item| item.get()).collect()
     }
 
     /// How many plugins are loaded.
@@ -346,13 +371,63 @@ fn within_limit(plugin: &PluginCode, result: Box<RawValue>) -> MethodResult {
 /// The live set of plugins: the current catalog, swapped atomically when plugins change.
 pub struct PluginSet {
     current: ArcSwap<Catalog>,
+    /// The loaded plugins by file (so in name order), from which catalogs are built.
+    plugins: Mutex<BTreeMap<PathBuf, Arc<LoadedPlugin>>>,
+    page_size: usize,
+    watching: bool,
+    notifier: Notifier,
+}
+
+/// How calls and the reloader reach the sessions and the reloader.
+#[derive(Clone)]
+pub struct Notifier {
+    events: broadcast::Sender<ServerEvent>,
+    relist: Arc<OnceLock<mpsc::UnboundedSender<Arc<str>>>>,
+}
+
+/// How many events a slow session may fall behind before it is told that everything changed.
+const EVENT_BACKLOG: usize = 256;
+
+impl Notifier {
+    /// Tell every session.
+    pub fn announce(&self, event: ServerEvent) {
+        // No receivers just means no session is connected.
+        let _ = self.events.send(event);
+    }
+
+    /// Ask the reloader to read `plugin`'s lists again.
+    pub fn relist(&self, plugin: Arc<str>) {
+        match self.relist.get() {
+            Some(sender) => {
+                let _ = sender.send(plugin);
+            }
+            None => tracing::warn!(
+                plugin = &*plugin,
+                "ignored notify-list-changed: the plugin directory is not watched"
+            ),
+        }
+    }
 }
 
 impl PluginSet {
-    /// Serve `catalog`.
-    pub fn new(catalog: Catalog) -> Self {
+    /// Serve `plugins`. `watching` says whether the set may change while sessions run, so
+    /// sessions are offered every list kind with `listChanged`.
+    pub fn new(plugins: Vec<LoadedPlugin>, page_size: usize, watching: bool) -> Self {
+        let plugins: BTreeMap<PathBuf, Arc<LoadedPlugin>> = plugins
+            .into_iter()
+            .map(|p| (p.file.clone(), Arc::new(p)))
+            .collect();
+        let loaded: Vec<_> = plugins.values().cloned().collect();
+        let (events, _) = broadcast::channel(EVENT_BACKLOG);
         Self {
-            current: ArcSwap::from_pointee(catalog),
+            current: ArcSwap::from_pointee(Catalog::build(&loaded, page_size)),
+            plugins: Mutex::new(plugins),
+            page_size,
+            watching,
+            notifier: Notifier {
+                events,
+                relist: Arc::new(OnceLock::new()),
+            },
         }
     }
 
@@ -360,11 +435,77 @@ impl PluginSet {
     pub fn catalog(&self) -> Arc<Catalog> {
         self.current.load_full()
     }
+
+    /// The plugin loaded from `file`, if any.
+    pub fn get(&self, file: &Path) -> Option<Arc<LoadedPlugin>> {
+        lock(&self.plugins).get(file).cloned()
+    }
+
+    /// The plugin named `name`, if any.
+    pub fn find(&self, name: &str) -> Option<Arc<LoadedPlugin>> {
+        lock(&self.plugins)
+            .values()
+            .find(|p| &**p.code.name() == name)
+            .cloned()
+    }
+
+    /// The way to reach sessions and the reloader.
+    pub fn notifier(&self) -> &Notifier {
+        &self.notifier
+    }
+
+    /// Connect plugin-initiated list changes to the reloader.
+    pub fn set_relist_channel(&self, sender: mpsc::UnboundedSender<Arc<str>>) {
+        let _ = self.notifier.relist.set(sender);
+    }
+
+    /// Put `plugin` in place of whatever was loaded from its file (or remove what was loaded
+    /// from `file`, for `None`), publish the new catalog, and announce the lists that changed.
+    /// Calls in flight keep the catalog they started with.
+    pub fn update(&self, file: &Path, plugin: Option<LoadedPlugin>) {
+        let (old, new) = {
+            let mut plugins = lock(&self.plugins);
+            match plugin {
+                Some(plugin) => plugins.insert(file.to_owned(), Arc::new(plugin)),
+                None => plugins.remove(file),
+            };
+            let loaded: Vec<_> = plugins.values().cloned().collect();
+            let new = Arc::new(Catalog::build(&loaded, self.page_size));
+            (self.current.swap(Arc::clone(&new)), new)
+        };
+        for list in [
+            ChangedList::Tools,
+            ChangedList::Prompts,
+            ChangedList::Resources,
+        ] {
+            if old.items(list) != new.items(list) {
+                tracing::debug!(?list, "list changed");
+                self.notifier.announce(ServerEvent::ListChanged(list));
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Backend for PluginSet {
     fn offers(&self) -> Offers {
+        if self.watching {
+            return Offers {
+                tools: true,
+                prompts: true,
+                resources: true,
+                completions: true,
+                list_changed: true,
+            };
+        }
         self.current.load().offers
+    }
+
+    fn events(&self) -> Option<broadcast::Receiver<ServerEvent>> {
+        Some(self.notifier.events.subscribe())
     }
 
     fn list(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult {
@@ -389,7 +530,7 @@ impl Backend for PluginSet {
         }
         let plugin = &catalog.plugins[entry.plugin];
         let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = name);
-        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx);
+        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.notifier.clone());
         let outcome = plugin
             .call_tool(name, arguments.get(), host)
             .instrument(span)
@@ -428,7 +569,7 @@ impl Backend for PluginSet {
         }
         let plugin = &catalog.plugins[entry.plugin];
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
-        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx);
+        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.notifier.clone());
         match plugin.get_prompt(name, &arguments, host).await {
             Ok(Ok(messages)) => within_limit(
                 plugin,
@@ -444,7 +585,7 @@ impl Backend for PluginSet {
         let Some(plugin) = catalog.resource_owner(uri) else {
             return Err(convert::resource_not_found(uri));
         };
-        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx);
+        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.notifier.clone());
         match plugin.read_resource(uri, host).await {
             Ok(Ok(contents)) => within_limit(plugin, convert::read_result(&contents)?),
             Ok(Err(e)) => Err(convert::request_error(plugin.name(), Some(uri), Ok(e))),
@@ -481,7 +622,7 @@ impl Backend for PluginSet {
             .map(|c| c.arguments.into_iter().collect())
             .unwrap_or_default();
         let argument = &params.argument;
-        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx);
+        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.notifier.clone());
         match plugin
             .complete(&reference, &argument.name, &argument.value, &context, host)
             .await

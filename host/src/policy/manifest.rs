@@ -148,7 +148,13 @@ pub fn load_manifest(file: &Path, defaults: Limits) -> Result<Policy, PolicyErro
         location: None,
         message: format!("cannot read it: {e}"),
     })?;
-    let manifest: Manifest = toml::from_str(&text).map_err(|e| {
+    parse_manifest(file, &text, defaults)
+}
+
+/// Validate the manifest text `text`, read from `file` (which relative paths and messages
+/// refer to).
+pub fn parse_manifest(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyError> {
+    let manifest: Manifest = toml::from_str(text).map_err(|e| {
         let line = e
             .span()
             .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);

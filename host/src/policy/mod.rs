@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use manifest::{PolicyError, load_manifest, manifest_path};
+pub use manifest::{PolicyError, load_manifest, manifest_path, parse_manifest};
 
 /// The limits applied to every call into one plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -119,6 +119,18 @@ impl Peer {
         minimum != 0 && level.rank() >= minimum
     }
 
+    /// Whether the host's own messages at `level` go to the client: at the client's level once
+    /// it set one, and errors and worse before that.
+    pub fn wants_host_log(&self, level: LogLevel) -> bool {
+        let minimum = self.log_level.load(Ordering::Relaxed);
+        let minimum = if minimum == 0 {
+            LogLevel::Error.rank()
+        } else {
+            minimum
+        };
+        level.rank() >= minimum
+    }
+
     /// Take one token from `logger`'s bucket; `None` if over the rate, else how many messages
     /// were dropped since the last one that passed. The first drop of a run is logged.
     fn admit_log(&self, logger: &str) -> Option<u64> {

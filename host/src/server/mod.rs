@@ -6,16 +6,19 @@
 //! same session serves stdio and, later, HTTP.
 
 mod context;
+mod events;
 mod session;
 
 use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
+use tokio::sync::broadcast;
 
 use crate::protocol::ErrorObject;
-use crate::protocol::mcp::CompleteParams;
+use crate::protocol::mcp::{CompleteParams, LogLevel};
 
 pub use context::{ClientRequest, Outbound, RequestContext};
+pub use events::forward_events;
 pub use session::Session;
 
 /// Which kinds of things the backend offers; the session advertises the matching
@@ -30,6 +33,36 @@ pub struct Offers {
     pub resources: bool,
     /// Argument completion (`completion/complete`).
     pub completions: bool,
+    /// The lists can change while the session runs: advertise `listChanged` (and every list
+    /// kind, since plugins offering it may arrive later) and resource subscriptions.
+    pub list_changed: bool,
+}
+
+/// A list whose contents changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangedList {
+    /// `notifications/tools/list_changed`.
+    Tools,
+    /// `notifications/prompts/list_changed`.
+    Prompts,
+    /// `notifications/resources/list_changed` (resources or templates).
+    Resources,
+}
+
+/// Something every session may need to tell its client, published by the backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerEvent {
+    /// A list changed.
+    ListChanged(ChangedList),
+    /// The resource at this URI changed (sent to sessions subscribed to it).
+    ResourceUpdated(String),
+    /// The host itself has something to say (a plugin failed to reload).
+    HostLog {
+        /// How serious.
+        level: LogLevel,
+        /// What happened.
+        message: String,
+    },
 }
 
 /// The paginated lists.
@@ -55,6 +88,9 @@ pub type MethodResult = Result<Box<RawValue>, ErrorObject>;
 pub trait Backend: Send + Sync + 'static {
     /// What the backend offers.
     fn offers(&self) -> Offers;
+
+    /// Events for sessions to forward to their clients, if the backend publishes any.
+    fn events(&self) -> Option<broadcast::Receiver<ServerEvent>>;
 
     /// One page of a list: `cursor` is the previous page's `nextCursor`. An unknown cursor is
     /// -32602.

@@ -1,7 +1,7 @@
 //! The session state machine and method dispatch: the lifecycle, which request gets which
 //! error, and the life of each request in flight (its context, its cancellation).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::context::{Cancellation, Outbound, Peer, RequestContext};
-use super::{Backend, ListKind, MethodResult};
+use super::{Backend, ChangedList, ListKind, MethodResult, Offers};
 use crate::protocol::error::INVALID_REQUEST;
 use crate::protocol::jsonrpc::{encode_error, encode_result};
 use crate::protocol::mcp::{
@@ -27,6 +27,8 @@ const CANCEL_GRACE: Duration = Duration::from_millis(500);
 #[derive(Debug)]
 struct Negotiated {
     version: &'static str,
+    /// What the server advertised to this client.
+    offers: Offers,
 }
 
 /// One client's MCP session.
@@ -36,6 +38,7 @@ pub struct Session<B> {
     negotiated: OnceLock<Negotiated>,
     initialized: AtomicBool,
     in_flight: Mutex<HashMap<RequestId, Arc<Cancellation>>>,
+    subscriptions: Mutex<HashSet<String>>,
 }
 
 impl<B: Backend> Session<B> {
@@ -47,7 +50,44 @@ impl<B: Backend> Session<B> {
             negotiated: OnceLock::new(),
             initialized: AtomicBool::new(false),
             in_flight: Mutex::new(HashMap::new()),
+            subscriptions: Mutex::new(HashSet::new()),
         }
+    }
+
+    pub(super) fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub(super) fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
+    /// Whether `initialize` has been answered.
+    pub fn is_initialized(&self) -> bool {
+        self.negotiated.get().is_some()
+    }
+
+    /// Whether this session was told that `list` may change (so it expects notifications).
+    pub(super) fn announces_changes_to(&self, list: ChangedList) -> bool {
+        self.negotiated.get().is_some_and(|n| {
+            n.offers.list_changed
+                && match list {
+                    ChangedList::Tools => n.offers.tools,
+                    ChangedList::Prompts => n.offers.prompts,
+                    ChangedList::Resources => n.offers.resources,
+                }
+        })
+    }
+
+    /// Whether the client subscribed to the resource at `uri`.
+    pub(super) fn is_subscribed(&self, uri: &str) -> bool {
+        self.subscriptions().contains(uri)
+    }
+
+    fn subscriptions(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The protocol version agreed at `initialize`, once it has been answered.
@@ -60,7 +100,13 @@ impl<B: Backend> Session<B> {
     pub fn is_lifecycle(message: &Message) -> bool {
         match message {
             Message::Request(request) => {
-                matches!(request.method.as_str(), "initialize" | "logging/setLevel")
+                matches!(
+                    request.method.as_str(),
+                    "initialize"
+                        | "logging/setLevel"
+                        | "resources/subscribe"
+                        | "resources/unsubscribe"
+                )
             }
             Message::Notification(_) | Message::Response(_) => true,
         }
@@ -192,7 +238,9 @@ impl<B: Backend> Session<B> {
             | "resources/read"
             | "resources/templates/list"
             | "completion/complete"
-            | "logging/setLevel" => {}
+            | "logging/setLevel"
+            | "resources/subscribe"
+            | "resources/unsubscribe" => {}
             // Includes `server/discover`, the probe of 2026-07-28 clients: -32601 tells them
             // to fall back to `initialize`.
             _ => return Err(ErrorObject::method_not_found(method)),
@@ -212,6 +260,15 @@ impl<B: Backend> Session<B> {
             "resources/list" => list(backend, ListKind::Resources, method, params),
             "resources/templates/list" => {
                 list(backend, ListKind::ResourceTemplates, method, params)
+            }
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let p: ReadResourceParams = parse_params(method, params)?;
+                if method == "resources/subscribe" {
+                    self.subscriptions().insert(p.uri);
+                } else {
+                    self.subscriptions().remove(&p.uri);
+                }
+                Ok(raw("{}"))
             }
             "logging/setLevel" => {
                 let p: SetLevelParams = parse_params(method, params)?;
@@ -253,7 +310,8 @@ impl<B: Backend> Session<B> {
     fn initialize(&self, params: Option<&RawValue>) -> MethodResult {
         let p: InitializeParams = parse_params("initialize", params)?;
         let version = negotiate_version(&p.protocol_version);
-        if self.negotiated.set(Negotiated { version }).is_err() {
+        let offers = self.backend.offers();
+        if self.negotiated.set(Negotiated { version, offers }).is_err() {
             return Err(ErrorObject::new(
                 INVALID_REQUEST,
                 "the session is already initialized",
@@ -275,18 +333,30 @@ impl<B: Backend> Session<B> {
             version,
             "session initialized"
         );
-        let offers = self.backend.offers();
         let mut capabilities = serde_json::Map::new();
         capabilities.insert("logging".to_owned(), json!({}));
+        let changes = if offers.list_changed {
+            json!({"listChanged": true})
+        } else {
+            json!({})
+        };
         for (offered, key) in [
             (offers.tools, "tools"),
             (offers.prompts, "prompts"),
             (offers.resources, "resources"),
-            (offers.completions, "completions"),
         ] {
             if offered {
-                capabilities.insert(key.to_owned(), json!({}));
+                capabilities.insert(key.to_owned(), changes.clone());
             }
+        }
+        if offers.resources && offers.list_changed {
+            capabilities.insert(
+                "resources".to_owned(),
+                json!({"listChanged": true, "subscribe": true}),
+            );
+        }
+        if offers.completions {
+            capabilities.insert("completions".to_owned(), json!({}));
         }
         to_raw(&json!({
             "protocolVersion": version,
@@ -351,7 +421,6 @@ mod tests {
     use super::*;
     use crate::protocol::jsonrpc::{Decoded, decode};
     use crate::protocol::mcp::CompleteParams;
-    use crate::server::Offers;
 
     /// A backend that offers nothing: enough to test the session's own rules.
     struct Nothing;
@@ -362,6 +431,9 @@ mod tests {
                 tools: true,
                 ..Offers::default()
             }
+        }
+        fn events(&self) -> Option<tokio::sync::broadcast::Receiver<crate::server::ServerEvent>> {
+            None
         }
         fn list(&self, _: ListKind, cursor: Option<&str>) -> MethodResult {
             match cursor {

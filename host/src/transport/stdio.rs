@@ -19,7 +19,16 @@ use tokio::task::JoinSet;
 use crate::protocol::error::INVALID_REQUEST;
 use crate::protocol::jsonrpc::{Decoded, decode, encode_batch, encode_error};
 use crate::protocol::{ErrorObject, Reply};
-use crate::server::{Backend, Session};
+use crate::server::{Backend, Session, forward_events};
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// Settings of the stdio transport.
 #[derive(Debug, Clone, Copy)]
@@ -58,6 +67,12 @@ pub async fn serve<B: Backend>(
     let mut writer = tokio::spawn(write_replies(output, queue));
     let mut lines = LineReader::new(input, config.max_message_bytes);
     let mut in_flight = JoinSet::new();
+    // List changes, resource updates and host messages, for as long as the session runs.
+    let events = {
+        let (session, replies) = (Arc::clone(&session), replies.clone());
+        tokio::spawn(async move { forward_events(&session, replies).await })
+    };
+    let stop_events = AbortOnDrop(events);
 
     loop {
         tokio::select! {
@@ -85,6 +100,8 @@ pub async fn serve<B: Backend>(
         );
         in_flight.abort_all();
     }
+    // The event forwarder holds a sender too: stop it, so the writer sees the queue close.
+    drop(stop_events);
     drop(replies);
     writer.await.unwrap_or(Ok(()))
 }

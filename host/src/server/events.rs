@@ -1,0 +1,84 @@
+//! Forwarding the backend's events to one session's client: list changes for the lists the
+//! session advertised as changing, resource updates for the URIs it subscribed to, and the
+//! host's own error messages at the session's log level.
+
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::{Backend, ChangedList, Outbound, ServerEvent, Session};
+use crate::protocol::jsonrpc::encode_notification;
+
+/// Forward `session`'s share of the backend's events to `outbound` until the backend stops
+/// publishing or the client goes away. Run it beside the session, on its own task.
+pub async fn forward_events<B: Backend>(session: &Session<B>, outbound: Outbound) {
+    let Some(mut events) = session.backend().events() else {
+        return;
+    };
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(RecvError::Lagged(missed)) => {
+                // Too far behind to know exactly what changed: say that everything did.
+                tracing::warn!(
+                    missed,
+                    "a session fell behind on catalog events; announcing every list as changed"
+                );
+                for list in [
+                    ChangedList::Tools,
+                    ChangedList::Prompts,
+                    ChangedList::Resources,
+                ] {
+                    if !send(session, &outbound, &ServerEvent::ListChanged(list)).await {
+                        return;
+                    }
+                }
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        if !send(session, &outbound, &event).await {
+            return;
+        }
+    }
+}
+
+/// Send what `event` means for this session; false once the client is gone.
+async fn send<B: Backend>(session: &Session<B>, outbound: &Outbound, event: &ServerEvent) -> bool {
+    if !session.is_initialized() {
+        return true;
+    }
+    let (method, params) = match event {
+        ServerEvent::ListChanged(list) => {
+            if !session.announces_changes_to(*list) {
+                return true;
+            }
+            let method = match list {
+                ChangedList::Tools => "notifications/tools/list_changed",
+                ChangedList::Prompts => "notifications/prompts/list_changed",
+                ChangedList::Resources => "notifications/resources/list_changed",
+            };
+            (method, None)
+        }
+        ServerEvent::ResourceUpdated(uri) => {
+            if !session.is_subscribed(uri) {
+                return true;
+            }
+            (
+                "notifications/resources/updated",
+                Some(json!({ "uri": uri })),
+            )
+        }
+        ServerEvent::HostLog { level, message } => {
+            if !session.peer().wants_host_log(*level) {
+                return true;
+            }
+            let params = json!({ "level": level.as_str(), "logger": "mcpbox", "data": message });
+            ("notifications/message", Some(params))
+        }
+    };
+    let params = params.and_then(|p| serde_json::value::to_raw_value(&p).ok());
+    outbound
+        .send(encode_notification(method, params.as_deref()))
+        .await
+        .is_ok()
+}
