@@ -16,6 +16,7 @@ mod bad_input;
 mod client;
 mod contract;
 mod loading;
+mod reload;
 mod sandbox;
 mod support;
 mod surface;

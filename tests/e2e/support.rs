@@ -111,6 +111,19 @@ impl Stderr {
         self.0.lock().unwrap().clone()
     }
 
+    /// Wait until stderr contains `needle` `count` times.
+    pub async fn wait_for_count(&self, needle: &str, count: usize) {
+        let deadline = tokio::time::Instant::now() + STEP;
+        while self.text().matches(needle).count() < count {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "stderr never said {needle:?} {count} times:\n{}",
+                self.text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Wait until stderr contains `needle`.
     pub async fn wait_for(&self, needle: &str) -> String {
         let deadline = tokio::time::Instant::now() + STEP;
@@ -420,6 +433,26 @@ impl rmcp::ClientHandler for RecordingClient {
         self.record("log", json(&params));
     }
 
+    async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<RoleClient>) {
+        self.record("tools/list_changed", Value::Null);
+    }
+
+    async fn on_prompt_list_changed(&self, _: rmcp::service::NotificationContext<RoleClient>) {
+        self.record("prompts/list_changed", Value::Null);
+    }
+
+    async fn on_resource_list_changed(&self, _: rmcp::service::NotificationContext<RoleClient>) {
+        self.record("resources/list_changed", Value::Null);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.record("resources/updated", json(&params));
+    }
+
     fn get_info(&self) -> rmcp::model::ClientConfig {
         self.info.clone()
     }
@@ -431,13 +464,23 @@ pub async fn connect_with(
     extra: &[&str],
     handler: RecordingClient,
 ) -> RunningService<RoleClient, RecordingClient> {
+    connect_logged(dir, extra, handler).await.0
+}
+
+/// [`connect_with`], also returning what the server logs.
+pub async fn connect_logged(
+    dir: &Path,
+    extra: &[&str],
+    handler: RecordingClient,
+) -> (RunningService<RoleClient, RecordingClient>, Stderr) {
     let (transport, stderr) = TokioChildProcess::builder(mcpbox(dir, extra))
         .stderr(Stdio::piped())
         .spawn()
         .expect("start mcpbox");
     let stderr = Stderr::collect(stderr.expect("piped stderr"));
-    tokio::time::timeout(STEP, handler.serve(transport))
+    let service = tokio::time::timeout(STEP, handler.serve(transport))
         .await
         .expect("initialize in time")
-        .unwrap_or_else(|e| panic!("initialize failed: {e}\nstderr:\n{}", stderr.text()))
+        .unwrap_or_else(|e| panic!("initialize failed: {e}\nstderr:\n{}", stderr.text()));
+    (service, stderr)
 }

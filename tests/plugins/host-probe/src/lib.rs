@@ -47,11 +47,39 @@ struct Pick {
     n: String,
 }
 
+/// Where `create_extra` leaves its mark (a directory the tests grant read-write).
+const EXTRA: &str = "/state/extra";
+
+fn create_extra(_: NoArgs) -> Result<String, String> {
+    std::fs::write(EXTRA, b"1").map_err(|e| format!("cannot write {EXTRA}: {e}"))?;
+    host::notify_list_changed(ListKind::Tools);
+    Ok("created".to_owned())
+}
+
+/// Arguments of `touch`.
+#[derive(mcpbox_sdk::Deserialize, mcpbox_sdk::JsonSchema)]
+struct Touch {
+    /// The resource that changed.
+    uri: String,
+}
+
 struct Probe;
 
 impl Plugin for Probe {
     fn tools(tools: &mut Tools) {
+        // A tool that exists only once `create_extra` ran: the list depends on outside state.
+        if std::path::Path::new(EXTRA).exists() {
+            tools.add(
+                Tool::new("extra", "Exists once create_extra ran"),
+                |_: NoArgs| "extra",
+            );
+        }
         tools
+            .add(Tool::new("create_extra", "Add the `extra` tool and say the tool list changed"), create_extra)
+            .add(Tool::new("touch", "Say a resource changed"), |Touch { uri }: Touch| {
+                host::notify_resource_updated(&uri);
+                "touched"
+            })
             .add(
                 Tool::new(
                     "probe_host",
