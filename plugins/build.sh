@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Build every example plugin for wasm32-wasip2 and collect the components in target/plugins/.
-# With --with-test-plugins, also build the test fixtures (tests/plugins/) into
-# target/test-plugins/. Installs the wasm32-wasip2 target if it is missing. Prints the
+# The conformance suite's fixture plugin goes to target/conformance-plugins/. With
+# --with-test-plugins, also build the test fixtures (tests/plugins/) into target/test-plugins/. Installs the wasm32-wasip2 target if it is missing. Prints the
 # examples' directory. Used by the quick start and by the tests.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 examples=(echo-tools code-review quotes weather files interactive)
+# Built with the examples, kept apart: the fixtures of the official conformance suite.
+conformance=(conformance)
 fixtures=()
 if [ "${1:-}" = "--with-test-plugins" ]; then
   fixtures=(hostile host-probe tools-only)
@@ -18,7 +20,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
 fi
 
 args=()
-for p in "${examples[@]}" "${fixtures[@]}"; do args+=(-p "$p"); done
+for p in "${examples[@]}" "${conformance[@]}" "${fixtures[@]}"; do args+=(-p "$p"); done
 # A separate target directory keeps this build from waiting on (or invalidating) the host's.
 cargo build --quiet --manifest-path "$root/Cargo.toml" --profile plugin --target wasm32-wasip2 \
   --target-dir "$root/target/wasm" "${args[@]}" >&2
@@ -31,6 +33,7 @@ collect() {
   done
 }
 collect "$root/target/plugins" "${examples[@]}"
+collect "$root/target/conformance-plugins" "${conformance[@]}"
 # Manifests (grants) go beside their plugins. The files example gets its sample directory by
 # absolute path, so the manifest works wherever the plugin directory is used from.
 cp "$root/plugins/weather/weather.toml" "$root/target/plugins/"

@@ -13,8 +13,10 @@ use crate::catalog::{PluginSet, load_directory};
 use crate::engine::{Runtime, RuntimeConfig};
 use crate::policy::Limits;
 use crate::server::Session;
+use crate::transport::http::{self, HttpConfig};
 use crate::transport::stdio::{self, StdioConfig};
 use crate::watch::Reloader;
+use std::net::SocketAddr;
 
 /// mcpbox: serve MCP tools, prompts and resources from sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -40,6 +42,34 @@ pub enum Command {
 /// Arguments of `mcpbox serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
+    /// Serve MCP over HTTP on this address (`127.0.0.1:8080`, or a port for loopback)
+    /// instead of stdio: Streamable HTTP at `/mcp`, legacy SSE at `/sse`.
+    #[arg(long, env = "MCPBOX_HTTP", value_name = "ADDR")]
+    pub http: Option<String>,
+
+    /// HTTP: require `Authorization: Bearer <TOKEN>` on every request.
+    #[arg(
+        long,
+        env = "MCPBOX_AUTH_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub auth_token: Option<String>,
+
+    /// HTTP: another host name that `Host` and `Origin` may name (repeatable; the bound
+    /// address, and on loopback `localhost`, are always allowed).
+    #[arg(
+        long,
+        env = "MCPBOX_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_name = "HOST"
+    )]
+    pub allowed_host: Vec<String>,
+
+    /// HTTP: end sessions idle this long, in seconds.
+    #[arg(long, env = "MCPBOX_SESSION_IDLE_SECS", default_value_t = 1800)]
+    pub session_idle_secs: u64,
+
     /// The directory of plugins (`*.wasm` components) to serve.
     #[arg(long, env = "MCPBOX_PLUGINS", value_name = "DIR")]
     pub plugins: PathBuf,
@@ -49,7 +79,7 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_PAGE_SIZE", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub page_size: u32,
 
-    /// The largest message accepted on stdin, in bytes.
+    /// The largest message accepted (a line on stdin, a request body over HTTP), in bytes.
     #[arg(long, env = "MCPBOX_MAX_MESSAGE_BYTES", default_value_t = StdioConfig::DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
 
@@ -149,17 +179,92 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         fuel = limits.fuel,
         timeout_ms = args.timeout_ms,
         memory_mib = args.memory_mib,
-        "serving MCP on stdio"
+        "plugins ready"
     );
-    let session = Arc::new(Session::new(plugins));
-    let input = tokio::io::BufReader::with_capacity(64 << 10, tokio::io::stdin());
-    let config = StdioConfig {
-        max_message_bytes: args.max_message_bytes,
-        ..StdioConfig::default()
+    match &args.http {
+        Some(address) => serve_http(plugins, address, &args).await,
+        None => {
+            let session = Arc::new(Session::new(plugins));
+            let input = tokio::io::BufReader::with_capacity(64 << 10, tokio::io::stdin());
+            let config = StdioConfig {
+                max_message_bytes: args.max_message_bytes,
+                ..StdioConfig::default()
+            };
+            tracing::info!("serving MCP on stdio");
+            stdio::serve(
+                session,
+                input,
+                tokio::io::stdout(),
+                config,
+                shutdown_signal(),
+            )
+            .await
+            .context("stdio transport failed")?;
+            tracing::info!("stdio session over; exiting");
+            Ok(())
+        }
+    }
+}
+
+/// Serve over HTTP on `address` (`host:port`, or a bare port on 127.0.0.1).
+async fn serve_http(
+    plugins: Arc<PluginSet>,
+    address: &str,
+    args: &ServeArgs,
+) -> anyhow::Result<()> {
+    let address: SocketAddr = match address.parse::<u16>() {
+        Ok(port) => SocketAddr::from(([127, 0, 0, 1], port)),
+        Err(_) => address
+            .parse()
+            .with_context(|| format!("invalid --http address `{address}` (expected host:port)"))?,
     };
-    stdio::serve(session, input, tokio::io::stdout(), config)
+    if !address.ip().is_loopback() && args.auth_token.is_none() {
+        tracing::warn!(%address, "serving HTTP beyond loopback without --auth-token: anyone who can reach it can call every tool");
+    }
+    let listener = tokio::net::TcpListener::bind(address)
         .await
-        .context("stdio transport failed")?;
-    tracing::info!("stdin closed; exiting");
+        .with_context(|| format!("cannot listen on {address}"))?;
+    let config = HttpConfig {
+        allowed_hosts: args.allowed_host.clone(),
+        auth_token: args.auth_token.clone(),
+        max_body_bytes: args.max_message_bytes,
+        session_idle: Duration::from_secs(args.session_idle_secs),
+    };
+    http::serve(
+        plugins,
+        listener,
+        config,
+        shutdown_signal(),
+        Duration::from_secs(10),
+    )
+    .await
+    .context("HTTP transport failed")?;
+    tracing::info!("stopped");
     Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(e) => {
+                    tracing::warn!("cannot listen for SIGTERM: {e}");
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+    tracing::info!("received a shutdown signal");
 }

@@ -278,7 +278,10 @@ async fn plugins_can_announce_their_own_list_changes_and_resource_updates() {
 /// `cargo test --release -p mcpbox --test e2e measure_reload_latency -- --ignored --nocapture`.
 #[tokio::test]
 #[ignore = "a benchmark: run on demand, see BENCHMARKS.md"]
-#[expect(clippy::print_stdout, reason = "the measurement is this benchmark's output")]
+#[expect(
+    clippy::print_stdout,
+    reason = "the measurement is this benchmark's output"
+)]
 async fn measure_reload_latency() {
     use crate::support::Raw;
     const ROUNDS: usize = 20;

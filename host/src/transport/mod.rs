@@ -2,4 +2,5 @@
 //!
 //! Depends on `protocol` and `server`; knows nothing of plugins.
 
+pub mod http;
 pub mod stdio;

@@ -56,12 +56,14 @@ impl Default for StdioConfig {
 /// How many replies may wait for the writer before request handlers wait for it.
 const OUTPUT_QUEUE: usize = 1024;
 
-/// Serve `session` over `input` and `output` until input ends (or output closes).
+/// Serve `session` over `input` and `output` until input ends, output closes, or `shutdown`
+/// resolves (then like end of input: calls in flight are answered, boundedly).
 pub async fn serve<B: Backend>(
     session: Arc<Session<B>>,
     input: impl AsyncBufRead + Unpin,
     output: impl AsyncWrite + Unpin + Send + 'static,
     config: StdioConfig,
+    shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let (replies, queue) = mpsc::channel::<Reply>(OUTPUT_QUEUE);
     let mut writer = tokio::spawn(write_replies(output, queue));
@@ -74,8 +76,13 @@ pub async fn serve<B: Backend>(
     };
     let stop_events = AbortOnDrop(events);
 
+    tokio::pin!(shutdown);
     loop {
         tokio::select! {
+            () = &mut shutdown => {
+                tracing::info!("shutting down: no more input is read");
+                break;
+            }
             line = lines.next() => {
                 let Some(line) = line? else { break };
                 handle_line(&session, line, &replies, &mut in_flight).await;
