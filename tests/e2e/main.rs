@@ -14,7 +14,9 @@
 
 mod bad_input;
 mod client;
+mod conformance;
 mod contract;
+mod http;
 mod loading;
 mod reload;
 mod sandbox;

@@ -484,3 +484,120 @@ pub async fn connect_logged(
         .unwrap_or_else(|e| panic!("initialize failed: {e}\nstderr:\n{}", stderr.text()));
     (service, stderr)
 }
+
+/// `mcpbox serve --http 127.0.0.1:0` on `dir`, with the address it bound.
+pub struct HttpServer {
+    pub child: Child,
+    pub url: String,
+    pub port: u16,
+    pub stderr: Stderr,
+}
+
+impl HttpServer {
+    pub async fn start(dir: &Path, extra: &[&str]) -> Self {
+        let mut args = vec!["--http", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut child = mcpbox(dir, &args).spawn().expect("start mcpbox");
+        let stderr = Stderr::collect(child.stderr.take().expect("stderr"));
+        let log = stderr.wait_for("serving MCP over HTTP").await;
+        let line = log
+            .lines()
+            .find(|l| l.contains("serving MCP over HTTP"))
+            .unwrap();
+        let port: u16 = line
+            .split("bound=127.0.0.1:")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line}"));
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            port,
+            stderr,
+        }
+    }
+
+    /// Connect rmcp's Streamable HTTP client as `handler`, with an optional bearer token.
+    pub async fn connect(
+        &self,
+        handler: RecordingClient,
+        token: Option<&str>,
+    ) -> RunningService<RoleClient, RecordingClient> {
+        use rmcp::transport::streamable_http_client::{
+            StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+        };
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url.clone());
+        config.auth_header = token.map(str::to_owned);
+        let transport = StreamableHttpClientTransport::from_config(config);
+        tokio::time::timeout(STEP, handler.serve(transport))
+            .await
+            .expect("initialize in time")
+            .unwrap_or_else(|e| {
+                panic!(
+                    "initialize over HTTP failed: {e}\nstderr:\n{}",
+                    self.stderr.text()
+                )
+            })
+    }
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone, Default)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+}
+
+/// Reads server-sent events from a streaming HTTP response.
+pub struct SseReader {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl SseReader {
+    pub fn new(response: reqwest::Response) -> Self {
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event with data (comments and keep-alives skipped), or `None` at the end.
+    pub async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = SseEvent::default();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        event.id = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        event.event = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        event.data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                    }
+                }
+                if !event.data.is_empty() {
+                    return Some(event);
+                }
+            }
+            let chunk = tokio::time::timeout(STEP, self.response.chunk())
+                .await
+                .expect("an event in time")
+                .ok()??;
+            self.buffer
+                .push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
+        }
+    }
+
+    /// The next event's data as JSON.
+    pub async fn next_json(&mut self) -> Option<(Option<String>, Value)> {
+        let event = self.next().await?;
+        Some((
+            event.id,
+            serde_json::from_str(&event.data).expect("JSON event data"),
+        ))
+    }
+}

@@ -159,24 +159,24 @@ impl<B: Backend> App<B> {
     }
 
     /// The session named by the request's `Mcp-Session-Id`: 400 if missing, 404 if unknown.
-    fn session(&self, headers: &HeaderMap) -> Result<Arc<HttpSession<B>>, Response> {
+    fn session(&self, headers: &HeaderMap) -> Result<Arc<HttpSession<B>>, Refused> {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
-            return Err(rpc_error(
+            return Err(Box::new(rpc_error(
                 StatusCode::BAD_REQUEST,
                 INVALID_REQUEST,
                 "missing Mcp-Session-Id header",
-            ));
+            )));
         };
         match self.sessions().get(id) {
             Some(session) => {
                 session.touch();
                 Ok(Arc::clone(session))
             }
-            None => Err(rpc_error(
+            None => Err(Box::new(rpc_error(
                 StatusCode::NOT_FOUND,
                 INVALID_REQUEST,
                 "unknown or ended session",
-            )),
+            ))),
         }
     }
 
@@ -193,15 +193,15 @@ impl<B: Backend> App<B> {
     }
 
     /// The gate every request passes: Host, Origin, and the bearer token.
-    fn check(&self, headers: &HeaderMap) -> Result<(), Response> {
+    fn check(&self, headers: &HeaderMap) -> Result<(), Refused> {
         if let Some(host) = headers.get(header::HOST) {
             let host = host.to_str().unwrap_or("");
             if !self.allowed_authority(host) {
                 tracing::warn!(host, "refused a request for another host (DNS rebinding?)");
-                return Err(plain(
+                return Err(Box::new(plain(
                     StatusCode::FORBIDDEN,
                     "forbidden: Host does not name this server",
-                ));
+                )));
             }
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
@@ -209,18 +209,13 @@ impl<B: Backend> App<B> {
             let authority = origin
                 .split_once("://")
                 .map(|(_, rest)| rest.trim_end_matches('/'));
-            if origin != "null" && !authority.is_some_and(|a| self.allowed_authority(a)) {
+            // `null` (sandboxed pages, file URLs) never names this server.
+            if !authority.is_some_and(|a| self.allowed_authority(a)) {
                 tracing::warn!(origin, "refused a request from another origin");
-                return Err(plain(
+                return Err(Box::new(plain(
                     StatusCode::FORBIDDEN,
                     "forbidden: Origin is not allowed",
-                ));
-            }
-            if origin == "null" {
-                return Err(plain(
-                    StatusCode::FORBIDDEN,
-                    "forbidden: Origin is not allowed",
-                ));
+                )));
             }
         }
         if let Some(token) = &self.config.auth_token {
@@ -238,7 +233,7 @@ impl<B: Backend> App<B> {
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static(r#"Bearer realm="mcpbox""#),
                 );
-                return Err(response);
+                return Err(Box::new(response));
             }
         }
         Ok(())
@@ -280,6 +275,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// A request turned away before it reaches a session.
+type Refused = Box<Response>;
+
 fn plain(status: StatusCode, message: &'static str) -> Response {
     (status, message).into_response()
 }
@@ -300,19 +298,19 @@ fn json_response(status: StatusCode, reply: &Reply) -> Response {
         .into_response()
 }
 
-fn check_version(headers: &HeaderMap) -> Result<(), Response> {
+fn check_version(headers: &HeaderMap) -> Result<(), Refused> {
     match headers
         .get(VERSION_HEADER)
         .map(|v| v.to_str().unwrap_or(""))
     {
-        Some(version) if !SUPPORTED_VERSIONS.contains(&version) => Err(rpc_error(
+        Some(version) if !SUPPORTED_VERSIONS.contains(&version) => Err(Box::new(rpc_error(
             StatusCode::BAD_REQUEST,
             INVALID_REQUEST,
             &format!(
                 "unsupported MCP-Protocol-Version `{version}`; supported: {}",
                 SUPPORTED_VERSIONS.join(", ")
             ),
-        )),
+        ))),
         _ => Ok(()),
     }
 }
@@ -343,7 +341,7 @@ type Shared<B> = State<Arc<App<B>>>;
 
 async fn post_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap, body: Bytes) -> Response {
     if let Err(refused) = app.check(&headers).and_then(|()| check_version(&headers)) {
-        return refused;
+        return *refused;
     }
     let messages = match decode(&body) {
         Decoded::Single(Ok(message)) => vec![Ok(message)],
@@ -367,7 +365,7 @@ async fn post_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap, body: B
                     .to_owned(),
                 http,
             ),
-            Err(response) => return response,
+            Err(response) => return *response,
         }
     };
     let has_requests = messages
@@ -461,7 +459,7 @@ fn stream_replies<B: Backend>(
 
 async fn get_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
     if let Err(refused) = app.check(&headers).and_then(|()| check_version(&headers)) {
-        return refused;
+        return *refused;
     }
     if !accepts_sse(&headers) {
         return plain(
@@ -471,7 +469,7 @@ async fn get_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Respo
     }
     let http = match app.session(&headers) {
         Ok(http) => http,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
     match headers.get(LAST_EVENT_HEADER).and_then(|v| v.to_str().ok()) {
@@ -491,7 +489,7 @@ async fn get_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Respo
 
 async fn delete_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
     if let Err(refused) = app.check(&headers) {
-        return refused;
+        return *refused;
     }
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return rpc_error(
@@ -518,7 +516,7 @@ async fn delete_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Re
 /// the first event names the endpoint to POST messages to.
 async fn get_sse<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
     if let Err(refused) = app.check(&headers) {
-        return refused;
+        return *refused;
     }
     let (id, http) = app.create_session();
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
@@ -543,7 +541,7 @@ async fn post_messages<B: Backend>(
     body: Bytes,
 ) -> Response {
     if let Err(refused) = app.check(&headers) {
-        return refused;
+        return *refused;
     }
     let Some(http) = app.sessions().get(&query.session_id).cloned() else {
         return plain(StatusCode::NOT_FOUND, "unknown session");

@@ -1,0 +1,394 @@
+//! The HTTP transports, end to end: rmcp's Streamable HTTP client for what clients do, raw
+//! HTTP for the rules a well-behaved client never tests (headers, sessions, resumption).
+
+use std::time::Duration;
+
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+use crate::support::{
+    HttpServer, RecordingClient, STEP, SseReader, example_plugins, plugin_dir, tool_text,
+};
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().timeout(STEP).build().unwrap()
+}
+
+/// POST a JSON-RPC message the way clients do.
+fn post(server: &HttpServer, body: &str, session: Option<&str>) -> reqwest::RequestBuilder {
+    post_as(server, body, session, "2025-11-25")
+}
+
+/// POST with this `MCP-Protocol-Version` (sent with the session id).
+fn post_as(
+    server: &HttpServer,
+    body: &str,
+    session: Option<&str>,
+    version: &str,
+) -> reqwest::RequestBuilder {
+    let mut request = http()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned());
+    if let Some(session) = session {
+        request = request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", version);
+    }
+    request
+}
+
+/// Initialize a raw session; its id.
+async fn raw_session(server: &HttpServer) -> String {
+    let response = post(server, INIT, None).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        id.len() >= 32 && id.bytes().all(|b| (0x21..=0x7e).contains(&b)),
+        "{id}"
+    );
+    let initialized = post(
+        server,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        Some(&id),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(initialized.status(), 202);
+    id
+}
+
+fn call(name: &'static str, arguments: Value) -> CallToolRequestParams {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object")
+    };
+    CallToolRequestParams::new(name).with_arguments(arguments)
+}
+
+#[tokio::test]
+async fn several_sessions_work_at_once_and_each_hears_of_plugin_changes() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        let recorder = RecordingClient::new(&json!({}));
+        clients.push((server.connect(recorder.clone(), None).await, recorder));
+    }
+    let calls = clients
+        .iter()
+        .enumerate()
+        .map(|(i, (service, _))| async move {
+            let text = format!("session {i}");
+            let result = service
+                .call_tool(call("echo", json!({ "text": text })))
+                .await
+                .unwrap();
+            assert_eq!(tool_text(&result), (text, false));
+        });
+    futures_join_all(calls).await;
+
+    std::fs::copy(
+        example_plugins().join("quotes.wasm"),
+        dir.path().join(".quotes.tmp"),
+    )
+    .unwrap();
+    std::fs::rename(
+        dir.path().join(".quotes.tmp"),
+        dir.path().join("quotes.wasm"),
+    )
+    .unwrap();
+    for (service, recorder) in &clients {
+        recorder.wait_for("resources/list_changed", 1).await;
+        assert_eq!(service.list_all_resources().await.unwrap().len(), 2);
+        assert!(recorder.events("tools/list_changed").is_empty());
+    }
+}
+
+async fn futures_join_all<F: Future<Output = ()>>(futures: impl Iterator<Item = F>) {
+    let handles: Vec<_> = futures.collect();
+    for future in handles {
+        future.await;
+    }
+}
+
+#[tokio::test]
+async fn progress_logs_and_sampling_travel_on_the_requests_own_stream() {
+    let dir = plugin_dir(&[("interactive", "interactive.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let recorder = RecordingClient::new(&json!({"sampling": {}}));
+    let service = server.connect(recorder.clone(), None).await;
+    let result = service
+        .call_tool(call("summarize", json!({"text": "over HTTP"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        tool_text(&result),
+        ("Summary: a short summary".to_owned(), false)
+    );
+    let result = service
+        .call_tool(call("countdown", json!({"steps": 3})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result).0, "done after 3 steps");
+    recorder.wait_for("progress", 3).await;
+}
+
+#[tokio::test]
+async fn sessions_are_required_checked_and_can_be_ended() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let id = raw_session(&server).await;
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+    let response = post(&server, list, Some(&id)).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut events = SseReader::new(response);
+    let (_, reply) = events.next_json().await.unwrap();
+    assert_eq!(reply["result"]["tools"].as_array().map(Vec::len), Some(4));
+
+    // JSON instead of SSE for a client that accepts only JSON.
+    let json_only = http()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-session-id", &id)
+        .body(list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_only.headers()["content-type"], "application/json");
+    assert_eq!(
+        json_only.json::<Value>().await.unwrap()["result"]["tools"]
+            .as_array()
+            .map(Vec::len),
+        Some(4)
+    );
+
+    assert_eq!(
+        post(&server, list, None).send().await.unwrap().status(),
+        400,
+        "no session id"
+    );
+    assert_eq!(
+        post(&server, list, Some("not-a-session"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    let bad_version = post_as(&server, list, Some(&id), "1999-01-01")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_version.status(), 400);
+    for version in ["2025-06-18", "2025-03-26", "2024-11-05"] {
+        let ok = post_as(&server, list, Some(&id), version)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), 200, "{version}");
+    }
+    let garbage = post(&server, "{not json", Some(&id)).send().await.unwrap();
+    assert_eq!(garbage.status(), 400);
+    assert_eq!(
+        garbage.json::<Value>().await.unwrap()["error"]["code"],
+        -32700
+    );
+    let huge = post(&server, &"x".repeat(5 << 20), Some(&id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(huge.status(), 413);
+
+    let deleted = http()
+        .delete(&server.url)
+        .header("mcp-session-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+    assert_eq!(
+        post(&server, list, Some(&id))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404,
+        "an ended session is gone"
+    );
+}
+
+#[tokio::test]
+async fn foreign_origins_and_hosts_are_refused() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let evil_origin = post(&server, INIT, None)
+        .header("origin", "http://evil.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(evil_origin.status(), 403);
+    let evil_host = post(&server, INIT, None)
+        .header("host", "evil.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(evil_host.status(), 403);
+    let wrong_port = post(&server, INIT, None)
+        .header("origin", "http://localhost:1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_port.status(), 403);
+    let local = format!("localhost:{}", server.port);
+    let ok = post(&server, INIT, None)
+        .header("host", &local)
+        .header("origin", format!("http://{local}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+}
+
+#[tokio::test]
+async fn a_bearer_token_is_required_when_configured() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &["--auth-token", "s3cret"]).await;
+    let refused = post(&server, INIT, None).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    assert_eq!(
+        refused.headers()["www-authenticate"],
+        r#"Bearer realm="mcpbox""#
+    );
+    let wrong = post(&server, INIT, None)
+        .header("authorization", "Bearer nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let service = server
+        .connect(RecordingClient::new(&json!({})), Some("s3cret"))
+        .await;
+    let result = service
+        .call_tool(call("echo", json!({"text": "authorized"})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result), ("authorized".to_owned(), false));
+}
+
+#[tokio::test]
+async fn a_dropped_stream_is_resumed_with_last_event_id() {
+    let dir = plugin_dir(&[("interactive", "interactive.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let id = raw_session(&server).await;
+    let call = r#"{"jsonrpc":"2.0","id":"long","method":"tools/call","params":{"name":"countdown","arguments":{"steps":10,"delay_ms":50},"_meta":{"progressToken":"r"}}}"#;
+    let mut events = SseReader::new(post(&server, call, Some(&id)).send().await.unwrap());
+    let (first_id, first) = events.next_json().await.unwrap();
+    assert_eq!(first["method"], "notifications/progress");
+    let (last_id, _) = events.next_json().await.unwrap();
+    drop(events); // the connection drops mid-call; the call goes on
+
+    let resumed = http()
+        .get(&server.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &id)
+        .header("last-event-id", last_id.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), 200);
+    let mut events = SseReader::new(resumed);
+    let mut progress = Vec::new();
+    let reply = loop {
+        let (event_id, message) = events.next_json().await.expect("the rest of the stream");
+        assert_ne!(event_id, first_id, "nothing seen before is replayed");
+        if message["id"] == "long" {
+            break message;
+        }
+        progress.push(message["params"]["progress"].as_f64().unwrap());
+    };
+    assert_eq!(reply["result"]["content"][0]["text"], "done after 10 steps");
+    assert_eq!(
+        progress,
+        (3..=10).map(f64::from).collect::<Vec<_>>(),
+        "exactly what was missed"
+    );
+}
+
+#[tokio::test]
+async fn legacy_sse_clients_are_served() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let base = server.url.trim_end_matches("/mcp").to_owned();
+    let stream = http()
+        .get(format!("{base}/sse"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut events = SseReader::new(stream);
+    let endpoint = events.next().await.unwrap();
+    assert_eq!(endpoint.event.as_deref(), Some("endpoint"));
+    assert!(
+        endpoint.data.starts_with("/messages?session_id="),
+        "{}",
+        endpoint.data
+    );
+    let messages = format!("{base}{}", endpoint.data);
+    let send = |body: &'static str| {
+        http()
+            .post(&messages)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}}"#;
+    assert_eq!(send(init).await.unwrap().status(), 202);
+    let (_, reply) = events.next_json().await.unwrap();
+    assert_eq!(reply["result"]["protocolVersion"], "2024-11-05");
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await
+        .unwrap();
+    send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"old school"}}}"#).await.unwrap();
+    let (_, reply) = events.next_json().await.unwrap();
+    assert_eq!(reply["result"]["content"][0]["text"], "old school");
+}
+
+#[tokio::test]
+async fn sigterm_stops_the_server_cleanly() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let mut server = HttpServer::start(dir.path(), &[]).await;
+    let _session = raw_session(&server).await;
+    // An open event stream must not hold the shutdown up.
+    let id = raw_session(&server).await;
+    let _stream = http()
+        .get(&server.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &id)
+        .send()
+        .await
+        .unwrap();
+    let pid = server.child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(20), server.child.wait())
+        .await
+        .expect("exits in time")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    server.stderr.wait_for("shutting down").await;
+}
