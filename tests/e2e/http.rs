@@ -392,3 +392,31 @@ async fn sigterm_stops_the_server_cleanly() {
     assert!(status.success(), "{status}");
     server.stderr.wait_for("shutting down").await;
 }
+
+#[tokio::test]
+async fn idle_sessions_expire() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &["--session-idle-secs", "1"]).await;
+    let id = raw_session(&server).await;
+    let ping = r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#;
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let status = post(&server, ping, Some(&id))
+            .header("accept", "application/json")
+            .send()
+            .await
+            .unwrap()
+            .status();
+        if status == 404 {
+            break;
+        }
+        assert_eq!(status, 200);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the idle session never expired"
+        );
+        // Keep it idle between checks: poll rarely (a ping counts as use).
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    server.stderr.wait_for("expired after being idle").await;
+}
