@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 use crate::catalog::{PluginSet, load_directory};
-use crate::engine::{Runtime, RuntimeConfig};
+use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
 use crate::policy::Limits;
 use crate::server::Session;
 use crate::transport::http::{self, HttpConfig};
@@ -104,6 +104,14 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_RELOAD_DEBOUNCE_MS", default_value_t = 200)]
     pub reload_debounce_ms: u64,
 
+    /// Where compiled plugins are cached [default: $XDG_CACHE_HOME/mcpbox or ~/.cache/mcpbox].
+    #[arg(long, env = "MCPBOX_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Compile every plugin at load; keep no compiled plugins on disk.
+    #[arg(long, env = "MCPBOX_NO_CACHE")]
+    pub no_cache: bool,
+
     /// How many plugin instances may run at once; further calls wait for a slot.
     #[arg(long, env = "MCPBOX_MAX_INSTANCES", default_value_t = RuntimeConfig::default().max_instances)]
     pub max_instances: u32,
@@ -141,6 +149,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Installed first, so that a signal during start-up is handled too.
+    let shutdown = shutdown_signal();
     let memory_bytes =
         usize::try_from(args.memory_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
     let limits = Limits {
@@ -149,7 +159,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         memory_bytes,
         ..Limits::default()
     };
+    let cache_dir = if args.no_cache {
+        None
+    } else {
+        args.cache_dir.clone().or_else(ComponentCache::default_dir)
+    };
     let config = RuntimeConfig {
+        cache_dir,
         max_instances: args.max_instances,
         max_memory_bytes: memory_bytes.max(RuntimeConfig::default().max_memory_bytes),
     };
@@ -182,7 +198,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "plugins ready"
     );
     match &args.http {
-        Some(address) => serve_http(plugins, address, &args).await,
+        Some(address) => serve_http(plugins, address, &args, shutdown).await,
         None => {
             let session = Arc::new(Session::new(plugins));
             let input = tokio::io::BufReader::with_capacity(64 << 10, tokio::io::stdin());
@@ -191,15 +207,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 ..StdioConfig::default()
             };
             tracing::info!("serving MCP on stdio");
-            stdio::serve(
-                session,
-                input,
-                tokio::io::stdout(),
-                config,
-                shutdown_signal(),
-            )
-            .await
-            .context("stdio transport failed")?;
+            stdio::serve(session, input, tokio::io::stdout(), config, shutdown)
+                .await
+                .context("stdio transport failed")?;
             tracing::info!("stdio session over; exiting");
             Ok(())
         }
@@ -211,6 +221,7 @@ async fn serve_http(
     plugins: Arc<PluginSet>,
     address: &str,
     args: &ServeArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let address: SocketAddr = match address.parse::<u16>() {
         Ok(port) => SocketAddr::from(([127, 0, 0, 1], port)),
@@ -230,41 +241,42 @@ async fn serve_http(
         max_body_bytes: args.max_message_bytes,
         session_idle: Duration::from_secs(args.session_idle_secs),
     };
-    http::serve(
-        plugins,
-        listener,
-        config,
-        shutdown_signal(),
-        Duration::from_secs(10),
-    )
-    .await
-    .context("HTTP transport failed")?;
+    http::serve(plugins, listener, config, shutdown, Duration::from_secs(10))
+        .await
+        .context("HTTP transport failed")?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// A future that resolves on SIGINT or SIGTERM. The handlers are installed now, before the
+/// future is first polled, so a signal that arrives early is not lost (nor fatal).
+fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(e) => {
-                    tracing::warn!("cannot listen for SIGTERM: {e}");
-                    let _ = interrupt.await;
-                    return;
+    let signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        match signals {
+            (Ok(mut terminate), Ok(mut interrupt)) => {
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = interrupt.recv() => {}
                 }
-            };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
+            }
+            _ => {
+                tracing::warn!(
+                    "cannot listen for SIGTERM and SIGINT; stop mcpbox by closing its input"
+                );
+                std::future::pending::<()>().await;
+            }
         }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("received a shutdown signal");
     }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
-    tracing::info!("received a shutdown signal");
 }

@@ -265,3 +265,21 @@ async fn stdin_eof_exits_zero_after_answering_calls_in_flight_and_stdout_is_only
     assert_eq!(rest[0]["id"], "last");
     assert_eq!(rest[0]["result"]["content"][0]["text"], "bye");
 }
+
+#[tokio::test]
+async fn sigterm_ends_a_stdio_session_cleanly() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let raw = Raw::initialized(dir.path(), &[]).await;
+    let pid = raw.child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    raw.stderr.wait_for("shutting down").await;
+    let (rest, status) = raw.finish().await;
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(status.success(), "{status}");
+}

@@ -9,19 +9,12 @@ use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
-use crate::support::{STEP, all_examples, connect, error_code, json, mcpbox, plugin_dir};
+use crate::support::{STEP, all_examples, call, connect, error_code, json, mcpbox, plugin_dir};
 
 const PIXEL_PNG: &[u8] = include_bytes!("../../plugins/echo-tools/assets/pixel.png");
 
 fn args(value: &Value) -> serde_json::Map<String, Value> {
     value.as_object().cloned().expect("an object")
-}
-
-fn call(name: &'static str, arguments: Value) -> CallToolRequestParams {
-    let Value::Object(arguments) = arguments else {
-        panic!("arguments must be an object")
-    };
-    CallToolRequestParams::new(name).with_arguments(arguments)
 }
 
 #[tokio::test]

@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
 use crate::support::{
-    HttpServer, RecordingClient, STEP, SseReader, example_plugins, plugin_dir, tool_text,
+    HttpServer, RecordingClient, STEP, SseReader, call, example_plugins, plugin_dir, tool_text,
 };
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
@@ -66,13 +65,6 @@ async fn raw_session(server: &HttpServer) -> String {
     .unwrap();
     assert_eq!(initialized.status(), 202);
     id
-}
-
-fn call(name: &'static str, arguments: Value) -> CallToolRequestParams {
-    let Value::Object(arguments) = arguments else {
-        panic!("arguments must be an object")
-    };
-    CallToolRequestParams::new(name).with_arguments(arguments)
 }
 
 #[tokio::test]

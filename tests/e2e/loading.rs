@@ -99,3 +99,67 @@ async fn an_invalid_log_filter_is_a_clear_usage_error() {
     assert!(output.stdout.is_empty());
     assert!(String::from_utf8_lossy(&output.stderr).contains("invalid log level"));
 }
+
+#[tokio::test]
+async fn compiled_plugins_are_cached_and_damaged_entries_are_rebuilt() {
+    let dir = crate::support::plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let cache = tempfile::tempdir().unwrap();
+    let cache_dir = cache.path().to_str().unwrap();
+    let args = [
+        "--cache-dir",
+        cache_dir,
+        "--log",
+        "info,mcpbox::engine=debug",
+    ];
+    let entries = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(cache.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+            .collect()
+    };
+    let serves = |raw: Raw| async move {
+        let mut raw = raw;
+        let reply = raw
+            .request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+            .await;
+        assert_eq!(reply["result"]["tools"].as_array().map(Vec::len), Some(4));
+        let (_, status) = raw.finish().await;
+        assert!(status.success());
+    };
+
+    // Cold: compiled, then stored.
+    let raw = Raw::initialized(dir.path(), &args).await;
+    assert!(!raw.stderr.text().contains("from the cache"));
+    serves(raw).await;
+    assert_eq!(entries().len(), 1);
+
+    // Warm: loaded from the cache.
+    let raw = Raw::initialized(dir.path(), &args).await;
+    raw.stderr
+        .wait_for("loaded a compiled component from the cache")
+        .await;
+    serves(raw).await;
+
+    // Damaged: discarded, rebuilt, and serving all the same.
+    let entry = &entries()[0];
+    let mut bytes = std::fs::read(entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(entry, &bytes).unwrap();
+    let raw = Raw::initialized(dir.path(), &args).await;
+    raw.stderr
+        .wait_for("discarded a damaged compiled-component cache entry")
+        .await;
+    serves(raw).await;
+    let rebuilt = std::fs::read(&entries()[0]).unwrap();
+    assert_ne!(rebuilt, bytes, "the entry was written again");
+
+    // Not a cache entry at all: the same.
+    std::fs::write(&entries()[0], b"not compiled code").unwrap();
+    let raw = Raw::initialized(dir.path(), &args).await;
+    raw.stderr
+        .wait_for("discarded a damaged compiled-component cache entry")
+        .await;
+    serves(raw).await;
+}

@@ -76,6 +76,11 @@ pub fn mcpbox(dir: &Path, extra: &[&str]) -> Command {
         .arg(dir)
         .args(extra)
         .env_remove("MCPBOX_LOG")
+        // A cache of compiled plugins shared by the tests, away from the user's own.
+        .env(
+            "MCPBOX_CACHE_DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -166,6 +171,14 @@ pub async fn connect(dir: &Path, extra: &[&str]) -> Client {
         .expect("initialize in time")
         .unwrap_or_else(|e| panic!("initialize failed: {e}\nstderr:\n{}", stderr.text()));
     Client { service, stderr }
+}
+
+/// `tools/call` params for `name` with `arguments` (a JSON object).
+pub fn call(name: &'static str, arguments: Value) -> rmcp::model::CallToolRequestParams {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object")
+    };
+    rmcp::model::CallToolRequestParams::new(name).with_arguments(arguments)
 }
 
 /// The JSON-RPC error code of a failed client call.

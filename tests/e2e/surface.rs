@@ -3,25 +3,20 @@
 //! validation.
 
 use rmcp::model::{
-    ArgumentInfo, CallToolRequestParams, ClientRequest, CompleteRequestParams, ProgressToken,
-    Reference, RequestMetaObject, SetLevelRequestParams,
+    ArgumentInfo, ClientRequest, CompleteRequestParams, ProgressToken, Reference,
+    RequestMetaObject, SetLevelRequestParams,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 
-use crate::support::{Raw, RecordingClient, connect_with, error_code, json, plugin_dir, tool_text};
+use crate::support::{
+    Raw, RecordingClient, call, connect_with, error_code, json, plugin_dir, tool_text,
+};
 
 const ALL_CAPABILITIES: &str = r#"{"sampling": {}, "elicitation": {}, "roots": {}}"#;
 
 fn client(capabilities: &str) -> RecordingClient {
     RecordingClient::new(&serde_json::from_str(capabilities).unwrap())
-}
-
-fn call(name: &'static str, arguments: Value) -> CallToolRequestParams {
-    let Value::Object(arguments) = arguments else {
-        panic!("arguments must be an object")
-    };
-    CallToolRequestParams::new(name).with_arguments(arguments)
 }
 
 #[tokio::test]

@@ -18,6 +18,7 @@
 //!   for a slot instead of failing.
 
 mod bindings;
+mod cache;
 mod http;
 mod plugin;
 mod state;
@@ -36,6 +37,7 @@ pub use bindings::mcpbox::plugin::types::{
     Prompt, PromptArgument, PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Role,
     Tool, ToolAnnotations, ToolResult,
 };
+pub use cache::ComponentCache;
 pub use plugin::{CallError, Exports, PluginCode, PluginLists};
 pub use state::HostState;
 
@@ -105,8 +107,10 @@ impl CallHost for Detached {
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Process-wide runtime settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RuntimeConfig {
+    /// Where compiled components are cached (`None`: compile every time).
+    pub cache_dir: Option<std::path::PathBuf>,
     /// How many plugin instances may exist at once (calls in flight across all plugins and
     /// clients). Further calls wait for a free slot.
     pub max_instances: u32,
@@ -117,6 +121,7 @@ pub struct RuntimeConfig {
 impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
+            cache_dir: None,
             max_instances: 256,
             max_memory_bytes: 1 << 30,
         }
@@ -160,7 +165,8 @@ pub struct Runtime {
     engine: Engine,
     linker: Arc<Linker<HostState>>,
     slots: Arc<Semaphore>,
-    config: RuntimeConfig,
+    config: Arc<RuntimeConfig>,
+    cache: Option<ComponentCache>,
 }
 
 impl Runtime {
@@ -207,21 +213,29 @@ impl Runtime {
                 )))
             })?;
 
+        let cache = config.cache_dir.clone().and_then(|dir| match ComponentCache::new(dir.clone(), &engine) {
+            Ok(cache) => Some(cache),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), "compiled components will not be cached: {e}");
+                None
+            }
+        });
         Ok(Self {
             engine,
             linker: Arc::new(linker),
             slots: Arc::new(Semaphore::new(instances as usize)),
-            config,
+            config: Arc::new(config),
+            cache,
         })
     }
 
     /// The settings this runtime was built with.
-    pub fn config(&self) -> RuntimeConfig {
-        self.config
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
     }
 
-    /// Compile a component. This blocks for tens to hundreds of milliseconds: call it from a
-    /// blocking thread.
+    /// Compile a component, or load its compiled form from the cache. Compiling blocks for
+    /// tens to hundreds of milliseconds: call it from a blocking thread.
     pub fn compile(&self, wasm: &[u8]) -> Result<Component, LoadError> {
         const MAGIC: &[u8] = b"\0asm";
         if !wasm.starts_with(MAGIC) {
@@ -231,6 +245,18 @@ impl Runtime {
         if wasm.get(4..8) == Some(&[1, 0, 0, 0]) {
             return Err(LoadError::CoreModule);
         }
-        Component::new(&self.engine, wasm).map_err(LoadError::Compile)
+        if let Some(component) = self
+            .cache
+            .as_ref()
+            .and_then(|cache| cache.load(&self.engine, wasm))
+        {
+            tracing::debug!("loaded a compiled component from the cache");
+            return Ok(component);
+        }
+        let component = Component::new(&self.engine, wasm).map_err(LoadError::Compile)?;
+        if let Some(cache) = &self.cache {
+            cache.store(wasm, &component);
+        }
+        Ok(component)
     }
 }
