@@ -50,7 +50,7 @@ pub enum FileError {
 }
 
 /// The `*.wasm` files in `dir`, sorted by name (the order in which names are claimed).
-pub async fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, DirectoryError> {
+async fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, DirectoryError> {
     let error = |source| DirectoryError {
         dir: dir.to_owned(),
         source,
