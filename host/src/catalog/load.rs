@@ -178,10 +178,5 @@ pub async fn load_source(
         .map_err(|e| FileError::Join(e.to_string()))??;
     let code = PluginCode::prepare(runtime, name, &component, policy)?;
     let lists = code.read_lists().await.map_err(LoadError::List)?;
-    Ok(LoadedPlugin {
-        code,
-        file,
-        lists,
-        digest: source.digest,
-    })
+    Ok(LoadedPlugin::new(code, file, lists, source.digest))
 }

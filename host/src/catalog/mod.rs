@@ -16,6 +16,7 @@ mod convert;
 mod cursor;
 mod load;
 mod names;
+mod prepare;
 mod uri_template;
 mod validate;
 
@@ -39,6 +40,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use bridge::ClientBridge;
 pub use load::{DirectoryError, FileError, PluginSource, load_directory, load_source, read_source};
+use prepare::{Prepared, prepare};
 use uri_template::UriTemplate;
 use validate::ToolSchemas;
 
@@ -55,9 +57,23 @@ pub struct LoadedPlugin {
     pub lists: PluginLists,
     /// The digest of its component and manifest.
     pub digest: [u8; 32],
+    /// Its lists, checked and ready for the catalog.
+    prepared: Prepared,
 }
 
 impl LoadedPlugin {
+    /// A loaded plugin, its lists checked and prepared (invalid items are logged once, here).
+    pub fn new(code: PluginCode, file: PathBuf, lists: PluginLists, digest: [u8; 32]) -> Self {
+        let prepared = prepare(code.name(), &file, &lists);
+        Self {
+            code,
+            file,
+            lists,
+            digest,
+            prepared,
+        }
+    }
+
     /// Log that the plugin loaded: what it offers and what it was granted.
     pub fn log_loaded(&self, verb: &str) {
         let lists = &self.lists;
@@ -76,7 +92,7 @@ impl LoadedPlugin {
 
 /// One list: its items pre-serialised in order, and an index by key.
 struct Listing<E> {
-    items: Vec<Box<RawValue>>,
+    items: Vec<Arc<RawValue>>,
     index: HashMap<String, E>,
 }
 
@@ -96,7 +112,7 @@ struct Owner {
 
 struct ToolEntry {
     plugin: usize,
-    schemas: ToolSchemas,
+    schemas: Arc<ToolSchemas>,
 }
 
 struct PromptEntry {
@@ -120,12 +136,12 @@ pub struct Catalog {
     prompts: Listing<PromptEntry>,
     resources: Listing<Owner>,
     templates: Vec<TemplateEntry>,
-    template_items: Vec<Box<RawValue>>,
+    template_items: Vec<Arc<RawValue>>,
 }
 
 impl Catalog {
-    /// Merge `plugins`, in order. Items that are invalid or collide are refused and logged;
-    /// everything else is served.
+    /// Merge `plugins`, in order. Items whose name another plugin claimed first are refused
+    /// and logged; everything else is served.
     pub fn build(plugins: &[Arc<LoadedPlugin>], page_size: usize) -> Self {
         let mut catalog = Self {
             plugins: Vec::with_capacity(plugins.len()),
@@ -145,110 +161,67 @@ impl Catalog {
 
     fn add(&mut self, loaded: &LoadedPlugin) {
         let index = self.plugins.len();
-        let name = Arc::clone(loaded.code.name());
-        let refuse = |what: &str, key: &str, why: &str| {
-            tracing::warn!(plugin = &*name, file = %loaded.file.display(), "refused {what} `{key}`: {why}");
+        let refuse = |what: &str, key: &str, owner: usize| {
+            let owner = self.plugins[owner].name();
+            tracing::warn!(
+                plugin = &**loaded.code.name(),
+                file = %loaded.file.display(),
+                "refused {what} `{key}`: the name is already taken by plugin `{owner}`"
+            );
         };
-        let lists = &loaded.lists;
-
-        for tool in &lists.tools {
-            if let Some(problem) = names::name_problem(&tool.name) {
-                refuse("tool", &tool.name, &problem);
-            } else if let Some(owner) = self.tools.index.get(&tool.name) {
-                refuse("tool", &tool.name, &self.collision(owner.plugin));
-            } else {
-                match convert::tool_json(tool)
-                    .and_then(|json| Ok((json, ToolSchemas::compile(tool)?)))
-                {
-                    Ok((json, schemas)) => {
-                        self.tools.items.push(json);
-                        let entry = ToolEntry {
-                            plugin: index,
-                            schemas,
-                        };
-                        self.tools.index.insert(tool.name.clone(), entry);
-                    }
-                    Err(problem) => refuse("tool", &tool.name, &problem),
-                }
+        let prepared = &loaded.prepared;
+        for tool in &prepared.tools {
+            if let Some(owner) = self.tools.index.get(&tool.name) {
+                refuse("tool", &tool.name, owner.plugin);
+                continue;
             }
-        }
-        for prompt in &lists.prompts {
-            if let Some(problem) = names::name_problem(&prompt.name) {
-                refuse("prompt", &prompt.name, &problem);
-            } else if let Some(owner) = self.prompts.index.get(&prompt.name) {
-                refuse("prompt", &prompt.name, &self.collision(owner.plugin));
-            } else {
-                match convert::prompt_json(prompt) {
-                    Ok(json) => {
-                        self.prompts.items.push(json);
-                        let required = prompt
-                            .arguments
-                            .iter()
-                            .filter(|a| a.required)
-                            .map(|a| a.name.clone())
-                            .collect();
-                        let entry = PromptEntry {
-                            plugin: index,
-                            description: prompt.description.clone(),
-                            required,
-                        };
-                        self.prompts.index.insert(prompt.name.clone(), entry);
-                    }
-                    Err(problem) => refuse("prompt", &prompt.name, &problem),
-                }
-            }
-        }
-        for resource in &lists.resources {
-            if let Some(problem) = names::uri_problem(&resource.uri) {
-                refuse("resource", &resource.uri, &problem);
-            } else if let Some(owner) = self.resources.index.get(&resource.uri) {
-                refuse("resource", &resource.uri, &self.collision(owner.plugin));
-            } else {
-                match convert::to_raw(&convert::resource_value(resource)) {
-                    Ok(json) => {
-                        self.resources.items.push(json);
-                        self.resources
-                            .index
-                            .insert(resource.uri.clone(), Owner { plugin: index });
-                    }
-                    Err(e) => refuse("resource", &resource.uri, &e.message),
-                }
-            }
-        }
-        for template in &lists.templates {
-            let parsed = UriTemplate::parse(&template.uri_template)
-                .and_then(|m| names::uri_problem(&template.uri_template).map_or(Ok(m), Err));
-            let matcher = match parsed {
-                Ok(matcher) => matcher,
-                Err(problem) => {
-                    refuse("resource template", &template.uri_template, &problem);
-                    continue;
-                }
+            self.tools.items.push(Arc::clone(&tool.json));
+            let entry = ToolEntry {
+                plugin: index,
+                schemas: Arc::clone(&tool.schemas),
             };
+            self.tools.index.insert(tool.name.clone(), entry);
+        }
+        for prompt in &prepared.prompts {
+            if let Some(owner) = self.prompts.index.get(&prompt.name) {
+                refuse("prompt", &prompt.name, owner.plugin);
+                continue;
+            }
+            self.prompts.items.push(Arc::clone(&prompt.json));
+            let entry = PromptEntry {
+                plugin: index,
+                description: prompt.description.clone(),
+                required: prompt.required.clone(),
+            };
+            self.prompts.index.insert(prompt.name.clone(), entry);
+        }
+        for resource in &prepared.resources {
+            if let Some(owner) = self.resources.index.get(&resource.uri) {
+                refuse("resource", &resource.uri, owner.plugin);
+                continue;
+            }
+            self.resources.items.push(Arc::clone(&resource.json));
+            self.resources
+                .index
+                .insert(resource.uri.clone(), Owner { plugin: index });
+        }
+        for template in &prepared.templates {
             if let Some(owner) = self
                 .templates
                 .iter()
                 .find(|t| t.uri_template == template.uri_template)
             {
-                refuse(
-                    "resource template",
-                    &template.uri_template,
-                    &self.collision(owner.plugin),
-                );
+                refuse("resource template", &template.uri_template, owner.plugin);
                 continue;
             }
-            match convert::template_json(template) {
-                Ok(json) => {
-                    self.template_items.push(json);
-                    self.templates.push(TemplateEntry {
-                        plugin: index,
-                        uri_template: template.uri_template.clone(),
-                        matcher,
-                    });
-                }
-                Err(problem) => refuse("resource template", &template.uri_template, &problem),
-            }
+            self.template_items.push(Arc::clone(&template.json));
+            self.templates.push(TemplateEntry {
+                plugin: index,
+                uri_template: template.uri_template.clone(),
+                matcher: template.matcher.clone(),
+            });
         }
+        let lists = &loaded.lists;
         // Advertise what is served, not what is exported: the Rust SDK exports every
         // interface, with empty lists for what a plugin does not provide.
         self.offers = Offers {
@@ -263,16 +236,9 @@ impl Catalog {
         self.plugins.push(loaded.code.clone());
     }
 
-    fn collision(&self, owner: usize) -> String {
-        format!(
-            "the name is already taken by plugin `{}`",
-            self.plugins[owner].name()
-        )
-    }
-
     /// The serialised items of a list, to tell whether it changed.
     fn items(&self, list: ChangedList) -> Vec<&str> {
-        let items: Box<dyn Iterator<Item = &Box<RawValue>>> = match list {
+        let items: Box<dyn Iterator<Item = &Arc<RawValue>>> = match list {
             ChangedList::Tools => Box::new(self.tools.items.iter()),
             ChangedList::Prompts => Box::new(self.prompts.items.iter()),
             ChangedList::Resources => {

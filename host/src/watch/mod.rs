@@ -166,12 +166,12 @@ impl Reloader {
         };
         match current.code.read_lists().await {
             Ok(lists) => {
-                let plugin = LoadedPlugin {
-                    code: current.code.clone(),
-                    file: current.file.clone(),
+                let plugin = LoadedPlugin::new(
+                    current.code.clone(),
+                    current.file.clone(),
                     lists,
-                    digest: current.digest,
-                };
+                    current.digest,
+                );
                 self.plugins.update(&current.file, Some(plugin));
                 tracing::debug!(plugin = name, "read the plugin's lists again");
             }
