@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Build every example plugin for wasm32-wasip2 and collect the components in target/plugins/.
 # The conformance suite's fixture plugin goes to target/conformance-plugins/. With
-# --with-test-plugins, also build the test fixtures (tests/plugins/) into target/test-plugins/. Installs the wasm32-wasip2 target if it is missing. Prints the
-# examples' directory. Used by the quick start and by the tests.
+# --with-test-plugins, also build the test fixtures (tests/plugins/) into target/test-plugins/;
+# with --with-bench-plugin, the benchmark's plugin into target/bench-plugins/. Installs the
+# wasm32-wasip2 target if it is missing. Prints the examples' directory. Used by the quick
+# start, the tests and the benchmark.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -10,9 +12,14 @@ examples=(echo-tools code-review quotes weather files interactive)
 # Built with the examples, kept apart: the fixtures of the official conformance suite.
 conformance=(conformance)
 fixtures=()
-if [ "${1:-}" = "--with-test-plugins" ]; then
-  fixtures=(hostile host-probe tools-only)
-fi
+bench=()
+for arg in "$@"; do
+  case "$arg" in
+    --with-test-plugins) fixtures=(hostile host-probe tools-only) ;;
+    --with-bench-plugin) bench=(bench-tools) ;;
+    *) echo "unknown option: $arg (expected --with-test-plugins or --with-bench-plugin)" >&2; exit 2 ;;
+  esac
+done
 
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
   echo "installing the wasm32-wasip2 target" >&2
@@ -20,7 +27,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
 fi
 
 args=()
-for p in "${examples[@]}" "${conformance[@]}" "${fixtures[@]}"; do args+=(-p "$p"); done
+for p in "${examples[@]}" "${conformance[@]}" "${fixtures[@]}" "${bench[@]}"; do args+=(-p "$p"); done
 # A separate target directory keeps this build from waiting on (or invalidating) the host's.
 cargo build --quiet --manifest-path "$root/Cargo.toml" --profile plugin --target wasm32-wasip2 \
   --target-dir "$root/target/wasm" "${args[@]}" >&2
@@ -45,4 +52,5 @@ guest = "/data"
 mode = "read-only"
 TOML
 if [ ${#fixtures[@]} -gt 0 ]; then collect "$root/target/test-plugins" "${fixtures[@]}"; fi
+if [ ${#bench[@]} -gt 0 ]; then collect "$root/target/bench-plugins" "${bench[@]}"; fi
 echo "$root/target/plugins"

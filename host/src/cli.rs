@@ -201,13 +201,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(address) => serve_http(plugins, address, &args, shutdown).await,
         None => {
             let session = Arc::new(Session::new(plugins));
-            let input = tokio::io::BufReader::with_capacity(64 << 10, tokio::io::stdin());
+            let input = stdio::stdin_reader().context("cannot start reading stdin")?;
             let config = StdioConfig {
                 max_message_bytes: args.max_message_bytes,
                 ..StdioConfig::default()
             };
             tracing::info!("serving MCP on stdio");
-            stdio::serve(session, input, tokio::io::stdout(), config, shutdown)
+            stdio::serve(session, input, std::io::stdout(), config, shutdown)
                 .await
                 .context("stdio transport failed")?;
             tracing::info!("stdio session over; exiting");

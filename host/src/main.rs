@@ -8,6 +8,7 @@ use clap::Parser as _;
 use mcpbox::cli::{Cli, run};
 
 fn main() -> ExitCode {
+    quiet_library_backtraces();
     let cli = Cli::parse();
     if let Err(e) = cli.init_logging() {
         // Logging is not set up, so write the one line directly; stdout stays untouched.
@@ -20,5 +21,22 @@ fn main() -> ExitCode {
             tracing::error!("{e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Wasmtime builds an error value whenever a call's store is dropped; with `RUST_BACKTRACE` set,
+/// each would capture a backtrace, about a tenth of a call's CPU time. mcpbox never shows those
+/// backtraces, so library backtraces stay off unless `RUST_LIB_BACKTRACE` asks for them; panics
+/// still print theirs under `RUST_BACKTRACE`.
+#[allow(
+    unsafe_code,
+    reason = "setting an environment variable is sound before any other thread exists"
+)]
+fn quiet_library_backtraces() {
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none()
+        && std::env::var_os("RUST_BACKTRACE").is_some()
+    {
+        // SAFETY: the first thing `main` does; the process has no other thread yet.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
     }
 }

@@ -145,6 +145,7 @@ impl<B: Backend> Session<B> {
 
     /// Run one request to its reply, unless the client cancels it first.
     async fn run(&self, request: Request, outbound: &Outbound) -> Option<Reply> {
+        let started = std::time::Instant::now();
         // `initialize` must not be cancelled; everything else can be.
         let cancellable = request.method != "initialize";
         let cancellation = if cancellable {
@@ -176,13 +177,23 @@ impl<B: Backend> Session<B> {
             tracing::debug!(id = %request.id, method = request.method, "cancelled; no reply sent");
             return None;
         }
-        Some(match outcome? {
+        let reply = match outcome? {
             Ok(result) => encode_result(&request.id, &result),
             Err(error) => {
                 tracing::debug!(id = %request.id, method = request.method, code = error.code, "{}", error.message);
                 encode_error(Some(&request.id), &error)
             }
-        })
+        };
+        // The time a request spends inside mcpbox, from parsed to encoded (the benchmark
+        // harness reads it with `--log mcpbox::timing=debug`).
+        tracing::debug!(
+            target: "mcpbox::timing",
+            id = %request.id,
+            method = %request.method,
+            elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            "handled"
+        );
+        Some(reply)
     }
 
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Arc<Cancellation>>> {

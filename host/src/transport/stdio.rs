@@ -1,18 +1,23 @@
 //! The stdio transport: newline-delimited JSON-RPC on stdin and stdout.
 //!
 //! This is the only code that writes to stdout, and it writes nothing but protocol messages:
-//! one writer task owns the stream and sends each reply as one line. Input is read line by
+//! one writer thread owns the stream and sends each reply as one line, batching whatever is
+//! queued into one write. stdin is read by a thread of its own ([`stdin_reader`]): a blocking
+//! read hands each chunk straight to the session, where tokio's own stdin would hop through
+//! its blocking pool for every read. Input is read line by
 //! line with a size limit; a bad line (not JSON, not UTF-8, too long) gets its error reply and
 //! the session goes on. Requests run concurrently, so a slow tool never holds up a `ping`;
 //! lifecycle messages (`initialize`, notifications) are handled in arrival order. At end of
 //! input the transport waits (boundedly) for calls in flight, writes their replies and
 //! returns.
 
-use std::io;
+use std::io::{self, Read, Write};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -61,12 +66,13 @@ const OUTPUT_QUEUE: usize = 1024;
 pub async fn serve<B: Backend>(
     session: Arc<Session<B>>,
     input: impl AsyncBufRead + Unpin,
-    output: impl AsyncWrite + Unpin + Send + 'static,
+    output: impl Write + Send + 'static,
     config: StdioConfig,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let (replies, queue) = mpsc::channel::<Reply>(OUTPUT_QUEUE);
-    let mut writer = tokio::spawn(write_replies(output, queue));
+    // A blocking thread for the whole session: writes need no hand-off per reply.
+    let mut writer = tokio::task::spawn_blocking(move || write_replies(output, queue));
     let mut lines = LineReader::new(input, config.max_message_bytes);
     let mut in_flight = JoinSet::new();
     // List changes, resource updates and host messages, for as long as the session runs.
@@ -175,21 +181,99 @@ async fn handle_line<B: Backend>(
     }
 }
 
-/// Write each reply as one line, flushing whenever the queue runs dry.
-async fn write_replies(
-    mut output: impl AsyncWrite + Unpin,
-    mut queue: mpsc::Receiver<Reply>,
-) -> io::Result<()> {
-    while let Some(reply) = queue.recv().await {
-        output.write_all(reply.0.as_bytes()).await?;
-        output.write_all(b"\n").await?;
+/// Write each reply as one line, flushing whenever the queue runs dry (so replies that are
+/// ready together leave in one write). Runs on a blocking thread.
+fn write_replies(output: impl Write, mut queue: mpsc::Receiver<Reply>) -> io::Result<()> {
+    let mut output = io::BufWriter::with_capacity(64 << 10, output);
+    while let Some(reply) = queue.blocking_recv() {
+        output.write_all(reply.0.as_bytes())?;
+        output.write_all(b"\n")?;
         while let Ok(reply) = queue.try_recv() {
-            output.write_all(reply.0.as_bytes()).await?;
-            output.write_all(b"\n").await?;
+            output.write_all(reply.0.as_bytes())?;
+            output.write_all(b"\n")?;
         }
-        output.flush().await?;
+        output.flush()?;
     }
-    output.flush().await
+    output.flush()
+}
+
+/// How many chunks of input may wait for the session before the reading thread waits.
+const INPUT_QUEUE: usize = 16;
+
+/// The process's stdin, read by a thread of its own and handed over chunk by chunk.
+pub struct StdinReader {
+    chunks: mpsc::Receiver<io::Result<Vec<u8>>>,
+    chunk: Vec<u8>,
+    position: usize,
+}
+
+/// Start the thread that reads stdin. It ends at end of input, on a read error (delivered to
+/// the reader), or when the reader is dropped and its next chunk has nowhere to go.
+pub fn stdin_reader() -> io::Result<StdinReader> {
+    let (sender, chunks) = mpsc::channel(INPUT_QUEUE);
+    std::thread::Builder::new()
+        .name("mcpbox-stdin".into())
+        .spawn(move || {
+            let mut stdin = io::stdin().lock();
+            let mut buffer = vec![0u8; 64 << 10];
+            loop {
+                let chunk = match stdin.read(&mut buffer) {
+                    Ok(0) => return,
+                    Ok(n) => Ok(buffer[..n].to_vec()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => Err(e),
+                };
+                let failed = chunk.is_err();
+                if sender.blocking_send(chunk).is_err() || failed {
+                    return;
+                }
+            }
+        })?;
+    Ok(StdinReader {
+        chunks,
+        chunk: Vec::new(),
+        position: 0,
+    })
+}
+
+impl AsyncBufRead for StdinReader {
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        let this = self.get_mut();
+        if this.position >= this.chunk.len() {
+            match ready!(this.chunks.poll_recv(cx)) {
+                Some(Ok(chunk)) => {
+                    this.chunk = chunk;
+                    this.position = 0;
+                }
+                Some(Err(e)) => return Poll::Ready(Err(e)),
+                // End of input: an empty buffer from now on.
+                None => {
+                    this.chunk.clear();
+                    this.position = 0;
+                }
+            }
+        }
+        Poll::Ready(Ok(&this.chunk[this.position..]))
+    }
+
+    fn consume(self: Pin<&mut Self>, amount: usize) {
+        let this = self.get_mut();
+        this.position = (this.position + amount).min(this.chunk.len());
+    }
+}
+
+impl AsyncRead for StdinReader {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let available = ready!(self.as_mut().poll_fill_buf(cx))?;
+        let n = available.len().min(buf.remaining());
+        buf.put_slice(&available[..n]);
+        self.consume(n);
+        Poll::Ready(Ok(()))
+    }
 }
 
 /// One line of input.
@@ -201,25 +285,33 @@ enum Line {
     TooLong(usize),
 }
 
-/// Reads lines without ever holding more than the limit in memory.
+/// Reads lines without ever holding more than the limit in memory. A line read in part is
+/// kept in the reader, so `next` may be cancelled (as `select!` does) without losing input.
 struct LineReader<R> {
     input: R,
     max_bytes: usize,
+    /// The line so far (empty once it is over the limit).
+    line: Vec<u8>,
+    /// Its length so far, counting what was dropped.
+    length: usize,
 }
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
     fn new(input: R, max_bytes: usize) -> Self {
-        Self { input, max_bytes }
+        Self {
+            input,
+            max_bytes,
+            line: Vec::new(),
+            length: 0,
+        }
     }
 
     /// The next line, or `None` at end of input.
     async fn next(&mut self) -> io::Result<Option<Line>> {
-        let mut line = Vec::new();
-        let mut length = 0usize;
         loop {
             let available = self.input.fill_buf().await?;
             if available.is_empty() {
-                if length == 0 {
+                if self.length == 0 {
                     return Ok(None);
                 }
                 break;
@@ -228,17 +320,19 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                 Some(i) => (&available[..i], i + 1, true),
                 None => (available, available.len(), false),
             };
-            length += chunk.len();
-            if length <= self.max_bytes {
-                line.extend_from_slice(chunk);
-            } else if !line.is_empty() {
-                line = Vec::new();
+            self.length += chunk.len();
+            if self.length <= self.max_bytes {
+                self.line.extend_from_slice(chunk);
+            } else if !self.line.is_empty() {
+                self.line = Vec::new();
             }
             self.input.consume(used);
             if done {
                 break;
             }
         }
+        let length = std::mem::take(&mut self.length);
+        let mut line = std::mem::take(&mut self.line);
         if length > self.max_bytes {
             return Ok(Some(Line::TooLong(length)));
         }
@@ -285,6 +379,25 @@ mod tests {
                 Line::TooLong(25),
                 Line::Complete(b"ok".to_vec())
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_read_keeps_the_part_of_the_line_already_read() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut reader = LineReader::new(tokio::io::BufReader::new(server), 100);
+        tokio::io::AsyncWriteExt::write_all(&mut client, b"{\"half\":")
+            .await
+            .unwrap();
+        // The read takes the first half, then waits for more; give up on it then.
+        let cancelled = tokio::time::timeout(Duration::from_millis(50), reader.next()).await;
+        assert!(cancelled.is_err());
+        tokio::io::AsyncWriteExt::write_all(&mut client, b"1}\n")
+            .await
+            .unwrap();
+        assert_eq!(
+            reader.next().await.unwrap(),
+            Some(Line::Complete(b"{\"half\":1}".to_vec()))
         );
     }
 

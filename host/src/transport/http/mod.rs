@@ -22,6 +22,7 @@
 
 mod streams;
 
+use axum::serve::ListenerExt as _;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -622,6 +623,13 @@ pub async fn serve<B: Backend>(
             }
         }
     };
+    // Replies are small and written in pieces (headers, then events): without TCP_NODELAY,
+    // Nagle's algorithm holds each later piece for the client's delayed ACK, 40 ms a request.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("could not set TCP_NODELAY: {e}");
+        }
+    });
     let server = axum::serve(listener, router.into_make_service()).with_graceful_shutdown(closer);
     tracing::info!(%bound, "serving MCP over HTTP at /mcp (and legacy SSE at /sse)");
     let result = tokio::select! {

@@ -1,0 +1,747 @@
+//! `mcpbench`: drives the real mcpbox binary and the native `rmcp` baseline (`native-echo`) from
+//! outside, with the same client code, and reports every figure beside the baseline's, with the
+//! targets of BENCHMARKS.md. Run it through `tests/bench/run.sh`, which builds everything in
+//! release mode first.
+
+#![allow(
+    clippy::print_stderr,
+    reason = "a command-line tool: its progress and its report go to the terminal"
+)]
+
+mod client;
+mod report;
+mod server;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail, ensure};
+use clap::Parser;
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use client::Conn;
+use report::{Report, Row, Target, median, percentile};
+use server::{Launch, Memory, Server, Transport};
+
+/// Command line.
+#[derive(Parser)]
+#[command(about = "Benchmark mcpbox against a native rmcp server")]
+struct Args {
+    /// The mcpbox binary (a release build).
+    #[arg(long)]
+    mcpbox: PathBuf,
+    /// The native baseline server (`native-echo`, a release build).
+    #[arg(long)]
+    native: PathBuf,
+    /// The benchmark plugin (`bench_tools.wasm`).
+    #[arg(long)]
+    plugin: PathBuf,
+    /// A second, different plugin (its tools differ), for the reload measurement.
+    #[arg(long)]
+    alt_plugin: PathBuf,
+    /// A scratch directory for plugin directories and caches (emptied first).
+    #[arg(long)]
+    work: PathBuf,
+    /// Where to write the Markdown report (also printed).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Fewer iterations: a quick check that everything runs, not figures to publish.
+    #[arg(long)]
+    quick: bool,
+    /// Run only these parts (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Part>,
+}
+
+/// The parts of the benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Part {
+    /// tools/call over stdio.
+    Stdio,
+    /// tools/call over Streamable HTTP.
+    Http,
+    /// Start-up and memory per plugin.
+    Startup,
+    /// tools/list over 1,000 tools.
+    List,
+    /// Hot reload.
+    Reload,
+}
+
+/// How many iterations each measurement takes.
+struct Sizes {
+    warmup: usize,
+    latency: usize,
+    throughput: usize,
+    waits: usize,
+    starts: usize,
+    reloads: usize,
+    lists: usize,
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Self {
+                warmup: 100,
+                latency: 500,
+                throughput: 640,
+                waits: 128,
+                starts: 2,
+                reloads: 2,
+                lists: 5,
+            }
+        } else {
+            Self {
+                warmup: 1000,
+                latency: 5000,
+                throughput: 10_240,
+                waits: 1280,
+                starts: 5,
+                reloads: 8,
+                lists: 50,
+            }
+        }
+    }
+}
+
+/// The echo text sent and expected back.
+const TEXT: &str = "hello from mcpbench";
+/// mcpbox's reload debounce (its default), subtracted to report what the host itself takes.
+const DEBOUNCE_MS: f64 = 200.0;
+/// How many plugins the "many plugins" start-up loads.
+const MANY: usize = 50;
+/// How many generated tools the long-list measurement serves.
+const LIST_TOOLS: usize = 1000;
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let sizes = Sizes::new(args.quick);
+    let bench = Bench::prepare(&args)?;
+    let mut report = Report::default();
+
+    let run = |part: Part| args.only.is_empty() || args.only.contains(&part);
+    // Fill the shared cache first, so no measurement but the cold-cache ones compiles.
+    for (dir, tools) in [(&bench.one_dir, 2), (&bench.list_dir, LIST_TOOLS + 2)] {
+        first_list(&bench.mcpbox(dir, Transport::Stdio, &[]), tools).await?;
+    }
+    for (transport, part) in [
+        (Transport::Stdio, Part::Stdio),
+        (Transport::Http, Part::Http),
+    ] {
+        if !run(part) {
+            continue;
+        }
+        eprintln!("== tools/call over {}", transport.name());
+        let native = load_suite(&bench.native(transport, 0), transport, &sizes).await?;
+        let mcpbox = load_suite(
+            &bench.mcpbox(&bench.one_dir, transport, &[]),
+            transport,
+            &sizes,
+        )
+        .await?;
+        load_rows(&mut report, transport, &native, &mcpbox);
+    }
+
+    if run(Part::Startup) {
+        eprintln!("== start-up");
+        startup_rows(&mut report, &bench, &sizes).await?;
+    }
+    if run(Part::List) {
+        eprintln!("== tools/list over {LIST_TOOLS} tools");
+        list_rows(&mut report, &bench, &sizes).await?;
+    }
+    if run(Part::Reload) {
+        eprintln!("== hot reload");
+        reload_rows(&mut report, &bench, &sizes).await?;
+    }
+
+    let markdown = report.markdown();
+    let verdicts: Vec<_> = report.verdicts().collect();
+    let met = verdicts.iter().filter(|(_, met)| *met).count();
+    let summary = format!("Targets met: {met} of {}.\n", verdicts.len());
+    if let Some(out) = &args.out {
+        std::fs::write(out, format!("{markdown}{summary}"))
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
+    eprintln!("\n{markdown}{summary}");
+    Ok(())
+}
+
+/// Paths and launch lines shared by every measurement.
+struct Bench {
+    mcpbox: PathBuf,
+    native: PathBuf,
+    work: PathBuf,
+    /// The benchmark plugin alone.
+    one_dir: PathBuf,
+    /// `MANY` distinct copies of it (each with its own name prefix).
+    many_dir: PathBuf,
+    /// It, with `LIST_TOOLS` generated tools.
+    list_dir: PathBuf,
+    /// The directory the reload measurement replaces a plugin in.
+    reload_dir: PathBuf,
+    plugin: Vec<u8>,
+    alt_plugin: Vec<u8>,
+}
+
+impl Bench {
+    fn prepare(args: &Args) -> anyhow::Result<Self> {
+        let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+        let plugin = read(&args.plugin)?;
+        let alt_plugin = read(&args.alt_plugin)?;
+        if args.work.exists() {
+            std::fs::remove_dir_all(&args.work)
+                .with_context(|| format!("emptying {}", args.work.display()))?;
+        }
+        let dir = |name: &str| -> anyhow::Result<PathBuf> {
+            let d = args.work.join(name);
+            std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+            Ok(d)
+        };
+        let one_dir = dir("one")?;
+        std::fs::write(one_dir.join("bench.wasm"), &plugin)?;
+        let many_dir = dir("many")?;
+        for i in 0..MANY {
+            // A distinct component for each (its own hash, so its own compilation and cache
+            // entry), and its own prefix, so the names do not collide.
+            let copy = with_custom_section(&plugin, &format!("copy {i}"));
+            std::fs::write(many_dir.join(format!("bench{i:02}.wasm")), copy)?;
+            std::fs::write(
+                many_dir.join(format!("bench{i:02}.toml")),
+                format!("[env]\nBENCH_PREFIX = \"p{i:02}_\"\n"),
+            )?;
+        }
+        let list_dir = dir("list")?;
+        std::fs::write(list_dir.join("bench.wasm"), &plugin)?;
+        std::fs::write(
+            list_dir.join("bench.toml"),
+            format!("[env]\nBENCH_TOOLS = \"{LIST_TOOLS}\"\n"),
+        )?;
+        let reload_dir = dir("reload")?;
+        Ok(Self {
+            mcpbox: args.mcpbox.clone(),
+            native: args.native.clone(),
+            work: args.work.clone(),
+            one_dir,
+            many_dir,
+            list_dir,
+            reload_dir,
+            plugin,
+            alt_plugin,
+        })
+    }
+
+    fn cache(&self, name: &str) -> PathBuf {
+        self.work.join("caches").join(name)
+    }
+
+    /// mcpbox serving `dir` (compiled plugins cached in the shared warm cache).
+    fn mcpbox(&self, dir: &Path, transport: Transport, extra: &[&str]) -> Launch {
+        self.mcpbox_with_cache(dir, &self.cache("warm"), transport, extra)
+    }
+
+    /// mcpbox serving `dir` with its compiled plugins cached in `cache`, logging warnings (or
+    /// what a `--log` in `extra` says).
+    fn mcpbox_with_cache(
+        &self,
+        dir: &Path,
+        cache: &Path,
+        transport: Transport,
+        extra: &[&str],
+    ) -> Launch {
+        let dir = dir.to_string_lossy();
+        let cache = cache.to_string_lossy();
+        let mut args = vec!["serve", "--plugins", &dir, "--cache-dir", &cache];
+        if !extra.contains(&"--log") {
+            args.extend(["--log", "warn"]);
+        }
+        if transport == Transport::Http {
+            args.extend(["--http", "{addr}"]);
+        }
+        args.extend(extra);
+        Launch::new(&self.mcpbox, &args)
+    }
+
+    fn native(&self, transport: Transport, tools: usize) -> Launch {
+        let tools = tools.to_string();
+        let mut args = vec!["--tools", &tools];
+        if transport == Transport::Http {
+            args.extend(["--http", "{addr}"]);
+        }
+        Launch::new(&self.native, &args)
+    }
+}
+
+/// `component` with a custom section appended: the same program, a different hash.
+fn with_custom_section(component: &[u8], payload: &str) -> Vec<u8> {
+    let name = b"mcpbench";
+    let mut body = leb128(name.len());
+    body.extend_from_slice(name);
+    body.extend_from_slice(payload.as_bytes());
+    let mut out = component.to_vec();
+    out.push(0); // custom section id
+    out.extend(leb128(body.len()));
+    out.extend(body);
+    out
+}
+
+fn leb128(mut n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let byte = u8::try_from(n & 0x7f).unwrap_or_default();
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return out;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+// ---- tools/call: latency, throughput, CPU, overlap, memory ----
+
+/// What one server did under load.
+struct LoadFigures {
+    /// Sequential round trips, sorted, in µs.
+    latency_us: Vec<f64>,
+    /// Server CPU per call during the sequential run, µs.
+    cpu_per_call_us: f64,
+    /// Calls per second at 1, 16 and 64 in flight, with server CPU per call.
+    throughput: Vec<(usize, f64, f64)>,
+    /// `wait 20 ms` calls per second at 64 in flight.
+    wait_rate: f64,
+    idle: Memory,
+    loaded: Memory,
+}
+
+async fn load_suite(
+    launch: &Launch,
+    transport: Transport,
+    sizes: &Sizes,
+) -> anyhow::Result<LoadFigures> {
+    let server = Server::start(launch, transport).await?;
+    server.initialize().await?;
+    let conn = server.conn.clone();
+    for _ in 0..sizes.warmup {
+        echo(&conn).await?;
+    }
+    let idle = server.memory()?;
+
+    let cpu = server.cpu_time()?;
+    let mut latency_us = Vec::with_capacity(sizes.latency);
+    for _ in 0..sizes.latency {
+        let start = Instant::now();
+        echo(&conn).await?;
+        latency_us.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    let cpu_per_call_us = (server.cpu_time()? - cpu).as_secs_f64() * 1e6 / sizes.latency as f64;
+    latency_us.sort_by(f64::total_cmp);
+
+    let mut throughput = Vec::new();
+    for in_flight in [1, 16, 64] {
+        let cpu = server.cpu_time()?;
+        let elapsed = in_flight_run(
+            &conn,
+            in_flight,
+            sizes.throughput,
+            "echo",
+            json!({"text": TEXT}),
+            TEXT,
+        )
+        .await?;
+        let cpu_us = (server.cpu_time()? - cpu).as_secs_f64() * 1e6 / sizes.throughput as f64;
+        throughput.push((
+            in_flight,
+            sizes.throughput as f64 / elapsed.as_secs_f64(),
+            cpu_us,
+        ));
+    }
+    let elapsed =
+        in_flight_run(&conn, 64, sizes.waits, "wait", json!({"ms": 20}), "waited").await?;
+    let wait_rate = sizes.waits as f64 / elapsed.as_secs_f64();
+    let loaded = server.memory()?;
+    server.stop().await;
+    Ok(LoadFigures {
+        latency_us,
+        cpu_per_call_us,
+        throughput,
+        wait_rate,
+        idle,
+        loaded,
+    })
+}
+
+async fn echo(conn: &Conn) -> anyhow::Result<()> {
+    let text = conn.call_text("echo", json!({"text": TEXT})).await?;
+    ensure!(text == TEXT, "echo answered {text:?}");
+    Ok(())
+}
+
+/// `total` calls of `tool`, `in_flight` at a time; each answer is checked. Returns the wall time.
+async fn in_flight_run(
+    conn: &Conn,
+    in_flight: usize,
+    total: usize,
+    tool: &'static str,
+    arguments: Value,
+    expect: &'static str,
+) -> anyhow::Result<Duration> {
+    let per_task = total / in_flight;
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    for _ in 0..in_flight {
+        let conn = conn.clone();
+        let arguments = arguments.clone();
+        tasks.spawn(async move {
+            for _ in 0..per_task {
+                let text = conn.call_text(tool, arguments.clone()).await?;
+                ensure!(text == expect, "{tool} answered {text:?}");
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.context("a client task panicked")??;
+    }
+    Ok(start.elapsed())
+}
+
+fn load_rows(
+    report: &mut Report,
+    transport: Transport,
+    native: &LoadFigures,
+    mcpbox: &LoadFigures,
+) {
+    let t = transport.name();
+    report.section(format!("tools/call over {t} (echo)"));
+    for (p, name) in [(50.0, "p50"), (90.0, "p90"), (99.0, "p99")] {
+        let mut row = Row::new(
+            format!("round trip {name}"),
+            "µs",
+            Some(percentile(&native.latency_us, p)),
+            percentile(&mcpbox.latency_us, p),
+        );
+        if transport == Transport::Stdio && name == "p50" {
+            row = row.target(Target::RatioAtMost(1.2));
+        }
+        report.push(row);
+    }
+    let mut cpu = Row::new(
+        "server CPU per call (1 in flight)",
+        "µs",
+        Some(native.cpu_per_call_us),
+        mcpbox.cpu_per_call_us,
+    );
+    if transport == Transport::Stdio {
+        cpu = cpu.target(Target::RatioAtMost(1.0));
+    }
+    report.push(cpu);
+    for ((k, n_rate, n_cpu), (_, m_rate, m_cpu)) in native.throughput.iter().zip(&mcpbox.throughput)
+    {
+        let mut row = Row::new(
+            format!("throughput, {k} in flight"),
+            "calls/s",
+            Some(*n_rate),
+            *m_rate,
+        );
+        match (transport, k) {
+            (Transport::Stdio, 16) => row = row.target(Target::RatioAtLeast(0.8)),
+            (Transport::Http, 64) => row = row.target(Target::RatioAtLeast(0.5)),
+            _ => {}
+        }
+        report.push(row);
+        report.push(Row::new(
+            format!("server CPU per call, {k} in flight"),
+            "µs",
+            Some(*n_cpu),
+            *m_cpu,
+        ));
+    }
+    report.push(
+        Row::new(
+            "`wait 20 ms`, 64 in flight",
+            "calls/s",
+            Some(native.wait_rate),
+            mcpbox.wait_rate,
+        )
+        .target(Target::RatioAtLeast(0.9)),
+    );
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    report.push(Row::new(
+        "RSS idle (one plugin)",
+        "MiB",
+        Some(mib(native.idle.rss)),
+        mib(mcpbox.idle.rss),
+    ));
+    report.push(Row::new(
+        "peak RSS under load",
+        "MiB",
+        Some(mib(native.loaded.peak)),
+        mib(mcpbox.loaded.peak),
+    ));
+}
+
+// ---- start-up ----
+
+/// Start a server, initialise, list tools; the time to the `tools/list` answer and the memory
+/// then. Checks the expected number of tools.
+async fn first_list(launch: &Launch, tools: usize) -> anyhow::Result<(f64, Memory)> {
+    let start = Instant::now();
+    let server = Server::start(launch, Transport::Stdio).await?;
+    server.initialize().await?;
+    server.conn.request("tools/list", json!({})).await?;
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    let memory = server.memory()?;
+    let (listed, _) = server.conn.list_all_tools().await?;
+    if listed.len() != tools {
+        let log = server.stderr_lines().join("\n");
+        bail!(
+            "expected {tools} tools, the server listed {}; its log:\n{log}",
+            listed.len()
+        );
+    }
+    server.stop().await;
+    Ok((ms, memory))
+}
+
+async fn startup_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> anyhow::Result<()> {
+    report.section("Start-up to the first tools/list answer (stdio)");
+    let mut native = Vec::new();
+    for _ in 0..sizes.starts {
+        native.push(first_list(&bench.native(Transport::Stdio, 0), 2).await?.0);
+    }
+    let native = median(&native);
+    let mut idle_rss = Vec::new();
+    for (dir, plugins) in [(&bench.one_dir, 1), (&bench.many_dir, MANY)] {
+        let tools = plugins * 2;
+        let (mut cold, mut warm, mut rss) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..sizes.starts {
+            let cache = bench.cache(&format!("start-{plugins}-{round}"));
+            let launch = bench.mcpbox_with_cache(dir, &cache, Transport::Stdio, &[]);
+            cold.push(first_list(&launch, tools).await?.0);
+            let (ms, memory) = first_list(&launch, tools).await?;
+            warm.push(ms);
+            rss.push(memory.rss as f64);
+            std::fs::remove_dir_all(&cache).ok();
+        }
+        let name = if plugins == 1 {
+            "1 plugin".to_owned()
+        } else {
+            format!("{plugins} plugins")
+        };
+        report.push(Row::new(
+            format!("{name}, cache cold"),
+            "ms",
+            Some(native),
+            median(&cold),
+        ));
+        let mut row = Row::new(
+            format!("{name}, cache warm"),
+            "ms",
+            Some(native),
+            median(&warm),
+        );
+        if plugins == MANY {
+            row = row.target(Target::AtMost(100.0));
+        }
+        report.push(row);
+        idle_rss.push(median(&rss));
+    }
+    let per_plugin = (idle_rss[1] - idle_rss[0]) / (MANY - 1) as f64 / (1024.0 * 1024.0);
+    report.push(
+        Row::new(
+            format!("RSS per idle plugin ({MANY} vs 1, warm)"),
+            "MiB",
+            None,
+            per_plugin,
+        )
+        .target(Target::AtMost(2.0)),
+    );
+    Ok(())
+}
+
+// ---- tools/list over many tools ----
+
+async fn list_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> anyhow::Result<()> {
+    report.section(format!("tools/list over {LIST_TOOLS} tools (stdio)"));
+    let total = LIST_TOOLS + 2;
+
+    let native = Server::start(
+        &bench.native(Transport::Stdio, LIST_TOOLS),
+        Transport::Stdio,
+    )
+    .await?;
+    native.initialize().await?;
+    let native_ms = time_listing(&native.conn, total, 1, sizes.lists).await?;
+    native.stop().await;
+
+    let timing = ["--log", "warn,mcpbox::timing=debug"];
+    // One page holding every tool: the same request and answer as the baseline's.
+    let one_page = bench.mcpbox(
+        &bench.list_dir,
+        Transport::Stdio,
+        &[&timing[..], &["--page-size", "2000"]].concat(),
+    );
+    let server = Server::start(&one_page, Transport::Stdio).await?;
+    server.initialize().await?;
+    let mcpbox_ms = time_listing(&server.conn, total, 1, sizes.lists).await?;
+    let inside = server_times(&server, "tools/list")?;
+    server.stop().await;
+    report.push(Row::new(
+        "whole list in one page, round trip",
+        "ms",
+        Some(native_ms),
+        mcpbox_ms,
+    ));
+    report.push(
+        Row::new(
+            "the same, inside the server",
+            "ms",
+            None,
+            median(&inside) / 1e3,
+        )
+        .target(Target::AtMost(1.0)),
+    );
+
+    // The default page size (100): what a client following cursors sees.
+    let paged = bench.mcpbox(&bench.list_dir, Transport::Stdio, &timing);
+    let server = Server::start(&paged, Transport::Stdio).await?;
+    server.initialize().await?;
+    let pages = total.div_ceil(100);
+    let paged_ms = time_listing(&server.conn, total, pages, sizes.lists).await?;
+    let inside = server_times(&server, "tools/list")?;
+    server.stop().await;
+    report.push(Row::new(
+        format!("whole list in {pages} pages of 100, round trips"),
+        "ms",
+        Some(native_ms),
+        paged_ms,
+    ));
+    report.push(Row::new(
+        "one page of 100, inside the server",
+        "ms",
+        None,
+        median(&inside) / 1e3,
+    ));
+    Ok(())
+}
+
+/// Median time to list every tool (checking the count and the number of pages), ms.
+async fn time_listing(
+    conn: &Conn,
+    tools: usize,
+    pages: usize,
+    rounds: usize,
+) -> anyhow::Result<f64> {
+    let mut times = Vec::new();
+    for _ in 0..rounds {
+        let start = Instant::now();
+        let (listed, got_pages) = conn.list_all_tools().await?;
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+        ensure!(
+            listed.len() == tools && got_pages == pages,
+            "listed {} tools in {got_pages} pages",
+            listed.len()
+        );
+    }
+    Ok(median(&times))
+}
+
+/// mcpbox's own timings of `method` (µs), from its `mcpbox::timing` debug log.
+fn server_times(server: &Server, method: &str) -> anyhow::Result<Vec<f64>> {
+    let needle = format!("method={method} ");
+    let times: Vec<f64> = server
+        .stderr_lines()
+        .iter()
+        .filter(|line| line.contains("mcpbox::timing") && line.contains(&needle))
+        .filter_map(|line| line.split("elapsed_us=").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .collect();
+    ensure!(!times.is_empty(), "mcpbox logged no timing for {method}");
+    Ok(times)
+}
+
+// ---- hot reload ----
+
+async fn reload_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> anyhow::Result<()> {
+    report.section(
+        "Hot reload: file renamed into place → tools/list_changed (stdio, 200 ms debounce)",
+    );
+    let target = bench.reload_dir.join("tool.wasm");
+    std::fs::write(&target, &bench.plugin)?;
+    let cache = bench.cache("reload");
+    let launch = bench.mcpbox_with_cache(&bench.reload_dir, &cache, Transport::Stdio, &[]);
+    let mut server = Server::start(&launch, Transport::Stdio).await?;
+    server.initialize().await?;
+    let mut notifications = server
+        .notifications
+        .take()
+        .ok_or_else(|| anyhow!("no notification stream"))?;
+    // Alternate between two plugins with different tools, so every replacement changes the
+    // list; each version is a distinct component (first pass: compiled; second: from cache).
+    let versions: Vec<Vec<u8>> = (0..sizes.reloads * 2)
+        .map(|i| {
+            let base = if i % 2 == 0 {
+                &bench.alt_plugin
+            } else {
+                &bench.plugin
+            };
+            with_custom_section(base, &format!("version {i}"))
+        })
+        .collect();
+    let mut compiled = Vec::new();
+    let mut cached = Vec::new();
+    for pass in 0..2 {
+        for version in &versions {
+            let incoming = bench.reload_dir.join("tool.wasm.incoming");
+            std::fs::write(&incoming, version)?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            while notifications.try_recv().is_ok() {}
+            let start = Instant::now();
+            std::fs::rename(&incoming, &target)?;
+            loop {
+                let message = tokio::time::timeout(Duration::from_secs(10), notifications.recv())
+                    .await
+                    .context("no tools/list_changed within 10 s of a replacement")?
+                    .ok_or_else(|| anyhow!("the server closed stdout"))?;
+                if message.get("method").and_then(Value::as_str)
+                    == Some("notifications/tools/list_changed")
+                {
+                    break;
+                }
+            }
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            if pass == 0 {
+                compiled.push(ms)
+            } else {
+                cached.push(ms)
+            }
+        }
+    }
+    server.stop().await;
+    report.push(Row::new(
+        "new component (compiled), median",
+        "ms",
+        None,
+        median(&compiled),
+    ));
+    report.push(Row::new(
+        "component seen before (cache), median",
+        "ms",
+        None,
+        median(&cached),
+    ));
+    report.push(
+        Row::new(
+            "new component, beyond the debounce",
+            "ms",
+            None,
+            median(&compiled) - DEBOUNCE_MS,
+        )
+        .target(Target::AtMost(250.0)),
+    );
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! Benchmark fixture: the tools the benchmark harness (`tests/bench`) measures, the same ones its
+//! native `rmcp` baseline serves.
+//!
+//! - `echo {text}` sends the text back;
+//! - `wait {ms}` sleeps on the WASI monotonic clock, then answers `waited`;
+//! - `tool_0000` … : `BENCH_TOOLS` more echo tools, for measuring long lists.
+//!
+//! Every name is prefixed with `BENCH_PREFIX`, so that many copies of this one plugin can be
+//! loaded side by side without their names colliding. Both variables come from the plugin's
+//! manifest (`[env]`); without one, there is no prefix and no extra tool.
+
+use std::time::Duration;
+
+use mcpbox_sdk::{Deserialize, JsonSchema, Plugin, Tool, Tools};
+
+/// Arguments of `echo` and the generated tools.
+#[derive(Deserialize, JsonSchema)]
+struct EchoArgs {
+    /// The text to send back.
+    text: String,
+}
+
+/// Arguments of `wait`.
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
+struct WaitArgs {
+    /// How long to sleep, in milliseconds (at most 10,000).
+    ms: u32,
+}
+
+fn wait(args: WaitArgs) -> Result<&'static str, String> {
+    if args.ms > 10_000 {
+        return Err(format!("{} ms is over the 10,000 ms maximum", args.ms));
+    }
+    std::thread::sleep(Duration::from_millis(u64::from(args.ms)));
+    Ok("waited")
+}
+
+struct BenchTools;
+
+impl Plugin for BenchTools {
+    fn tools(tools: &mut Tools) {
+        let prefix = std::env::var("BENCH_PREFIX").unwrap_or_default();
+        let extra = std::env::var("BENCH_TOOLS")
+            .ok()
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap_or(0);
+        tools
+            .add(
+                Tool::new(format!("{prefix}echo"), "Send the text back unchanged").read_only(true),
+                |args: EchoArgs| args.text,
+            )
+            .add(
+                Tool::new(format!("{prefix}wait"), "Sleep for `ms` milliseconds").read_only(true),
+                wait,
+            );
+        for i in 0..extra {
+            tools.add(
+                Tool::new(
+                    format!("{prefix}tool_{i:04}"),
+                    format!("Generated tool {i}: send the text back unchanged"),
+                )
+                .read_only(true),
+                |args: EchoArgs| args.text,
+            );
+        }
+    }
+}
+
+mcpbox_sdk::export!(BenchTools);
