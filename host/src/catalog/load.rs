@@ -113,7 +113,10 @@ pub struct PluginSource {
     pub file: PathBuf,
     wasm: Vec<u8>,
     manifest: Option<(PathBuf, String)>,
-    /// SHA-256 of the component and the manifest: equal digests mean nothing changed.
+    /// SHA-256 of the component alone: the key of its compiled form in the cache.
+    component_digest: [u8; 32],
+    /// SHA-256 of the component's digest and the manifest: equal digests mean nothing
+    /// changed.
     pub digest: [u8; 32],
 }
 
@@ -131,9 +134,9 @@ pub async fn read_source(file: &Path) -> Result<PluginSource, FileError> {
             });
         }
     };
+    let component_digest: [u8; 32] = Sha256::digest(&wasm).into();
     let mut hasher = Sha256::new();
-    hasher.update((wasm.len() as u64).to_le_bytes());
-    hasher.update(&wasm);
+    hasher.update(component_digest);
     if let Some((_, text)) = &manifest {
         hasher.update(text.as_bytes());
     }
@@ -141,6 +144,7 @@ pub async fn read_source(file: &Path) -> Result<PluginSource, FileError> {
         file: file.to_owned(),
         wasm,
         manifest,
+        component_digest,
         digest: hasher.finalize().into(),
     })
 }
@@ -172,8 +176,8 @@ pub async fn load_source(
         None => Policy::deny_all(limits),
     };
     let compiler = runtime.clone();
-    let wasm = source.wasm;
-    let component = tokio::task::spawn_blocking(move || compiler.compile(&wasm))
+    let (wasm, component_digest) = (source.wasm, source.component_digest);
+    let component = tokio::task::spawn_blocking(move || compiler.compile(&wasm, &component_digest))
         .await
         .map_err(|e| FileError::Join(e.to_string()))??;
     let code = PluginCode::prepare(runtime, name, &component, policy)?;

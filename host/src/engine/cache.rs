@@ -5,14 +5,16 @@
 //! shapes compiled code (the engine's compatibility hash and wasmtime's version), so a changed
 //! plugin or a different engine configuration never finds a stale entry. Entries are written
 //! to a temporary name and renamed into place, so a reader never sees half an entry. Each
-//! entry carries the SHA-256 of its own contents, checked before it is loaded: a corrupted or
-//! foreign file is discarded and rebuilt, never trusted blindly. Every failure of the cache
-//! only costs a compilation.
+//! entry carries a CRC-32 of its own contents, checked before it is loaded (wasmtime then
+//! checks the header against the engine): a damaged or foreign file is discarded and rebuilt,
+//! never trusted blindly. A checksum, not a cryptographic hash: a digest stored in the entry
+//! itself could not stop someone able to write the cache anyway, and the CRC costs a tenth as
+//! much at start-up. The cache directory must be writable only by mcpbox's user (the default,
+//! `~/.cache/mcpbox`, is). Every failure of the cache only costs a compilation.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -23,8 +25,8 @@ pub struct ComponentCache {
     engine_key: String,
 }
 
-/// The bytes an entry starts with, before the digest of its body.
-const MAGIC: &[u8; 8] = b"mcpbox1\n";
+/// The bytes an entry starts with, before the CRC-32 of its body.
+const MAGIC: &[u8; 8] = b"mcpbox2\n";
 
 impl ComponentCache {
     /// A cache in `dir` (created if needed) for components compiled by `engine`.
@@ -44,8 +46,8 @@ impl ComponentCache {
         Some(base.join("mcpbox"))
     }
 
-    fn entry(&self, wasm: &[u8]) -> PathBuf {
-        let digest = hex(&Sha256::digest(wasm));
+    fn entry(&self, component: &[u8; 32]) -> PathBuf {
+        let digest = hex(component);
         self.dir.join(format!(
             "{digest}-{}-{}.cwasm",
             self.engine_key,
@@ -53,9 +55,10 @@ impl ComponentCache {
         ))
     }
 
-    /// The compiled form of `wasm`, if the cache holds a sound one.
-    pub fn load(&self, engine: &Engine, wasm: &[u8]) -> Option<Component> {
-        let path = self.entry(wasm);
+    /// The compiled form of the component whose SHA-256 is `component`, if the cache holds a
+    /// sound one.
+    pub fn load(&self, engine: &Engine, component: &[u8; 32]) -> Option<Component> {
+        let path = self.entry(component);
         let bytes = std::fs::read(&path).ok()?;
         let body = match verified_body(&bytes) {
             Some(body) => body,
@@ -75,16 +78,17 @@ impl ComponentCache {
         }
     }
 
-    /// Keep the compiled form of `wasm`. Failures are logged and otherwise ignored.
-    pub fn store(&self, wasm: &[u8], component: &Component) {
-        let path = self.entry(wasm);
-        let result = component
+    /// Keep `compiled`, the compiled form of the component whose SHA-256 is `component`.
+    /// Failures are logged and otherwise ignored.
+    pub fn store(&self, component: &[u8; 32], compiled: &Component) {
+        let path = self.entry(component);
+        let result = compiled
             .serialize()
             .map_err(|e| format!("{e:#}"))
             .and_then(|body| {
-                let mut bytes = Vec::with_capacity(MAGIC.len() + 32 + body.len());
+                let mut bytes = Vec::with_capacity(MAGIC.len() + 4 + body.len());
                 bytes.extend_from_slice(MAGIC);
-                bytes.extend_from_slice(&Sha256::digest(&body));
+                bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
                 bytes.extend_from_slice(&body);
                 let temporary = path.with_extension(format!("tmp{}", std::process::id()));
                 std::fs::write(&temporary, &bytes)
@@ -100,11 +104,11 @@ impl ComponentCache {
     }
 }
 
-/// The body of an entry whose digest matches it.
+/// The body of an entry whose checksum matches it.
 fn verified_body(bytes: &[u8]) -> Option<&[u8]> {
     let rest = bytes.strip_prefix(MAGIC.as_slice())?;
-    let (digest, body) = rest.split_at_checked(32)?;
-    (Sha256::digest(body).as_slice() == digest).then_some(body)
+    let (checksum, body) = rest.split_at_checked(4)?;
+    (crc32fast::hash(body).to_le_bytes().as_slice() == checksum).then_some(body)
 }
 
 /// Load a compiled component.
@@ -115,7 +119,7 @@ fn verified_body(bytes: &[u8]) -> Option<&[u8]> {
 fn deserialize(engine: &Engine, body: &[u8]) -> wasmtime::Result<Component> {
     // SAFETY: `body` is an artifact this program's own `Component::serialize` produced (it
     // sits in the cache under a name derived from the component and this engine's
-    // configuration, and its SHA-256, written beside it, matched), so it is a well-formed
+    // configuration, and the checksum written with it matched), so it is a well-formed
     // compiled component; wasmtime itself refuses one built for another configuration.
     unsafe { Component::deserialize(engine, body) }
 }
@@ -129,10 +133,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn entries_must_match_their_digest() {
+    fn entries_must_match_their_checksum() {
         let body = b"compiled".to_vec();
         let mut entry = MAGIC.to_vec();
-        entry.extend_from_slice(&Sha256::digest(&body));
+        entry.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         entry.extend_from_slice(&body);
         assert_eq!(verified_body(&entry), Some(body.as_slice()));
         let last = entry.len() - 1;

@@ -242,9 +242,10 @@ impl Runtime {
         &self.config
     }
 
-    /// Compile a component, or load its compiled form from the cache. Compiling blocks for
-    /// tens to hundreds of milliseconds: call it from a blocking thread.
-    pub fn compile(&self, wasm: &[u8]) -> Result<Component, LoadError> {
+    /// Compile a component, or load its compiled form from the cache (`digest` is the
+    /// component's SHA-256, its key there). Compiling blocks for tens to hundreds of
+    /// milliseconds: call it from a blocking thread.
+    pub fn compile(&self, wasm: &[u8], digest: &[u8; 32]) -> Result<Component, LoadError> {
         const MAGIC: &[u8] = b"\0asm";
         if !wasm.starts_with(MAGIC) {
             return Err(LoadError::NotWasm);
@@ -256,14 +257,14 @@ impl Runtime {
         if let Some(component) = self
             .cache
             .as_ref()
-            .and_then(|cache| cache.load(&self.engine, wasm))
+            .and_then(|cache| cache.load(&self.engine, digest))
         {
             tracing::debug!("loaded a compiled component from the cache");
             return Ok(component);
         }
         let component = Component::new(&self.engine, wasm).map_err(LoadError::Compile)?;
         if let Some(cache) = &self.cache {
-            cache.store(wasm, &component);
+            cache.store(digest, &component);
         }
         Ok(component)
     }

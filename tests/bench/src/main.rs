@@ -46,9 +46,13 @@ struct Args {
     /// Where to write the Markdown report (also printed).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Fewer iterations: a quick check that everything runs, not figures to publish.
+    /// Fewer iterations: a quick look, not figures to publish.
     #[arg(long)]
     quick: bool,
+    /// The fewest iterations that exercise every part (the test suite's check that the
+    /// harness works); the figures mean nothing.
+    #[arg(long, conflicts_with = "quick")]
+    smoke: bool,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Part>,
@@ -78,11 +82,24 @@ struct Sizes {
     starts: usize,
     reloads: usize,
     lists: usize,
+    /// How many plugins the "many plugins" start-up loads.
+    many: usize,
 }
 
 impl Sizes {
-    fn new(quick: bool) -> Self {
-        if quick {
+    fn new(args: &Args) -> Self {
+        if args.smoke {
+            Self {
+                warmup: 5,
+                latency: 20,
+                throughput: 64,
+                waits: 64,
+                starts: 1,
+                reloads: 1,
+                lists: 2,
+                many: 3,
+            }
+        } else if args.quick {
             Self {
                 warmup: 100,
                 latency: 500,
@@ -91,6 +108,7 @@ impl Sizes {
                 starts: 2,
                 reloads: 2,
                 lists: 5,
+                many: 50,
             }
         } else {
             Self {
@@ -101,6 +119,7 @@ impl Sizes {
                 starts: 5,
                 reloads: 8,
                 lists: 50,
+                many: 50,
             }
         }
     }
@@ -110,16 +129,14 @@ impl Sizes {
 const TEXT: &str = "hello from mcpbench";
 /// mcpbox's reload debounce (its default), subtracted to report what the host itself takes.
 const DEBOUNCE_MS: f64 = 200.0;
-/// How many plugins the "many plugins" start-up loads.
-const MANY: usize = 50;
 /// How many generated tools the long-list measurement serves.
 const LIST_TOOLS: usize = 1000;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let sizes = Sizes::new(args.quick);
-    let bench = Bench::prepare(&args)?;
+    let sizes = Sizes::new(&args);
+    let bench = Bench::prepare(&args, sizes.many)?;
     let mut report = Report::default();
 
     let run = |part: Part| args.only.is_empty() || args.only.contains(&part);
@@ -177,7 +194,7 @@ struct Bench {
     work: PathBuf,
     /// The benchmark plugin alone.
     one_dir: PathBuf,
-    /// `MANY` distinct copies of it (each with its own name prefix).
+    /// Distinct copies of it (each with its own name prefix).
     many_dir: PathBuf,
     /// It, with `LIST_TOOLS` generated tools.
     list_dir: PathBuf,
@@ -188,7 +205,7 @@ struct Bench {
 }
 
 impl Bench {
-    fn prepare(args: &Args) -> anyhow::Result<Self> {
+    fn prepare(args: &Args, many: usize) -> anyhow::Result<Self> {
         let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
         let plugin = read(&args.plugin)?;
         let alt_plugin = read(&args.alt_plugin)?;
@@ -204,7 +221,7 @@ impl Bench {
         let one_dir = dir("one")?;
         std::fs::write(one_dir.join("bench.wasm"), &plugin)?;
         let many_dir = dir("many")?;
-        for i in 0..MANY {
+        for i in 0..many {
             // A distinct component for each (its own hash, so its own compilation and cache
             // entry), and its own prefix, so the names do not collide.
             let copy = with_custom_section(&plugin, &format!("copy {i}"));
@@ -515,7 +532,8 @@ async fn startup_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> anyh
     }
     let native = median(&native);
     let mut idle_rss = Vec::new();
-    for (dir, plugins) in [(&bench.one_dir, 1), (&bench.many_dir, MANY)] {
+    let many = sizes.many;
+    for (dir, plugins) in [(&bench.one_dir, 1), (&bench.many_dir, many)] {
         let tools = plugins * 2;
         let (mut cold, mut warm, mut rss) = (Vec::new(), Vec::new(), Vec::new());
         for round in 0..sizes.starts {
@@ -544,16 +562,16 @@ async fn startup_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> anyh
             Some(native),
             median(&warm),
         );
-        if plugins == MANY {
+        if plugins == many {
             row = row.target(Target::AtMost(100.0));
         }
         report.push(row);
         idle_rss.push(median(&rss));
     }
-    let per_plugin = (idle_rss[1] - idle_rss[0]) / (MANY - 1) as f64 / (1024.0 * 1024.0);
+    let per_plugin = (idle_rss[1] - idle_rss[0]) / (many - 1) as f64 / (1024.0 * 1024.0);
     report.push(
         Row::new(
-            format!("RSS per idle plugin ({MANY} vs 1, warm)"),
+            format!("RSS per idle plugin ({many} vs 1, warm)"),
             "MiB",
             None,
             per_plugin,
