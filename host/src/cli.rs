@@ -142,7 +142,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let result = runtime.block_on(serve(args));
+    // On a worker thread, not this one: the stdio loop then spawns each request onto the
+    // thread it runs on, with no hand-off to wake another thread for.
+    let result = runtime.block_on(async {
+        tokio::spawn(serve(args))
+            .await
+            .unwrap_or_else(|e| Err(anyhow::anyhow!("the server task failed: {e}")))
+    });
     // Do not wait for a blocked stdin reader thread on the way out.
     runtime.shutdown_timeout(Duration::from_millis(100));
     result

@@ -152,9 +152,11 @@ async fn main() -> anyhow::Result<()> {
             continue;
         }
         eprintln!("== tools/call over {}", transport.name());
-        let native = load_suite(&bench.native(transport, 0), transport, &sizes).await?;
-        let mcpbox = load_suite(
-            &bench.mcpbox(&bench.one_dir, transport, &[]),
+        let [native, mcpbox] = load_suite(
+            [
+                &bench.native(transport, 0),
+                &bench.mcpbox(&bench.one_dir, transport, &[]),
+            ],
             transport,
             &sizes,
         )
@@ -334,61 +336,107 @@ struct LoadFigures {
     loaded: Memory,
 }
 
+/// How many turns each server takes at each measurement: the servers alternate, so a change in
+/// the machine's load during the run falls on both alike.
+const TURNS: usize = 5;
+
+/// Run the same load against both servers, alternating between them in turns.
 async fn load_suite(
-    launch: &Launch,
+    launches: [&Launch; 2],
     transport: Transport,
     sizes: &Sizes,
-) -> anyhow::Result<LoadFigures> {
-    let server = Server::start(launch, transport).await?;
-    server.initialize().await?;
-    let conn = server.conn.clone();
-    for _ in 0..sizes.warmup {
-        echo(&conn).await?;
+) -> anyhow::Result<[LoadFigures; 2]> {
+    let mut servers = Vec::new();
+    for launch in launches {
+        let server = Server::start(launch, transport).await?;
+        server.initialize().await?;
+        for _ in 0..sizes.warmup {
+            echo(&server.conn).await?;
+        }
+        servers.push(server);
     }
-    let idle = server.memory()?;
+    let mut figures: Vec<LoadFigures> = servers
+        .iter()
+        .map(|server| {
+            Ok(LoadFigures {
+                latency_us: Vec::with_capacity(sizes.latency),
+                cpu_per_call_us: 0.0,
+                throughput: Vec::new(),
+                wait_rate: 0.0,
+                idle: server.memory()?,
+                loaded: Memory::default(),
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
 
-    let cpu = server.cpu_time()?;
-    let mut latency_us = Vec::with_capacity(sizes.latency);
-    for _ in 0..sizes.latency {
-        let start = Instant::now();
-        echo(&conn).await?;
-        latency_us.push(start.elapsed().as_secs_f64() * 1e6);
+    // Sequential round trips, and the CPU they cost.
+    let per_turn = sizes.latency.div_ceil(TURNS);
+    let mut cpu = [Duration::ZERO; 2];
+    for _ in 0..TURNS {
+        for (i, server) in servers.iter().enumerate() {
+            let before = server.cpu_time()?;
+            for _ in 0..per_turn {
+                let start = Instant::now();
+                echo(&server.conn).await?;
+                figures[i]
+                    .latency_us
+                    .push(start.elapsed().as_secs_f64() * 1e6);
+            }
+            cpu[i] += server.cpu_time()? - before;
+        }
     }
-    let cpu_per_call_us = (server.cpu_time()? - cpu).as_secs_f64() * 1e6 / sizes.latency as f64;
-    latency_us.sort_by(f64::total_cmp);
+    for (f, cpu) in figures.iter_mut().zip(cpu) {
+        f.cpu_per_call_us = cpu.as_secs_f64() * 1e6 / f.latency_us.len() as f64;
+        f.latency_us.sort_by(f64::total_cmp);
+    }
 
-    let mut throughput = Vec::new();
-    for in_flight in [1, 16, 64] {
-        let cpu = server.cpu_time()?;
-        let elapsed = in_flight_run(
-            &conn,
-            in_flight,
-            sizes.throughput,
-            "echo",
-            json!({"text": TEXT}),
-            TEXT,
-        )
-        .await?;
-        let cpu_us = (server.cpu_time()? - cpu).as_secs_f64() * 1e6 / sizes.throughput as f64;
-        throughput.push((
-            in_flight,
-            sizes.throughput as f64 / elapsed.as_secs_f64(),
-            cpu_us,
-        ));
+    // Throughput at each depth, and the wait tool at 64 in flight.
+    let runs: [(usize, usize, &'static str, Value, &'static str); 4] = [
+        (1, sizes.throughput, "echo", json!({"text": TEXT}), TEXT),
+        (16, sizes.throughput, "echo", json!({"text": TEXT}), TEXT),
+        (64, sizes.throughput, "echo", json!({"text": TEXT}), TEXT),
+        (64, sizes.waits, "wait", json!({"ms": 20}), "waited"),
+    ];
+    for (in_flight, total, tool, arguments, expect) in runs {
+        let per_turn = (total / TURNS).max(in_flight);
+        let mut elapsed = [Duration::ZERO; 2];
+        let mut cpu = [Duration::ZERO; 2];
+        for _ in 0..TURNS {
+            for (i, server) in servers.iter().enumerate() {
+                let before = server.cpu_time()?;
+                elapsed[i] += in_flight_run(
+                    &server.conn,
+                    in_flight,
+                    per_turn,
+                    tool,
+                    arguments.clone(),
+                    expect,
+                )
+                .await?;
+                cpu[i] += server.cpu_time()? - before;
+            }
+        }
+        let calls = (per_turn / in_flight * in_flight * TURNS) as f64;
+        for (i, f) in figures.iter_mut().enumerate() {
+            let rate = calls / elapsed[i].as_secs_f64();
+            if tool == "wait" {
+                f.wait_rate = rate;
+            } else {
+                f.throughput
+                    .push((in_flight, rate, cpu[i].as_secs_f64() * 1e6 / calls));
+            }
+        }
     }
-    let elapsed =
-        in_flight_run(&conn, 64, sizes.waits, "wait", json!({"ms": 20}), "waited").await?;
-    let wait_rate = sizes.waits as f64 / elapsed.as_secs_f64();
-    let loaded = server.memory()?;
-    server.stop().await;
-    Ok(LoadFigures {
-        latency_us,
-        cpu_per_call_us,
-        throughput,
-        wait_rate,
-        idle,
-        loaded,
-    })
+    for (f, server) in figures.iter_mut().zip(&servers) {
+        f.loaded = server.memory()?;
+    }
+    for server in servers {
+        server.stop().await;
+    }
+    let [native, mcpbox]: [LoadFigures; 2] = figures
+        .try_into()
+        .map_err(|_| anyhow!("expected figures for two servers"))?;
+    Ok([native, mcpbox])
 }
 
 async fn echo(conn: &Conn) -> anyhow::Result<()> {
