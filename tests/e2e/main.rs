@@ -16,6 +16,7 @@ mod bad_input;
 mod client;
 mod conformance;
 mod contract;
+mod golden;
 mod http;
 mod loading;
 mod reload;

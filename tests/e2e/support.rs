@@ -43,15 +43,21 @@ pub fn test_plugins() -> PathBuf {
     example_plugins().with_file_name("test-plugins")
 }
 
-/// A temporary plugin directory holding copies of the named example or fixture plugins
+/// A temporary plugin directory holding copies of the named example, fixture or conformance plugins
 /// (`"echo_tools"` → `echo_tools.wasm`), each under the file name given.
 pub fn plugin_dir(plugins: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     for (plugin, file_name) in plugins {
-        let mut source = example_plugins().join(format!("{plugin}.wasm"));
-        if !source.exists() {
-            source = test_plugins().join(format!("{plugin}.wasm"));
-        }
+        let file = format!("{plugin}.wasm");
+        let source = [
+            example_plugins().to_owned(),
+            test_plugins(),
+            example_plugins().with_file_name("conformance-plugins"),
+        ]
+        .into_iter()
+        .map(|dir| dir.join(&file))
+        .find(|path| path.exists())
+        .unwrap_or_else(|| panic!("no plugin {file} was built"));
         std::fs::copy(&source, dir.path().join(file_name))
             .unwrap_or_else(|e| panic!("copy {}: {e}", source.display()));
     }
