@@ -46,6 +46,15 @@ pub fn cancelled() -> bool {
     imports::cancelled()
 }
 
+/// The `_meta` key that names a question for a 2026-07-28 client's input request.
+///
+/// With 2026-07-28 clients the host does not send the client a request while a call runs: it
+/// ends the call with `input_required`, and runs it again, in a fresh instance, once the client
+/// answered. Each question travels under a key; put `"_meta": {INPUT_KEY_META: "user_name"}`
+/// in a request to choose it (the host removes it before asking). Without it the key is the
+/// kind and the question's position (`elicitation-1`), so ask in the same order each run.
+pub const INPUT_KEY_META: &str = "mcpbox/inputKey";
+
 /// Ask the client's model for a completion. `request` holds the params of MCP's
 /// `sampling/createMessage`; the answer is the client's result.
 pub fn sample(request: &Value) -> Result<Value, String> {

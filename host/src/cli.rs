@@ -12,7 +12,7 @@ use tracing_subscriber::EnvFilter;
 use crate::catalog::{PluginSet, load_directory};
 use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
 use crate::policy::Limits;
-use crate::server::Session;
+use crate::server::{Mode, ModernSettings, Session, StateKey};
 use crate::transport::http::{self, HttpConfig};
 use crate::transport::stdio::{self, StdioConfig};
 use crate::watch::Reloader;
@@ -115,6 +115,49 @@ pub struct ServeArgs {
     /// How many plugin instances may run at once; further calls wait for a slot.
     #[arg(long, env = "MCPBOX_MAX_INSTANCES", default_value_t = RuntimeConfig::default().max_instances)]
     pub max_instances: u32,
+
+    /// The secret that signs `requestState` of 2026-07-28 input requests; replicas that share
+    /// it accept each other's state [default: random, for this process only].
+    #[arg(
+        long,
+        env = "MCPBOX_STATE_KEY",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
+    pub state_key: Option<String>,
+
+    /// 2026-07-28: `ttlMs` on `server/discover` and list results, in milliseconds.
+    #[arg(long, env = "MCPBOX_LIST_TTL_MS", default_value_t = 60_000)]
+    pub list_ttl_ms: u64,
+
+    /// 2026-07-28: `ttlMs` on `resources/read` results, in milliseconds (plugins compute a
+    /// resource on every read, so 0 by default: do not reuse).
+    #[arg(long, env = "MCPBOX_READ_TTL_MS", default_value_t = 0)]
+    pub read_ttl_ms: u64,
+}
+
+impl ServeArgs {
+    /// The settings of 2026-07-28 requests.
+    fn modern(&self) -> anyhow::Result<ModernSettings> {
+        let state_key = match self.state_key.as_deref() {
+            Some("") => anyhow::bail!("--state-key (MCPBOX_STATE_KEY) must not be empty"),
+            Some(secret) => {
+                if secret.len() < 16 {
+                    tracing::warn!(
+                        "--state-key is shorter than 16 bytes: a longer random secret is harder to guess"
+                    );
+                }
+                StateKey::from_secret(secret)
+            }
+            None => StateKey::random(),
+        };
+        Ok(ModernSettings {
+            state_key,
+            list_ttl_ms: self.list_ttl_ms,
+            read_ttl_ms: self.read_ttl_ms,
+            ..ModernSettings::default()
+        })
+    }
 }
 
 impl Cli {
@@ -157,6 +200,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Installed first, so that a signal during start-up is handled too.
     let shutdown = shutdown_signal();
+    let modern = Arc::new(args.modern()?);
     let memory_bytes =
         usize::try_from(args.memory_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
     let limits = Limits {
@@ -204,9 +248,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "plugins ready"
     );
     match &args.http {
-        Some(address) => serve_http(plugins, address, &args, shutdown).await,
+        Some(address) => serve_http(plugins, address, &args, modern, shutdown).await,
         None => {
-            let session = Arc::new(Session::new(plugins));
+            let session = Arc::new(Session::new(plugins, Mode::Dual, modern));
             let input = stdio::stdin_reader().context("cannot start reading stdin")?;
             let config = StdioConfig {
                 max_message_bytes: args.max_message_bytes,
@@ -227,6 +271,7 @@ async fn serve_http(
     plugins: Arc<PluginSet>,
     address: &str,
     args: &ServeArgs,
+    modern: Arc<ModernSettings>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let address: SocketAddr = match address.parse::<u16>() {
@@ -246,6 +291,7 @@ async fn serve_http(
         auth_token: args.auth_token.clone(),
         max_body_bytes: args.max_message_bytes,
         session_idle: Duration::from_secs(args.session_idle_secs),
+        modern,
     };
     http::serve(plugins, listener, config, shutdown, Duration::from_secs(10))
         .await

@@ -1,4 +1,5 @@
-//! MCP message shapes: protocol versions, and the params of each method the server handles.
+//! MCP message shapes both revisions share: the params of each method the server handles,
+//! and log levels.
 //!
 //! Params are parsed leniently (unknown keys are ignored, optional parts may be absent) and
 //! answered strictly. Values that are opaque to the host (tool arguments, `_meta`) stay raw.
@@ -9,19 +10,6 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::error::ErrorObject;
-
-/// The protocol versions this server speaks, newest first.
-pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-
-/// The version to answer a client that asked for `requested`: the same one if supported,
-/// otherwise the newest this server speaks (the client then decides whether to continue).
-pub fn negotiate_version(requested: &str) -> &'static str {
-    SUPPORTED_VERSIONS
-        .iter()
-        .find(|v| **v == requested)
-        .copied()
-        .unwrap_or(SUPPORTED_VERSIONS[0])
-}
 
 /// Parse `params` into `T`; absent params parse as `{}`. A failure is -32602 naming the method.
 pub fn parse_params<'a, T: Deserialize<'a>>(
@@ -34,7 +22,7 @@ pub fn parse_params<'a, T: Deserialize<'a>>(
 }
 
 /// A log severity (RFC 5424), as `logging/setLevel` and `notifications/message` use it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogLevel {
     /// Detailed debugging information.
@@ -94,23 +82,6 @@ pub struct CancelledParams {
     pub reason: Option<String>,
 }
 
-/// The `_meta` of a request's params, where a progress token may be.
-#[derive(Debug, Default, Deserialize)]
-pub struct RequestMeta<'a> {
-    /// `_meta`.
-    #[serde(borrow, default, rename = "_meta")]
-    pub meta: Option<MetaFields<'a>>,
-}
-
-/// The parts of `_meta` the server reads.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MetaFields<'a> {
-    /// The token to send `notifications/progress` with (a string or an integer).
-    #[serde(borrow, default)]
-    pub progress_token: Option<&'a RawValue>,
-}
-
 /// `initialize` params.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -146,12 +117,38 @@ pub struct ListParams {
 
 /// `tools/call` params.
 #[derive(Debug, Deserialize)]
-pub struct CallToolParams<'a> {
+pub struct CallToolParams {
     /// The tool's name.
     pub name: String,
     /// The arguments, raw; absent means `{}`.
-    #[serde(borrow, default)]
-    pub arguments: Option<&'a RawValue>,
+    #[serde(default)]
+    pub arguments: Option<Box<RawValue>>,
+}
+
+/// `subscriptions/listen` params (2026-07-28).
+#[derive(Debug, Default, Deserialize)]
+pub struct ListenParams {
+    /// What the client wants to hear about.
+    #[serde(default)]
+    pub notifications: ListenFilter,
+}
+
+/// The notifications a `subscriptions/listen` asks for.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenFilter {
+    /// `notifications/tools/list_changed`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tools_list_changed: bool,
+    /// `notifications/prompts/list_changed`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prompts_list_changed: bool,
+    /// `notifications/resources/list_changed`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resources_list_changed: bool,
+    /// `notifications/resources/updated` for these URIs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_subscriptions: Vec<String>,
 }
 
 /// `prompts/get` params.
@@ -224,15 +221,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn negotiation_echoes_supported_versions_and_offers_the_newest_otherwise() {
-        for version in SUPPORTED_VERSIONS {
-            assert_eq!(negotiate_version(version), version);
-        }
-        assert_eq!(negotiate_version("2099-01-01"), "2025-11-25");
-        assert_eq!(negotiate_version(""), "2025-11-25");
-    }
-
-    #[test]
     fn log_levels_parse_and_rank() {
         let level: SetLevelParams = serde_json::from_str(r#"{"level":"warning"}"#).unwrap();
         assert_eq!(level.level, LogLevel::Warning);
@@ -249,7 +237,7 @@ mod tests {
     #[test]
     fn bad_params_are_invalid_params() {
         let raw = RawValue::from_string(r#"{"name": 5}"#.to_owned()).unwrap();
-        let err = parse_params::<CallToolParams<'_>>("tools/call", Some(&raw)).unwrap_err();
+        let err = parse_params::<CallToolParams>("tools/call", Some(&raw)).unwrap_err();
         assert_eq!(err.code, -32602);
         assert!(err.message.contains("tools/call"), "{}", err.message);
     }

@@ -1,5 +1,7 @@
-//! The wire protocol: JSON-RPC 2.0 framing, error codes, and the MCP message shapes the
-//! server reads and writes, with protocol-version negotiation.
+//! The wire protocol: JSON-RPC 2.0 framing, error codes, the MCP message shapes the server
+//! reads (decoded once into typed requests) and writes (typed results and notifications),
+//! and what differs by revision, in one sibling module per revision ([`v2025`] for the
+//! handshake era, [`v2026`] for the stateless one).
 //!
 //! Depends on nothing else in the crate (no tokio, no wasmtime): it turns bytes into typed
 //! messages and typed replies into bytes.
@@ -7,6 +9,10 @@
 pub mod error;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod request;
+pub mod result;
+pub mod v2025;
+pub mod v2026;
 
 pub use error::ErrorObject;
 pub use jsonrpc::{Decoded, Message, Notification, Reply, Request, RequestId, Response};

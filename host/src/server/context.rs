@@ -1,10 +1,13 @@
 //! What a request in flight can do toward its client: log, report progress, learn that it was
 //! cancelled, and send the client requests of its own (sampling, elicitation, roots).
 //!
-//! [`Peer`] is the session-wide half: the client's declared capabilities, its log level, the
-//! server's own requests awaiting answers, and rate limits. [`RequestContext`] is one
-//! request's half: where its messages go (the session's stream on stdio, the request's own
-//! stream on HTTP), its progress token, and its cancellation flag.
+//! What the client declared lives in one of two places. For a 2025-11-25 session it is the
+//! session-wide [`Peer`]: the capabilities and log level set once, the server's own requests
+//! awaiting answers, and rate limits. For a 2026-07-28 request it is the request's own
+//! envelope ([`Stateless`]): its capabilities, its log level, and its [`InputRound`], which
+//! turns questions to the client into `input_required`. [`RequestContext`] is one request's
+//! half: where its messages go (the session's stream on stdio, the request's own stream on
+//! HTTP), its progress token, and its cancellation flag.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -15,8 +18,10 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, oneshot};
 
+use super::mrtr::InputRound;
 use crate::protocol::jsonrpc::{encode_notification, encode_request};
 use crate::protocol::mcp::LogLevel;
+use crate::protocol::result::{LOG_MESSAGE, LoggingMessage, PROGRESS, Progress};
 use crate::protocol::{ErrorObject, Reply, RequestId};
 
 /// Where a session's (or a request's) outgoing messages go.
@@ -39,7 +44,8 @@ pub enum ClientRequest {
 }
 
 impl ClientRequest {
-    fn method(self) -> &'static str {
+    /// The method of the request.
+    pub fn method(self) -> &'static str {
         match self {
             Self::Sampling => "sampling/createMessage",
             Self::Elicitation => "elicitation/create",
@@ -47,7 +53,8 @@ impl ClientRequest {
         }
     }
 
-    fn capability(self) -> &'static str {
+    /// The client capability it needs.
+    pub fn capability(self) -> &'static str {
         match self {
             Self::Sampling => "sampling",
             Self::Elicitation => "elicitation",
@@ -58,14 +65,65 @@ impl ClientRequest {
 
 type Pending = oneshot::Sender<Result<Box<RawValue>, ErrorObject>>;
 
-/// The session-wide state requests share.
+/// The session-wide state requests of a 2025-11-25 session share.
 pub struct Peer {
     capabilities: Mutex<Value>,
     /// The minimum level of log messages to send; 0 means none (until `logging/setLevel`).
     log_level: AtomicU8,
     next_id: AtomicU64,
     pending: Mutex<HashMap<RequestId, Pending>>,
-    log_buckets: Mutex<HashMap<String, Bucket>>,
+    logs: LogLimiter,
+}
+
+/// What one 2026-07-28 request declared in its envelope (its capabilities are its input
+/// round's business).
+pub struct Stateless {
+    log_level: Option<LogLevel>,
+    logs: LogLimiter,
+    inputs: Option<Arc<InputRound>>,
+}
+
+impl Stateless {
+    /// A request's view of its client: what its envelope declared, and its input round when
+    /// it may ask the client for input.
+    pub fn new(log_level: Option<LogLevel>, inputs: Option<Arc<InputRound>>) -> Self {
+        Self {
+            log_level,
+            logs: LogLimiter::default(),
+            inputs,
+        }
+    }
+}
+
+/// Who answers a request's questions to the client.
+#[derive(Clone)]
+pub enum Client {
+    /// A 2025-11-25 session.
+    Session(Arc<Peer>),
+    /// A 2026-07-28 request.
+    Stateless(Arc<Stateless>),
+}
+
+impl Client {
+    fn wants_log(&self, level: LogLevel) -> bool {
+        match self {
+            Self::Session(peer) => peer.wants_log(level),
+            Self::Stateless(s) => s.log_level.is_some_and(|min| level >= min),
+        }
+    }
+
+    fn logs(&self) -> &LogLimiter {
+        match self {
+            Self::Session(peer) => &peer.logs,
+            Self::Stateless(s) => &s.logs,
+        }
+    }
+}
+
+/// Log rate limits per logger.
+#[derive(Default)]
+struct LogLimiter {
+    buckets: Mutex<HashMap<String, Bucket>>,
 }
 
 struct Bucket {
@@ -81,7 +139,7 @@ impl Default for Peer {
             log_level: AtomicU8::new(0),
             next_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
-            log_buckets: Mutex::new(HashMap::new()),
+            logs: LogLimiter::default(),
         }
     }
 }
@@ -131,10 +189,21 @@ impl Peer {
         level.rank() >= minimum
     }
 
+    /// Route a response from the client to the request of ours it answers. Returns whether
+    /// one was waiting.
+    pub fn deliver(&self, id: &RequestId, outcome: Result<Box<RawValue>, ErrorObject>) -> bool {
+        match lock(&self.pending).remove(id) {
+            Some(waiting) => waiting.send(outcome).is_ok(),
+            None => false,
+        }
+    }
+}
+
+impl LogLimiter {
     /// Take one token from `logger`'s bucket; `None` if over the rate, else how many messages
     /// were dropped since the last one that passed. The first drop of a run is logged.
     fn admit_log(&self, logger: &str) -> Option<u64> {
-        let mut buckets = lock(&self.log_buckets);
+        let mut buckets = lock(&self.buckets);
         let now = Instant::now();
         let bucket = buckets.entry(logger.to_owned()).or_insert(Bucket {
             tokens: LOG_BURST,
@@ -157,15 +226,6 @@ impl Peer {
         }
         bucket.tokens -= 1.0;
         Some(std::mem::take(&mut bucket.dropped))
-    }
-
-    /// Route a response from the client to the request of ours it answers. Returns whether
-    /// one was waiting.
-    pub fn deliver(&self, id: &RequestId, outcome: Result<Box<RawValue>, ErrorObject>) -> bool {
-        match lock(&self.pending).remove(id) {
-            Some(waiting) => waiting.send(outcome).is_ok(),
-            None => false,
-        }
     }
 }
 
@@ -213,7 +273,7 @@ impl Cancellation {
 /// One request's view of its client.
 #[derive(Clone)]
 pub struct RequestContext {
-    peer: Arc<Peer>,
+    client: Client,
     outbound: Outbound,
     progress_token: Option<Box<RawValue>>,
     last_progress: Arc<Mutex<Option<f64>>>,
@@ -223,13 +283,13 @@ pub struct RequestContext {
 
 impl RequestContext {
     pub(super) fn new(
-        peer: Arc<Peer>,
+        client: Client,
         outbound: Outbound,
         progress_token: Option<Box<RawValue>>,
         cancellation: Arc<Cancellation>,
     ) -> Self {
         Self {
-            peer,
+            client,
             outbound,
             progress_token,
             last_progress: Arc::new(Mutex::new(None)),
@@ -242,7 +302,12 @@ impl RequestContext {
     /// reading a plugin's lists at load): logs and progress go nowhere, requests fail.
     pub fn detached() -> Self {
         let (outbound, _) = mpsc::channel(1);
-        Self::new(Arc::new(Peer::default()), outbound, None, Arc::default())
+        Self::new(
+            Client::Session(Arc::new(Peer::default())),
+            outbound,
+            None,
+            Arc::default(),
+        )
     }
 
     /// The request is answered: nothing more may be sent for it.
@@ -262,10 +327,10 @@ impl RequestContext {
     /// Send `notifications/message` from `logger`, if the client asked for this level, within
     /// the logger's rate limit.
     pub async fn log(&self, logger: &str, level: LogLevel, message: &str) {
-        if !self.open() || !self.peer.wants_log(level) {
+        if !self.open() || !self.client.wants_log(level) {
             return;
         }
-        let Some(dropped) = self.peer.admit_log(logger) else {
+        let Some(dropped) = self.client.logs().admit_log(logger) else {
             return;
         };
         if dropped > 0 {
@@ -275,8 +340,12 @@ impl RequestContext {
                 "resumed sending log messages to the client"
             );
         }
-        let params = json!({ "level": level.as_str(), "logger": logger, "data": message });
-        self.notify("notifications/message", &params).await;
+        let params = LoggingMessage {
+            level,
+            logger,
+            data: message,
+        };
+        self.notify(LOG_MESSAGE, &params).await;
     }
 
     /// Send `notifications/progress`, if the request carried a progress token and `progress`
@@ -296,18 +365,17 @@ impl RequestContext {
             }
             *last = Some(progress);
         }
-        let mut params = json!({ "progressToken": token, "progress": progress });
-        if let Some(total) = total.filter(|t| t.is_finite()) {
-            params["total"] = json!(total);
-        }
-        if let Some(message) = message {
-            params["message"] = json!(message);
-        }
-        self.notify("notifications/progress", &params).await;
+        let params = Progress {
+            progress_token: token,
+            progress,
+            total: total.filter(|t| t.is_finite()),
+            message,
+        };
+        self.notify(PROGRESS, &params).await;
     }
 
     /// Send a notification on this request's stream.
-    pub async fn notify(&self, method: &str, params: &Value) {
+    pub async fn notify(&self, method: &str, params: &impl serde::Serialize) {
         let Ok(params) = serde_json::value::to_raw_value(params) else {
             return;
         };
@@ -325,8 +393,20 @@ impl RequestContext {
         kind: ClientRequest,
         params: &RawValue,
     ) -> Result<Box<RawValue>, String> {
+        let peer = match &self.client {
+            Client::Session(peer) => peer,
+            Client::Stateless(stateless) => {
+                return match &stateless.inputs {
+                    Some(inputs) => inputs.ask(kind, params),
+                    None => Err(format!(
+                        "{} is not available during this request (only tools/call, prompts/get and resources/read may ask the client for input)",
+                        kind.method()
+                    )),
+                };
+            }
+        };
         let capability = kind.capability();
-        if !self.peer.has_capability(&[capability]) {
+        if !peer.has_capability(&[capability]) {
             return Err(format!(
                 "the client did not declare the `{capability}` capability, so {} is not available",
                 kind.method()
@@ -337,7 +417,7 @@ impl RequestContext {
                 .ok()
                 .and_then(|p| p.get("mode").cloned())
                 == Some(json!("url"));
-            if url_mode && !self.peer.has_capability(&["elicitation", "url"]) {
+            if url_mode && !peer.has_capability(&["elicitation", "url"]) {
                 return Err("the client does not support URL-mode elicitation".to_owned());
             }
         }
@@ -346,15 +426,16 @@ impl RequestContext {
         }
         let id = RequestId::String(format!(
             "mcpbox-{}",
-            self.peer.next_id.fetch_add(1, Ordering::Relaxed)
+            peer.next_id.fetch_add(1, Ordering::Relaxed)
         ));
         let (sender, answer) = oneshot::channel();
-        lock(&self.peer.pending).insert(id.clone(), sender);
+        lock(&peer.pending).insert(id.clone(), sender);
         let _guard = PendingGuard {
-            peer: &self.peer,
+            peer,
             id: id.clone(),
         };
-        let params = (kind != ClientRequest::Roots || params.get() != "{}").then_some(params);
+        let params = without_input_key(params);
+        let params = (kind != ClientRequest::Roots || params.get() != "{}").then_some(&*params);
         if self
             .outbound
             .send(encode_request(&id, kind.method(), params))
@@ -375,6 +456,25 @@ impl RequestContext {
             Err(_) => Err("the session ended before the client answered".to_owned()),
         }
     }
+}
+
+/// `params` without the input-request key a plugin may name (`_meta["mcpbox/inputKey"]`),
+/// which only 2026-07-28 input requests use.
+fn without_input_key(params: &RawValue) -> std::borrow::Cow<'_, RawValue> {
+    use std::borrow::Cow;
+    if !params.get().contains(super::mrtr::INPUT_KEY_META) {
+        return Cow::Borrowed(params);
+    }
+    let Ok(mut map) = serde_json::from_str::<serde_json::Map<String, Value>>(params.get()) else {
+        return Cow::Borrowed(params);
+    };
+    if let Some(meta) = map.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.remove(super::mrtr::INPUT_KEY_META);
+        if meta.is_empty() {
+            map.remove("_meta");
+        }
+    }
+    serde_json::value::to_raw_value(&map).map_or(Cow::Borrowed(params), Cow::Owned)
 }
 
 #[cfg(test)]
@@ -405,17 +505,22 @@ mod tests {
     fn log_rate_is_limited_per_logger() {
         let peer = Peer::default();
         let passed = (0..1000)
-            .filter(|_| peer.admit_log("noisy").is_some())
+            .filter(|_| peer.logs.admit_log("noisy").is_some())
             .count();
         assert!((100..=110).contains(&passed), "{passed}");
-        assert!(peer.admit_log("quiet").is_some());
+        assert!(peer.logs.admit_log("quiet").is_some());
     }
 
     #[tokio::test]
     async fn progress_only_increases_and_stops_when_answered() {
         let (outbound, mut sent) = mpsc::channel(16);
         let token = RawValue::from_string("\"t\"".to_owned()).ok();
-        let ctx = RequestContext::new(Arc::new(Peer::default()), outbound, token, Arc::default());
+        let ctx = RequestContext::new(
+            Client::Session(Arc::new(Peer::default())),
+            outbound,
+            token,
+            Arc::default(),
+        );
         ctx.progress(1.0, Some(3.0), None).await;
         ctx.progress(1.0, Some(3.0), None).await;
         ctx.progress(0.5, None, None).await;

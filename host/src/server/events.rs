@@ -1,12 +1,13 @@
-//! Forwarding the backend's events to one session's client: list changes for the lists the
-//! session advertised as changing, resource updates for the URIs it subscribed to, and the
-//! host's own error messages at the session's log level.
+//! Forwarding the backend's events to one 2025-11-25 session's client: list changes for the
+//! lists the session advertised as changing, resource updates for the URIs it subscribed to,
+//! and the host's own error messages at the session's log level. (2026-07-28 clients hear of
+//! changes on `subscriptions/listen` streams instead.)
 
-use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{Backend, ChangedList, Outbound, ServerEvent, Session};
 use crate::protocol::jsonrpc::encode_notification;
+use crate::protocol::result::{LOG_MESSAGE, LoggingMessage, RESOURCE_UPDATED, ResourceUpdated};
 
 /// Forward `session`'s share of the backend's events to `outbound` until the backend stops
 /// publishing or the client goes away. Run it beside the session, on its own task.
@@ -47,36 +48,33 @@ async fn send<B: Backend>(session: &Session<B>, outbound: &Outbound, event: &Ser
     if !session.is_initialized() {
         return true;
     }
+    let legacy = &session.legacy;
     let (method, params) = match event {
         ServerEvent::ListChanged(list) => {
-            if !session.announces_changes_to(*list) {
+            if !legacy.announces_changes_to(*list) {
                 return true;
             }
-            let method = match list {
-                ChangedList::Tools => "notifications/tools/list_changed",
-                ChangedList::Prompts => "notifications/prompts/list_changed",
-                ChangedList::Resources => "notifications/resources/list_changed",
-            };
-            (method, None)
+            (list.notification(), None)
         }
         ServerEvent::ResourceUpdated(uri) => {
-            if !session.is_subscribed(uri) {
+            if !legacy.is_subscribed(uri) {
                 return true;
             }
-            (
-                "notifications/resources/updated",
-                Some(json!({ "uri": uri })),
-            )
+            let params = serde_json::value::to_raw_value(&ResourceUpdated { uri }).ok();
+            (RESOURCE_UPDATED, params)
         }
         ServerEvent::HostLog { level, message } => {
-            if !session.peer().wants_host_log(*level) {
+            if !legacy.peer().wants_host_log(*level) {
                 return true;
             }
-            let params = json!({ "level": level.as_str(), "logger": "mcpbox", "data": message });
-            ("notifications/message", Some(params))
+            let params = LoggingMessage {
+                level: *level,
+                logger: "mcpbox",
+                data: message,
+            };
+            (LOG_MESSAGE, serde_json::value::to_raw_value(&params).ok())
         }
     };
-    let params = params.and_then(|p| serde_json::value::to_raw_value(&p).ok());
     outbound
         .send(encode_notification(method, params.as_deref()))
         .await

@@ -1,12 +1,19 @@
-//! One MCP session: the lifecycle (initialize, initialized), dispatch of each method to the
-//! [`Backend`], and the rules for which request gets which error.
+//! MCP sessions for both revisions: the one loop every transport shares (arrival order,
+//! requests in flight, cancellation), the 2025-11-25 handshake era and the 2026-07-28
+//! stateless era side by side, dispatch of each method to the [`Backend`], and the rules for
+//! which request gets which error.
 //!
 //! Depends on `protocol` only. It defines the interface it dispatches to ([`Backend`]) so it
 //! knows nothing of plugins, wasmtime or files; and it knows nothing of byte framing, so the
-//! same session serves stdio and, later, HTTP.
+//! same session serves stdio and HTTP.
 
 mod context;
+mod dispatch;
 mod events;
+mod legacy;
+mod listen;
+mod modern;
+mod mrtr;
 mod session;
 
 use std::collections::BTreeMap;
@@ -16,10 +23,37 @@ use tokio::sync::broadcast;
 
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, LogLevel};
+use crate::protocol::result::{Empty, ListCapability, ResourcesCapability, ServerCapabilities};
 
-pub use context::{ClientRequest, Outbound, RequestContext};
+pub use crate::protocol::result::ChangedList;
+pub use context::{Cancellation, ClientRequest, Outbound, RequestContext};
 pub use events::forward_events;
-pub use session::Session;
+pub use mrtr::{INPUT_KEY_META, StateKey};
+pub use session::{Answer, Era, Mode, Pending, Session, Status};
+
+/// Settings of the 2026-07-28 side, shared by every session of a process.
+#[derive(Debug, Clone)]
+pub struct ModernSettings {
+    /// Signs `requestState`.
+    pub state_key: StateKey,
+    /// How long a `requestState` stays valid.
+    pub state_lifetime: std::time::Duration,
+    /// `ttlMs` of `server/discover` and list results.
+    pub list_ttl_ms: u64,
+    /// `ttlMs` of `resources/read` results.
+    pub read_ttl_ms: u64,
+}
+
+impl Default for ModernSettings {
+    fn default() -> Self {
+        Self {
+            state_key: StateKey::random(),
+            state_lifetime: std::time::Duration::from_secs(10 * 60),
+            list_ttl_ms: 60_000,
+            read_ttl_ms: 0,
+        }
+    }
+}
 
 /// Which kinds of things the backend offers; the session advertises the matching
 /// capabilities at `initialize`.
@@ -38,15 +72,23 @@ pub struct Offers {
     pub list_changed: bool,
 }
 
-/// A list whose contents changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangedList {
-    /// `notifications/tools/list_changed`.
-    Tools,
-    /// `notifications/prompts/list_changed`.
-    Prompts,
-    /// `notifications/resources/list_changed` (resources or templates).
-    Resources,
+impl Offers {
+    /// The capabilities that say what is offered.
+    pub fn capabilities(self) -> ServerCapabilities {
+        let list = ListCapability {
+            list_changed: self.list_changed,
+        };
+        ServerCapabilities {
+            logging: Some(Empty {}),
+            completions: self.completions.then_some(Empty {}),
+            prompts: self.prompts.then_some(list),
+            resources: self.resources.then_some(ResourcesCapability {
+                list_changed: self.list_changed,
+                subscribe: self.list_changed,
+            }),
+            tools: self.tools.then_some(list),
+        }
+    }
 }
 
 /// Something every session may need to tell its client, published by the backend.

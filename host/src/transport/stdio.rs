@@ -6,10 +6,11 @@
 //! read hands each chunk straight to the session, where tokio's own stdin would hop through
 //! its blocking pool for every read. Input is read line by
 //! line with a size limit; a bad line (not JSON, not UTF-8, too long) gets its error reply and
-//! the session goes on. Requests run concurrently, so a slow tool never holds up a `ping`;
-//! lifecycle messages (`initialize`, notifications) are handled in arrival order. At end of
-//! input the transport waits (boundedly) for calls in flight, writes their replies and
-//! returns.
+//! the session goes on. Each decoded line goes to [`Session::accept`], which keeps arrival
+//! order and hands back the work to run concurrently (so a slow tool never holds up anything
+//! else). Both revisions share the process: each message is served in its own. At end of input
+//! listen streams close, and the transport waits (boundedly) for calls in flight, writes their
+//! replies and returns.
 
 use std::io::{self, Read, Write};
 use std::pin::Pin;
@@ -22,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::protocol::error::INVALID_REQUEST;
-use crate::protocol::jsonrpc::{Decoded, decode, encode_batch, encode_error};
+use crate::protocol::jsonrpc::{decode, encode_error};
 use crate::protocol::{ErrorObject, Reply};
 use crate::server::{Backend, Session, forward_events};
 
@@ -102,6 +103,8 @@ pub async fn serve<B: Backend>(
     }
 
     tracing::debug!(in_flight = in_flight.len(), "stdin closed");
+    // Listen streams end with their final result; then what is in flight is answered.
+    session.close();
     let drained = tokio::time::timeout(config.drain_timeout, async {
         while in_flight.join_next().await.is_some() {}
     })
@@ -141,44 +144,16 @@ async fn handle_line<B: Backend>(
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return;
     }
-    match decode(&bytes) {
-        Decoded::Single(Err(reply)) => {
-            let _ = replies.send(reply).await;
+    // The session decides what runs now (in arrival order) and what runs concurrently.
+    let Some(pending) = session.accept(decode(&bytes), None, replies).await else {
+        return;
+    };
+    let replies = replies.clone();
+    in_flight.spawn(async move {
+        if let Some(answer) = pending.work.await {
+            let _ = replies.send(answer.reply).await;
         }
-        Decoded::Single(Ok(message)) if Session::<B>::is_lifecycle(&message) => {
-            if let Some(reply) = session.handle(message, replies).await {
-                let _ = replies.send(reply).await;
-            }
-        }
-        Decoded::Single(Ok(message)) => {
-            session.track(&message);
-            let (session, replies) = (Arc::clone(session), replies.clone());
-            in_flight.spawn(async move {
-                if let Some(reply) = session.handle(message, &replies).await {
-                    let _ = replies.send(reply).await;
-                }
-            });
-        }
-        Decoded::Batch(items) => {
-            items
-                .iter()
-                .flatten()
-                .for_each(|message| session.track(message));
-            let (session, replies) = (Arc::clone(session), replies.clone());
-            in_flight.spawn(async move {
-                let mut answers = Vec::new();
-                for item in items {
-                    match item {
-                        Err(reply) => answers.push(reply),
-                        Ok(message) => answers.extend(session.handle(message, &replies).await),
-                    }
-                }
-                if !answers.is_empty() {
-                    let _ = replies.send(encode_batch(&answers)).await;
-                }
-            });
-        }
-    }
+    });
 }
 
 /// Write each reply as one line, flushing whenever the queue runs dry (so replies that are

@@ -1,14 +1,21 @@
 //! The fixtures the official MCP conformance suite (`@modelcontextprotocol/conformance`)
 //! checks: tools for every content kind, logging, progress, errors, sampling and elicitation;
 //! static, binary and templated resources; prompts with arguments, embedded resources and
-//! images; and argument completion.
+//! images; and argument completion. For 2026-07-28: the diagnostic tools of the stateless
+//! scenarios, list-change triggers, and the input-request (MRTR) fixtures.
+//!
+//! The triggers change this plugin's lists for real: granted a directory at `/state` (the
+//! conformance test's manifest does that), a trigger bumps a counter there that the listed
+//! `test_dynamic_tool` / `test_dynamic_prompt` descriptions show, and asks the host to read
+//! the lists again. Without the grant the lists never change.
 
 use std::time::Duration;
 
 use mcpbox_sdk::serde_json::{Value, json};
 use mcpbox_sdk::{
-    Completions, Content, Deserialize, JsonSchema, NoArgs, Plugin, Prompt, PromptMessage, Prompts,
-    ResourceContents, ResourceInfo, ResourceTemplate, Resources, Tool, ToolResult, Tools, host,
+    Completions, Content, Deserialize, JsonSchema, ListKind, NoArgs, Plugin, Prompt, PromptMessage,
+    Prompts, ResourceContents, ResourceInfo, ResourceTemplate, Resources, Tool, ToolResult, Tools,
+    host,
 };
 
 const PNG: &[u8] = include_bytes!("../assets/pixel.png");
@@ -29,6 +36,55 @@ struct SamplingArgs {
 struct ElicitationArgs {
     /// The message to show the user.
     message: String,
+}
+
+/// The generation counter `kind` keeps under `/state`, if the directory is granted.
+fn generation(kind: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/state/{kind}-generation")).ok()?;
+    text.trim().parse().ok()
+}
+
+/// Bump `kind`'s generation and tell the host the list changed.
+fn trigger(kind: &str, list: ListKind) -> Result<String, String> {
+    let next = generation(kind).unwrap_or(0) + 1;
+    std::fs::write(format!("/state/{kind}-generation"), next.to_string())
+        .map_err(|e| format!("cannot change the {kind} list without the /state grant: {e}"))?;
+    host::notify_list_changed(list);
+    Ok(format!("{kind} list changed (generation {next})"))
+}
+
+/// Ask the client to elicit `field`, keyed `key`; the answer's `content.field`.
+fn ask(key: &str, message: &str, field: &str) -> Result<String, String> {
+    let answer = host::elicit(&json!({
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": { field: { "type": "string" } },
+            "required": [field],
+        },
+        "_meta": { host::INPUT_KEY_META: key },
+    }))?;
+    match answer["action"].as_str() {
+        Some("accept") => Ok(answer["content"][field]
+            .as_str()
+            .map_or_else(|| answer["content"][field].to_string(), str::to_owned)),
+        other => Err(format!(
+            "the user did not answer ({})",
+            other.unwrap_or("?")
+        )),
+    }
+}
+
+fn sample_keyed(key: &str, prompt: &str) -> Result<String, String> {
+    let answer = host::sample(&json!({
+        "messages": [{ "role": "user", "content": { "type": "text", "text": prompt } }],
+        "maxTokens": 100,
+        "_meta": { host::INPUT_KEY_META: key },
+    }))?;
+    Ok(answer["content"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned())
 }
 
 fn sleep_ms(ms: u64) {
@@ -153,6 +209,145 @@ struct TemplateId {
     id: String,
 }
 
+/// The diagnostic and input-request tools of the 2026-07-28 scenarios.
+fn mrtr_tools(tools: &mut Tools) {
+    let plain = |name: &str, description: &str| Tool::new(name, description);
+    tools
+        .add(
+            plain(
+                "test_missing_capability",
+                "Needs the client's sampling capability (rejected with -32021 without it)",
+            ),
+            |_: NoArgs| -> Result<String, String> {
+                sample_keyed("probe", "Say anything")?;
+                Ok("Success".to_owned())
+            },
+        )
+        .add(
+            plain(
+                "test_streaming_elicitation",
+                "Asks the user for input: never a request on the response stream",
+            ),
+            |_: NoArgs| ask("stream_answer", "Anything to add?", "answer"),
+        )
+        .add(
+            plain(
+                "test_logging_tool",
+                "Logs a message (sent only to requests that opted into logs)",
+            ),
+            |_: NoArgs| {
+                host::info("test_logging_tool ran");
+                "Logged".to_owned()
+            },
+        )
+        .add(
+            plain("test_trigger_tool_change", "Changes the tool list"),
+            |_: NoArgs| trigger("tools", ListKind::Tools),
+        )
+        .add(
+            plain("test_trigger_prompt_change", "Changes the prompt list"),
+            |_: NoArgs| trigger("prompts", ListKind::Prompts),
+        )
+        .add(
+            plain(
+                "test_dynamic_tool",
+                &format!(
+                    "A tool whose description follows the tool list's generation ({})",
+                    generation("tools").unwrap_or(0)
+                ),
+            ),
+            |_: NoArgs| "dynamic",
+        )
+        .add(
+            plain(
+                "test_input_required_result_elicitation",
+                "Asks the user's name (input request user_name)",
+            ),
+            |_: NoArgs| -> Result<String, String> {
+                let name = ask("user_name", "What is your name?", "name")?;
+                Ok(format!("Hello, {name}!"))
+            },
+        )
+        .add(
+            plain(
+                "test_input_required_result_sampling",
+                "Asks the client's model a question (input request capital_question)",
+            ),
+            |_: NoArgs| sample_keyed("capital_question", "What is the capital of France?"),
+        )
+        .add(
+            plain(
+                "test_input_required_result_list_roots",
+                "Asks the client for its roots",
+            ),
+            |_: NoArgs| -> Result<String, String> {
+                let roots = host::list_roots()?;
+                Ok(format!("Roots: {}", roots["roots"]))
+            },
+        )
+        .add(
+            plain(
+                "test_input_required_result_request_state",
+                "Asks for a confirmation; the answer comes back with the request state",
+            ),
+            |_: NoArgs| -> Result<String, String> {
+                ask("confirm", "Confirm?", "ok")?;
+                Ok("state-ok".to_owned())
+            },
+        )
+        .add(
+            plain(
+                "test_input_required_result_multiple_inputs",
+                "Asks for a name, a completion and the roots in one round",
+            ),
+            |_: NoArgs| -> Result<String, String> {
+                // All three are asked before any answer is used, so they go in one round.
+                let name = ask("user_name", "What is your name?", "name");
+                let greeting = sample_keyed("greeting", "Write a greeting");
+                let roots = host::list_roots();
+                Ok(format!(
+                    "name={}, greeting={}, roots={}",
+                    name?, greeting?, roots?["roots"]
+                ))
+            },
+        )
+        .add(
+            plain(
+                "test_input_required_result_multi_round",
+                "Asks for a name, then (in a second round) a colour",
+            ),
+            |_: NoArgs| -> Result<String, String> {
+                let name = ask("name", "What is your name?", "name")?;
+                let color = ask("color", &format!("{name}, your favourite colour?"), "color")?;
+                Ok(format!("{name} likes {color}"))
+            },
+        )
+        .add(
+            plain(
+                "test_input_required_result_tampered_state",
+                "Asks for a confirmation; tampered request state is rejected",
+            ),
+            |_: NoArgs| -> Result<String, String> {
+                ask("confirm", "Confirm?", "ok")?;
+                Ok("confirmed".to_owned())
+            },
+        )
+        .add(
+            plain(
+                "test_input_required_result_capabilities",
+                "Asks the user if the client can elicit, else the client's model",
+            ),
+            |_: NoArgs| -> Result<String, String> {
+                match ask("user_choice", "Pick one", "choice") {
+                    Ok(choice) => Ok(format!("user chose {choice}")),
+                    Err(_) => {
+                        sample_keyed("model_choice", "Pick one").map(|c| format!("model chose {c}"))
+                    }
+                }
+            },
+        );
+}
+
 struct Conformance;
 
 impl Plugin for Conformance {
@@ -257,6 +452,7 @@ impl Plugin for Conformance {
                 .input_schema(SCHEMA_2020_12),
                 |args: Value| format!("JSON Schema 2020-12 tool called with: {args}"),
             );
+        mrtr_tools(tools);
     }
 
     fn resources(resources: &mut Resources) {
@@ -336,6 +532,26 @@ impl Plugin for Conformance {
                         PromptMessage::user("Please analyze the image above."),
                     ]
                 },
+            )
+            .add(
+                Prompt::new(
+                    "test_input_required_result_prompt",
+                    "A prompt that asks the user for context first",
+                ),
+                |_: NoArgs| -> Result<String, String> {
+                    let context = ask("context", "What context should the prompt use?", "context")?;
+                    Ok(format!("Use this context: {context}"))
+                },
+            )
+            .add(
+                Prompt::new(
+                    "test_dynamic_prompt",
+                    &format!(
+                        "A prompt whose description follows the prompt list's generation ({})",
+                        generation("prompts").unwrap_or(0)
+                    ),
+                ),
+                |_: NoArgs| "dynamic".to_owned(),
             );
     }
 

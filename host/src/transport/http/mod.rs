@@ -1,10 +1,20 @@
-//! The HTTP transports: Streamable HTTP (MCP 2025-11-25) at `/mcp`, and the legacy HTTP+SSE
-//! transport of 2024-11-05 clients at `/sse` and `/messages`.
+//! The HTTP transports: Streamable HTTP at `/mcp` for both MCP 2026-07-28 (stateless) and
+//! 2025-11-25 (sessions), and the legacy HTTP+SSE transport of 2024-11-05 clients at `/sse`
+//! and `/messages`.
 //!
-//! Depends on `protocol` and `server`; knows nothing of plugins. Every request passes the same
+//! Depends on `protocol` and `server`; knows nothing of plugins, and keeps no request ordering
+//! of its own: every decoded body goes to [`Session::accept`]. Every request passes the same
 //! gate first: the `Host` and `Origin` headers must name the bound address (DNS rebinding →
 //! 403), the bearer token must match when one is configured (401 with `WWW-Authenticate`), and
-//! bodies are size-limited (413). On `/mcp`:
+//! bodies are size-limited (413).
+//!
+//! A POST is 2026-07-28 when its `_meta` carries the protocol-version key or its
+//! `MCP-Protocol-Version` header is not a handshake version ([`v2026::is_modern`]). Such a
+//! request has no session: the mirror headers (`MCP-Protocol-Version`, `Mcp-Method`,
+//! `Mcp-Name`) are checked against the body, errors carry their statuses (400, 404), and the
+//! answer is JSON unless the request sends notifications first (then SSE, with
+//! `X-Accel-Buffering: no`). Closing the response cancels the request. GET and DELETE from a
+//! 2026-07-28 client get 405. Every other POST is 2025-11-25:
 //!
 //! - `POST` carries one JSON-RPC message (or a batch). `initialize` creates a session and
 //!   answers with its `Mcp-Session-Id` (random, visible ASCII). Other messages need that header
@@ -40,11 +50,14 @@ use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 
 use self::streams::{LIVE_QUEUE, STANDALONE, Streams};
-use crate::protocol::error::INVALID_REQUEST;
-use crate::protocol::jsonrpc::{Decoded, decode, encode_batch, encode_error};
-use crate::protocol::mcp::SUPPORTED_VERSIONS;
-use crate::protocol::{ErrorObject, Message, Reply};
-use crate::server::{Backend, Outbound, Session, forward_events};
+use crate::protocol::error::{INTERNAL_ERROR, INVALID_REQUEST};
+use crate::protocol::jsonrpc::{Decoded, decode, encode_error};
+use crate::protocol::request::{Method, RequestMeta};
+use crate::protocol::v2026::{self, MirrorHeaders};
+use crate::protocol::{ErrorObject, Message, Reply, v2025};
+use crate::server::{
+    Answer, Backend, Cancellation, Mode, ModernSettings, Outbound, Session, Status, forward_events,
+};
 
 /// Settings of the HTTP transports.
 #[derive(Debug, Clone)]
@@ -58,6 +71,8 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Sessions unused this long are ended.
     pub session_idle: Duration,
+    /// Settings of 2026-07-28 requests.
+    pub modern: Arc<ModernSettings>,
 }
 
 impl Default for HttpConfig {
@@ -67,6 +82,7 @@ impl Default for HttpConfig {
             auth_token: None,
             max_body_bytes: 4 << 20,
             session_idle: Duration::from_secs(30 * 60),
+            modern: Arc::default(),
         }
     }
 }
@@ -116,6 +132,8 @@ impl<B> Drop for HttpSession<B> {
 /// Shared state of the HTTP server.
 struct App<B> {
     backend: Arc<B>,
+    /// Where 2026-07-28 requests go: one stateless session for all of them.
+    stateless: Arc<Session<B>>,
     config: HttpConfig,
     bound: SocketAddr,
     sessions: Mutex<HashMap<String, Arc<HttpSession<B>>>>,
@@ -130,7 +148,11 @@ impl<B: Backend> App<B> {
     /// events into that stream.
     fn create_session(self: &Arc<Self>) -> (String, Arc<HttpSession<B>>) {
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let session = Arc::new(Session::new(Arc::clone(&self.backend)));
+        let session = Arc::new(Session::new(
+            Arc::clone(&self.backend),
+            Mode::Legacy,
+            Arc::clone(&self.config.modern),
+        ));
         let (standalone, mut queue) = mpsc::channel::<Reply>(LIVE_QUEUE);
         let http = Arc::new_cyclic(|weak: &std::sync::Weak<HttpSession<B>>| {
             let pump = {
@@ -304,16 +326,30 @@ fn check_version(headers: &HeaderMap) -> Result<(), Refused> {
         .get(VERSION_HEADER)
         .map(|v| v.to_str().unwrap_or(""))
     {
-        Some(version) if !SUPPORTED_VERSIONS.contains(&version) => Err(Box::new(rpc_error(
+        Some(version) if !v2025::is_handshake_version(version) => Err(Box::new(rpc_error(
             StatusCode::BAD_REQUEST,
             INVALID_REQUEST,
             &format!(
-                "unsupported MCP-Protocol-Version `{version}`; supported: {}",
-                SUPPORTED_VERSIONS.join(", ")
+                "unsupported MCP-Protocol-Version `{version}` for a session; supported: {}",
+                v2025::VERSIONS.join(", ")
             ),
         ))),
         _ => Ok(()),
     }
+}
+
+/// 2026-07-28 has no sessions: GET and DELETE from a client of that revision (a modern
+/// `MCP-Protocol-Version` and no session) get 405.
+fn no_stateless_streams(headers: &HeaderMap) -> Result<(), Refused> {
+    let version = headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok());
+    let modern = version.is_some_and(|v| !v2025::is_handshake_version(v));
+    if modern && headers.get(SESSION_HEADER).is_none() {
+        return Err(Box::new(plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "2026-07-28 has no sessions: only POST is served",
+        )));
+    }
+    Ok(())
 }
 
 fn accepts_sse(headers: &HeaderMap) -> bool {
@@ -341,23 +377,182 @@ fn sse(rx: mpsc::Receiver<Event>, session_id: Option<&str>) -> Response {
 type Shared<B> = State<Arc<App<B>>>;
 
 async fn post_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(refused) = app.check(&headers).and_then(|()| check_version(&headers)) {
+    if let Err(refused) = app.check(&headers) {
         return *refused;
     }
-    let messages = match decode(&body) {
-        Decoded::Single(Ok(message)) => vec![Ok(message)],
-        Decoded::Single(Err(reply)) => return json_response(StatusCode::BAD_REQUEST, &reply),
-        Decoded::Batch(items) => items,
+    let decoded = decode(&body);
+    let mirror = mirror_headers(&headers);
+    if is_modern(&decoded, mirror.protocol_version.as_deref()) {
+        return post_stateless(&app, &headers, decoded, mirror).await;
+    }
+    post_session(&app, &headers, decoded).await
+}
+
+/// Whether a POST belongs to 2026-07-28 (the routing rule of [`v2026::is_modern`]).
+fn is_modern(decoded: &Decoded, header_version: Option<&str>) -> bool {
+    match decoded {
+        Decoded::Single(Ok(Message::Request(request))) => v2026::is_modern(
+            &RequestMeta::read(request.params.as_deref()),
+            header_version,
+        ),
+        Decoded::Single(_) => v2026::is_modern(&RequestMeta::default(), header_version),
+        Decoded::Batch(_) => false,
+    }
+}
+
+fn mirror_headers(headers: &HeaderMap) -> MirrorHeaders {
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
     };
-    let batch = messages.len() > 1;
-    let initialize = messages
+    MirrorHeaders {
+        protocol_version: get(VERSION_HEADER),
+        method: get("mcp-method"),
+        name: get("mcp-name"),
+    }
+}
+
+fn status_of(status: Status) -> StatusCode {
+    match status {
+        Status::Ok => StatusCode::OK,
+        Status::BadRequest => StatusCode::BAD_REQUEST,
+        Status::NotFound => StatusCode::NOT_FOUND,
+    }
+}
+
+/// Cancels a request when dropped (the client went away), unless disarmed (it was answered).
+struct CancelOnDrop(Option<Arc<Cancellation>>);
+
+impl CancelOnDrop {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(cancellation) = self.0.take() {
+            cancellation.cancel();
+        }
+    }
+}
+
+/// A 2026-07-28 POST: no session. The answer is one JSON object, unless the request sends
+/// notifications first (progress, logs, a listen stream): then it is an SSE stream carrying
+/// them and then the answer. Closing the response cancels the request.
+async fn post_stateless<B: Backend>(
+    app: &Arc<App<B>>,
+    headers: &HeaderMap,
+    decoded: Decoded,
+    mirror: MirrorHeaders,
+) -> Response {
+    let (outbound, mut sent) = mpsc::channel::<Reply>(LIVE_QUEUE);
+    let Some(pending) = app.stateless.accept(decoded, Some(mirror), &outbound).await else {
+        return StatusCode::ACCEPTED.into_response();
+    };
+    drop(outbound);
+    let mut guard = CancelOnDrop(pending.cancellation);
+    let mut work = tokio::spawn(pending.work);
+    let streams = accepts_sse(headers);
+    let mut open = true;
+    loop {
+        tokio::select! {
+            biased;
+            message = sent.recv(), if open => match message {
+                Some(first) if streams => return stateless_stream(first, sent, work, guard),
+                // A client that takes JSON only gets the answer alone.
+                Some(_) => {}
+                None => open = false,
+            },
+            joined = &mut work => {
+                guard.disarm();
+                return match joined {
+                    Ok(Some(answer)) => json_response(status_of(answer.status), &answer.reply),
+                    Ok(None) => StatusCode::ACCEPTED.into_response(),
+                    Err(e) => {
+                        tracing::error!("a request task failed: {e}");
+                        rpc_error(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR, "the request failed")
+                    }
+                };
+            }
+        }
+    }
+}
+
+/// The SSE answer of a 2026-07-28 request: `first`, what else it sends, then its answer.
+fn stateless_stream(
+    first: Reply,
+    mut sent: mpsc::Receiver<Reply>,
+    mut work: tokio::task::JoinHandle<Option<Answer>>,
+    mut guard: CancelOnDrop,
+) -> Response {
+    let (live, rx) = mpsc::channel::<Event>(LIVE_QUEUE);
+    tokio::spawn(async move {
+        if live.send(Event::default().data(first.0)).await.is_err() {
+            return;
+        }
+        loop {
+            tokio::select! {
+                biased;
+                // The client closed the stream: that is the cancellation (the guard fires).
+                () = live.closed() => return,
+                message = sent.recv() => match message {
+                    Some(reply) => {
+                        if live.send(Event::default().data(reply.0)).await.is_err() {
+                            return;
+                        }
+                    }
+                    None => break,
+                },
+                joined = &mut work => {
+                    while let Ok(reply) = sent.try_recv() {
+                        let _ = live.send(Event::default().data(reply.0)).await;
+                    }
+                    guard.disarm();
+                    if let Ok(Some(answer)) = joined {
+                        let _ = live.send(Event::default().data(answer.reply.0)).await;
+                    }
+                    return;
+                }
+            }
+        }
+        let joined = tokio::select! {
+            () = live.closed() => return,
+            joined = &mut work => joined,
+        };
+        guard.disarm();
+        if let Ok(Some(answer)) = joined {
+            let _ = live.send(Event::default().data(answer.reply.0)).await;
+        }
+    });
+    sse(rx, None)
+}
+
+/// A 2025-11-25 (or older) POST: `initialize` creates a session; everything else needs one.
+async fn post_session<B: Backend>(
+    app: &Arc<App<B>>,
+    headers: &HeaderMap,
+    decoded: Decoded,
+) -> Response {
+    if let Err(refused) = check_version(headers) {
+        return *refused;
+    }
+    let messages: Vec<&Result<Message, Reply>> = match &decoded {
+        Decoded::Single(Err(reply)) => return json_response(StatusCode::BAD_REQUEST, reply),
+        Decoded::Single(message) => vec![message],
+        Decoded::Batch(items) => items.iter().collect(),
+    };
+    let initialize = messages.iter().any(|m| {
+        matches!(m, Ok(Message::Request(r)) if Method::from_name(&r.method) == Method::Initialize)
+    });
+    let has_requests = messages
         .iter()
-        .any(|m| matches!(m, Ok(Message::Request(r)) if r.method == "initialize"));
+        .any(|m| matches!(m, Ok(Message::Request(_))));
     let (session_id, http) = if initialize {
-        let (id, http) = app.create_session();
-        (id, http)
+        app.create_session()
     } else {
-        match app.session(&headers) {
+        match app.session(headers) {
             Ok(http) => (
                 headers
                     .get(SESSION_HEADER)
@@ -369,42 +564,25 @@ async fn post_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap, body: B
             Err(response) => return *response,
         }
     };
-    let has_requests = messages
-        .iter()
-        .any(|m| matches!(m, Ok(Message::Request(_))));
     if !has_requests {
-        // Notifications and responses: handled here, in order, and accepted.
-        for message in messages.into_iter().flatten() {
-            http.session.handle(message, &http.standalone).await;
+        // Notifications and responses: handled now, in order, and accepted.
+        if let Some(pending) = http.session.accept(decoded, None, &http.standalone).await {
+            pending.work.await;
         }
         return StatusCode::ACCEPTED.into_response();
     }
-    for message in messages.iter().flatten() {
-        http.session.track(message);
-    }
-    let sid = initialize.then_some(session_id.as_str());
-    if accepts_sse(&headers) && !initialize {
-        return stream_replies(&http, messages, batch, sid);
+    if accepts_sse(headers) && !initialize {
+        return stream_replies(&http, decoded).await;
     }
     // One JSON response; anything sent meanwhile goes to the session's standalone stream.
-    let mut replies = Vec::new();
-    for message in messages {
-        match message {
-            Ok(message) => replies.extend(http.session.handle(message, &http.standalone).await),
-            Err(reply) => replies.push(reply),
-        }
-    }
+    let answer = match http.session.accept(decoded, None, &http.standalone).await {
+        Some(pending) => pending.work.await,
+        None => None,
+    };
     if initialize && !http.session.is_initialized() {
         app.sessions().remove(&session_id);
     }
-    let reply = if batch {
-        encode_batch(&replies)
-    } else {
-        replies
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| Reply("{}".into()))
-    };
+    let reply = answer.map_or_else(|| Reply("{}".into()), |a| a.reply);
     let mut response = json_response(StatusCode::OK, &reply);
     if initialize
         && http.session.is_initialized()
@@ -416,15 +594,11 @@ async fn post_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap, body: B
 }
 
 /// Answer requests on a new SSE stream: what they send while running, then their replies.
-fn stream_replies<B: Backend>(
-    http: &Arc<HttpSession<B>>,
-    messages: Vec<Result<Message, Reply>>,
-    batch: bool,
-    session_id: Option<&str>,
-) -> Response {
+async fn stream_replies<B: Backend>(http: &Arc<HttpSession<B>>, decoded: Decoded) -> Response {
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
     let stream = http.streams().open(live);
     let (outbound, mut queue) = mpsc::channel::<Reply>(LIVE_QUEUE);
+    let pending = http.session.accept(decoded, None, &outbound).await;
     let http = Arc::clone(http);
     tokio::spawn(async move {
         let pump = {
@@ -435,31 +609,25 @@ fn stream_replies<B: Backend>(
                 }
             }
         };
-        let work = async {
-            let mut replies = Vec::new();
-            for message in messages {
-                match message {
-                    Ok(message) => replies.extend(http.session.handle(message, &outbound).await),
-                    Err(reply) => replies.push(reply),
-                }
-            }
-            if batch {
-                let _ = outbound.send(encode_batch(&replies)).await;
-            } else {
-                for reply in replies {
-                    let _ = outbound.send(reply).await;
-                }
+        let work = async move {
+            if let Some(pending) = pending
+                && let Some(answer) = pending.work.await
+            {
+                let _ = outbound.send(answer.reply).await;
             }
             drop(outbound);
         };
         tokio::join!(pump, work);
         http.streams().finish(stream);
     });
-    sse(rx, session_id)
+    sse(rx, None)
 }
 
 async fn get_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
-    if let Err(refused) = app.check(&headers).and_then(|()| check_version(&headers)) {
+    if let Err(refused) = app.check(&headers) {
+        return *refused;
+    }
+    if let Err(refused) = no_stateless_streams(&headers).and_then(|()| check_version(&headers)) {
         return *refused;
     }
     if !accepts_sse(&headers) {
@@ -489,7 +657,10 @@ async fn get_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Respo
 }
 
 async fn delete_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
-    if let Err(refused) = app.check(&headers) {
+    if let Err(refused) = app
+        .check(&headers)
+        .and_then(|()| no_stateless_streams(&headers))
+    {
         return *refused;
     }
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
@@ -548,26 +719,17 @@ async fn post_messages<B: Backend>(
         return plain(StatusCode::NOT_FOUND, "unknown session");
     };
     http.touch();
-    let messages = match decode(&body) {
-        Decoded::Single(message) => vec![message],
-        Decoded::Batch(items) => items,
-    };
-    for message in messages.iter().flatten() {
-        if !Session::<B>::is_lifecycle(message) {
-            http.session.track(message);
-        }
-    }
-    tokio::spawn(async move {
-        for message in messages {
-            let reply = match message {
-                Ok(message) => http.session.handle(message, &http.standalone).await,
-                Err(reply) => Some(reply),
-            };
-            if let Some(reply) = reply {
-                let _ = http.standalone.send(reply).await;
+    let pending = http
+        .session
+        .accept(decode(&body), None, &http.standalone)
+        .await;
+    if let Some(pending) = pending {
+        tokio::spawn(async move {
+            if let Some(answer) = pending.work.await {
+                let _ = http.standalone.send(answer.reply).await;
             }
-        }
-    });
+        });
+    }
     StatusCode::ACCEPTED.into_response()
 }
 
@@ -583,8 +745,14 @@ pub async fn serve<B: Backend>(
     let bound = listener.local_addr()?;
     let max_body = config.max_body_bytes;
     let idle = config.session_idle;
+    let stateless = Arc::new(Session::new(
+        Arc::clone(&backend),
+        Mode::Modern,
+        Arc::clone(&config.modern),
+    ));
     let app = Arc::new(App {
         backend,
+        stateless,
         config,
         bound,
         sessions: Mutex::new(HashMap::new()),
@@ -618,7 +786,9 @@ pub async fn serve<B: Backend>(
             shutdown.await;
             tracing::info!("shutting down: no new connections; closing event streams");
             let _ = stopping_tx.send(true);
+            app.stateless.close();
             for session in app.sessions().values() {
+                session.session.close();
                 session.streams().close_all();
             }
         }

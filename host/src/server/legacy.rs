@@ -1,0 +1,204 @@
+//! The 2025-11-25 (handshake era) side of a session: `initialize` and its negotiation, the
+//! session-wide log level and resource subscriptions, `ping`, and which request gets which
+//! error before and after the handshake. Requests run with the session's [`Peer`], so a
+//! plugin's questions to the client become real server-to-client requests.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::context::{Cancellation, Client, Outbound, Peer, RequestContext};
+use super::dispatch::dispatch;
+use super::session::{Answer, Era, Session, answer};
+use super::{Backend, Offers};
+use crate::protocol::ErrorObject;
+use crate::protocol::error::INVALID_REQUEST;
+use crate::protocol::mcp::InitializeParams;
+use crate::protocol::request::{ClientRequest, Method, TypedRequest};
+use crate::protocol::result::ChangedList;
+use crate::protocol::v2025::{InitializeResult, negotiate_version};
+
+/// What `initialize` settled.
+#[derive(Debug)]
+struct Negotiated {
+    version: &'static str,
+    /// What the server advertised to this client.
+    offers: Offers,
+}
+
+/// The state of a 2025-11-25 session.
+#[derive(Default)]
+pub struct Legacy {
+    peer: Arc<Peer>,
+    negotiated: OnceLock<Negotiated>,
+    initialized: AtomicBool,
+    subscriptions: Mutex<HashSet<String>>,
+}
+
+impl Legacy {
+    pub(super) fn peer(&self) -> &Arc<Peer> {
+        &self.peer
+    }
+
+    /// Whether `initialize` has been answered.
+    pub fn is_initialized(&self) -> bool {
+        self.negotiated.get().is_some()
+    }
+
+    /// The version agreed at `initialize`.
+    pub fn protocol_version(&self) -> Option<&'static str> {
+        self.negotiated.get().map(|n| n.version)
+    }
+
+    pub(super) fn initialized(&self) {
+        if self.negotiated.get().is_none() {
+            tracing::warn!("client sent notifications/initialized before initialize");
+        }
+        self.initialized.store(true, Ordering::Release);
+    }
+
+    /// Whether this session was told that `list` may change (so it expects notifications).
+    pub(super) fn announces_changes_to(&self, list: ChangedList) -> bool {
+        self.negotiated.get().is_some_and(|n| {
+            n.offers.list_changed
+                && match list {
+                    ChangedList::Tools => n.offers.tools,
+                    ChangedList::Prompts => n.offers.prompts,
+                    ChangedList::Resources => n.offers.resources,
+                }
+        })
+    }
+
+    /// Whether the client subscribed to the resource at `uri`.
+    pub(super) fn is_subscribed(&self, uri: &str) -> bool {
+        self.subscriptions().contains(uri)
+    }
+
+    fn subscriptions(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<B: Backend> Session<B> {
+    /// Answer one 2025-11-25 request.
+    pub(super) async fn legacy_request(
+        &self,
+        request: TypedRequest,
+        outbound: Outbound,
+        cancellation: Arc<Cancellation>,
+    ) -> Option<Answer> {
+        let ctx = RequestContext::new(
+            Client::Session(Arc::clone(self.legacy.peer())),
+            outbound,
+            request.meta.progress_token.clone(),
+            cancellation,
+        );
+        let outcome = self
+            .legacy_outcome(request.body, &request.method, &ctx)
+            .await;
+        ctx.finish();
+        Some(answer(&request.id, outcome, Era::Legacy))
+    }
+
+    async fn legacy_outcome(
+        &self,
+        body: Result<ClientRequest, ErrorObject>,
+        method: &Method,
+        ctx: &RequestContext,
+    ) -> Result<Box<RawValue>, ErrorObject> {
+        match method {
+            Method::Initialize => return self.initialize(body),
+            Method::Ping => return Ok(empty()),
+            // `server/discover` is how 2026-07-28 clients probe: -32601 tells a dual-era
+            // client that this conversation is in the handshake era.
+            Method::Discover | Method::Listen | Method::Unknown(_) => {
+                return Err(ErrorObject::method_not_found(method.as_str()));
+            }
+            _ => {}
+        }
+        if !self.legacy.is_initialized() {
+            return Err(ErrorObject::new(
+                INVALID_REQUEST,
+                format!(
+                    "`{}` before `initialize`: the session must start with an `initialize` request",
+                    method.as_str()
+                ),
+            ));
+        }
+        match body? {
+            ClientRequest::SetLevel(p) => {
+                self.legacy.peer().set_log_level(p.level);
+                Ok(empty())
+            }
+            ClientRequest::Subscribe(p) => {
+                self.legacy.subscriptions().insert(p.uri);
+                Ok(empty())
+            }
+            ClientRequest::Unsubscribe(p) => {
+                self.legacy.subscriptions().remove(&p.uri);
+                Ok(empty())
+            }
+            other => dispatch(&**self.backend(), other, ctx.clone()).await,
+        }
+    }
+
+    fn initialize(
+        &self,
+        body: Result<ClientRequest, ErrorObject>,
+    ) -> Result<Box<RawValue>, ErrorObject> {
+        let ClientRequest::Initialize(p) = body? else {
+            return Err(ErrorObject::internal(
+                "initialize decoded as another method",
+            ));
+        };
+        let InitializeParams {
+            protocol_version,
+            capabilities,
+            client_info,
+        } = p;
+        let version = negotiate_version(&protocol_version);
+        let offers = self.backend().offers();
+        if self
+            .legacy
+            .negotiated
+            .set(Negotiated { version, offers })
+            .is_err()
+        {
+            return Err(ErrorObject::new(
+                INVALID_REQUEST,
+                "the session is already initialized",
+            ));
+        }
+        let capabilities = capabilities
+            .as_deref()
+            .and_then(|c| serde_json::from_str(c.get()).ok());
+        self.legacy
+            .peer()
+            .set_capabilities(capabilities.unwrap_or(Value::Null));
+        let client = client_info
+            .as_ref()
+            .map_or("unknown client", |c| c.name.as_str());
+        tracing::info!(
+            client,
+            requested = protocol_version,
+            version,
+            "session initialized"
+        );
+        to_raw(&InitializeResult::new(version, offers.capabilities()))
+    }
+}
+
+/// `{}`.
+pub(super) fn empty() -> Box<RawValue> {
+    RawValue::from_string("{}".to_owned()).unwrap_or_default()
+}
+
+pub(super) fn to_raw(value: &impl serde::Serialize) -> Result<Box<RawValue>, ErrorObject> {
+    serde_json::value::to_raw_value(value)
+        .map_err(|e| ErrorObject::internal(format!("could not encode result: {e}")))
+}

@@ -1,0 +1,164 @@
+//! `subscriptions/listen` (2026-07-28): a long-lived request whose stream carries the list
+//! changes and resource updates it asked for, each tagged with its subscription id (the
+//! listen request's id). The acknowledgement, echoing what the server honours, comes first.
+//! The stream ends when the client cancels it (closing the HTTP stream, or
+//! `notifications/cancelled` on stdio) — then nothing more is sent — or when the session
+//! closes, with the result that ends the subscription.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::context::{Cancellation, Outbound};
+use super::legacy::to_raw;
+use super::session::{Answer, Era, Session, answer};
+use super::{Backend, ServerEvent};
+use crate::protocol::RequestId;
+use crate::protocol::jsonrpc::encode_notification;
+use crate::protocol::mcp::ListenFilter;
+use crate::protocol::result::ChangedList;
+use crate::protocol::v2026::{self, ACKNOWLEDGED, subscription_meta};
+
+/// The params of a tagged `notifications/resources/updated`.
+#[derive(Serialize)]
+struct TaggedUpdate<'a> {
+    uri: &'a str,
+    #[serde(rename = "_meta")]
+    meta: serde_json::Value,
+}
+
+/// The params of a tagged list change.
+#[derive(Serialize)]
+struct Tagged {
+    #[serde(rename = "_meta")]
+    meta: serde_json::Value,
+}
+
+impl<B: Backend> Session<B> {
+    /// Serve one listen request until it is cancelled or the session closes.
+    pub(super) async fn listen(
+        &self,
+        id: RequestId,
+        asked: ListenFilter,
+        outbound: Outbound,
+        cancellation: Arc<Cancellation>,
+    ) -> Option<Answer> {
+        let offers = self.backend().offers();
+        let honoured = ListenFilter {
+            tools_list_changed: asked.tools_list_changed && offers.list_changed && offers.tools,
+            prompts_list_changed: asked.prompts_list_changed
+                && offers.list_changed
+                && offers.prompts,
+            resources_list_changed: asked.resources_list_changed
+                && offers.list_changed
+                && offers.resources,
+            resource_subscriptions: if offers.list_changed && offers.resources {
+                asked.resource_subscriptions
+            } else {
+                Vec::new()
+            },
+        };
+        // Subscribe before acknowledging, so nothing after the acknowledgement is missed.
+        let mut events = self.backend().events();
+        let ack = v2026::acknowledgement(&id, &honoured);
+        let ack = serde_json::value::to_raw_value(&ack).ok();
+        if outbound
+            .send(encode_notification(ACKNOWLEDGED, ack.as_deref()))
+            .await
+            .is_err()
+        {
+            return None;
+        }
+        tracing::debug!(%id, filter = ?honoured, "listen stream open");
+        let closed = self.closed();
+        tokio::pin!(closed);
+        loop {
+            let event = tokio::select! {
+                () = cancellation.cancelled() => return None,
+                () = &mut closed => {
+                    return Some(answer(&id, to_raw(&v2026::listen_closed(&id)), Era::Modern));
+                }
+                event = next_event(&mut events) => event,
+            };
+            let sent = match event {
+                Some(Ok(event)) => send(&id, &honoured, &event, &outbound).await,
+                // Too far behind to know exactly what changed: say that every list did.
+                Some(Err(missed)) => {
+                    tracing::warn!(%id, missed, "a listen stream fell behind; announcing every list it follows as changed");
+                    let mut ok = true;
+                    for list in [
+                        ChangedList::Tools,
+                        ChangedList::Prompts,
+                        ChangedList::Resources,
+                    ] {
+                        ok &=
+                            send(&id, &honoured, &ServerEvent::ListChanged(list), &outbound).await;
+                    }
+                    ok
+                }
+                // The backend publishes nothing (more): wait for the end.
+                None => {
+                    tokio::select! {
+                        () = cancellation.cancelled() => return None,
+                        () = &mut closed => {
+                            return Some(answer(&id, to_raw(&v2026::listen_closed(&id)), Era::Modern));
+                        }
+                    }
+                }
+            };
+            if !sent {
+                return None;
+            }
+        }
+    }
+}
+
+/// The next event, `Err(missed)` when the stream lagged, `None` when there are no more.
+async fn next_event(
+    events: &mut Option<tokio::sync::broadcast::Receiver<ServerEvent>>,
+) -> Option<Result<ServerEvent, u64>> {
+    let receiver = events.as_mut()?;
+    match receiver.recv().await {
+        Ok(event) => Some(Ok(event)),
+        Err(RecvError::Lagged(missed)) => Some(Err(missed)),
+        Err(RecvError::Closed) => {
+            *events = None;
+            None
+        }
+    }
+}
+
+/// Send `event` if the subscription asked for it; false once the client is gone.
+async fn send(
+    id: &RequestId,
+    filter: &ListenFilter,
+    event: &ServerEvent,
+    outbound: &Outbound,
+) -> bool {
+    let meta = subscription_meta(id);
+    let message = match event {
+        ServerEvent::ListChanged(list) => {
+            let wanted = match list {
+                ChangedList::Tools => filter.tools_list_changed,
+                ChangedList::Prompts => filter.prompts_list_changed,
+                ChangedList::Resources => filter.resources_list_changed,
+            };
+            if !wanted {
+                return true;
+            }
+            let params = serde_json::value::to_raw_value(&Tagged { meta }).ok();
+            encode_notification(list.notification(), params.as_deref())
+        }
+        ServerEvent::ResourceUpdated(uri) => {
+            if !filter.resource_subscriptions.iter().any(|u| u == uri) {
+                return true;
+            }
+            let params = serde_json::value::to_raw_value(&TaggedUpdate { uri, meta }).ok();
+            encode_notification(crate::protocol::result::RESOURCE_UPDATED, params.as_deref())
+        }
+        // Host messages and logs never travel on a listen stream.
+        ServerEvent::HostLog { .. } => return true,
+    };
+    outbound.send(message).await.is_ok()
+}

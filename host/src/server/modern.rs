@@ -1,0 +1,167 @@
+//! The 2026-07-28 (stateless) side of a session: every request stands alone. Its envelope is
+//! checked by the revision's ladder, it runs with what its own `_meta` declared, its results
+//! carry `resultType` (and caching hints), and a plugin's questions to the client end the round
+//! with `input_required` (see [`super::mrtr`]).
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::Backend;
+use super::context::{Cancellation, Client, Outbound, RequestContext, Stateless};
+use super::dispatch::dispatch;
+use super::legacy::to_raw;
+use super::mrtr::{Binding, InputRound, RoundEnd};
+use super::session::{Answer, Era, Session, Status, answer};
+use crate::protocol::ErrorObject;
+use crate::protocol::jsonrpc::encode_error;
+use crate::protocol::request::{ClientRequest, Method, TypedRequest};
+use crate::protocol::v2026::{self, CacheHints, DiscoverResult, MirrorHeaders, Refusal};
+
+impl<B: Backend> Session<B> {
+    /// Whether this server serves `method` to 2026-07-28 clients (its capability is declared).
+    fn serves(&self, method: &Method) -> bool {
+        let offers = self.backend().offers();
+        match method {
+            Method::ListTools | Method::CallTool => offers.tools,
+            Method::ListPrompts | Method::GetPrompt => offers.prompts,
+            Method::ListResources | Method::ListResourceTemplates | Method::ReadResource => {
+                offers.resources
+            }
+            Method::Complete => offers.completions,
+            Method::Listen => offers.list_changed,
+            _ => true,
+        }
+    }
+
+    /// Answer one 2026-07-28 request.
+    pub(super) async fn modern_request(
+        &self,
+        request: TypedRequest,
+        headers: Option<MirrorHeaders>,
+        outbound: Outbound,
+        cancellation: Arc<Cancellation>,
+    ) -> Option<Answer> {
+        let envelope = match v2026::check(&request, headers.as_ref(), &|m| self.serves(m)) {
+            Ok(envelope) => envelope,
+            Err(refused) => {
+                tracing::debug!(id = %request.id, code = refused.error.code, "refused: {}", refused.error.message);
+                return Some(Answer {
+                    reply: encode_error(Some(&request.id), &refused.error),
+                    status: match refused.refusal {
+                        Refusal::BadRequest => Status::BadRequest,
+                        Refusal::NotFound => Status::NotFound,
+                    },
+                });
+            }
+        };
+        let binding = Binding::new(
+            &request.method,
+            request.target.as_ref(),
+            request.params.as_deref(),
+        );
+        let TypedRequest {
+            id,
+            meta,
+            retry,
+            body,
+            ..
+        } = request;
+        let body = match body {
+            Ok(body) => body,
+            Err(error) => return Some(answer(&id, Err(error), Era::Modern)),
+        };
+        let settings = Arc::clone(&self.settings);
+        let context = |inputs: Option<Arc<InputRound>>| {
+            RequestContext::new(
+                Client::Stateless(Arc::new(Stateless::new(envelope.log_level, inputs))),
+                outbound.clone(),
+                meta.progress_token.clone(),
+                Arc::clone(&cancellation),
+            )
+        };
+        let outcome = match body {
+            ClientRequest::Listen(p) => {
+                return self
+                    .listen(id, p.notifications, outbound, cancellation)
+                    .await;
+            }
+            ClientRequest::Discover => to_raw(&DiscoverResult::new(
+                self.backend().offers().capabilities(),
+                settings.list_ttl_ms,
+            )),
+            body @ (ClientRequest::CallTool(_)
+            | ClientRequest::GetPrompt(_)
+            | ClientRequest::ReadResource(_)) => {
+                let round = match InputRound::begin(
+                    &retry,
+                    &binding,
+                    envelope.capabilities.clone(),
+                    &settings.state_key,
+                ) {
+                    Ok(round) => Arc::new(round),
+                    Err(error) => return Some(answer(&id, Err(error), Era::Modern)),
+                };
+                let read = matches!(body, ClientRequest::ReadResource(_));
+                let ctx = context(Some(Arc::clone(&round)));
+                let outcome = dispatch(&**self.backend(), body, ctx.clone()).await;
+                ctx.finish();
+                drop(ctx);
+                let failed = outcome.as_ref().map_or(true, |r| is_error_result(r));
+                let end = match Arc::try_unwrap(round) {
+                    Ok(round) => round.end(
+                        binding,
+                        failed,
+                        &settings.state_key,
+                        settings.state_lifetime,
+                    ),
+                    // Nothing holds the round once the call returned; should a host call still
+                    // hold it, the answer cannot be trusted.
+                    Err(_) => RoundEnd::InvalidAnswer(
+                        "the call ended with a question still open".to_owned(),
+                    ),
+                };
+                match end {
+                    RoundEnd::Complete => outcome.map(|r| {
+                        let cache = read.then_some(CacheHints {
+                            ttl_ms: settings.read_ttl_ms,
+                            public: false,
+                        });
+                        v2026::complete(&r, cache)
+                    }),
+                    RoundEnd::InputRequired(result) => {
+                        tracing::debug!(%id, "asked the client for input");
+                        to_raw(&result)
+                    }
+                    RoundEnd::MissingCapabilities(missing) => {
+                        Err(v2026::missing_capabilities(&missing))
+                    }
+                    RoundEnd::InvalidAnswer(problem) => Err(ErrorObject::invalid_params(problem)),
+                }
+            }
+            body => {
+                let cache = (!matches!(body, ClientRequest::Complete(_))).then_some(CacheHints {
+                    ttl_ms: settings.list_ttl_ms,
+                    public: true,
+                });
+                let ctx = context(None);
+                let result = dispatch(&**self.backend(), body, ctx.clone()).await;
+                ctx.finish();
+                result.map(|r| v2026::complete(&r, cache))
+            }
+        };
+        Some(answer(&id, outcome.map_err(v2026::map_error), Era::Modern))
+    }
+}
+
+/// Whether a `tools/call` result says `isError: true`.
+fn is_error_result(result: &RawValue) -> bool {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Flag {
+        #[serde(default)]
+        is_error: bool,
+    }
+    serde_json::from_str::<Flag>(result.get()).is_ok_and(|f| f.is_error)
+}
