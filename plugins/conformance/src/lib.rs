@@ -546,7 +546,7 @@ impl Plugin for Conformance {
             .add(
                 Prompt::new(
                     "test_dynamic_prompt",
-                    &format!(
+                    format!(
                         "A prompt whose description follows the prompt list's generation ({})",
                         generation("prompts").unwrap_or(0)
                     ),
