@@ -19,6 +19,7 @@ mod contract;
 mod golden;
 mod http;
 mod loading;
+mod modern;
 mod python;
 mod reload;
 mod sandbox;

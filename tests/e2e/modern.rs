@@ -1,0 +1,194 @@
+//! MCP 2026-07-28 details no SDK shows directly, on the wire: per-request log opt-in,
+//! cancelling a listen stream on stdio, both revisions in one stdio process, and on HTTP the
+//! mirror headers, statuses, no sessions, SSE only when a request streams, and cancellation by
+//! closing the response.
+
+use serde_json::{Value, json};
+
+use crate::support::{HttpServer, Raw, SseReader, plugin_dir};
+
+const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+const META_INFO: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"info"}"#;
+
+fn plugins() -> tempfile::TempDir {
+    plugin_dir(&[
+        ("conformance", "conformance.wasm"),
+        ("interactive", "interactive.wasm"),
+    ])
+}
+
+#[tokio::test]
+async fn logs_reach_only_requests_that_opted_in() {
+    let dir = plugins();
+    let mut raw = Raw::start(dir.path(), &[]);
+    let call = |id: u32, meta: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"test_tool_with_logging","arguments":{{}},{meta}}}}}"#
+        )
+    };
+    let reply = raw.request(&call(1, META)).await;
+    assert_eq!(reply["id"], 1, "no log before the result: {reply}");
+    assert_eq!(reply["result"]["resultType"], "complete");
+    raw.send(call(2, META_INFO).as_bytes()).await;
+    let mut logs = 0;
+    loop {
+        let message = raw.recv().await;
+        if message["method"] == "notifications/message" {
+            assert_eq!(message["params"]["logger"], "conformance");
+            logs += 1;
+            continue;
+        }
+        assert_eq!(message["id"], 2, "{message}");
+        break;
+    }
+    assert_eq!(logs, 3);
+    let bad = raw
+        .request(&call(3, r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"loud"}"#))
+        .await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert!(bad["error"]["message"].as_str().unwrap().contains("loud"));
+}
+
+#[tokio::test]
+async fn a_stdio_listen_ends_when_cancelled_and_both_revisions_share_the_process() {
+    let dir = plugins();
+    let mut raw = Raw::start(dir.path(), &[]);
+    let ack = raw
+        .request(&format!(
+            r#"{{"jsonrpc":"2.0","id":"l1","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true,"resourceSubscriptions":["test://static-text"]}},{META}}}}}"#
+        ))
+        .await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"],
+        json!({"_meta": {"io.modelcontextprotocol/subscriptionId": "l1"}, "notifications": {"toolsListChanged": true, "resourceSubscriptions": ["test://static-text"]}})
+    );
+    raw.send(
+        br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"l1"}}"#,
+    )
+    .await;
+    // A 2025-11-25 client can still start its session in the same process.
+    let init = raw
+        .request(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}"#)
+        .await;
+    assert_eq!(
+        init["id"], "init",
+        "the cancelled listen sent nothing more: {init}"
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    raw.assert_alive(7).await;
+    // A removed method in the new revision is not found; `initialize` stays a handshake.
+    let ping = raw
+        .request(&format!(
+            r#"{{"jsonrpc":"2.0","id":8,"method":"ping","params":{{{META}}}}}"#
+        ))
+        .await;
+    assert_eq!(ping["error"]["code"], -32601, "{ping}");
+    let (rest, status) = raw.finish().await;
+    assert!(
+        rest.is_empty(),
+        "nothing after the cancelled listen: {rest:?}"
+    );
+    assert!(status.success());
+}
+
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> reqwest::Response {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("POST")
+}
+
+#[tokio::test]
+async fn http_checks_the_mirror_headers_and_keeps_no_session() {
+    let dir = plugins();
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let client = reqwest::Client::new();
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"test_simple_text","arguments":{{}},{META}}}}}"#
+    );
+    let good = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "test_simple_text"),
+    ];
+    let response = post(&client, &server.url, &good, &call).await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().get("mcp-session-id").is_none());
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/json",
+        "no notifications, so one JSON answer"
+    );
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["result"]["resultType"], "complete");
+
+    for (headers, what) in [
+        (&good[..2], "missing Mcp-Name"),
+        (&[good[0], good[1], ("mcp-name", "other")][..], "Mcp-Name"),
+        (
+            &[good[0], ("mcp-method", "tools/list"), good[2]][..],
+            "Mcp-Method",
+        ),
+    ] {
+        let response = post(&client, &server.url, headers, &call).await;
+        assert_eq!(response.status(), 400, "{what}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], -32020, "{what}: {body}");
+        assert_eq!(body["id"], 1);
+    }
+    let ping = format!(r#"{{"jsonrpc":"2.0","id":2,"method":"ping","params":{{{META}}}}}"#);
+    let response = post(
+        &client,
+        &server.url,
+        &[good[0], ("mcp-method", "ping")],
+        &ping,
+    )
+    .await;
+    assert_eq!(response.status(), 404);
+    let get = client
+        .get(&server.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 405);
+}
+
+#[tokio::test]
+async fn closing_the_http_response_cancels_the_call() {
+    let dir = plugins();
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let client = reqwest::Client::new();
+    let body = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"countdown","arguments":{"steps":1000,"delay_ms":20},"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let response = post(
+        &client,
+        &server.url,
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "countdown"),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-accel-buffering"], "no");
+    let mut events = SseReader::new(response);
+    let (_, first) = events.next_json().await.expect("a progress event");
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    drop(events);
+    let log = server.stderr.wait_for("cancelled at step").await;
+    assert!(!log.contains("done after 1000 steps"));
+}
