@@ -151,16 +151,15 @@ pub struct RequestMeta {
 impl RequestMeta {
     /// Read the `_meta` of `params`.
     pub fn read(params: Option<&RawValue>) -> Self {
-        #[derive(Deserialize)]
-        struct WithMeta<'a> {
-            #[serde(borrow, default, rename = "_meta")]
-            meta: Option<&'a RawValue>,
-        }
-        let Some(params) = params else {
-            return Self::default();
-        };
-        let Ok(WithMeta { meta: Some(meta) }) = serde_json::from_str::<WithMeta<'_>>(params.get())
-        else {
+        let common = params
+            .and_then(|p| serde_json::from_str::<Common<'_>>(p.get()).ok())
+            .unwrap_or_default();
+        Self::from_raw(common.meta)
+    }
+
+    /// Read a `_meta` object (absent: `None`).
+    fn from_raw(meta: Option<&RawValue>) -> Self {
+        let Some(meta) = meta else {
             return Self::default();
         };
         let Ok(mut fields) = serde_json::from_str::<Map<String, Value>>(meta.get()) else {
@@ -207,28 +206,33 @@ pub struct RetryParams {
     pub request_state: Option<Value>,
 }
 
-impl RetryParams {
-    fn read(params: Option<&RawValue>) -> Self {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Retry {
-            #[serde(default, deserialize_with = "present")]
-            input_responses: Option<Value>,
-            #[serde(default, deserialize_with = "present")]
-            request_state: Option<Value>,
-        }
-        fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-            Value::deserialize(d).map(Some)
-        }
-        params
-            .and_then(|p| serde_json::from_str::<Retry>(p.get()).ok())
-            .map(|r| Self {
-                input_responses: r.input_responses,
-                request_state: r.request_state,
-            })
-            .unwrap_or_default()
-    }
+/// The fields of params every request may carry, borrowed in one pass: `_meta`, the retry
+/// fields, and the target (`name` or `uri`).
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Common<'a> {
+    #[serde(borrow, default, rename = "_meta")]
+    meta: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    input_responses: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    request_state: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    uri: Option<&'a RawValue>,
+}
 
+/// A field that is present is `Some`, even when it holds `null`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+fn value(raw: Option<&RawValue>) -> Option<Value> {
+    raw.map(|r| serde_json::from_str(r.get()).unwrap_or(Value::Null))
+}
+
+impl RetryParams {
     /// Whether this is a retry at all.
     pub fn is_retry(&self) -> bool {
         self.input_responses.is_some() || self.request_state.is_some()
@@ -297,12 +301,19 @@ impl TypedRequest {
         let Request { id, method, params } = request;
         let method = Method::from_name(&method);
         let raw = params.as_deref();
-        let meta = RequestMeta::read(raw);
-        let retry = RetryParams::read(raw);
-        let target = method.name_param().and_then(|key| {
-            let map: Map<String, Value> = serde_json::from_str(raw?.get()).ok()?;
-            map.get(key).cloned()
-        });
+        let common = raw
+            .and_then(|p| serde_json::from_str::<Common<'_>>(p.get()).ok())
+            .unwrap_or_default();
+        let meta = RequestMeta::from_raw(common.meta);
+        let retry = RetryParams {
+            input_responses: value(common.input_responses),
+            request_state: value(common.request_state),
+        };
+        let target = match method.name_param() {
+            Some("name") => value(common.name),
+            Some(_) => value(common.uri),
+            None => None,
+        };
         let body = decode_body(&method, raw);
         Self {
             id,

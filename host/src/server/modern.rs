@@ -43,7 +43,7 @@ impl<B: Backend> Session<B> {
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
     ) -> Option<Answer> {
-        let envelope = match v2026::check(&request, headers.as_ref(), &|m| self.serves(m)) {
+        let mut envelope = match v2026::check(&request, headers.as_ref(), &|m| self.serves(m)) {
             Ok(envelope) => envelope,
             Err(refused) => {
                 tracing::debug!(id = %request.id, code = refused.error.code, "refused: {}", refused.error.message);
@@ -56,18 +56,17 @@ impl<B: Backend> Session<B> {
                 });
             }
         };
-        let binding = Binding::new(
-            &request.method,
-            request.target.as_ref(),
-            request.params.as_deref(),
-        );
         let TypedRequest {
             id,
+            method,
             meta,
             retry,
+            target,
             body,
-            ..
+            params,
         } = request;
+        // Computed only when a state is verified or issued.
+        let binding = || Binding::new(&method, target.as_ref(), params.as_deref());
         let body = match body {
             Ok(body) => body,
             Err(error) => return Some(answer(&id, Err(error), Era::Modern)),
@@ -96,8 +95,8 @@ impl<B: Backend> Session<B> {
             | ClientRequest::ReadResource(_)) => {
                 let round = match InputRound::begin(
                     &retry,
-                    &binding,
-                    envelope.capabilities.clone(),
+                    binding,
+                    std::mem::take(&mut envelope.capabilities),
                     &settings.state_key,
                 ) {
                     Ok(round) => Arc::new(round),

@@ -183,7 +183,8 @@ impl StateKey {
     }
 }
 
-/// One round of a request that may ask the client for input.
+/// One round of a request that may ask the client for input. Its binding is computed only
+/// when a state is verified or issued: a call that asks nothing costs nothing more.
 pub struct InputRound {
     answers: Map<String, Value>,
     capabilities: Map<String, Value>,
@@ -214,7 +215,7 @@ impl InputRound {
     /// Begin a round of `request`: verify its state, if any, and gather the answers.
     pub fn begin(
         retry: &RetryParams,
-        binding: &Binding,
+        binding: impl FnOnce() -> Binding,
         capabilities: Map<String, Value>,
         key: &StateKey,
     ) -> Result<Self, ErrorObject> {
@@ -225,7 +226,7 @@ impl InputRound {
                     "`requestState` must be the string the server returned",
                 ));
             };
-            let state = key.verify(state, binding).map_err(|why| {
+            let state = key.verify(state, &binding()).map_err(|why| {
                 ErrorObject::invalid_params(format!("invalid `requestState`: {why}"))
             })?;
             answers = state.answers;
@@ -306,7 +307,7 @@ impl InputRound {
     /// End the round. `failed` says whether the plugin's outcome was a failure.
     pub fn end(
         self,
-        binding: Binding,
+        binding: impl FnOnce() -> Binding,
         failed: bool,
         key: &StateKey,
         lifetime: Duration,
@@ -316,6 +317,7 @@ impl InputRound {
             return RoundEnd::InvalidAnswer(problem);
         }
         if !asked.requests.is_empty() {
+            let binding = binding();
             let state = State {
                 on: binding.on,
                 params: binding.params,
@@ -418,7 +420,7 @@ mod tests {
         caps: Map<String, Value>,
         key: &StateKey,
     ) -> Result<InputRound, ErrorObject> {
-        InputRound::begin(&r.retry, &binding(r), caps, key)
+        InputRound::begin(&r.retry, || binding(r), caps, key)
     }
 
     fn binding(r: &TypedRequest) -> Binding {
@@ -441,7 +443,7 @@ mod tests {
         let round = begin(&first, caps(), &key).unwrap();
         let ask = json!({"message": "who?", "_meta": {"mcpbox/inputKey": "user_name"}});
         assert!(round.ask(ClientRequest::Elicitation, &raw(&ask)).is_err());
-        let end = round.end(binding(&first), true, &key, Duration::from_secs(60));
+        let end = round.end(|| binding(&first), true, &key, Duration::from_secs(60));
         let RoundEnd::InputRequired(result) = end else {
             panic!("expected input_required")
         };
@@ -463,7 +465,7 @@ mod tests {
         let answer = round.ask(ClientRequest::Elicitation, &raw(&ask)).unwrap();
         assert!(answer.get().contains("accept"));
         assert!(matches!(
-            round.end(binding(&retry), false, &key, Duration::from_secs(60)),
+            round.end(|| binding(&retry), false, &key, Duration::from_secs(60)),
             RoundEnd::Complete
         ));
 
@@ -497,7 +499,7 @@ mod tests {
             .ask(ClientRequest::Sampling, &raw(&json!({})))
             .unwrap_err();
         assert!(error.contains("`sampling`"), "{error}");
-        let end = round.end(binding(&request), true, &key, Duration::from_secs(1));
+        let end = round.end(|| binding(&request), true, &key, Duration::from_secs(1));
         let RoundEnd::MissingCapabilities(missing) = end else {
             panic!()
         };
@@ -506,7 +508,7 @@ mod tests {
         let round = begin(&request, caps(), &key).unwrap();
         assert!(round.ask(ClientRequest::Roots, &raw(&json!({}))).is_err());
         assert!(matches!(
-            round.end(binding(&request), false, &key, Duration::from_secs(1)),
+            round.end(|| binding(&request), false, &key, Duration::from_secs(1)),
             RoundEnd::InvalidAnswer(_)
         ));
 

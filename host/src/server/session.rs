@@ -304,7 +304,7 @@ impl<B: Backend> Session<B> {
         tracing::debug!(
             target: "mcpbox::timing",
             %id,
-            method,
+            method = %method,
             elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             "handled"
         );

@@ -15,6 +15,24 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The protocol revision the harness asks for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
+/// The stateless revision, for the modern-era measurements.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// The `_meta` every 2026-07-28 request carries.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    })
+}
+
+/// `params` with the 2026-07-28 envelope added.
+fn with_envelope(mut params: Value) -> Value {
+    if let Some(map) = params.as_object_mut() {
+        map.insert("_meta".to_owned(), modern_meta());
+    }
+    params
+}
 
 /// A connection to one MCP server, over either transport. Cheap to clone.
 #[derive(Clone)]
@@ -28,6 +46,11 @@ pub enum Conn {
 impl Conn {
     /// Send a request and wait for its result; a JSON-RPC error becomes an `Err`.
     pub async fn request(&self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let params = if self.is_modern() {
+            with_envelope(params)
+        } else {
+            params
+        };
         let reply = match self {
             Self::Stdio(conn) => conn.request(method, params).await?,
             Self::Http(conn) => conn.request(method, params).await?,
@@ -50,8 +73,27 @@ impl Conn {
         }
     }
 
-    /// `initialize`, then `notifications/initialized`.
+    /// Speak 2026-07-28 from now on: every request carries its envelope (and, over HTTP, the
+    /// mirror headers), and there is no session.
+    pub fn set_modern(&self) {
+        match self {
+            Self::Stdio(conn) => conn.modern.store(true, Ordering::Relaxed),
+            Self::Http(conn) => conn.modern.store(true, Ordering::Relaxed),
+        }
+    }
+
+    fn is_modern(&self) -> bool {
+        match self {
+            Self::Stdio(conn) => conn.modern.load(Ordering::Relaxed),
+            Self::Http(conn) => conn.modern.load(Ordering::Relaxed),
+        }
+    }
+
+    /// `initialize`, then `notifications/initialized` (2026-07-28: `server/discover`).
     pub async fn initialize(&self) -> anyhow::Result<Value> {
+        if self.is_modern() {
+            return self.request("server/discover", json!({})).await;
+        }
         let result = self
             .request(
                 "initialize",
@@ -108,6 +150,7 @@ type Pending = Mutex<HashMap<u64, oneshot::Sender<Value>>>;
 
 /// JSON-RPC over a child process's stdin and stdout.
 pub struct StdioConn {
+    modern: std::sync::atomic::AtomicBool,
     stdin: tokio::sync::Mutex<ChildStdin>,
     pending: Arc<Pending>,
     next_id: AtomicU64,
@@ -153,6 +196,7 @@ impl StdioConn {
                 .clear();
         });
         let conn = Arc::new(Self {
+            modern: std::sync::atomic::AtomicBool::new(false),
             stdin: tokio::sync::Mutex::new(stdin),
             pending,
             next_id: AtomicU64::new(1),
@@ -187,6 +231,7 @@ impl StdioConn {
 
 /// Streamable HTTP: one POST per message to the `/mcp` endpoint.
 pub struct HttpConn {
+    modern: std::sync::atomic::AtomicBool,
     client: reqwest::Client,
     url: String,
     session: Mutex<Option<String>>,
@@ -201,6 +246,7 @@ impl HttpConn {
             .build()
             .context("building the HTTP client")?;
         Ok(Arc::new(Self {
+            modern: std::sync::atomic::AtomicBool::new(false),
             client,
             url,
             session: Mutex::new(None),
@@ -229,7 +275,19 @@ impl HttpConn {
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(serde_json::to_vec(message)?);
-        if let Some(session) = session {
+        if self.modern.load(Ordering::Relaxed) {
+            let method = message.get("method").and_then(Value::as_str).unwrap_or("");
+            request = request
+                .header("mcp-protocol-version", MODERN_VERSION)
+                .header("mcp-method", method);
+            let params = message.get("params");
+            let name = params
+                .and_then(|p| p.get("name").or_else(|| p.get("uri")))
+                .and_then(Value::as_str);
+            if let Some(name) = name {
+                request = request.header("mcp-name", name);
+            }
+        } else if let Some(session) = session {
             request = request
                 .header("mcp-session-id", session)
                 .header("mcp-protocol-version", PROTOCOL_VERSION);

@@ -152,16 +152,28 @@ async fn main() -> anyhow::Result<()> {
             continue;
         }
         eprintln!("== tools/call over {}", transport.name());
+        let mcpbox_launch = bench.mcpbox(&bench.one_dir, transport, &[]);
         let [native, mcpbox] = load_suite(
             [
-                &bench.native(transport, 0),
-                &bench.mcpbox(&bench.one_dir, transport, &[]),
+                (&bench.native(transport, 0), Era::Legacy),
+                (&mcpbox_launch, Era::Legacy),
             ],
             transport,
             &sizes,
         )
         .await?;
         load_rows(&mut report, transport, &native, &mcpbox);
+        eprintln!(
+            "== tools/call over {}: 2026-07-28 against 2025-11-25",
+            transport.name()
+        );
+        let [legacy, modern] = load_suite(
+            [(&mcpbox_launch, Era::Legacy), (&mcpbox_launch, Era::Modern)],
+            transport,
+            &sizes,
+        )
+        .await?;
+        era_rows(&mut report, transport, &legacy, &modern);
     }
 
     if run(Part::Startup) {
@@ -342,13 +354,16 @@ const TURNS: usize = 5;
 
 /// Run the same load against both servers, alternating between them in turns.
 async fn load_suite(
-    launches: [&Launch; 2],
+    launches: [(&Launch, Era); 2],
     transport: Transport,
     sizes: &Sizes,
 ) -> anyhow::Result<[LoadFigures; 2]> {
     let mut servers = Vec::new();
-    for launch in launches {
+    for (launch, era) in launches {
         let server = Server::start(launch, transport).await?;
+        if era == Era::Modern {
+            server.conn.set_modern();
+        }
         server.initialize().await?;
         for _ in 0..sizes.warmup {
             echo(&server.conn).await?;
@@ -437,6 +452,57 @@ async fn load_suite(
         .try_into()
         .map_err(|_| anyhow!("expected figures for two servers"))?;
     Ok([native, mcpbox])
+}
+
+/// The revision a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Era {
+    /// 2025-11-25: `initialize` and a session.
+    Legacy,
+    /// 2026-07-28: every request stands alone.
+    Modern,
+}
+
+/// mcpbox at 2026-07-28 beside itself at 2025-11-25 (the baseline column).
+fn era_rows(report: &mut Report, transport: Transport, legacy: &LoadFigures, modern: &LoadFigures) {
+    let t = transport.name();
+    report.section_between(
+        format!("tools/call over {t} (echo): mcpbox at 2026-07-28 against 2025-11-25"),
+        "mcpbox 2025-11-25",
+        "mcpbox 2026-07-28",
+    );
+    for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
+        report.push(Row::new(
+            format!("round trip {name}"),
+            "µs",
+            Some(percentile(&legacy.latency_us, p)),
+            percentile(&modern.latency_us, p),
+        ));
+    }
+    report.push(
+        Row::new(
+            "server CPU per call (1 in flight)",
+            "µs",
+            Some(legacy.cpu_per_call_us),
+            modern.cpu_per_call_us,
+        )
+        .target(Target::RatioAtMost(1.05)),
+    );
+    for ((k, l_rate, l_cpu), (_, m_rate, m_cpu)) in legacy.throughput.iter().zip(&modern.throughput)
+    {
+        report.push(Row::new(
+            format!("throughput, {k} in flight"),
+            "calls/s",
+            Some(*l_rate),
+            *m_rate,
+        ));
+        report.push(Row::new(
+            format!("server CPU per call, {k} in flight"),
+            "µs",
+            Some(*l_cpu),
+            *m_cpu,
+        ));
+    }
 }
 
 async fn echo(conn: &Conn) -> anyhow::Result<()> {

@@ -69,13 +69,23 @@ impl Row {
 /// The report: sections of rows.
 #[derive(Default)]
 pub struct Report {
-    sections: Vec<(String, Vec<Row>)>,
+    /// Title, the two columns' names, and rows.
+    sections: Vec<(String, [String; 2], Vec<Row>)>,
 }
 
 impl Report {
     /// Start a new section.
     pub fn section(&mut self, title: impl Into<String>) {
-        self.sections.push((title.into(), Vec::new()));
+        self.section_between(title, "native (rmcp)", "mcpbox");
+    }
+
+    /// Start a new section comparing `value` with `baseline` (the column names).
+    pub fn section_between(&mut self, title: impl Into<String>, baseline: &str, value: &str) {
+        self.sections.push((
+            title.into(),
+            [baseline.to_owned(), value.to_owned()],
+            Vec::new(),
+        ));
     }
 
     /// Add a row to the current section.
@@ -83,7 +93,7 @@ impl Report {
         if self.sections.is_empty() {
             self.section("Results");
         }
-        if let Some((_, rows)) = self.sections.last_mut() {
+        if let Some((_, _, rows)) = self.sections.last_mut() {
             rows.push(row);
         }
     }
@@ -92,18 +102,18 @@ impl Report {
     pub fn verdicts(&self) -> impl Iterator<Item = (&Row, bool)> {
         self.sections
             .iter()
-            .flat_map(|(_, rows)| rows)
+            .flat_map(|(_, _, rows)| rows)
             .filter_map(|row| row.met().map(|met| (row, met)))
     }
 
     /// The report as Markdown tables.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
-        for (title, rows) in &self.sections {
+        for (title, [baseline, value], rows) in &self.sections {
             let _ = writeln!(out, "### {title}\n");
             let _ = writeln!(
                 out,
-                "| measure | native (rmcp) | mcpbox | mcpbox ÷ native | target | met |"
+                "| measure | {baseline} | {value} | ratio | target | met |"
             );
             let _ = writeln!(out, "|---|---|---|---|---|---|");
             for row in rows {
