@@ -1,4 +1,7 @@
-//! Transports: how sessions meet clients. Stdio today (the only code that writes to stdout).
+//! Transports: how sessions meet clients. stdio (the only code that writes to stdout) and HTTP
+//! (Streamable HTTP for both revisions, and the legacy HTTP+SSE transport). They frame bytes,
+//! carry headers and hold streams; arrival order, requests in flight and cancellation are the
+//! session loop's ([`crate::server::Session::accept`]).
 //!
 //! Depends on `protocol` and `server`; knows nothing of plugins.
 
