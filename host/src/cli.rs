@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use crate::catalog::{PluginSet, load_directory};
+use crate::catalog::{EventHub, PluginSet, load_directory};
 use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
 use crate::policy::Limits;
 use crate::server::{Mode, ModernSettings, Session, StateKey};
@@ -227,21 +227,48 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.plugins.display()
         )
     })?;
-    let plugins = load_directory(&engine, &dir, limits).await?;
+    let loaded = load_directory(&engine, &dir, limits).await?;
     let watching = !args.no_watch;
-    let plugins = Arc::new(PluginSet::new(plugins, args.page_size as usize, watching));
+    // The hub is how plugins and the plugin set reach sessions and the reloader.
+    let (hub, relists) = EventHub::new();
+    let plugins = Arc::new(PluginSet::new(
+        loaded.plugins,
+        args.page_size as usize,
+        watching,
+        hub,
+    ));
+    let catalog = plugins.catalog();
+    for plugin in plugins.plugins() {
+        plugin.log_loaded("loaded", catalog.names_of(&plugin.file));
+    }
+    tracing::info!(
+        loaded = catalog.plugin_count(),
+        skipped = loaded.skipped,
+        refused_names = catalog.refusals().len(),
+        "{} loaded, {} skipped, {} names refused",
+        catalog.plugin_count(),
+        loaded.skipped,
+        catalog.refusals().len()
+    );
     let _watcher = if watching {
         let debounce = Duration::from_millis(args.reload_debounce_ms);
         Some(
-            Reloader::new(engine.clone(), dir.clone(), limits, Arc::clone(&plugins))
-                .watch(debounce)?,
+            Reloader::new(
+                engine.clone(),
+                dir.clone(),
+                limits,
+                Arc::clone(&plugins),
+                relists,
+            )
+            .watch(debounce)?,
         )
     } else {
+        drop(relists);
         None
     };
     tracing::info!(
         dir = %dir.display(),
-        plugins = plugins.catalog().plugin_count(),
+        plugins = catalog.plugin_count(),
         fuel = limits.fuel,
         timeout_ms = args.timeout_ms,
         memory_mib = args.memory_mib,

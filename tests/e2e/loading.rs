@@ -57,9 +57,23 @@ async fn name_collisions_are_refused_naming_both_plugins_and_the_rest_serves() {
         .find(|l| l.contains("refused tool `echo`"))
         .unwrap();
     assert!(
-        refusal.contains("second") && refusal.contains("already taken by plugin `first`"),
+        refusal.contains("of plugin `second`: the name is served by plugin `first`"),
         "{refusal}"
     );
+    let summary = client
+        .stderr
+        .wait_for("3 loaded, 0 skipped, 4 names refused")
+        .await;
+    let second = summary
+        .lines()
+        .find(|l| l.contains("loaded plugin") && l.contains("plugin=\"second\""))
+        .or_else(|| {
+            summary
+                .lines()
+                .find(|l| l.contains("loaded plugin") && l.contains("plugin=second"))
+        })
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(second.contains("serves=0 refused=4"), "{second}");
 }
 
 #[tokio::test]

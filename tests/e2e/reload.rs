@@ -122,7 +122,7 @@ async fn a_broken_replacement_keeps_the_old_version_serving_and_clients_hear_of_
     assert_eq!(messages[0]["logger"], "mcpbox");
     let text = messages[0]["data"].as_str().unwrap();
     assert!(
-        text.contains("echo_tools.wasm") && text.ends_with("the previous version keeps serving"),
+        text.contains("echo_tools.wasm") && text.contains("the previous version keeps serving"),
         "{text}"
     );
     log.wait_for("could not load plugin").await;
@@ -150,7 +150,7 @@ async fn a_partial_write_is_never_published() {
     let messages = client.wait_for("log", 1).await;
     let text = messages[0]["data"].as_str().unwrap();
     assert!(
-        text.contains("quotes.wasm") && text.ends_with("it is not loaded"),
+        text.contains("quotes.wasm") && text.contains("it is not loaded"),
         "{text}"
     );
     assert_eq!(service.list_all_resources().await.unwrap().len(), 0);

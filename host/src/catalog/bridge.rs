@@ -5,26 +5,22 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-use super::Notifier;
+use super::hub::EventHub;
 use crate::engine::{BoxFuture, CallHost, HostRequest, ListKind, LogLevel};
 use crate::protocol::mcp::LogLevel as McpLogLevel;
-use crate::server::{ClientRequest, RequestContext, ServerEvent};
+use crate::server::{ClientRequest, RequestContext};
 
 /// One call's way to its client.
 pub struct ClientBridge {
     plugin: Arc<str>,
     ctx: RequestContext,
-    notifier: Notifier,
+    hub: EventHub,
 }
 
 impl ClientBridge {
     /// The bridge for a call into `plugin` made for the request behind `ctx`.
-    pub fn host(plugin: Arc<str>, ctx: RequestContext, notifier: Notifier) -> Arc<dyn CallHost> {
-        Arc::new(Self {
-            plugin,
-            ctx,
-            notifier,
-        })
+    pub fn host(plugin: Arc<str>, ctx: RequestContext, hub: EventHub) -> Arc<dyn CallHost> {
+        Arc::new(Self { plugin, ctx, hub })
     }
 }
 
@@ -93,7 +89,7 @@ impl CallHost for ClientBridge {
             ?kind,
             "plugin says its list changed"
         );
-        self.notifier.relist(Arc::clone(&self.plugin));
+        self.hub.relist(&self.plugin);
     }
 
     fn resource_updated(&self, uri: String) {
@@ -102,6 +98,6 @@ impl CallHost for ClientBridge {
             uri,
             "plugin says a resource changed"
         );
-        self.notifier.announce(ServerEvent::ResourceUpdated(uri));
+        self.hub.resource_updated(&self.plugin, uri);
     }
 }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::engine::{
     CallError, Content, GuestError, Prompt, PromptMessage, ResourceContents, ResourceInfo,
-    ResourceTemplate, Role, Tool, ToolAnnotations, ToolResult,
+    ResourceTemplate, Role, Tool, ToolAnnotations, ToolResult, log_line,
 };
 use crate::protocol::ErrorObject;
 use crate::protocol::error::RESOURCE_NOT_FOUND;
@@ -192,10 +192,12 @@ pub fn call_tool_result(
     let result = match outcome {
         Ok(Ok(result)) => result,
         Ok(Err(GuestError::InvalidParams(message) | GuestError::NotFound(message))) => {
-            return error_result(&message);
+            return error_result(&bounded(message));
         }
         Ok(Err(GuestError::Internal(message))) => {
-            tracing::warn!(plugin, "tool failed: {message}");
+            let message = bounded(message);
+            let line = log_line(&message, MAX_ERROR_MESSAGE_BYTES);
+            tracing::warn!(plugin, "tool failed: {line}");
             return error_result(&format!("plugin `{plugin}` failed: {message}"));
         }
         Err(error) => {
@@ -245,12 +247,36 @@ pub fn resource_not_found(uri: &str) -> ErrorObject {
         .with_data(json!({ "uri": uri }))
 }
 
+/// The longest error message from a plugin passed on to a client; longer ones are cut.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
+
+/// A plugin's error message, cut to [`MAX_ERROR_MESSAGE_BYTES`] (saying so).
+pub fn bounded(message: String) -> String {
+    if message.len() <= MAX_ERROR_MESSAGE_BYTES {
+        return message;
+    }
+    let mut end = MAX_ERROR_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} more bytes cut by mcpbox)",
+        &message[..end],
+        message.len() - end
+    )
+}
+
 /// The JSON-RPC error for a failure outside `tools/call` (prompts, resources, completion).
 pub fn request_error(
     plugin: &str,
     uri: Option<&str>,
     outcome: Result<GuestError, CallError>,
 ) -> ErrorObject {
+    let outcome = outcome.map(|error| match error {
+        GuestError::InvalidParams(m) => GuestError::InvalidParams(bounded(m)),
+        GuestError::NotFound(m) => GuestError::NotFound(bounded(m)),
+        GuestError::Internal(m) => GuestError::Internal(bounded(m)),
+    });
     match outcome {
         Ok(GuestError::InvalidParams(message)) => ErrorObject::invalid_params(message),
         Ok(GuestError::NotFound(message)) => match uri {
@@ -260,7 +286,8 @@ pub fn request_error(
             None => ErrorObject::invalid_params(message),
         },
         Ok(GuestError::Internal(message)) => {
-            tracing::warn!(plugin, "request failed: {message}");
+            let line = log_line(&message, MAX_ERROR_MESSAGE_BYTES);
+            tracing::warn!(plugin, "request failed: {line}");
             ErrorObject::internal(format!("plugin `{plugin}` failed: {message}"))
         }
         Err(error) => {

@@ -71,12 +71,21 @@ async fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, DirectoryError> {
     Ok(files)
 }
 
-/// Load every plugin in `dir`, in parallel. Failures are logged and skipped.
+/// What loading the directory gave: the plugins that loaded, and how many files were skipped.
+pub struct LoadedDirectory {
+    /// The plugins that loaded.
+    pub plugins: Vec<LoadedPlugin>,
+    /// How many `*.wasm` files failed to load (each logged with its reason).
+    pub skipped: usize,
+}
+
+/// Load every plugin in `dir`, in parallel. Failures are logged and skipped; the loaded
+/// plugins are logged once they are served (their names claimed).
 pub async fn load_directory(
     runtime: &Runtime,
     dir: &Path,
     limits: Limits,
-) -> Result<Vec<LoadedPlugin>, DirectoryError> {
+) -> Result<LoadedDirectory, DirectoryError> {
     let files = plugin_files(dir).await?;
     if files.is_empty() {
         tracing::warn!(dir = %dir.display(), "no plugins (*.wasm files) in the plugin directory");
@@ -92,19 +101,24 @@ pub async fn load_directory(
         })
         .collect();
     let mut loaded = Vec::with_capacity(tasks.len());
+    let mut skipped = 0;
     for task in tasks {
         match task.await {
-            Ok((_, Ok(plugin))) => {
-                plugin.log_loaded("loaded");
-                loaded.push(plugin);
-            }
+            Ok((_, Ok(plugin))) => loaded.push(plugin),
             Ok((file, Err(error))) => {
+                skipped += 1;
                 tracing::error!(file = %file.display(), "skipped plugin: {error}");
             }
-            Err(e) => tracing::error!("a plugin load task failed: {e}"),
+            Err(e) => {
+                skipped += 1;
+                tracing::error!("a plugin load task failed: {e}");
+            }
         }
     }
-    Ok(loaded)
+    Ok(LoadedDirectory {
+        plugins: loaded,
+        skipped,
+    })
 }
 
 /// A plugin's files, read once: the component and its manifest (if any), and their digest.

@@ -3,6 +3,14 @@
 //!
 //! Schemas are JSON Schema 2020-12 unless they say otherwise (`$schema`). Remote `$ref`s are
 //! never fetched: a schema that needs one is refused at load.
+//!
+//! A plugin supplies both a schema and (for output) the value checked against it, so a schema
+//! must not be able to make the host work without bound. At load, each schema's size with
+//! every local `$ref` expanded is computed (linear time, shared subschemas counted once per
+//! use, recursion counted once); a schema over [`MAX_SCHEMA_COST`] is refused, naming its cost.
+//! That refuses "billion laughs" schemas (levels of `allOf` of `$ref`s to the level below).
+//! Validation then costs at most that bound per instance node, and instances are bounded by the
+//! message and result size limits.
 
 use jsonschema::Validator;
 use serde_json::Value;
@@ -12,6 +20,83 @@ use crate::engine::Tool;
 
 /// How many validation errors a message lists.
 const MAX_REPORTED: usize = 5;
+
+/// The largest schema accepted, counted in nodes with every local `$ref` expanded. Real tool
+/// schemas, even generated ones with hundreds of properties, stay in the low thousands.
+pub const MAX_SCHEMA_COST: u64 = 20_000;
+
+/// The expanded size of `schema`: nodes counted with each local `$ref` replaced by its target
+/// (memoised, so computing it is linear in the schema's text; a `$ref` back into a node being
+/// expanded — recursion — counts 1).
+pub fn schema_cost(schema: &Value) -> u64 {
+    let mut memo = std::collections::HashMap::new();
+    let mut stack = Vec::new();
+    cost_of(schema, schema, &mut memo, &mut stack)
+}
+
+fn cost_of<'a>(
+    node: &'a Value,
+    root: &'a Value,
+    memo: &mut std::collections::HashMap<*const Value, u64>,
+    stack: &mut Vec<*const Value>,
+) -> u64 {
+    let key: *const Value = node;
+    if let Some(cost) = memo.get(&key) {
+        return *cost;
+    }
+    if stack.contains(&key) {
+        return 1;
+    }
+    stack.push(key);
+    let mut cost: u64 = 1;
+    match node {
+        Value::Object(map) => {
+            for (name, child) in map {
+                cost = cost.saturating_add(cost_of(child, root, memo, stack));
+                if name == "$ref"
+                    && let Some(target) = child.as_str().and_then(|r| resolve(root, r))
+                {
+                    cost = cost.saturating_add(cost_of(target, root, memo, stack));
+                }
+            }
+        }
+        Value::Array(items) => {
+            for child in items {
+                cost = cost.saturating_add(cost_of(child, root, memo, stack));
+            }
+        }
+        _ => {}
+    }
+    stack.pop();
+    memo.insert(key, cost);
+    cost
+}
+
+/// The node a local `$ref` (`#/json/pointer`) names in `root`.
+fn resolve<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
+    let pointer = reference.strip_prefix('#')?;
+    let decoded = percent_decode(pointer);
+    root.pointer(&decoded)
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = text.get(i + 1..i + 3)
+            && let Ok(byte) = u8::from_str_radix(hex, 16)
+        {
+            out.push(byte);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
 
 /// A tool's compiled schemas.
 pub struct ToolSchemas {
@@ -25,6 +110,17 @@ impl ToolSchemas {
         let compile = |what: &str, text: &str| -> Result<Validator, String> {
             let schema: Value = serde_json::from_str(text)
                 .map_err(|e| format!("its {what} is not valid JSON: {e}"))?;
+            let cost = schema_cost(&schema);
+            if cost > MAX_SCHEMA_COST {
+                return Err(format!(
+                    "its {what} is too complex: {} nodes with its $refs expanded, over the limit of {MAX_SCHEMA_COST}",
+                    if cost == u64::MAX {
+                        "more than 10^19".to_owned()
+                    } else {
+                        cost.to_string()
+                    }
+                ));
+            }
             jsonschema::validator_for(&schema)
                 .map_err(|e| format!("its {what} is not a usable JSON Schema: {e}"))
         };
@@ -159,6 +255,37 @@ mod tests {
                 .contains("no structured content")
         );
         assert!(schemas.check_output(None, true).is_ok());
+    }
+
+    /// A schema of `levels` levels, each an `allOf` of two `$ref`s to the level below.
+    fn bomb(levels: u32) -> String {
+        let mut defs = serde_json::Map::new();
+        defs.insert("l0".into(), serde_json::json!({"type": "object"}));
+        for level in 1..=levels {
+            let below = format!("#/$defs/l{}", level - 1);
+            defs.insert(
+                format!("l{level}"),
+                serde_json::json!({"allOf": [{"$ref": below}, {"$ref": below}]}),
+            );
+        }
+        serde_json::json!({"$defs": defs, "$ref": format!("#/$defs/l{levels}")}).to_string()
+    }
+
+    #[test]
+    fn schema_bombs_are_refused_at_load_and_recursion_is_fine() {
+        let error = ToolSchemas::compile(&tool(r#"{"type":"object"}"#, Some(&bomb(48))))
+            .err()
+            .unwrap();
+        assert!(error.contains("output schema is too complex"), "{error}");
+        assert!(ToolSchemas::compile(&tool(&bomb(48), None)).is_err());
+        assert!(schema_cost(&serde_json::from_str(&bomb(3)).unwrap()) < 200);
+        let tree = r##"{"type":"object","$defs":{"node":{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#/$defs/node"}}}}},"properties":{"root":{"$ref":"#/$defs/node"}}}"##;
+        let schemas = ToolSchemas::compile(&tool(tree, None)).unwrap();
+        assert!(
+            schemas
+                .check_arguments("t", &raw(r#"{"root":{"children":[{"children":[]}]}}"#))
+                .is_ok()
+        );
     }
 
     #[test]

@@ -464,6 +464,7 @@ fn log_output(store: &mut Store<HostState>) {
             .lines()
             .filter(|l| !l.trim().is_empty())
         {
+            let line = super::state::log_line(line, super::state::MAX_LOG_MESSAGE_BYTES);
             tracing::info!(target: "plugin", plugin, stream, "{line}");
         }
         if dropped > 0 {

@@ -18,9 +18,51 @@ use super::http::HttpGate;
 use super::{CallHost, HostRequest};
 use crate::policy::{HttpGrant, Policy};
 
+/// The longest log message a plugin may send; longer ones are cut (and say so).
+pub const MAX_LOG_MESSAGE_BYTES: usize = 16 << 10;
+/// How much log text one call may write to the host's log; beyond it, its messages still
+/// reach clients (rate-limited) but not the host's log.
+pub const MAX_LOG_BYTES_PER_CALL: usize = 1 << 20;
+
+/// `text` as one line for the host's log: control characters (newlines included) escaped, so a
+/// plugin can never start a line that reads as the host's own, and at most `max` bytes kept.
+pub fn log_line(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max) + 16);
+    for (i, c) in text.char_indices() {
+        if out.len() >= max {
+            out.push_str(&format!("… ({} more bytes)", text.len() - i));
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `message` cut to [`MAX_LOG_MESSAGE_BYTES`] on a character boundary, saying so.
+fn cut(message: String) -> String {
+    if message.len() <= MAX_LOG_MESSAGE_BYTES {
+        return message;
+    }
+    let mut end = MAX_LOG_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} more bytes cut by mcpbox)",
+        &message[..end],
+        message.len() - end
+    )
+}
+
 /// Everything one call's `Store` holds.
 pub struct HostState {
     plugin: Arc<str>,
+    /// Log text this call wrote to the host's log so far.
+    logged_bytes: usize,
     host: Arc<dyn CallHost>,
     wasi: WasiCtx,
     http: WasiHttpCtx,
@@ -69,6 +111,7 @@ impl HostState {
                 })?;
         }
         Ok(Self {
+            logged_bytes: 0,
             host,
             http_gate: HttpGate::new(Arc::clone(&plugin), Arc::clone(http_grants)),
             plugin,
@@ -237,13 +280,25 @@ impl types::Host for HostState {}
 impl host::Host for HostState {
     async fn log(&mut self, level: types::LogLevel, message: String) {
         use types::LogLevel as L;
+        let message = cut(message);
         let plugin = &*self.plugin;
-        match level {
-            L::Debug => tracing::debug!(target: "plugin", plugin, "{message}"),
-            L::Info | L::Notice => tracing::info!(target: "plugin", plugin, "{message}"),
-            L::Warning => tracing::warn!(target: "plugin", plugin, "{message}"),
-            L::Error | L::Critical | L::Alert | L::Emergency => {
-                tracing::error!(target: "plugin", plugin, "{message}");
+        if self.logged_bytes < MAX_LOG_BYTES_PER_CALL {
+            self.logged_bytes += message.len();
+            let line = log_line(&message, MAX_LOG_MESSAGE_BYTES);
+            match level {
+                L::Debug => tracing::debug!(target: "plugin", plugin, "{line}"),
+                L::Info | L::Notice => tracing::info!(target: "plugin", plugin, "{line}"),
+                L::Warning => tracing::warn!(target: "plugin", plugin, "{line}"),
+                L::Error | L::Critical | L::Alert | L::Emergency => {
+                    tracing::error!(target: "plugin", plugin, "{line}");
+                }
+            }
+            if self.logged_bytes >= MAX_LOG_BYTES_PER_CALL {
+                tracing::warn!(
+                    plugin,
+                    limit = MAX_LOG_BYTES_PER_CALL,
+                    "the call logged over its limit; its further messages are not written to the host's log"
+                );
             }
         }
         Arc::clone(&self.host).log(level, message).await;

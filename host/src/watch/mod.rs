@@ -14,24 +14,37 @@
 //!    retired plugin version is freed when its last call ends;
 //! 5. each list kind whose content changed is announced to the sessions.
 //!
+//! Only changes count: events of opening, reading or closing a file unwritten (the host's own
+//! reads among them) and metadata changes are ignored, and a file whose size and modification
+//! time (of the component and its manifest) are what they were when it was last handled is
+//! not read again. So an idle directory costs nothing.
+//!
 //! A plugin that fails to reload leaves its previous version serving; the failure is logged
-//! with the file and reason and announced to clients as an error message. A plugin calling
-//! `notify-list-changed` has its lists read again here, in the same order as file changes.
+//! with the file and reason and announced to clients as an error message, once: the failed
+//! file is not tried again until it changes. A plugin calling `notify-list-changed` has its
+//! lists read again here, in the same order as file changes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use notify_debouncer_full::notify::RecursiveMode;
+use notify_debouncer_full::notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
 use notify_debouncer_full::{DebounceEventResult, new_debouncer};
 use tokio::sync::mpsc;
 
-use crate::catalog::{FileError, LoadedPlugin, PluginSet, load_source, read_source};
+use crate::catalog::{
+    FileError, LoadedPlugin, PluginSet, RelistRequests, load_source, read_source,
+};
 use crate::engine::Runtime;
 use crate::policy::Limits;
 use crate::protocol::mcp::LogLevel;
 use crate::server::ServerEvent;
+
+/// The pause after relisting, during which further requests gather (and are coalesced): a
+/// plugin calling `notify-list-changed` in a loop costs at most one relist per pause.
+const RELIST_PAUSE: Duration = Duration::from_millis(50);
 
 /// Why the directory cannot be watched.
 #[derive(Debug, thiserror::Error)]
@@ -53,21 +66,69 @@ pub struct Reloader {
     dir: PathBuf,
     limits: Limits,
     plugins: Arc<PluginSet>,
+    relists: RelistRequests,
+    /// What each plugin's files looked like when last handled (loaded or failed).
+    seen: Mutex<HashMap<String, Fingerprint>>,
+}
+
+/// The size and modification time of a plugin's component and manifest: when they are what
+/// they were, the files are not read again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint {
+    wasm: Option<(u64, Option<SystemTime>)>,
+    manifest: Option<(u64, Option<SystemTime>)>,
+}
+
+impl Fingerprint {
+    async fn of(wasm: &Path) -> Self {
+        async fn stat(path: &Path) -> Option<(u64, Option<SystemTime>)> {
+            let meta = tokio::fs::metadata(path).await.ok()?;
+            Some((meta.len(), meta.modified().ok()))
+        }
+        Self {
+            wasm: stat(wasm).await,
+            manifest: stat(&crate::policy::manifest_path(wasm)).await,
+        }
+    }
+}
+
+/// Whether a file event is a change (not an open, a read, a close without writing, or a
+/// metadata change such as an access time).
+fn is_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) | EventKind::Other => false,
+        EventKind::Modify(ModifyKind::Metadata(_)) => false,
+        EventKind::Any | EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) => true,
+    }
 }
 
 impl Reloader {
-    /// A reloader for `dir`, loading with `runtime` and default `limits` into `plugins`.
-    pub fn new(runtime: Runtime, dir: PathBuf, limits: Limits, plugins: Arc<PluginSet>) -> Self {
+    /// A reloader for `dir`, loading with `runtime` and default `limits` into `plugins`, and
+    /// reading a plugin's lists again when it asks (`relists`, from the plugins' event hub).
+    pub fn new(
+        runtime: Runtime,
+        dir: PathBuf,
+        limits: Limits,
+        plugins: Arc<PluginSet>,
+        relists: RelistRequests,
+    ) -> Self {
         Self {
             runtime,
             dir,
             limits,
             plugins,
+            relists,
+            seen: Mutex::new(HashMap::new()),
         }
     }
 
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<String, Fingerprint>> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Start watching, with `debounce` of quiet before a changed file is read.
-    pub fn watch(self, debounce: Duration) -> Result<Watcher, WatchError> {
+    pub fn watch(mut self, debounce: Duration) -> Result<Watcher, WatchError> {
         let (files_tx, mut files) = mpsc::unbounded_channel::<DebounceEventResult>();
         let mut debouncer = new_debouncer(debounce, None, move |result| {
             let _ = files_tx.send(result);
@@ -82,8 +143,7 @@ impl Reloader {
                 dir: self.dir.clone(),
                 source,
             })?;
-        let (relist_tx, mut relists) = mpsc::unbounded_channel::<Arc<str>>();
-        self.plugins.set_relist_channel(relist_tx);
+        let mut relists = std::mem::replace(&mut self.relists, mpsc::unbounded_channel().1);
         tracing::info!(dir = %self.dir.display(), debounce_ms = debounce.as_millis(), "watching the plugin directory");
 
         let task = tokio::spawn(async move {
@@ -95,6 +155,7 @@ impl Reloader {
                         Ok(events) => {
                             let names: BTreeSet<String> = events
                                 .iter()
+                                .filter(|event| is_change(&event.kind))
                                 .flat_map(|event| event.paths.iter())
                                 .filter_map(|path| self.plugin_name(path))
                                 .collect();
@@ -108,7 +169,18 @@ impl Reloader {
                             }
                         }
                     },
-                    Some(name) = relists.recv() => self.relist(&name).await,
+                    Some(name) = relists.recv() => {
+                        // Coalesce: a plugin asking many times while one relist runs is
+                        // relisted once more, not once per request.
+                        let mut names = BTreeSet::from([name]);
+                        while let Ok(more) = relists.try_recv() {
+                            names.insert(more);
+                        }
+                        for name in names {
+                            self.relist(&name).await;
+                        }
+                        tokio::time::sleep(RELIST_PAUSE).await;
+                    }
                     else => break,
                 }
             }
@@ -131,9 +203,19 @@ impl Reloader {
     async fn reload(&self, name: &str) {
         let file = self.dir.join(format!("{name}.wasm"));
         let current = self.plugins.get(&file);
+        let fingerprint = Fingerprint::of(&file).await;
+        if self.seen().get(name) == Some(&fingerprint) {
+            tracing::trace!(
+                plugin = name,
+                "files unchanged since last handled; not read"
+            );
+            return;
+        }
+        self.seen().insert(name.to_owned(), fingerprint);
         let source = match read_source(&file).await {
             Ok(source) => source,
             Err(FileError::Read(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.seen().remove(name);
                 if current.is_some() {
                     self.plugins.update(&file, None);
                     tracing::info!(plugin = name, file = %file.display(), "removed plugin");
@@ -148,12 +230,14 @@ impl Reloader {
         }
         match load_source(&self.runtime, source, self.limits).await {
             Ok(plugin) => {
-                plugin.log_loaded(if current.is_some() {
+                let verb = if current.is_some() {
                     "reloaded"
                 } else {
                     "added"
-                });
-                self.plugins.update(&file, Some(plugin));
+                };
+                let log = Arc::new(plugin);
+                let names = self.plugins.update(&file, Some(Arc::clone(&log)));
+                log.log_loaded(verb, names);
             }
             Err(error) => self.failed(&file, current.as_deref(), &error),
         }
@@ -172,7 +256,7 @@ impl Reloader {
                     lists,
                     current.digest,
                 );
-                self.plugins.update(&current.file, Some(plugin));
+                self.plugins.update(&current.file, Some(Arc::new(plugin)));
                 tracing::debug!(plugin = name, "read the plugin's lists again");
             }
             Err(error) => {
@@ -180,7 +264,7 @@ impl Reloader {
                     "plugin `{name}` failed while listing what it offers: {error}; its previous lists stay"
                 );
                 tracing::warn!(plugin = name, "{message}");
-                self.plugins.notifier().announce(ServerEvent::HostLog {
+                self.plugins.hub().announce(ServerEvent::HostLog {
                     level: LogLevel::Warning,
                     message,
                 });
@@ -195,11 +279,11 @@ impl Reloader {
             "it is not loaded"
         };
         let message = format!(
-            "could not load plugin {}: {error}; {outcome}",
+            "could not load plugin {}: {error}; {outcome} (it is tried again when the file changes)",
             file.display()
         );
         tracing::error!(file = %file.display(), "{message}");
-        self.plugins.notifier().announce(ServerEvent::HostLog {
+        self.plugins.hub().announce(ServerEvent::HostLog {
             level: LogLevel::Error,
             message,
         });

@@ -1,0 +1,129 @@
+//! The event hub: how plugins and the live plugin set reach sessions (list changes, resource
+//! updates, host messages) and the reloader (a plugin asking for its lists to be read again).
+//! Built once where the parts are wired together, and handed to each.
+//!
+//! Everything a plugin can trigger is bounded here: resource updates are rate-limited per
+//! plugin, and relist requests are coalesced by the reloader, so a plugin calling
+//! `notify-resource-updated` or `notify-list-changed` in a loop costs the host (and its
+//! clients) a bounded amount.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use tokio::sync::{broadcast, mpsc};
+
+use crate::server::ServerEvent;
+
+/// How many events a slow session may fall behind before it is told that everything changed.
+const EVENT_BACKLOG: usize = 256;
+/// Resource updates one plugin may announce per second, sustained.
+const UPDATES_PER_SECOND: f64 = 20.0;
+/// Resource updates one plugin may announce in a burst.
+const UPDATE_BURST: f64 = 50.0;
+
+/// The sending side of every event; cheap to clone.
+#[derive(Clone)]
+pub struct EventHub {
+    events: broadcast::Sender<ServerEvent>,
+    relist: mpsc::UnboundedSender<Arc<str>>,
+    updates: Arc<Mutex<HashMap<Arc<str>, Bucket>>>,
+}
+
+/// A token bucket, and how many were dropped since one passed.
+struct Bucket {
+    tokens: f64,
+    updated: Instant,
+    dropped: u64,
+}
+
+/// Where relist requests arrive (the reloader holds it; dropping it means nobody relists).
+pub type RelistRequests = mpsc::UnboundedReceiver<Arc<str>>;
+
+impl EventHub {
+    /// A hub, and the receiving end of relist requests for the reloader.
+    pub fn new() -> (Self, RelistRequests) {
+        let (events, _) = broadcast::channel(EVENT_BACKLOG);
+        let (relist, requests) = mpsc::unbounded_channel();
+        (
+            Self {
+                events,
+                relist,
+                updates: Arc::default(),
+            },
+            requests,
+        )
+    }
+
+    /// Tell every session.
+    pub fn announce(&self, event: ServerEvent) {
+        // No receivers just means no session is connected.
+        let _ = self.events.send(event);
+    }
+
+    /// Events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<ServerEvent> {
+        self.events.subscribe()
+    }
+
+    /// Ask the reloader to read `plugin`'s lists again.
+    pub fn relist(&self, plugin: &Arc<str>) {
+        if self.relist.send(Arc::clone(plugin)).is_err() {
+            tracing::debug!(
+                plugin = &**plugin,
+                "ignored notify-list-changed: the plugin directory is not watched"
+            );
+        }
+    }
+
+    /// Announce that `plugin`'s resource at `uri` changed, within the plugin's rate.
+    pub fn resource_updated(&self, plugin: &Arc<str>, uri: String) {
+        {
+            let mut buckets = self.updates.lock().unwrap_or_else(PoisonError::into_inner);
+            let now = Instant::now();
+            let bucket = buckets.entry(Arc::clone(plugin)).or_insert(Bucket {
+                tokens: UPDATE_BURST,
+                updated: now,
+                dropped: 0,
+            });
+            let elapsed = now.duration_since(bucket.updated).as_secs_f64();
+            bucket.tokens = (bucket.tokens + elapsed * UPDATES_PER_SECOND).min(UPDATE_BURST);
+            bucket.updated = now;
+            if bucket.tokens < 1.0 {
+                if bucket.dropped == 0 {
+                    tracing::warn!(
+                        plugin = &**plugin,
+                        rate = UPDATES_PER_SECOND,
+                        "resource updates over the rate limit are dropped until the plugin slows down"
+                    );
+                }
+                bucket.dropped += 1;
+                return;
+            }
+            bucket.tokens -= 1.0;
+            bucket.dropped = 0;
+        }
+        self.announce(ServerEvent::ResourceUpdated(uri));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_updates_are_rate_limited_per_plugin() {
+        let (hub, _requests) = EventHub::new();
+        let mut events = hub.subscribe();
+        let noisy: Arc<str> = "noisy".into();
+        for i in 0..10_000 {
+            hub.resource_updated(&noisy, format!("x://{i}"));
+        }
+        hub.resource_updated(&"quiet".into(), "q://1".to_owned());
+        let mut received = 0;
+        while events.try_recv().is_ok() {
+            received += 1;
+        }
+        assert!((51..=60).contains(&received), "{received}");
+    }
+}

@@ -1,0 +1,126 @@
+//! The live plugin set: the loaded plugins by file, the current [`Catalog`] behind an atomic
+//! pointer, and the swap that replaces it when a plugin is added, replaced or removed. Each
+//! request pins the catalog it started with, so calls in flight finish on their version.
+//!
+//! A swap diffs the old and new catalogs: each list whose content changed is announced once,
+//! and each name newly refused (a newcomer claiming a served name) is logged as a warning
+//! naming both plugins and sent once to clients that asked for logs.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
+
+use super::hub::EventHub;
+use super::merged::{Catalog, LoadedPlugin, Names, Refusal};
+use crate::protocol::mcp::LogLevel;
+use crate::server::{ChangedList, ServerEvent};
+
+/// The live set of plugins: the current catalog, swapped atomically when plugins change.
+pub struct PluginSet {
+    current: ArcSwap<Catalog>,
+    /// The loaded plugins by file (so in name order), from which catalogs are built.
+    plugins: Mutex<BTreeMap<PathBuf, Arc<LoadedPlugin>>>,
+    page_size: usize,
+    pub(super) watching: bool,
+    pub(super) hub: EventHub,
+}
+
+impl PluginSet {
+    /// Serve `plugins`. `watching` says whether the set may change while sessions run, so
+    /// sessions are offered every list kind with `listChanged`. Names are claimed in file-name
+    /// order; refusals are logged.
+    pub fn new(
+        plugins: Vec<LoadedPlugin>,
+        page_size: usize,
+        watching: bool,
+        hub: EventHub,
+    ) -> Self {
+        let plugins: BTreeMap<PathBuf, Arc<LoadedPlugin>> = plugins
+            .into_iter()
+            .map(|p| (p.file.clone(), Arc::new(p)))
+            .collect();
+        let loaded: Vec<_> = plugins.values().cloned().collect();
+        let catalog = Catalog::build(&loaded, page_size, &Default::default());
+        for refusal in catalog.refusals() {
+            tracing::warn!("{refusal}");
+        }
+        Self {
+            current: ArcSwap::from_pointee(catalog),
+            plugins: Mutex::new(plugins),
+            page_size,
+            watching,
+            hub,
+        }
+    }
+
+    /// The current catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.current.load_full()
+    }
+
+    /// The plugin loaded from `file`, if any.
+    pub fn get(&self, file: &Path) -> Option<Arc<LoadedPlugin>> {
+        lock(&self.plugins).get(file).cloned()
+    }
+
+    /// The plugin named `name`, if any.
+    pub fn find(&self, name: &str) -> Option<Arc<LoadedPlugin>> {
+        lock(&self.plugins)
+            .values()
+            .find(|p| &**p.code.name() == name)
+            .cloned()
+    }
+
+    /// The hub plugins and the reloader reach sessions through.
+    pub fn hub(&self) -> &EventHub {
+        &self.hub
+    }
+
+    /// Every loaded plugin, in file-name order.
+    pub fn plugins(&self) -> Vec<Arc<LoadedPlugin>> {
+        lock(&self.plugins).values().cloned().collect()
+    }
+
+    /// Put `plugin` in place of whatever was loaded from its file (or remove what was loaded
+    /// from `file`, for `None`), publish the new catalog, and announce the lists that changed
+    /// and the names newly refused. Returns how many names the plugin from `file` now serves.
+    /// Calls in flight keep the catalog they started with.
+    pub fn update(&self, file: &Path, plugin: Option<Arc<LoadedPlugin>>) -> Names {
+        let (old, new) = {
+            let mut plugins = lock(&self.plugins);
+            match plugin {
+                Some(plugin) => plugins.insert(file.to_owned(), plugin),
+                None => plugins.remove(file),
+            };
+            let loaded: Vec<_> = plugins.values().cloned().collect();
+            let previous = self.current.load();
+            let new = Arc::new(Catalog::build(&loaded, self.page_size, previous.claims()));
+            (self.current.swap(Arc::clone(&new)), new)
+        };
+        for list in [
+            ChangedList::Tools,
+            ChangedList::Prompts,
+            ChangedList::Resources,
+        ] {
+            if old.items(list) != new.items(list) {
+                tracing::debug!(?list, "list changed");
+                self.hub.announce(ServerEvent::ListChanged(list));
+            }
+        }
+        let known: HashSet<&Refusal> = old.refusals().iter().collect();
+        for refusal in new.refusals().iter().filter(|r| !known.contains(r)) {
+            tracing::warn!("{refusal}");
+            self.hub.announce(ServerEvent::HostLog {
+                level: LogLevel::Warning,
+                message: refusal.to_string(),
+            });
+        }
+        new.names_of(file)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,456 @@
+//! The immutable catalog: the merged view of everything the loaded plugins offer, built in one
+//! pass from their prepared lists, with each name (tool, prompt, resource URI, template) owned
+//! by exactly one plugin. Lists are stored pre-serialised, so a page is a concatenation of
+//! JSON snippets and `*/list` never runs plugin code.
+//!
+//! **Who owns a name.** A name the previous catalog served stays with its plugin as long as
+//! that plugin still offers it, whatever the file names sort as: a plugin dropped into the
+//! directory can never take a live name. Names nobody served go to the first plugin in
+//! file-name order that offers them (so startup is deterministic). Other claims are refused
+//! and reported by the live set ([`super::PluginSet`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+
+use super::cursor;
+use super::prepare::{Prepared, prepare};
+use super::uri_template::UriTemplate;
+use super::validate::ToolSchemas;
+use crate::engine::{PluginCode, PluginLists};
+use crate::policy::GrantSummary;
+use crate::protocol::ErrorObject;
+use crate::server::{ChangedList, ListKind, MethodResult, Offers};
+
+/// A name in one of the catalog's namespaces.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Claim {
+    /// A tool's name.
+    Tool(String),
+    /// A prompt's name.
+    Prompt(String),
+    /// A resource's URI.
+    Resource(String),
+    /// A resource template's URI template.
+    Template(String),
+}
+
+impl std::fmt::Display for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tool(name) => write!(f, "tool `{name}`"),
+            Self::Prompt(name) => write!(f, "prompt `{name}`"),
+            Self::Resource(uri) => write!(f, "resource `{uri}`"),
+            Self::Template(uri) => write!(f, "resource template `{uri}`"),
+        }
+    }
+}
+
+/// A name a plugin offers that another plugin serves.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Refusal {
+    /// The name.
+    pub claim: Claim,
+    /// The plugin refused.
+    pub plugin: Arc<str>,
+    /// The plugin that serves it.
+    pub owner: Arc<str>,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.plugin == self.owner {
+            write!(
+                f,
+                "plugin `{}` offers {} twice; the first is served",
+                self.plugin, self.claim
+            )
+        } else {
+            write!(
+                f,
+                "refused {} of plugin `{}`: the name is served by plugin `{}`",
+                self.claim, self.plugin, self.owner
+            )
+        }
+    }
+}
+
+/// How many of a plugin's names are served, and how many were refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Names {
+    /// Served.
+    pub served: usize,
+    /// Refused (taken by another plugin).
+    pub refused: usize,
+}
+
+/// A plugin that loaded: its code, where it came from, and what it offers.
+pub struct LoadedPlugin {
+    /// Its compiled code.
+    pub code: PluginCode,
+    /// The file it was loaded from.
+    pub file: PathBuf,
+    /// Its lists, as read at load.
+    pub lists: PluginLists,
+    /// The digest of its component and manifest.
+    pub digest: [u8; 32],
+    /// Its lists, checked and ready for the catalog.
+    prepared: Prepared,
+}
+
+impl LoadedPlugin {
+    /// A loaded plugin, its lists checked and prepared (invalid items are logged once, here).
+    pub fn new(code: PluginCode, file: PathBuf, lists: PluginLists, digest: [u8; 32]) -> Self {
+        let prepared = prepare(code.name(), &file, &lists);
+        Self {
+            code,
+            file,
+            lists,
+            digest,
+            prepared,
+        }
+    }
+
+    /// Log that the plugin loaded: what it offers, how many of its names it serves and how
+    /// many were refused, and what it was granted.
+    pub fn log_loaded(&self, verb: &str, names: Names) {
+        let lists = &self.lists;
+        tracing::info!(
+            plugin = &**self.code.name(),
+            file = %self.file.display(),
+            tools = lists.tools.len(),
+            prompts = lists.prompts.len(),
+            resources = lists.resources.len(),
+            templates = lists.templates.len(),
+            serves = names.served,
+            refused = names.refused,
+            grants = %GrantSummary(self.code.policy()),
+            "{verb} plugin"
+        );
+    }
+
+    /// Every name the plugin offers (valid ones; invalid items were refused when prepared).
+    fn claims(&self) -> impl Iterator<Item = Claim> + '_ {
+        let p = &self.prepared;
+        p.tools
+            .iter()
+            .map(|t| Claim::Tool(t.name.clone()))
+            .chain(p.prompts.iter().map(|x| Claim::Prompt(x.name.clone())))
+            .chain(p.resources.iter().map(|r| Claim::Resource(r.uri.clone())))
+            .chain(
+                p.templates
+                    .iter()
+                    .map(|t| Claim::Template(t.uri_template.clone())),
+            )
+    }
+}
+
+/// One list: its items pre-serialised in order, and an index by key.
+pub(super) struct Listing<E> {
+    pub(super) items: Vec<Arc<RawValue>>,
+    pub(super) index: HashMap<String, E>,
+}
+
+impl<E> Default for Listing<E> {
+    fn default() -> Self {
+        Self {
+            items: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+}
+
+/// Where a name points.
+pub(super) struct Owner {
+    pub(super) plugin: usize,
+}
+
+pub(super) struct ToolEntry {
+    pub(super) plugin: usize,
+    pub(super) schemas: Arc<ToolSchemas>,
+}
+
+pub(super) struct PromptEntry {
+    pub(super) plugin: usize,
+    pub(super) description: String,
+    pub(super) required: Vec<String>,
+}
+
+pub(super) struct TemplateEntry {
+    pub(super) plugin: usize,
+    pub(super) uri_template: String,
+    pub(super) matcher: UriTemplate,
+}
+
+/// The merged view of all loaded plugins. Immutable once built.
+pub struct Catalog {
+    pub(super) plugins: Vec<PluginCode>,
+    /// Who serves each name (a plugin's file): what the next catalog honours.
+    claims: HashMap<Claim, PathBuf>,
+    /// Names refused because another plugin serves them.
+    refusals: Vec<Refusal>,
+    /// How many names each plugin (by file) serves and had refused.
+    names: HashMap<PathBuf, Names>,
+    pub(super) offers: Offers,
+    page_size: usize,
+    pub(super) tools: Listing<ToolEntry>,
+    pub(super) prompts: Listing<PromptEntry>,
+    resources: Listing<Owner>,
+    pub(super) templates: Vec<TemplateEntry>,
+    template_items: Vec<Arc<RawValue>>,
+}
+
+impl Catalog {
+    /// Merge `plugins` (in file-name order). A name served by the `previous` catalog stays
+    /// with its plugin as long as that plugin still offers it; every other name goes to the
+    /// first plugin in file-name order that offers it. Other claims are refused (see
+    /// [`Catalog::refusals`]).
+    pub fn build(
+        plugins: &[Arc<LoadedPlugin>],
+        page_size: usize,
+        previous: &HashMap<Claim, PathBuf>,
+    ) -> Self {
+        let mut owners: HashMap<Claim, usize> = HashMap::new();
+        for (i, plugin) in plugins.iter().enumerate() {
+            for claim in plugin.claims() {
+                if previous.get(&claim) == Some(&plugin.file) {
+                    owners.insert(claim, i);
+                }
+            }
+        }
+        for (i, plugin) in plugins.iter().enumerate() {
+            for claim in plugin.claims() {
+                owners.entry(claim).or_insert(i);
+            }
+        }
+        let mut catalog = Self {
+            claims: HashMap::with_capacity(owners.len()),
+            refusals: Vec::new(),
+            names: HashMap::with_capacity(plugins.len()),
+            plugins: Vec::with_capacity(plugins.len()),
+            offers: Offers::default(),
+            page_size: page_size.max(1),
+            tools: Listing::default(),
+            prompts: Listing::default(),
+            resources: Listing::default(),
+            templates: Vec::new(),
+            template_items: Vec::new(),
+        };
+        for plugin in plugins {
+            catalog.add(plugin, plugins, &owners);
+        }
+        catalog
+    }
+
+    /// Whether the plugin at `index` may serve `claim`; a refusal is recorded when not.
+    fn owns(
+        &mut self,
+        index: usize,
+        claim: Claim,
+        plugins: &[Arc<LoadedPlugin>],
+        owners: &HashMap<Claim, usize>,
+    ) -> bool {
+        let owner = owners.get(&claim).copied().unwrap_or(index);
+        let taken = owner != index || self.claims.contains_key(&claim);
+        let names = self.names.entry(plugins[index].file.clone()).or_default();
+        if taken {
+            names.refused += 1;
+            self.refusals.push(Refusal {
+                claim,
+                plugin: Arc::clone(plugins[index].code.name()),
+                owner: Arc::clone(plugins[owner].code.name()),
+            });
+            return false;
+        }
+        names.served += 1;
+        self.claims.insert(claim, plugins[index].file.clone());
+        true
+    }
+
+    fn add(
+        &mut self,
+        loaded: &LoadedPlugin,
+        plugins: &[Arc<LoadedPlugin>],
+        owners: &HashMap<Claim, usize>,
+    ) {
+        let index = self.plugins.len();
+        self.names.entry(loaded.file.clone()).or_default();
+        let prepared = &loaded.prepared;
+        for tool in &prepared.tools {
+            if !self.owns(index, Claim::Tool(tool.name.clone()), plugins, owners) {
+                continue;
+            }
+            self.tools.items.push(Arc::clone(&tool.json));
+            let entry = ToolEntry {
+                plugin: index,
+                schemas: Arc::clone(&tool.schemas),
+            };
+            self.tools.index.insert(tool.name.clone(), entry);
+        }
+        for prompt in &prepared.prompts {
+            if !self.owns(index, Claim::Prompt(prompt.name.clone()), plugins, owners) {
+                continue;
+            }
+            self.prompts.items.push(Arc::clone(&prompt.json));
+            let entry = PromptEntry {
+                plugin: index,
+                description: prompt.description.clone(),
+                required: prompt.required.clone(),
+            };
+            self.prompts.index.insert(prompt.name.clone(), entry);
+        }
+        for resource in &prepared.resources {
+            if !self.owns(
+                index,
+                Claim::Resource(resource.uri.clone()),
+                plugins,
+                owners,
+            ) {
+                continue;
+            }
+            self.resources.items.push(Arc::clone(&resource.json));
+            self.resources
+                .index
+                .insert(resource.uri.clone(), Owner { plugin: index });
+        }
+        for template in &prepared.templates {
+            let claim = Claim::Template(template.uri_template.clone());
+            if !self.owns(index, claim, plugins, owners) {
+                continue;
+            }
+            self.template_items.push(Arc::clone(&template.json));
+            self.templates.push(TemplateEntry {
+                plugin: index,
+                uri_template: template.uri_template.clone(),
+                matcher: template.matcher.clone(),
+            });
+        }
+        let lists = &loaded.lists;
+        // Advertise what is served, not what is exported: the Rust SDK exports every
+        // interface, with empty lists for what a plugin does not provide.
+        self.offers = Offers {
+            tools: !self.tools.items.is_empty(),
+            prompts: !self.prompts.items.is_empty(),
+            resources: !self.resources.items.is_empty() || !self.templates.is_empty(),
+            completions: self.offers.completions
+                || (loaded.code.exports().completion()
+                    && !(lists.prompts.is_empty() && lists.templates.is_empty())),
+            list_changed: false,
+        };
+        self.plugins.push(loaded.code.clone());
+    }
+
+    /// Names refused because another plugin serves them.
+    pub fn refusals(&self) -> &[Refusal] {
+        &self.refusals
+    }
+
+    /// Who serves each name.
+    pub fn claims(&self) -> &HashMap<Claim, PathBuf> {
+        &self.claims
+    }
+
+    /// How many names the plugin loaded from `file` serves, and how many were refused.
+    pub fn names_of(&self, file: &Path) -> Names {
+        self.names.get(file).copied().unwrap_or_default()
+    }
+
+    /// The serialised items of a list, to tell whether it changed.
+    pub(super) fn items(&self, list: ChangedList) -> Vec<&str> {
+        let items: Box<dyn Iterator<Item = &Arc<RawValue>>> = match list {
+            ChangedList::Tools => Box::new(self.tools.items.iter()),
+            ChangedList::Prompts => Box::new(self.prompts.items.iter()),
+            ChangedList::Resources => {
+                Box::new(self.resources.items.iter().chain(&self.template_items))
+            }
+        };
+        items.map(|item| item.get()).collect()
+    }
+
+    /// How many plugins are loaded.
+    pub fn plugin_count(&self) -> usize {
+        self.plugins.len()
+    }
+
+    /// One page of a list.
+    pub(super) fn page(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult {
+        let (key, items) = match kind {
+            ListKind::Tools => ("tools", &self.tools.items),
+            ListKind::Prompts => ("prompts", &self.prompts.items),
+            ListKind::Resources => ("resources", &self.resources.items),
+            ListKind::ResourceTemplates => ("resourceTemplates", &self.template_items),
+        };
+        let start = match cursor {
+            None => 0,
+            Some(cursor) => cursor::decode(cursor)
+                .ok_or_else(|| ErrorObject::invalid_params(format!("invalid cursor `{cursor}`")))?
+                .min(items.len()),
+        };
+        let end = start.saturating_add(self.page_size).min(items.len());
+        let mut out = String::with_capacity(
+            64 + items[start..end]
+                .iter()
+                .map(|i| i.get().len() + 1)
+                .sum::<usize>(),
+        );
+        out.push_str("{\"");
+        out.push_str(key);
+        out.push_str("\":[");
+        for (i, item) in items[start..end].iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(item.get());
+        }
+        out.push(']');
+        if end < items.len() {
+            out.push_str(",\"nextCursor\":\"");
+            out.push_str(&cursor::encode(end));
+            out.push('"');
+        }
+        out.push('}');
+        RawValue::from_string(out)
+            .map_err(|e| ErrorObject::internal(format!("could not build the page: {e}")))
+    }
+
+    /// The plugin serving `uri`: the one listing it, else the first whose template matches.
+    pub(super) fn resource_owner(&self, uri: &str) -> Option<&PluginCode> {
+        let plugin = match self.resources.index.get(uri) {
+            Some(owner) => owner.plugin,
+            None => {
+                self.templates
+                    .iter()
+                    .find(|t| t.matcher.matches(uri))?
+                    .plugin
+            }
+        };
+        self.plugins.get(plugin)
+    }
+}
+
+/// Why `result` is over the plugin's result limit, if it is.
+pub(super) fn over_limit(plugin: &PluginCode, result: &RawValue) -> Option<String> {
+    let (size, limit) = (result.get().len(), plugin.limits().result_bytes);
+    (size > limit).then(|| {
+        tracing::warn!(
+            plugin = &**plugin.name(),
+            size,
+            limit,
+            "result over the limit"
+        );
+        format!(
+            "plugin `{}` returned a result of {size} bytes, over its limit of {limit} bytes",
+            plugin.name()
+        )
+    })
+}
+
+/// `result` if it is within the plugin's result limit, else -32603 saying by how much.
+pub(super) fn within_limit(plugin: &PluginCode, result: Box<RawValue>) -> MethodResult {
+    match over_limit(plugin, &result) {
+        Some(problem) => Err(ErrorObject::internal(problem)),
+        None => Ok(result),
+    }
+}
