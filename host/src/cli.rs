@@ -250,6 +250,31 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         loaded.skipped,
         catalog.refusals().len()
     );
+    // Plugins that were still listing: served as soon as they are done.
+    for late in loaded.late {
+        let plugins = Arc::clone(&plugins);
+        tokio::spawn(async move {
+            match late.await {
+                Ok((file, Ok(plugin))) => {
+                    let plugin = Arc::new(plugin);
+                    let names = plugins.update(&file, Some(Arc::clone(&plugin)));
+                    plugin.log_loaded("loaded (late)", names);
+                }
+                Ok((file, Err(error))) => {
+                    let message = format!(
+                        "could not load plugin {}: {error}; it is not loaded",
+                        file.display()
+                    );
+                    tracing::error!(file = %file.display(), "skipped plugin: {error}");
+                    plugins.hub().announce(crate::server::ServerEvent::HostLog {
+                        level: crate::protocol::mcp::LogLevel::Error,
+                        message,
+                    });
+                }
+                Err(e) => tracing::error!("a plugin load task failed: {e}"),
+            }
+        });
+    }
     let _watcher = if watching {
         let debounce = Duration::from_millis(args.reload_debounce_ms);
         Some(

@@ -17,6 +17,7 @@ mod client;
 mod conformance;
 mod contract;
 mod golden;
+mod hardening;
 mod http;
 mod loading;
 mod modern;

@@ -247,6 +247,54 @@ pub fn resource_not_found(uri: &str) -> ErrorObject {
         .with_data(json!({ "uri": uri }))
 }
 
+/// The deepest nesting of structured content passed on to a client: clients parse it
+/// recursively, and some drop a response nested deeper than this.
+pub const MAX_STRUCTURED_DEPTH: usize = 64;
+
+/// Check a tool's structured content before it reaches a client: nested at most
+/// [`MAX_STRUCTURED_DEPTH`] deep, and an object unless the client's revision takes any value.
+pub fn check_structured(text: &str, any_value: bool) -> Result<(), String> {
+    let depth = json_depth(text);
+    if depth > MAX_STRUCTURED_DEPTH {
+        return Err(format!(
+            "returned structured content nested {depth} levels deep, over the limit of {MAX_STRUCTURED_DEPTH}"
+        ));
+    }
+    if !any_value && !text.trim_start().starts_with('{') {
+        return Err(
+            "returned structured content that is not a JSON object, which MCP 2025-11-25 requires"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
+/// The deepest nesting of arrays and objects in JSON text (strings skipped).
+fn json_depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// The longest error message from a plugin passed on to a client; longer ones are cut.
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
 
@@ -311,6 +359,23 @@ mod tests {
             output_schema: None,
             annotations: None,
         }
+    }
+
+    #[test]
+    fn structured_content_is_checked_for_depth_and_shape() {
+        assert!(check_structured(r#"{"a":[1,{"b":"[[[["}]}"#, false).is_ok());
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(
+            check_structured(&deep, true)
+                .unwrap_err()
+                .contains("10000 levels")
+        );
+        assert!(check_structured("[]", true).is_ok());
+        assert!(
+            check_structured("[]", false)
+                .unwrap_err()
+                .contains("not a JSON object")
+        );
     }
 
     #[test]

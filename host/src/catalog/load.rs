@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::LoadedPlugin;
 use crate::engine::{LoadError, PluginCode, Runtime};
@@ -77,10 +78,21 @@ pub struct LoadedDirectory {
     pub plugins: Vec<LoadedPlugin>,
     /// How many `*.wasm` files failed to load (each logged with its reason).
     pub skipped: usize,
+    /// Plugins still listing when startup went on.
+    pub late: Vec<LateLoad>,
 }
 
-/// Load every plugin in `dir`, in parallel. Failures are logged and skipped; the loaded
-/// plugins are logged once they are served (their names claimed).
+/// How long startup waits for compiled plugins to list what they offer. A plugin still listing
+/// then is added when it is done (clients hear `list_changed`); its listing runs under its own
+/// call limits, so it cannot take longer than its timeout.
+pub const STARTUP_LISTING_WAIT: Duration = Duration::from_secs(2);
+
+/// A plugin still loading when startup went on: its file, and the load to finish.
+pub type LateLoad = tokio::task::JoinHandle<(PathBuf, Result<LoadedPlugin, FileError>)>;
+
+/// Load every plugin in `dir`, in parallel. Every plugin is compiled before this returns; those
+/// whose listing takes longer than [`STARTUP_LISTING_WAIT`] are returned as `late`. Failures
+/// are logged and skipped; the loaded plugins are logged once they are served.
 pub async fn load_directory(
     runtime: &Runtime,
     dir: &Path,
@@ -90,20 +102,46 @@ pub async fn load_directory(
     if files.is_empty() {
         tracing::warn!(dir = %dir.display(), "no plugins (*.wasm files) in the plugin directory");
     }
-    let tasks: Vec<_> = files
+    let mut compiled = Vec::with_capacity(files.len());
+    let mut tasks: Vec<LateLoad> = files
         .into_iter()
         .map(|file| {
             let runtime = runtime.clone();
+            let (done_compiling, compiled_signal) = tokio::sync::oneshot::channel::<()>();
+            compiled.push(compiled_signal);
             tokio::spawn(async move {
-                let result = load_file(&runtime, &file, limits).await;
+                let result = match read_source(&file).await {
+                    Ok(source) => match compile_source(&runtime, source, limits).await {
+                        Ok(code) => {
+                            let _ = done_compiling.send(());
+                            list_plugin(code).await
+                        }
+                        Err(error) => Err(error),
+                    },
+                    Err(error) => Err(error),
+                };
                 (file, result)
             })
         })
         .collect();
+    // Every component compiled (or failed), however long that takes; then a bounded wait for
+    // listings.
+    for signal in compiled {
+        let _ = signal.await;
+    }
+    let deadline = tokio::time::Instant::now() + STARTUP_LISTING_WAIT;
     let mut loaded = Vec::with_capacity(tasks.len());
+    let mut late = Vec::new();
     let mut skipped = 0;
-    for task in tasks {
-        match task.await {
+    for mut task in tasks.drain(..) {
+        let joined = match tokio::time::timeout_at(deadline, &mut task).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                late.push(task);
+                continue;
+            }
+        };
+        match joined {
             Ok((_, Ok(plugin))) => loaded.push(plugin),
             Ok((file, Err(error))) => {
                 skipped += 1;
@@ -115,9 +153,17 @@ pub async fn load_directory(
             }
         }
     }
+    if !late.is_empty() {
+        tracing::warn!(
+            plugins = late.len(),
+            wait_ms = STARTUP_LISTING_WAIT.as_millis(),
+            "some plugins are still listing what they offer; serving the others now and adding them when they are done"
+        );
+    }
     Ok(LoadedDirectory {
         plugins: loaded,
         skipped,
+        late,
     })
 }
 
@@ -163,15 +209,6 @@ pub async fn read_source(file: &Path) -> Result<PluginSource, FileError> {
     })
 }
 
-/// Load one plugin file: read, compile (on a blocking thread), link, and read its lists.
-async fn load_file(
-    runtime: &Runtime,
-    file: &Path,
-    limits: Limits,
-) -> Result<LoadedPlugin, FileError> {
-    load_source(runtime, read_source(file).await?, limits).await
-}
-
 /// Compile (on a blocking thread), link, and list a plugin from its files. `limits` are the
 /// defaults its manifest may override.
 pub async fn load_source(
@@ -179,6 +216,29 @@ pub async fn load_source(
     source: PluginSource,
     limits: Limits,
 ) -> Result<LoadedPlugin, FileError> {
+    list_plugin(compile_source(runtime, source, limits).await?).await
+}
+
+/// A plugin compiled and linked, not yet listed.
+pub struct Compiled {
+    code: PluginCode,
+    file: PathBuf,
+    digest: [u8; 32],
+}
+
+/// Read a compiled plugin's lists (in a fresh instance, under its call limits).
+async fn list_plugin(compiled: Compiled) -> Result<LoadedPlugin, FileError> {
+    let Compiled { code, file, digest } = compiled;
+    let lists = code.read_lists().await.map_err(LoadError::List)?;
+    Ok(LoadedPlugin::new(code, file, lists, digest))
+}
+
+/// Compile (on a blocking thread) and link a plugin from its files.
+async fn compile_source(
+    runtime: &Runtime,
+    source: PluginSource,
+    limits: Limits,
+) -> Result<Compiled, FileError> {
     let file = source.file;
     let name: Arc<str> = file
         .file_stem()
@@ -195,6 +255,9 @@ pub async fn load_source(
         .await
         .map_err(|e| FileError::Join(e.to_string()))??;
     let code = PluginCode::prepare(runtime, name, &component, policy)?;
-    let lists = code.read_lists().await.map_err(LoadError::List)?;
-    Ok(LoadedPlugin::new(code, file, lists, source.digest))
+    Ok(Compiled {
+        code,
+        file,
+        digest: source.digest,
+    })
 }

@@ -19,6 +19,12 @@ use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
 use crate::server::{Backend, ListKind, MethodResult, Offers, RequestContext, ServerEvent};
 
+/// Whether the request's revision takes structured content of any JSON type (2026-07-28) or
+/// only an object (2025-11-25).
+fn ctx_accepts_any_structured(ctx: &RequestContext) -> bool {
+    ctx.is_stateless()
+}
+
 /// The most completion values sent to a client.
 const MAX_COMPLETION_VALUES: usize = 100;
 
@@ -62,18 +68,27 @@ impl Backend for PluginSet {
         }
         let plugin = &catalog.plugins[entry.plugin];
         let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = name);
+        let any_structured = ctx_accepts_any_structured(&ctx);
         let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
         let outcome = plugin
             .call_tool(name, arguments.get(), host)
             .instrument(span)
             .await;
-        if let Ok(Ok(result)) = &outcome
-            && let Err(problem) = entry
-                .schemas
-                .check_output(result.structured.as_deref(), result.is_error)
-        {
-            tracing::warn!(plugin = &**plugin.name(), tool = name, "{problem}");
-            return convert::error_result(&format!("plugin `{}` {problem}", plugin.name()));
+        if let Ok(Ok(result)) = &outcome {
+            let checked = match result.structured.as_deref() {
+                Some(structured) if structured.len() > plugin.limits().result_bytes => Ok(()),
+                Some(structured) => convert::check_structured(structured, any_structured),
+                None => Ok(()),
+            };
+            let checked = checked.and_then(|()| {
+                entry
+                    .schemas
+                    .check_output(result.structured.as_deref(), result.is_error)
+            });
+            if let Err(problem) = checked {
+                tracing::warn!(plugin = &**plugin.name(), tool = name, "{problem}");
+                return convert::error_result(&format!("plugin `{}` {problem}", plugin.name()));
+            }
         }
         let result = convert::call_tool_result(plugin.name(), outcome)?;
         match over_limit(plugin, &result) {

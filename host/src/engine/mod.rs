@@ -185,11 +185,15 @@ impl Runtime {
         // Resetting a slot after a call: with Linux's PAGEMAP_SCAN (6.7+) only the pages the
         // call dirtied are found and zeroed in place, up to 1 MiB per memory, so the next call
         // takes no page faults and no `madvise` (whose TLB shootdowns interrupt every core).
-        // Elsewhere the first 1 MiB is zeroed and the rest `madvise`d, in batches.
+        // Elsewhere the first 1 MiB is zeroed and the rest `madvise`d.
         pool.linear_memory_keep_resident(1 << 20)
             .table_keep_resident(64 << 10)
             .pagemap_scan(wasmtime::Enabled::Auto)
-            .decommit_batch_size(32);
+            // Decommit each slot as soon as it is released: a call that dirtied a lot of memory
+            // (a memory bomb stopped at its limit) must not leave it resident until a batch
+            // fills. Ordinary calls dirty nothing beyond what stays resident, so this costs
+            // them nothing.
+            .decommit_batch_size(1);
         let mut wasm = Config::new();
         wasm.wasm_component_model(true)
             .consume_fuel(true)

@@ -112,6 +112,20 @@ pub enum CallError {
     /// Any other trap.
     #[error("crashed: {0}")]
     Trap(String),
+    /// It held more handles (files, streams, HTTP fields, …) at once than a call may.
+    #[error(
+        "held more than {limit} handles (open files, streams, HTTP fields) at once, the limit of a call"
+    )]
+    HandleLimit {
+        /// The limit.
+        limit: usize,
+    },
+    /// It passed more data to one host call than a call may.
+    #[error("passed more data to a host call than allowed ({})", human_bytes(*limit))]
+    HostCallData {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// It does not export the interface the request needs.
     #[error("does not export the `{0}` interface")]
     NotExported(&'static str),
@@ -352,6 +366,7 @@ impl PluginCode {
         .map_err(CallError::Host)?;
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|state| &mut state.limiter);
+        store.set_hostcall_fuel(HOSTCALL_DATA_BYTES);
         store
             .set_fuel(self.limits.fuel)
             .map_err(|e| CallError::Host(format!("{e:#}")))?;
@@ -435,11 +450,48 @@ fn classify(store: &mut Store<HostState>, error: &wasmtime::Error, limits: &Limi
                         .trim_start_matches("wasm trap: ")
                         .to_owned(),
                 ),
-                None => CallError::Host(format!("{error:#}")),
+                None => host_failure(error),
             }
         }
     }
 }
+
+/// A failure outside the guest's code: one of wasmtime's own caps, named, or else the error in
+/// one line (no wasm backtrace).
+fn host_failure(error: &wasmtime::Error) -> CallError {
+    let causes: Vec<String> = error
+        .chain()
+        .map(|cause| cause.to_string().lines().next().unwrap_or("").to_owned())
+        .filter(|line| {
+            !line.is_empty() && !line.starts_with("error while executing at wasm backtrace")
+        })
+        .collect();
+    let said = |needle: &str| causes.iter().any(|c| c.contains(needle));
+    if said("resource table has no free keys") {
+        return CallError::HandleLimit {
+            limit: super::state::MAX_HANDLES_PER_CALL,
+        };
+    }
+    if said("fuel allocated for hostcalls has been exhausted") {
+        return CallError::HostCallData {
+            limit: HOSTCALL_DATA_BYTES,
+        };
+    }
+    let mut message = causes.join(": ");
+    if message.len() > 1024 {
+        let mut end = 1024;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    CallError::Host(message)
+}
+
+/// Data one host call may take from a plugin (strings, lists): wasmtime's "hostcall fuel",
+/// which bounds what the host allocates on a plugin's behalf.
+pub const HOSTCALL_DATA_BYTES: usize = 64 << 20;
 
 /// The message of a Rust panic, from what the guest wrote to stderr.
 fn panic_message(stderr: &str) -> Option<String> {

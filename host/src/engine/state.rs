@@ -58,6 +58,13 @@ fn cut(message: String) -> String {
     )
 }
 
+/// Handles (files, directories, streams, HTTP fields and requests, …) one call may hold at
+/// once. Each is host memory or a host file descriptor the plugin's own memory limit does not
+/// count, so they are bounded per call: a call past it fails, naming the limit.
+pub const MAX_HANDLES_PER_CALL: usize = 256;
+/// The largest set of HTTP header fields a call may build (each `fields` resource).
+pub const MAX_HTTP_FIELDS_BYTES: usize = 64 << 10;
+
 /// Everything one call's `Store` holds.
 pub struct HostState {
     plugin: Arc<str>,
@@ -110,14 +117,18 @@ impl HostState {
                     )
                 })?;
         }
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_HANDLES_PER_CALL);
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(MAX_HTTP_FIELDS_BYTES);
         Ok(Self {
             logged_bytes: 0,
             host,
             http_gate: HttpGate::new(Arc::clone(&plugin), Arc::clone(http_grants)),
             plugin,
             wasi: wasi.build(),
-            http: WasiHttpCtx::new(),
-            table: ResourceTable::new(),
+            http,
+            table,
             limiter: MemoryLimiter::new(limits.memory_bytes),
             stdout,
             stderr,

@@ -222,6 +222,55 @@ fn decode_id(raw: &RawValue) -> Option<RequestId> {
     }
 }
 
+/// The `id` of a message from its first bytes, when the rest cannot be read (a message over
+/// the size limit): the value of the top-level `"id"` key, if it is a string or an integer and
+/// appears in `head`. Used only to address the error reply.
+pub fn sniff_id(head: &[u8]) -> Option<RequestId> {
+    let text = String::from_utf8_lossy(head);
+    let bytes = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => {
+                let end = string_end(bytes, i)?;
+                let key = &text[i..=end];
+                i = end + 1;
+                if depth == 1 && key == "\"id\"" {
+                    let rest = text[i..].trim_start().strip_prefix(':')?.trim_start();
+                    let mut stream =
+                        serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+                    return match stream.next()?.ok()? {
+                        serde_json::Value::String(s) => Some(RequestId::String(s)),
+                        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => {
+                            Some(RequestId::Number(n))
+                        }
+                        _ => None,
+                    };
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The index of the quote closing the string that opens at `start`.
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 #[derive(Serialize)]
 struct Outgoing<'a> {
     jsonrpc: &'static str,
@@ -478,6 +527,20 @@ mod tests {
         assert!(matches!(items[0], Ok(Message::Request(_))));
         assert!(items[1].is_err());
         assert!(matches!(items[2], Ok(Message::Notification(_))));
+    }
+
+    #[test]
+    fn ids_are_sniffed_from_the_head_of_a_message() {
+        assert_eq!(
+            sniff_id(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"#),
+            Some(RequestId::Number(7.into()))
+        );
+        assert_eq!(
+            sniff_id(br#"{"params":{"id":1,"s":"\"id\":2"},"id":"a-\"b","method":"#),
+            Some(RequestId::String("a-\"b".to_owned()))
+        );
+        assert_eq!(sniff_id(br#"{"method":"x","params":{"id":3,"#), None);
+        assert_eq!(sniff_id(b"garbage"), None);
     }
 
     #[test]

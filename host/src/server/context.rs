@@ -32,6 +32,67 @@ const LOG_RATE_PER_SECOND: f64 = 50.0;
 /// Log messages one plugin may send one session in a burst.
 const LOG_BURST: f64 = 100.0;
 
+/// Progress notifications one request may send per second, sustained (more are dropped; the
+/// next report after a pause carries the latest value, since progress only grows).
+const PROGRESS_PER_SECOND: f64 = 20.0;
+/// Progress notifications one request may send in a burst.
+const PROGRESS_BURST: f64 = 50.0;
+/// The longest progress message sent; longer ones are cut.
+const MAX_PROGRESS_MESSAGE_BYTES: usize = 1024;
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn cut_to(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// The last progress sent for a request, and its rate.
+struct ProgressPace {
+    last: Option<f64>,
+    tokens: f64,
+    updated: Instant,
+    dropped: u64,
+}
+
+impl Default for ProgressPace {
+    fn default() -> Self {
+        Self {
+            last: None,
+            tokens: PROGRESS_BURST,
+            updated: Instant::now(),
+            dropped: 0,
+        }
+    }
+}
+
+impl ProgressPace {
+    fn admit(&mut self) -> bool {
+        let now = Instant::now();
+        let elapsed = now.duration_since(self.updated).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * PROGRESS_PER_SECOND).min(PROGRESS_BURST);
+        self.updated = now;
+        if self.tokens < 1.0 {
+            if self.dropped == 0 {
+                tracing::debug!(
+                    rate = PROGRESS_PER_SECOND,
+                    "progress over the rate limit is dropped"
+                );
+            }
+            self.dropped += 1;
+            return false;
+        }
+        self.tokens -= 1.0;
+        self.dropped = 0;
+        true
+    }
+}
+
 /// The requests a server may send a client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientRequest {
@@ -276,7 +337,7 @@ pub struct RequestContext {
     client: Client,
     outbound: Outbound,
     progress_token: Option<Box<RawValue>>,
-    last_progress: Arc<Mutex<Option<f64>>>,
+    last_progress: Arc<Mutex<ProgressPace>>,
     finished: Arc<AtomicBool>,
     cancellation: Arc<Cancellation>,
 }
@@ -292,7 +353,7 @@ impl RequestContext {
             client,
             outbound,
             progress_token,
-            last_progress: Arc::new(Mutex::new(None)),
+            last_progress: Arc::new(Mutex::new(ProgressPace::default())),
             finished: Arc::new(AtomicBool::new(false)),
             cancellation,
         }
@@ -317,6 +378,11 @@ impl RequestContext {
 
     fn open(&self) -> bool {
         !self.finished.load(Ordering::Acquire)
+    }
+
+    /// Whether this is a 2026-07-28 request (its client declared itself in its envelope).
+    pub fn is_stateless(&self) -> bool {
+        matches!(self.client, Client::Stateless(_))
     }
 
     /// Whether the client cancelled this request.
@@ -358,13 +424,17 @@ impl RequestContext {
             return;
         }
         {
-            let mut last = lock(&self.last_progress);
-            if last.is_some_and(|last| progress <= last) {
+            let mut pace = lock(&self.last_progress);
+            if pace.last.is_some_and(|last| progress <= last) {
                 tracing::debug!(progress, "dropped progress that did not increase");
                 return;
             }
-            *last = Some(progress);
+            if !pace.admit() {
+                return;
+            }
+            pace.last = Some(progress);
         }
+        let message = message.map(|m| cut_to(m, MAX_PROGRESS_MESSAGE_BYTES));
         let params = Progress {
             progress_token: token,
             progress,
@@ -533,6 +603,28 @@ mod tests {
             values.push(v["params"]["progress"].as_f64().unwrap());
         }
         assert_eq!(values, [1.0, 2.0]);
+    }
+
+    #[tokio::test]
+    async fn progress_floods_are_cut_to_the_rate() {
+        let (outbound, mut sent) = mpsc::channel(1000);
+        let token = RawValue::from_string("1".to_owned()).ok();
+        let ctx = RequestContext::new(
+            Client::Session(Arc::new(Peer::default())),
+            outbound,
+            token,
+            Arc::default(),
+        );
+        for i in 0..10_000 {
+            ctx.progress(f64::from(i), None, Some(&"m".repeat(5000)))
+                .await;
+        }
+        let mut count = 0;
+        while let Ok(reply) = sent.try_recv() {
+            assert!(reply.0.len() < 2000);
+            count += 1;
+        }
+        assert!((50..=60).contains(&count), "{count}");
     }
 
     #[tokio::test]

@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::protocol::error::INVALID_REQUEST;
-use crate::protocol::jsonrpc::{decode, encode_error};
+use crate::protocol::jsonrpc::{decode, encode_error, sniff_id};
 use crate::protocol::{ErrorObject, Reply};
 use crate::server::{Backend, Session, forward_events};
 
@@ -92,7 +92,7 @@ pub async fn serve<B: Backend>(
             }
             line = lines.next() => {
                 let Some(line) = line? else { break };
-                handle_line(&session, line, &replies, &mut in_flight).await;
+                handle_line(&session, line, &replies, &mut in_flight, config.max_message_bytes).await;
             }
             Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
             finished = &mut writer => {
@@ -127,16 +127,19 @@ async fn handle_line<B: Backend>(
     line: Line,
     replies: &mpsc::Sender<Reply>,
     in_flight: &mut JoinSet<()>,
+    max_bytes: usize,
 ) {
     let bytes = match line {
-        Line::TooLong(length) => {
+        Line::TooLong(length, head) => {
             let error = ErrorObject::new(
                 INVALID_REQUEST,
                 format!(
-                    "invalid request: message of {length} bytes exceeds the maximum message size"
+                    "invalid request: a message of {length} bytes exceeds the maximum message size ({} bytes, --max-message-bytes)",
+                    max_bytes
                 ),
             );
-            let _ = replies.send(encode_error(None, &error)).await;
+            let id = sniff_id(&head);
+            let _ = replies.send(encode_error(id.as_ref(), &error)).await;
             return;
         }
         Line::Complete(bytes) => bytes,
@@ -256,9 +259,13 @@ impl AsyncRead for StdinReader {
 enum Line {
     /// The line's bytes, without the newline (or a trailing `\r`).
     Complete(Vec<u8>),
-    /// A line longer than the limit, skipped; its length in bytes.
-    TooLong(usize),
+    /// A line longer than the limit, skipped: its length in bytes, and its first bytes (enough
+    /// to read the request's id, so the error can be matched to it).
+    TooLong(usize, Vec<u8>),
 }
+
+/// How much of an over-long line is kept to read its id.
+const HEAD_BYTES: usize = 4096;
 
 /// Reads lines without ever holding more than the limit in memory. A line read in part is
 /// kept in the reader, so `next` may be cancelled (as `select!` does) without losing input.
@@ -298,8 +305,12 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
             self.length += chunk.len();
             if self.length <= self.max_bytes {
                 self.line.extend_from_slice(chunk);
-            } else if !self.line.is_empty() {
-                self.line = Vec::new();
+            } else if self.line.len() > HEAD_BYTES {
+                self.line.truncate(HEAD_BYTES);
+                self.line.shrink_to_fit();
+            } else if self.line.len() < HEAD_BYTES {
+                let room = HEAD_BYTES - self.line.len();
+                self.line.extend_from_slice(&chunk[..room.min(chunk.len())]);
             }
             self.input.consume(used);
             if done {
@@ -309,7 +320,7 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
         let length = std::mem::take(&mut self.length);
         let mut line = std::mem::take(&mut self.line);
         if length > self.max_bytes {
-            return Ok(Some(Line::TooLong(length)));
+            return Ok(Some(Line::TooLong(length, line)));
         }
         if line.last() == Some(&b'\r') {
             line.pop();
@@ -351,7 +362,7 @@ mod tests {
             got,
             vec![
                 Line::Complete(b"short".to_vec()),
-                Line::TooLong(25),
+                Line::TooLong(25, b"this line is far too long".to_vec()),
                 Line::Complete(b"ok".to_vec())
             ]
         );

@@ -1,0 +1,446 @@
+//! Hardening (issue #12): names stay with the plugin that serves them under hot reload, the
+//! watcher reacts to changes only, and what hostile plugins still got through around the
+//! sandbox is contained — each case with the exact message a client sees, and a normal call
+//! served afterwards.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{
+    Raw, RecordingClient, call, connect_logged, example_plugins, plugin_dir, test_plugins,
+    tool_text,
+};
+
+/// Replace `file_name` in `dir` atomically (write a hidden file, rename it into place).
+fn install(dir: &Path, file_name: &str, bytes: &[u8]) {
+    let temporary = dir.join(format!(".{file_name}.tmp"));
+    std::fs::write(&temporary, bytes).unwrap();
+    std::fs::rename(&temporary, dir.join(file_name)).unwrap();
+}
+
+fn wasm(dir: &Path, plugin: &str) -> Vec<u8> {
+    std::fs::read(dir.join(format!("{plugin}.wasm"))).unwrap()
+}
+
+/// A raw `tools/call` line.
+fn tool_call(id: u64, name: &str, arguments: &Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+        .to_string()
+}
+
+/// Call a tool over a raw session; its text and whether it is an error.
+async fn raw_call(raw: &mut Raw, id: u64, name: &str, arguments: Value) -> (String, bool) {
+    raw.send(tool_call(id, name, &arguments).as_bytes()).await;
+    loop {
+        let reply = raw.recv().await;
+        if reply["id"] == id {
+            let result = &reply["result"];
+            return (
+                result["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+                result["isError"] == true,
+            );
+        }
+    }
+}
+
+const HOSTILE_LIMITS: &str =
+    "[limits]\nfuel = 500_000_000\ntimeout-ms = 5000\nmemory-mib = 96\noutput-kib = 16\n";
+
+#[tokio::test]
+async fn a_newcomer_never_takes_a_served_name_whatever_its_file_name() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let client = RecordingClient::new(&json!({}));
+    let (service, log) = connect_logged(dir.path(), &[], client.clone()).await;
+    service
+        .peer()
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Warning,
+        ))
+        .await
+        .unwrap();
+    // `a_impostor` sorts first and offers the same tools.
+    install(
+        dir.path(),
+        "a_impostor.wasm",
+        &wasm(example_plugins(), "echo_tools"),
+    );
+    let warning = client.wait_for("log", 1).await;
+    let text = warning[0]["data"].as_str().unwrap();
+    assert!(
+        text.contains(
+            "refused tool `echo` of plugin `a_impostor`: the name is served by plugin `echo_tools`"
+        ) || text.contains("of plugin `a_impostor`: the name is served by plugin `echo_tools`"),
+        "{text}"
+    );
+    log.wait_for("added plugin").await;
+    let added = log
+        .text()
+        .lines()
+        .find(|l| l.contains("added plugin"))
+        .unwrap()
+        .to_owned();
+    assert!(added.contains("serves=0 refused=4"), "{added}");
+    let tools = service.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 4, "no duplicates: {tools:?}");
+    let result = service
+        .call_tool(call("echo", json!({"text": "mine"})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result), ("mine".to_owned(), false));
+    // Nothing the client can see changed, so nothing was announced.
+    assert!(client.events("tools/list_changed").is_empty());
+    // Each refusal is reported once, not on every rebuild.
+    install(
+        dir.path(),
+        "quotes.wasm",
+        &wasm(example_plugins(), "quotes"),
+    );
+    client.wait_for("resources/list_changed", 1).await;
+    assert_eq!(log.text().matches("refused tool `echo`").count(), 1);
+    // When the owner goes, the name is free for the next plugin that offers it.
+    std::fs::remove_file(dir.path().join("echo_tools.wasm")).unwrap();
+    log.wait_for("removed plugin").await;
+    let result = service
+        .call_tool(call("echo", json!({"text": "still served"})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result), ("still served".to_owned(), false));
+}
+
+#[tokio::test]
+async fn a_broken_file_is_reported_once_and_loads_when_fixed() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let client = RecordingClient::new(&json!({}));
+    let (service, log) = connect_logged(dir.path(), &[], client.clone()).await;
+    install(dir.path(), "bad.wasm", b"random bytes, not a component");
+    client.wait_for("log", 1).await;
+    log.wait_for("could not load plugin").await;
+    // The watcher's own reads of the file are not changes: watch a while.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        log.text().matches("could not load plugin").count(),
+        1,
+        "{}",
+        log.text()
+    );
+    assert_eq!(client.events("log").len(), 1);
+    // Fixed in place: it loads.
+    install(dir.path(), "bad.wasm", &wasm(example_plugins(), "quotes"));
+    client.wait_for("resources/list_changed", 1).await;
+    assert_eq!(service.list_all_resources().await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn an_idle_watched_directory_is_idle() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let mut raw = Raw::initialized(dir.path(), &["--log", "info,mcpbox::watch=trace"]).await;
+    raw.stderr.wait_for("watching the plugin directory").await;
+    // Reading the files (as a backup tool would) is not a change.
+    for _ in 0..3 {
+        let _ = std::fs::read(dir.path().join("echo_tools.wasm")).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    raw.assert_alive(1).await;
+    let log = raw.stderr.text();
+    assert!(
+        !log.contains("not reloaded") && !log.contains("unchanged since last handled"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn hostile_schemas_handles_and_floods_are_contained() {
+    let dir = plugin_dir(&[
+        ("hostile", "hostile.wasm"),
+        ("echo_tools", "echo_tools.wasm"),
+    ]);
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("f.txt"), "x").unwrap();
+    std::fs::write(
+        dir.path().join("hostile.toml"),
+        format!(
+            "{HOSTILE_LIMITS}[[dirs]]\nhost = {:?}\nguest = \"/data\"\nmode = \"read-only\"\n",
+            data.path()
+        ),
+    )
+    .unwrap();
+    let mut raw = Raw::initialized(dir.path(), &[]).await;
+
+    // A schema bomb is refused at load, naming why; the rest of the plugin serves.
+    let log = raw.stderr.wait_for("refused tool `schema_bomb`").await;
+    let line = log.lines().find(|l| l.contains("schema_bomb")).unwrap();
+    assert!(line.contains("output schema is too complex"), "{line}");
+    assert_eq!(
+        raw_call(&mut raw, 2, "ok", json!({})).await,
+        ("fine".to_owned(), false)
+    );
+
+    // Host-side handles: files and HTTP header sets, bounded per call.
+    let (text, is_error) = raw_call(
+        &mut raw,
+        3,
+        "open_files",
+        json!({"path": "/data/f.txt", "count": 20000}),
+    )
+    .await;
+    assert!(is_error, "{text}");
+    assert_eq!(
+        text,
+        "plugin `hostile` held more than 256 handles (open files, streams, HTTP fields) at once, the limit of a call"
+    );
+    let (text, is_error) = raw_call(&mut raw, 4, "http_fields", json!({"count": 10000})).await;
+    assert!(is_error, "{text}");
+    assert!(text.contains("more than 256 handles"), "{text}");
+    // Other plugins never noticed.
+    let (text, _) = raw_call(&mut raw, 5, "echo", json!({"text": "unharmed"})).await;
+    assert_eq!(text, "unharmed");
+
+    // Structured content: depth is bounded; a 2025-11-25 client only gets objects.
+    let (text, is_error) = raw_call(&mut raw, 6, "deep_structure", json!({"count": 10000})).await;
+    assert!(is_error);
+    assert_eq!(
+        text,
+        "plugin `hostile` returned structured content nested 10000 levels deep, over the limit of 64"
+    );
+    let (text, is_error) = raw_call(&mut raw, 7, "array_structure", json!({})).await;
+    assert!(is_error);
+    assert_eq!(
+        text,
+        "plugin `hostile` returned structured content that is not a JSON object, which MCP 2025-11-25 requires"
+    );
+    let modern = raw
+        .request(r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"array_structure","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#)
+        .await;
+    assert_eq!(modern["result"]["structuredContent"], json!([]), "{modern}");
+
+    // Errors of prompts and resources are cut like results are.
+    let reply = raw
+        .request(
+            r#"{"jsonrpc":"2.0","id":9,"method":"prompts/get","params":{"name":"huge_error"}}"#,
+        )
+        .await;
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.len() < 20_000 && message.ends_with("more bytes cut by mcpbox)"),
+        "{}",
+        message.get(..200).unwrap_or(message)
+    );
+    let reply = raw
+        .request(r#"{"jsonrpc":"2.0","id":10,"method":"resources/read","params":{"uri":"hostile://fail/16"}}"#)
+        .await;
+    assert!(
+        reply.to_string().len() < 40_000,
+        "{}",
+        reply.to_string().len()
+    );
+
+    // A log line cannot pass for the host's own.
+    assert_eq!(
+        raw_call(&mut raw, 11, "log_inject", json!({})).await.0,
+        "logged"
+    );
+    raw.assert_alive(12).await;
+    let log = raw.stderr.text();
+    assert!(
+        !log.lines().any(|l| l
+            .trim_start()
+            .starts_with("INFO mcpbox::catalog::load: loaded plugin FORGED")),
+        "{log}"
+    );
+    assert!(
+        log.contains(r"innocent\nINFO mcpbox::catalog::load: loaded plugin FORGED\r\u{1b}[2K"),
+        "{log}"
+    );
+
+    // One call's logging is bounded in the host's log.
+    let before = raw.stderr.text().len();
+    assert_eq!(
+        raw_call(
+            &mut raw,
+            13,
+            "log_flood",
+            json!({"path": "2", "count": 100})
+        )
+        .await
+        .0,
+        "flooded"
+    );
+    raw.assert_alive(14).await;
+    let grown = raw.stderr.text().len() - before;
+    assert!(grown < 2 << 20, "the host log grew by {grown} bytes");
+    assert!(raw.stderr.text().contains("logged over its limit"));
+
+    // Nothing but protocol messages reached stdout, and the host exits cleanly.
+    let (rest, status) = raw.finish().await;
+    assert!(rest.is_empty() && status.success());
+}
+
+#[tokio::test]
+async fn floods_of_notifications_are_rate_limited_and_coalesced() {
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    let client = RecordingClient::new(&json!({}));
+    let (service, log) = connect_logged(dir.path(), &[], client.clone()).await;
+    service
+        .peer()
+        .subscribe(rmcp::model::SubscribeRequestParams::new("hostile://big"))
+        .await
+        .unwrap();
+    service
+        .peer()
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Info,
+        ))
+        .await
+        .unwrap();
+
+    let result = service
+        .call_tool(call("update_flood", json!({"count": 100000})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result).0, "flooded");
+    let result = service
+        .call_tool(call("relist_flood", json!({"count": 10000})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result).0, "flooded");
+    let result = service
+        .call_tool(call("log_flood", json!({"path": "2", "count": 100})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result).0, "flooded");
+    let result = service.call_tool(call("ok", json!({}))).await.unwrap();
+    assert_eq!(tool_text(&result), ("fine".to_owned(), false));
+
+    let updates = client.events("resources/updated").len();
+    assert!((1..=120).contains(&updates), "{updates} resource updates");
+    let changes = client.events("tools/list_changed").len();
+    assert!(changes <= 200, "{changes} list changes for 10,000 requests");
+    let logs = client.events("log");
+    let bytes: usize = logs.iter().map(|l| l.to_string().len()).sum();
+    assert!(logs.len() <= 110, "{} log messages", logs.len());
+    assert!(
+        bytes < 4 << 20,
+        "{bytes} bytes of log messages reached the client"
+    );
+    assert!(log.text().len() < 8 << 20);
+}
+
+#[tokio::test]
+async fn progress_floods_are_rate_limited() {
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    let mut raw = Raw::initialized(dir.path(), &[]).await;
+    raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"progress_flood","arguments":{"count":100000},"_meta":{"progressToken":"p"}}}"#)
+        .await;
+    let mut progress = 0;
+    loop {
+        let message = raw.recv().await;
+        if message["id"] == 1 {
+            assert_eq!(message["result"]["content"][0]["text"], "flooded");
+            break;
+        }
+        assert_eq!(message["method"], "notifications/progress");
+        progress += 1;
+    }
+    assert!(
+        (1..=200).contains(&progress),
+        "{progress} progress notifications"
+    );
+}
+
+#[tokio::test]
+async fn memory_bombs_leave_no_memory_behind() {
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    std::fs::write(
+        dir.path().join("hostile.toml"),
+        "[limits]\nmemory-mib = 128\n",
+    )
+    .unwrap();
+    let mut raw = Raw::initialized(dir.path(), &[]).await;
+    assert_eq!(raw_call(&mut raw, 1, "ok", json!({})).await.0, "fine");
+    let rss = |raw: &Raw| -> u64 {
+        let pid = raw.child.id().unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    };
+    let before = rss(&raw);
+    for i in 0..8 {
+        let (text, is_error) = raw_call(&mut raw, 10 + i, "alloc_bomb", json!({"mib": 200})).await;
+        assert!(
+            is_error && text.contains("exceeded its 128 MiB memory limit"),
+            "{text}"
+        );
+    }
+    let after = rss(&raw);
+    assert!(
+        after < before + (64 << 20),
+        "eight memory bombs left the host {} MiB larger",
+        (after - before) >> 20
+    );
+}
+
+#[tokio::test]
+async fn a_slow_listing_does_not_hold_up_the_others() {
+    let dir = plugin_dir(&[
+        ("slow_list", "slow_list.wasm"),
+        ("echo_tools", "echo_tools.wasm"),
+    ]);
+    let client = RecordingClient::new(&json!({}));
+    let (service, log) = connect_logged(dir.path(), &[], client.clone()).await;
+    let tools = service.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
+    assert!(
+        names.contains(&"echo") && !names.contains(&"slow_tool"),
+        "{names:?}"
+    );
+    client.wait_for("tools/list_changed", 1).await;
+    let tools = service.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "slow_tool"));
+    assert!(log.text().contains("still listing"));
+    assert!(log.text().contains("loaded (late) plugin"));
+}
+
+#[tokio::test]
+async fn an_over_long_request_line_is_answered_with_its_id() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let mut raw = Raw::initialized(dir.path(), &["--max-message-bytes", "1000"]).await;
+    let text = "x".repeat(5000);
+    let reply = raw
+        .request(&tool_call(42, "echo", &json!({"text": text})))
+        .await;
+    assert_eq!(reply["id"], 42, "{reply}");
+    assert_eq!(reply["error"]["code"], -32600);
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-message-bytes")
+    );
+    raw.assert_alive(43).await;
+    let _ = test_plugins();
+}
+
+#[tokio::test]
+async fn wasmtime_caps_are_named_in_one_line() {
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    let mut raw = Raw::initialized(dir.path(), &[]).await;
+    // One log message of 70 MiB: more data than a host call may take.
+    let (text, is_error) =
+        raw_call(&mut raw, 1, "log_flood", json!({"path": "70", "count": 1})).await;
+    assert!(is_error, "{text}");
+    assert_eq!(
+        text,
+        "plugin `hostile` passed more data to a host call than allowed (64 MiB)"
+    );
+    assert_eq!(raw_call(&mut raw, 2, "ok", json!({})).await.0, "fine");
+}
