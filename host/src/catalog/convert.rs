@@ -11,8 +11,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::engine::{
-    CallError, Content, GuestError, Prompt, PromptMessage, ResourceContents, ResourceInfo,
-    ResourceTemplate, Role, Tool, ToolAnnotations, ToolResult, log_line,
+    Content, Prompt, PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Role, Tool,
+    ToolAnnotations, ToolResult,
 };
 use crate::protocol::ErrorObject;
 use crate::protocol::error::RESOURCE_NOT_FOUND;
@@ -183,42 +183,21 @@ struct CallToolJson<'a> {
     is_error: bool,
 }
 
-/// The `tools/call` result for what a call into `plugin` produced. Every failure of the
-/// plugin, whatever it was, becomes an `isError` result the model can read (SEP-1303).
-pub fn call_tool_result(
-    plugin: &str,
-    outcome: Result<Result<ToolResult, GuestError>, CallError>,
-) -> MethodResult {
-    let result = match outcome {
-        Ok(Ok(result)) => result,
-        Ok(Err(GuestError::InvalidParams(message) | GuestError::NotFound(message))) => {
-            return error_result(&bounded(message));
-        }
-        Ok(Err(GuestError::Internal(message))) => {
-            let message = bounded(message);
-            let line = log_line(&message, MAX_ERROR_MESSAGE_BYTES);
-            tracing::warn!(plugin, "tool failed: {line}");
-            return error_result(&format!("plugin `{plugin}` failed: {message}"));
-        }
-        Err(error) => {
-            tracing::warn!(plugin, "tool call failed: {error}");
-            return error_result(&format!("plugin `{plugin}` {error}"));
-        }
-    };
-    let structured = match result.structured.as_deref().map(raw_json).transpose() {
-        Ok(structured) => structured,
-        Err(e) => {
-            tracing::warn!(plugin, "tool returned bad structured content: {e}");
-            return error_result(&format!(
-                "plugin `{plugin}` returned structured content that {e}"
-            ));
-        }
-    };
+/// The `tools/call` result for what a tool returned (its failures are [`super::PluginFailure`]'s
+/// business), or what is wrong with its structured content.
+pub fn call_tool_result(result: &ToolResult) -> Result<Box<RawValue>, String> {
+    let structured = result
+        .structured
+        .as_deref()
+        .map(raw_json)
+        .transpose()
+        .map_err(|e| format!("returned structured content that {e}"))?;
     to_raw(&CallToolJson {
         content: result.content.iter().map(content_value).collect(),
         structured_content: structured.as_deref(),
         is_error: result.is_error,
     })
+    .map_err(|e| e.message)
 }
 
 /// The `prompts/get` result.
@@ -314,37 +293,6 @@ pub fn bounded(message: String) -> String {
     )
 }
 
-/// The JSON-RPC error for a failure outside `tools/call` (prompts, resources, completion).
-pub fn request_error(
-    plugin: &str,
-    uri: Option<&str>,
-    outcome: Result<GuestError, CallError>,
-) -> ErrorObject {
-    let outcome = outcome.map(|error| match error {
-        GuestError::InvalidParams(m) => GuestError::InvalidParams(bounded(m)),
-        GuestError::NotFound(m) => GuestError::NotFound(bounded(m)),
-        GuestError::Internal(m) => GuestError::Internal(bounded(m)),
-    });
-    match outcome {
-        Ok(GuestError::InvalidParams(message)) => ErrorObject::invalid_params(message),
-        Ok(GuestError::NotFound(message)) => match uri {
-            Some(uri) => {
-                resource_not_found(uri).with_data(json!({ "uri": uri, "reason": message }))
-            }
-            None => ErrorObject::invalid_params(message),
-        },
-        Ok(GuestError::Internal(message)) => {
-            let line = log_line(&message, MAX_ERROR_MESSAGE_BYTES);
-            tracing::warn!(plugin, "request failed: {line}");
-            ErrorObject::internal(format!("plugin `{plugin}` failed: {message}"))
-        }
-        Err(error) => {
-            tracing::warn!(plugin, "request failed: {error}");
-            ErrorObject::internal(format!("plugin `{plugin}` {error}"))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -421,8 +369,7 @@ mod tests {
             structured: Some(r#"{"a": 1}"#.into()),
             is_error: false,
         };
-        let out: Value =
-            serde_json::from_str(call_tool_result("p", Ok(Ok(result))).unwrap().get()).unwrap();
+        let out: Value = serde_json::from_str(call_tool_result(&result).unwrap().get()).unwrap();
         assert_eq!(out["content"][0], json!({"type": "text", "text": "hi"}));
         assert_eq!(
             out["content"][1],
@@ -431,31 +378,5 @@ mod tests {
         assert_eq!(out["content"][2]["type"], "audio");
         assert_eq!(out["structuredContent"], json!({"a": 1}));
         assert_eq!(out["isError"], false);
-    }
-
-    #[test]
-    fn plugin_failures_become_is_error_results_naming_the_plugin() {
-        let out = call_tool_result("spin", Err(CallError::OutOfFuel { budget: 1000 })).unwrap();
-        let out: Value = serde_json::from_str(out.get()).unwrap();
-        assert_eq!(out["isError"], true);
-        assert_eq!(
-            out["content"][0]["text"],
-            "plugin `spin` ran out of fuel after 1000 units"
-        );
-    }
-
-    #[test]
-    fn resource_errors_map_to_their_codes() {
-        let e = request_error("q", Some("q://9"), Ok(GuestError::NotFound("no".into())));
-        assert_eq!(e.code, -32002);
-        assert_eq!(e.data.unwrap()["uri"], "q://9");
-        assert_eq!(
-            request_error("q", None, Ok(GuestError::InvalidParams("x".into()))).code,
-            -32602
-        );
-        assert_eq!(
-            request_error("q", None, Ok(GuestError::Internal("x".into()))).code,
-            -32603
-        );
     }
 }

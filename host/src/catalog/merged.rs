@@ -429,28 +429,3 @@ impl Catalog {
         self.plugins.get(plugin)
     }
 }
-
-/// Why `result` is over the plugin's result limit, if it is.
-pub(super) fn over_limit(plugin: &PluginCode, result: &RawValue) -> Option<String> {
-    let (size, limit) = (result.get().len(), plugin.limits().result_bytes);
-    (size > limit).then(|| {
-        tracing::warn!(
-            plugin = &**plugin.name(),
-            size,
-            limit,
-            "result over the limit"
-        );
-        format!(
-            "plugin `{}` returned a result of {size} bytes, over its limit of {limit} bytes",
-            plugin.name()
-        )
-    })
-}
-
-/// `result` if it is within the plugin's result limit, else -32603 saying by how much.
-pub(super) fn within_limit(plugin: &PluginCode, result: Box<RawValue>) -> MethodResult {
-    match over_limit(plugin, &result) {
-        Some(problem) => Err(ErrorObject::internal(problem)),
-        None => Ok(result),
-    }
-}

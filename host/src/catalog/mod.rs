@@ -17,6 +17,7 @@
 mod bridge;
 mod convert;
 mod cursor;
+mod failure;
 mod hub;
 mod live;
 mod load;
@@ -27,6 +28,7 @@ mod serve;
 mod uri_template;
 mod validate;
 
+pub use failure::{PluginFailure, Request};
 pub use hub::{EventHub, RelistRequests};
 pub use live::PluginSet;
 pub use load::{

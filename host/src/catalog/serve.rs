@@ -12,9 +12,9 @@ use tracing::Instrument;
 
 use super::bridge::ClientBridge;
 use super::convert;
+use super::failure::{PluginFailure, Request};
 use super::live::PluginSet;
-use super::merged::{over_limit, within_limit};
-use crate::engine::CompletionRef;
+use crate::engine::{CompletionRef, PluginCode};
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
 use crate::server::{Backend, ListKind, MethodResult, Offers, RequestContext, ServerEvent};
@@ -62,11 +62,18 @@ impl Backend for PluginSet {
                 "unknown tool `{name}`"
             )));
         };
-        // Invalid arguments are the model's to fix: an `isError` result, not a protocol error.
-        if let Err(problem) = entry.schemas.check_arguments(name, arguments) {
-            return convert::error_result(&problem);
-        }
         let plugin = &catalog.plugins[entry.plugin];
+        // Invalid arguments are the model's to fix: an `isError` result, not a protocol error.
+        let schemas = Arc::clone(&entry.schemas);
+        let checked = off_the_workers(arguments.get().len(), {
+            let (schemas, name, arguments) =
+                (Arc::clone(&schemas), name.to_owned(), arguments.to_owned());
+            move || schemas.check_arguments(&name, &arguments)
+        })
+        .await;
+        if let Err(problem) = checked {
+            return PluginFailure::InvalidArguments(problem).into_mcp(plugin.name(), Request::Tool);
+        }
         let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = name);
         let any_structured = ctx_accepts_any_structured(&ctx);
         let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
@@ -74,27 +81,43 @@ impl Backend for PluginSet {
             .call_tool(name, arguments.get(), host)
             .instrument(span)
             .await;
-        if let Ok(Ok(result)) = &outcome {
-            let checked = match result.structured.as_deref() {
-                Some(structured) if structured.len() > plugin.limits().result_bytes => Ok(()),
-                Some(structured) => convert::check_structured(structured, any_structured),
-                None => Ok(()),
-            };
-            let checked = checked.and_then(|()| {
-                entry
-                    .schemas
-                    .check_output(result.structured.as_deref(), result.is_error)
-            });
-            if let Err(problem) = checked {
-                tracing::warn!(plugin = &**plugin.name(), tool = name, "{problem}");
-                return convert::error_result(&format!("plugin `{}` {problem}", plugin.name()));
+        let result = match outcome {
+            Ok(Ok(result)) => result,
+            Ok(Err(error)) => {
+                return PluginFailure::Guest(error).into_mcp(plugin.name(), Request::Tool);
             }
+            Err(error) => return PluginFailure::Run(error).into_mcp(plugin.name(), Request::Tool),
+        };
+        let limit = plugin.limits().result_bytes;
+        if let Some(structured) = result.structured.as_deref() {
+            // Too large to send anyway: refused below, without validating it.
+            if structured.len() <= limit {
+                let checked = match convert::check_structured(structured, any_structured) {
+                    Ok(()) => {
+                        let (structured, is_error) = (structured.to_owned(), result.is_error);
+                        off_the_workers(structured.len(), move || {
+                            schemas.check_output(Some(&structured), is_error)
+                        })
+                        .await
+                    }
+                    Err(problem) => Err(problem),
+                };
+                if let Err(problem) = checked {
+                    return PluginFailure::InvalidOutput(problem)
+                        .into_mcp(plugin.name(), Request::Tool);
+                }
+            }
+        } else if let Err(problem) = schemas.check_output(None, result.is_error) {
+            return PluginFailure::InvalidOutput(problem).into_mcp(plugin.name(), Request::Tool);
         }
-        let result = convert::call_tool_result(plugin.name(), outcome)?;
-        match over_limit(plugin, &result) {
-            Some(problem) => convert::error_result(&problem),
-            None => Ok(result),
-        }
+        let result = match convert::call_tool_result(&result) {
+            Ok(result) => result,
+            Err(problem) => {
+                return PluginFailure::InvalidOutput(problem)
+                    .into_mcp(plugin.name(), Request::Tool);
+            }
+        };
+        within_limit(plugin, result, Request::Tool)
     }
 
     async fn get_prompt(
@@ -117,13 +140,15 @@ impl Backend for PluginSet {
         let plugin = &catalog.plugins[entry.plugin];
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
         let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
+        let request = Request::Prompt;
         match plugin.get_prompt(name, &arguments, host).await {
             Ok(Ok(messages)) => within_limit(
                 plugin,
                 convert::prompt_result(&entry.description, &messages)?,
+                request,
             ),
-            Ok(Err(e)) => Err(convert::request_error(plugin.name(), None, Ok(e))),
-            Err(e) => Err(convert::request_error(plugin.name(), None, Err(e))),
+            Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), request),
+            Err(e) => PluginFailure::Run(e).into_mcp(plugin.name(), request),
         }
     }
 
@@ -133,10 +158,11 @@ impl Backend for PluginSet {
             return Err(convert::resource_not_found(uri));
         };
         let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
+        let request = Request::Resource(uri);
         match plugin.read_resource(uri, host).await {
-            Ok(Ok(contents)) => within_limit(plugin, convert::read_result(&contents)?),
-            Ok(Err(e)) => Err(convert::request_error(plugin.name(), Some(uri), Ok(e))),
-            Err(e) => Err(convert::request_error(plugin.name(), Some(uri), Err(e))),
+            Ok(Ok(contents)) => within_limit(plugin, convert::read_result(&contents)?, request),
+            Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), request),
+            Err(e) => PluginFailure::Run(e).into_mcp(plugin.name(), request),
         }
     }
 
@@ -182,8 +208,34 @@ impl Backend for PluginSet {
                     "completion": { "values": result.values, "total": total, "hasMore": has_more }
                 }))
             }
-            Ok(Err(e)) => Err(convert::request_error(plugin.name(), None, Ok(e))),
-            Err(e) => Err(convert::request_error(plugin.name(), None, Err(e))),
+            Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), Request::Completion),
+            Err(e) => PluginFailure::Run(e).into_mcp(plugin.name(), Request::Completion),
         }
     }
+}
+
+/// JSON text this large or larger is validated on a blocking thread, so a heavy validation
+/// never holds up the async workers (and with them every other request).
+const INLINE_VALIDATION_BYTES: usize = 64 << 10;
+
+/// Run `check` here when the input is small, else on a blocking thread.
+async fn off_the_workers(
+    size: usize,
+    check: impl FnOnce() -> Result<(), String> + Send + 'static,
+) -> Result<(), String> {
+    if size < INLINE_VALIDATION_BYTES {
+        return check();
+    }
+    tokio::task::spawn_blocking(check)
+        .await
+        .unwrap_or_else(|e| Err(format!("validation failed: {e}")))
+}
+
+/// `result` if it is within the plugin's result limit, else the failure saying by how much.
+fn within_limit(plugin: &PluginCode, result: Box<RawValue>, request: Request<'_>) -> MethodResult {
+    let (size, limit) = (result.get().len(), plugin.limits().result_bytes);
+    if size > limit {
+        return PluginFailure::TooLarge { size, limit }.into_mcp(plugin.name(), request);
+    }
+    Ok(result)
 }
