@@ -200,6 +200,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Installed first, so that a signal during start-up is handled too.
     let shutdown = shutdown_signal();
+    raise_open_file_limit();
     let modern = Arc::new(args.modern()?);
     let memory_bytes =
         usize::try_from(args.memory_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
@@ -350,6 +351,24 @@ async fn serve_http(
         .context("HTTP transport failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Plugins' open files and sockets are host descriptors: use every descriptor the system
+/// allows mcpbox (the soft limit up to the hard one), so that calls bounded to
+/// `MAX_HANDLES_PER_CALL` each cannot together exhaust the process.
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => tracing::debug!(open_files = ?limit.maximum, "raised the open-file limit"),
+            Err(e) => tracing::debug!("could not raise the open-file limit: {e}"),
+        }
+    }
 }
 
 /// A future that resolves on SIGINT or SIGTERM. The handlers are installed now, before the

@@ -444,3 +444,50 @@ async fn wasmtime_caps_are_named_in_one_line() {
     );
     assert_eq!(raw_call(&mut raw, 2, "ok", json!({})).await.0, "fine");
 }
+
+#[tokio::test]
+async fn descriptor_hogs_do_not_starve_other_plugins() {
+    let dir = plugin_dir(&[
+        ("hostile", "hostile.wasm"),
+        ("echo_tools", "echo_tools.wasm"),
+    ]);
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("f.txt"), "x").unwrap();
+    std::fs::write(
+        dir.path().join("hostile.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/data\"\nmode = \"read-only\"\n",
+            data.path()
+        ),
+    )
+    .unwrap();
+    let mut raw = Raw::initialized(dir.path(), &[]).await;
+    // Thirteen hogs and thirteen ordinary calls, all in flight at once.
+    for i in 0..13u64 {
+        raw.send(
+            tool_call(
+                100 + i,
+                "open_files",
+                &json!({"path": "/data/f.txt", "count": 20000}),
+            )
+            .as_bytes(),
+        )
+        .await;
+        raw.send(tool_call(200 + i, "echo", &json!({"text": format!("call {i}")})).as_bytes())
+            .await;
+    }
+    let mut answered = 0;
+    while answered < 26 {
+        let reply = raw.recv().await;
+        let id = reply["id"].as_u64().unwrap();
+        let text = reply["result"]["content"][0]["text"].as_str().unwrap();
+        if id >= 200 {
+            assert_eq!(text, format!("call {}", id - 200), "{reply}");
+            assert_ne!(reply["result"]["isError"], true);
+        } else {
+            assert!(text.contains("more than 256 handles"), "{text}");
+        }
+        answered += 1;
+    }
+    raw.assert_alive(1).await;
+}

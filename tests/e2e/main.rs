@@ -16,6 +16,7 @@ mod bad_input;
 mod client;
 mod conformance;
 mod contract;
+mod fuzz_http;
 mod golden;
 mod hardening;
 mod http;

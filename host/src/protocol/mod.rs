@@ -14,5 +14,8 @@ pub mod result;
 pub mod v2025;
 pub mod v2026;
 
+#[cfg(test)]
+mod fuzz;
+
 pub use error::ErrorObject;
 pub use jsonrpc::{Decoded, Message, Notification, Reply, Request, RequestId, Response};
