@@ -192,3 +192,55 @@ async fn closing_the_http_response_cancels_the_call() {
     let log = server.stderr.wait_for("cancelled at step").await;
     assert!(!log.contains("done after 1000 steps"));
 }
+
+/// rmcp's own client (3.11) in its 2026-07-28 mode over stdio: `server/discover`, lists, a
+/// call, and an input request answered by its elicitation handler (MRTR).
+#[tokio::test]
+async fn rmcps_modern_client_works_over_stdio() {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    use rmcp::transport::TokioChildProcess;
+
+    let dir = plugins();
+    let handler = crate::support::RecordingClient::new(&json!({"elicitation": {}}));
+    let (transport, stderr) = TokioChildProcess::builder(crate::support::mcpbox(dir.path(), &[]))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = crate::support::Stderr::collect(stderr.unwrap());
+    let service = tokio::time::timeout(
+        crate::support::STEP,
+        handler.clone().serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap_or_else(|e| panic!("discover failed: {e}\n{}", stderr.text()));
+    let tools = service.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "test_simple_text"));
+    let result = service
+        .call_tool(crate::support::call("test_simple_text", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(
+        crate::support::tool_text(&result).0,
+        "This is a simple text response for testing."
+    );
+    let asked = service
+        .call_tool(crate::support::call(
+            "test_input_required_result_request_state",
+            json!({}),
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", stderr.text()));
+    assert_eq!(
+        crate::support::tool_text(&asked),
+        ("state-ok".to_owned(), false)
+    );
+    assert_eq!(handler.events("elicitation").len(), 1);
+    drop(service);
+}

@@ -99,7 +99,7 @@ pub fn mcpbox(dir: &Path, extra: &[&str]) -> Command {
 pub struct Stderr(Arc<Mutex<String>>);
 
 impl Stderr {
-    fn collect(mut stream: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Self {
+    pub fn collect(mut stream: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Self {
         let log = Self::default();
         let sink = log.clone();
         tokio::spawn(async move {
