@@ -304,13 +304,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(address) => serve_http(plugins, address, &args, modern, shutdown).await,
         None => {
             let session = Arc::new(Session::new(plugins, Mode::Dual, modern));
-            let input = stdio::stdin_reader().context("cannot start reading stdin")?;
+            let (input, output): (Box<dyn tokio::io::AsyncBufRead + Unpin + Send>, _) =
+                match stdio::stdio_streams() {
+                    Some((input, output)) => (input, stdio::Output::Async(output)),
+                    None => (
+                        Box::new(stdio::stdin_reader().context("cannot start reading stdin")?),
+                        stdio::Output::Blocking(Box::new(std::io::stdout())),
+                    ),
+                };
             let config = StdioConfig {
                 max_message_bytes: args.max_message_bytes,
                 ..StdioConfig::default()
             };
             tracing::info!("serving MCP on stdio");
-            stdio::serve(session, input, std::io::stdout(), config, shutdown)
+            stdio::serve(session, input, output, config, shutdown)
                 .await
                 .context("stdio transport failed")?;
             tracing::info!("stdio session over; exiting");

@@ -177,3 +177,37 @@ async fn compiled_plugins_are_cached_and_damaged_entries_are_rebuilt() {
         .await;
     serves(raw).await;
 }
+
+/// stdin from a file and stdout to a file (not pipes): the thread-driven path serves too.
+#[tokio::test]
+async fn stdio_serves_from_a_file_and_to_a_file() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let io = tempfile::tempdir().unwrap();
+    let requests = io.path().join("in.jsonl");
+    std::fs::write(
+        &requests,
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"from a file"}}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let replies = io.path().join("out.jsonl");
+    let status = crate::support::mcpbox(dir.path(), &[])
+        .stdin(std::fs::File::open(&requests).unwrap())
+        .stdout(std::fs::File::create(&replies).unwrap())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    let out = std::fs::read_to_string(&replies).unwrap();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(lines[1]["result"]["content"][0]["text"], "from a file");
+}

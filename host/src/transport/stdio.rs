@@ -1,10 +1,12 @@
 //! The stdio transport: newline-delimited JSON-RPC on stdin and stdout.
 //!
 //! This is the only code that writes to stdout, and it writes nothing but protocol messages:
-//! one writer thread owns the stream and sends each reply as one line, batching whatever is
-//! queued into one write. stdin is read by a thread of its own ([`stdin_reader`]): a blocking
-//! read hands each chunk straight to the session, where tokio's own stdin would hop through
-//! its blocking pool for every read. Input is read line by
+//! one writer owns the stream and sends each reply as one line, batching whatever is queued
+//! into one write. When stdin and stdout are pipes or sockets (as an MCP client starts us),
+//! both are driven by the async runtime directly ([`stdio_streams`]): no thread hand-off per
+//! message in either direction. Otherwise (a terminal, a file) stdin is read by a thread of
+//! its own and stdout written by one, where tokio's own stdin and stdout would hop through its
+//! blocking pool for every read and write. Input is read line by
 //! line with a size limit; a bad line (not JSON, not UTF-8, too long) gets its error reply and
 //! the session goes on. Each decoded line goes to [`Session::accept`], which keeps arrival
 //! order and hands back the work to run concurrently (so a slow tool never holds up anything
@@ -62,18 +64,31 @@ impl Default for StdioConfig {
 /// How many replies may wait for the writer before request handlers wait for it.
 const OUTPUT_QUEUE: usize = 1024;
 
+/// Where replies are written.
+pub enum Output {
+    /// A blocking writer (a terminal, a file), owned by a thread of its own.
+    Blocking(Box<dyn Write + Send>),
+    /// A non-blocking pipe or socket, written by a task of the runtime.
+    Async(Box<dyn tokio::io::AsyncWrite + Unpin + Send>),
+}
+
 /// Serve `session` over `input` and `output` until input ends, output closes, or `shutdown`
 /// resolves (then like end of input: calls in flight are answered, boundedly).
 pub async fn serve<B: Backend>(
     session: Arc<Session<B>>,
     input: impl AsyncBufRead + Unpin,
-    output: impl Write + Send + 'static,
+    output: Output,
     config: StdioConfig,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let (replies, queue) = mpsc::channel::<Reply>(OUTPUT_QUEUE);
-    // A blocking thread for the whole session: writes need no hand-off per reply.
-    let mut writer = tokio::task::spawn_blocking(move || write_replies(output, queue));
+    let mut writer = match output {
+        // A blocking thread for the whole session: writes need no hand-off per reply.
+        Output::Blocking(output) => {
+            tokio::task::spawn_blocking(move || write_replies(output, queue))
+        }
+        Output::Async(output) => tokio::spawn(write_replies_async(output, queue)),
+    };
     let mut lines = LineReader::new(input, config.max_message_bytes);
     let mut in_flight = JoinSet::new();
     // List changes, resource updates and host messages, for as long as the session runs.
@@ -173,6 +188,79 @@ fn write_replies(output: impl Write, mut queue: mpsc::Receiver<Reply>) -> io::Re
         output.flush()?;
     }
     output.flush()
+}
+
+/// Write each reply as one line from a task, batching whatever is queued into one write.
+async fn write_replies_async(
+    mut output: impl tokio::io::AsyncWrite + Unpin,
+    mut queue: mpsc::Receiver<Reply>,
+) -> io::Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut buffer = Vec::with_capacity(64 << 10);
+    while let Some(reply) = queue.recv().await {
+        buffer.clear();
+        buffer.extend_from_slice(reply.0.as_bytes());
+        buffer.push(b'\n');
+        while buffer.len() < (64 << 10)
+            && let Ok(reply) = queue.try_recv()
+        {
+            buffer.extend_from_slice(reply.0.as_bytes());
+            buffer.push(b'\n');
+        }
+        output.write_all(&buffer).await?;
+        output.flush().await?;
+    }
+    output.flush().await
+}
+
+/// The process's stdin and stdout as the runtime's own non-blocking streams, when both are
+/// pipes or sockets; `None` otherwise (use [`stdin_reader`] and a blocking writer).
+pub fn stdio_streams() -> Option<(
+    Box<dyn AsyncBufRead + Unpin + Send>,
+    Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+)> {
+    use std::os::fd::AsFd as _;
+    let input = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let output = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    let reader: Box<dyn tokio::io::AsyncRead + Unpin + Send> = match kind(&input)? {
+        StreamKind::Fifo => Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(input).ok()?),
+        StreamKind::Socket => {
+            let stream = std::os::unix::net::UnixStream::from(input);
+            stream.set_nonblocking(true).ok()?;
+            Box::new(tokio::net::UnixStream::from_std(stream).ok()?)
+        }
+    };
+    let writer: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match kind(&output)? {
+        StreamKind::Fifo => Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(output).ok()?),
+        StreamKind::Socket => {
+            let stream = std::os::unix::net::UnixStream::from(output);
+            stream.set_nonblocking(true).ok()?;
+            Box::new(tokio::net::UnixStream::from_std(stream).ok()?)
+        }
+    };
+    Some((
+        Box::new(tokio::io::BufReader::with_capacity(64 << 10, reader)),
+        writer,
+    ))
+}
+
+enum StreamKind {
+    Fifo,
+    Socket,
+}
+
+/// Whether `fd` is a pipe or a Unix socket (the streams the runtime can drive).
+fn kind(fd: &std::os::fd::OwnedFd) -> Option<StreamKind> {
+    let stat = rustix::fs::fstat(fd).ok()?;
+    match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
+        rustix::fs::FileType::Fifo => Some(StreamKind::Fifo),
+        rustix::fs::FileType::Socket => {
+            // Only Unix sockets: a TCP socket as stdio (inetd) stays on the blocking path.
+            let family = rustix::net::getsockname(fd).ok()?.address_family();
+            (family == rustix::net::AddressFamily::UNIX).then_some(StreamKind::Socket)
+        }
+        _ => None,
+    }
 }
 
 /// How many chunks of input may wait for the session before the reading thread waits.
