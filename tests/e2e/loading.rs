@@ -209,5 +209,8 @@ async fn stdio_serves_from_a_file_and_to_a_file() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines.len(), 2, "{out}");
-    assert_eq!(lines[1]["result"]["content"][0]["text"], "from a file");
+    assert_eq!(
+        lines[1]["result"]["content"][0]["text"], "from a file",
+        "{out}"
+    );
 }

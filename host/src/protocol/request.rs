@@ -6,8 +6,8 @@
 //! failure is kept as the -32602 to send, so the revision's validation ladder can run first.
 
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
 use super::error::ErrorObject;
 use super::jsonrpc::{Notification, Request, RequestId};
@@ -140,12 +140,33 @@ pub struct RequestMeta {
     /// `io.modelcontextprotocol/protocolVersion`: `Some` when the key is present (the value
     /// is `None` when it is not a string).
     pub protocol_version: Option<Option<String>>,
-    /// `io.modelcontextprotocol/clientCapabilities`, if an object.
-    pub client_capabilities: Option<Map<String, Value>>,
+    /// `io.modelcontextprotocol/clientCapabilities`, if an object, as sent (parsed only when
+    /// a capability must be looked up: when the request asks the client something).
+    pub client_capabilities: Option<Box<RawValue>>,
     /// `io.modelcontextprotocol/clientInfo`, as sent.
-    pub client_info: Option<Value>,
+    pub client_info: Option<Box<RawValue>>,
     /// `io.modelcontextprotocol/logLevel`, as sent.
-    pub log_level: Option<Value>,
+    pub log_level: Option<Box<RawValue>>,
+}
+
+/// The `_meta` fields the server reads, borrowed from the request's text.
+#[derive(Deserialize)]
+struct MetaFields<'a> {
+    #[serde(borrow, default, rename = "progressToken")]
+    progress_token: Option<&'a RawValue>,
+    #[serde(
+        borrow,
+        default,
+        rename = "io.modelcontextprotocol/protocolVersion",
+        deserialize_with = "present"
+    )]
+    protocol_version: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "io.modelcontextprotocol/clientCapabilities")]
+    client_capabilities: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "io.modelcontextprotocol/clientInfo")]
+    client_info: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "io.modelcontextprotocol/logLevel")]
+    log_level: Option<&'a RawValue>,
 }
 
 impl RequestMeta {
@@ -162,31 +183,32 @@ impl RequestMeta {
         let Some(meta) = meta else {
             return Self::default();
         };
-        let Ok(mut fields) = serde_json::from_str::<Map<String, Value>>(meta.get()) else {
+        let Ok(fields) = serde_json::from_str::<MetaFields<'_>>(meta.get()) else {
             return Self {
                 present: meta.get() != "null",
                 ..Self::default()
             };
         };
-        let progress_token = fields.get("progressToken").and_then(|token| match token {
-            Value::String(_) => serde_json::value::to_raw_value(token).ok(),
-            Value::Number(n) if n.is_i64() || n.is_u64() => {
-                serde_json::value::to_raw_value(token).ok()
+        let progress_token = fields.progress_token.filter(|token| {
+            match serde_json::from_str::<Value>(token.get()) {
+                Ok(Value::String(_)) => true,
+                Ok(Value::Number(n)) => n.is_i64() || n.is_u64(),
+                _ => false,
             }
-            _ => None,
         });
+        let object = |raw: &&RawValue| raw.get().starts_with('{');
         Self {
             present: true,
-            progress_token,
+            progress_token: progress_token.map(ToOwned::to_owned),
             protocol_version: fields
-                .remove(META_PROTOCOL_VERSION)
-                .map(|v| v.as_str().map(str::to_owned)),
-            client_capabilities: match fields.remove(META_CLIENT_CAPABILITIES) {
-                Some(Value::Object(map)) => Some(map),
-                _ => None,
-            },
-            client_info: fields.remove(META_CLIENT_INFO),
-            log_level: fields.remove(META_LOG_LEVEL),
+                .protocol_version
+                .map(|v| serde_json::from_str::<String>(v.get()).ok()),
+            client_capabilities: fields
+                .client_capabilities
+                .filter(object)
+                .map(ToOwned::to_owned),
+            client_info: fields.client_info.map(ToOwned::to_owned),
+            log_level: fields.log_level.map(ToOwned::to_owned),
         }
     }
 
@@ -427,7 +449,10 @@ mod tests {
             Some("7")
         );
         assert_eq!(r.meta.protocol_version, Some(Some("2026-07-28".to_owned())));
-        assert!(r.meta.client_capabilities.is_some());
+        assert_eq!(
+            r.meta.client_capabilities.as_deref().map(RawValue::get),
+            Some(r#"{"sampling":{}}"#)
+        );
         assert_eq!(r.target, Some(Value::String("t".to_owned())));
         assert!(matches!(r.body, Ok(ClientRequest::CallTool(_))));
 

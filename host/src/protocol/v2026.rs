@@ -80,15 +80,12 @@ impl Refused {
     }
 }
 
-/// A validated request envelope: what the client declared for this one request.
+/// A validated request envelope: what the client declared for this one request (its
+/// capabilities stay in the request's `_meta`, read when needed).
 #[derive(Debug, Clone, Default)]
 pub struct Envelope {
-    /// `io.modelcontextprotocol/clientCapabilities`.
-    pub capabilities: Map<String, Value>,
     /// The minimum level of log messages the request opted into; `None` means no logs.
     pub log_level: Option<LogLevel>,
-    /// The client's name, for the log.
-    pub client_name: Option<String>,
 }
 
 /// Run the validation ladder on `request` (steps 1–4 and the log level): the envelope, the
@@ -151,22 +148,14 @@ pub fn check(
     }
     let log_level = match &meta.log_level {
         None => None,
-        Some(level) => Some(serde_json::from_value::<LogLevel>(level.clone()).map_err(|_| {
+        Some(level) => Some(serde_json::from_str::<LogLevel>(level.get()).map_err(|_| {
             Refused::bad(ErrorObject::invalid_params(format!(
-                "unknown log level {level} in `_meta.io.modelcontextprotocol/logLevel`; expected one of debug, info, notice, warning, error, critical, alert, emergency"
+                "unknown log level {} in `_meta.io.modelcontextprotocol/logLevel`; expected one of debug, info, notice, warning, error, critical, alert, emergency",
+                level.get()
             )))
         })?),
     };
-    Ok(Envelope {
-        capabilities: meta.client_capabilities.clone().unwrap_or_default(),
-        log_level,
-        client_name: meta
-            .client_info
-            .as_ref()
-            .and_then(|c| c.get("name"))
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-    })
+    Ok(Envelope { log_level })
 }
 
 /// Whether the revision has `method` at all (`initialize`, `ping`, `logging/setLevel` and

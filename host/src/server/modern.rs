@@ -43,7 +43,7 @@ impl<B: Backend> Session<B> {
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
     ) -> Option<Answer> {
-        let mut envelope = match v2026::check(&request, headers.as_ref(), &|m| self.serves(m)) {
+        let envelope = match v2026::check(&request, headers.as_ref(), &|m| self.serves(m)) {
             Ok(envelope) => envelope,
             Err(refused) => {
                 tracing::debug!(id = %request.id, code = refused.error.code, "refused: {}", refused.error.message);
@@ -59,7 +59,7 @@ impl<B: Backend> Session<B> {
         let TypedRequest {
             id,
             method,
-            meta,
+            mut meta,
             retry,
             target,
             body,
@@ -96,7 +96,7 @@ impl<B: Backend> Session<B> {
                 let round = match InputRound::begin(
                     &retry,
                     binding,
-                    std::mem::take(&mut envelope.capabilities),
+                    meta.client_capabilities.take(),
                     &settings.state_key,
                 ) {
                     Ok(round) => Arc::new(round),

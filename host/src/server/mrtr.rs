@@ -187,7 +187,8 @@ impl StateKey {
 /// when a state is verified or issued: a call that asks nothing costs nothing more.
 pub struct InputRound {
     answers: Map<String, Value>,
-    capabilities: Map<String, Value>,
+    /// The request's declared capabilities, as sent; parsed at the first question.
+    capabilities: Option<Box<RawValue>>,
     inner: Mutex<Asked>,
 }
 
@@ -216,7 +217,7 @@ impl InputRound {
     pub fn begin(
         retry: &RetryParams,
         binding: impl FnOnce() -> Binding,
-        capabilities: Map<String, Value>,
+        capabilities: Option<Box<RawValue>>,
         key: &StateKey,
     ) -> Result<Self, ErrorObject> {
         let mut answers = Map::new();
@@ -285,7 +286,12 @@ impl InputRound {
             }
             return serde_json::value::to_raw_value(answer).map_err(|e| e.to_string());
         }
-        if let Some(missing) = kind.missing_capability(&self.capabilities, &params) {
+        let capabilities: Map<String, Value> = self
+            .capabilities
+            .as_deref()
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or_default();
+        if let Some(missing) = kind.missing_capability(&capabilities, &params) {
             let (name, value) = missing;
             asked.refused.insert(name.to_owned(), value);
             return Err(format!(
@@ -417,10 +423,15 @@ mod tests {
 
     fn begin(
         r: &TypedRequest,
-        caps: Map<String, Value>,
+        caps: &Map<String, Value>,
         key: &StateKey,
     ) -> Result<InputRound, ErrorObject> {
-        InputRound::begin(&r.retry, || binding(r), caps, key)
+        InputRound::begin(
+            &r.retry,
+            || binding(r),
+            serde_json::value::to_raw_value(caps).ok(),
+            key,
+        )
     }
 
     fn binding(r: &TypedRequest) -> Binding {
@@ -440,7 +451,7 @@ mod tests {
         let first = typed(
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1}}}"#,
         );
-        let round = begin(&first, caps(), &key).unwrap();
+        let round = begin(&first, &caps(), &key).unwrap();
         let ask = json!({"message": "who?", "_meta": {"mcpbox/inputKey": "user_name"}});
         assert!(round.ask(ClientRequest::Elicitation, &raw(&ask)).is_err());
         let end = round.end(|| binding(&first), true, &key, Duration::from_secs(60));
@@ -461,7 +472,7 @@ mod tests {
         let retry = typed(&format!(
             r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"t","arguments":{{"a":1}},"inputResponses":{{"user_name":{{"action":"accept","content":{{"n":"A"}}}}}},"requestState":"{state}"}}}}"#
         ));
-        let round = begin(&retry, caps(), &key).unwrap();
+        let round = begin(&retry, &caps(), &key).unwrap();
         let answer = round.ask(ClientRequest::Elicitation, &raw(&ask)).unwrap();
         assert!(answer.get().contains("accept"));
         assert!(matches!(
@@ -476,7 +487,7 @@ mod tests {
             (retry_line(&state, r#"{"a":2}"#), &key),
             (retry_line(&state, r#"{"a":1}"#), &other_key),
         ] {
-            let error = begin(&typed(&line), caps(), verifier).err().unwrap();
+            let error = begin(&typed(&line), &caps(), verifier).err().unwrap();
             assert_eq!(error.code, -32602, "{}", error.message);
             assert!(error.message.contains("requestState"), "{}", error.message);
         }
@@ -494,7 +505,7 @@ mod tests {
         let request = typed(
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","inputResponses":{"roots-1":5}}}"#,
         );
-        let round = begin(&request, Map::new(), &key).unwrap();
+        let round = begin(&request, &Map::new(), &key).unwrap();
         let error = round
             .ask(ClientRequest::Sampling, &raw(&json!({})))
             .unwrap_err();
@@ -505,7 +516,7 @@ mod tests {
         };
         assert_eq!(Value::Object(missing), json!({"sampling": {}}));
 
-        let round = begin(&request, caps(), &key).unwrap();
+        let round = begin(&request, &caps(), &key).unwrap();
         assert!(round.ask(ClientRequest::Roots, &raw(&json!({}))).is_err());
         assert!(matches!(
             round.end(|| binding(&request), false, &key, Duration::from_secs(1)),
@@ -515,6 +526,6 @@ mod tests {
         let null = typed(
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","inputResponses":null}}"#,
         );
-        assert_eq!(begin(&null, caps(), &key).err().unwrap().code, -32602);
+        assert_eq!(begin(&null, &caps(), &key).err().unwrap().code, -32602);
     }
 }

@@ -85,6 +85,9 @@ pub struct Pending {
     pub work: Pin<Box<dyn Future<Output = Option<Answer>> + Send>>,
     /// Cancels the work (for a transport that sees the client go away).
     pub cancellation: Option<Arc<Cancellation>>,
+    /// The work is already done (a message handled in arrival order): its answer should go
+    /// out before anything accepted later.
+    pub settled: bool,
 }
 
 impl Pending {
@@ -92,6 +95,7 @@ impl Pending {
         Self {
             work: Box::pin(std::future::ready(answer)),
             cancellation: None,
+            settled: true,
         }
     }
 }
@@ -210,6 +214,7 @@ impl<B: Backend> Session<B> {
                         (!replies.is_empty()).then(|| Answer::ok(encode_batch(&replies)))
                     }),
                     cancellation: None,
+                    settled: false,
                 })
             }
         }
@@ -250,6 +255,7 @@ impl<B: Backend> Session<B> {
                         session.run(request, era, headers, outbound, cancel).await
                     }),
                     cancellation: Some(cancellation),
+                    settled: false,
                 })
             }
         }

@@ -166,6 +166,13 @@ async fn handle_line<B: Backend>(
     let Some(pending) = session.accept(decode(&bytes), None, replies).await else {
         return;
     };
+    if pending.settled {
+        // Answered in arrival order: out before anything read later.
+        if let Some(answer) = pending.work.await {
+            let _ = replies.send(answer.reply).await;
+        }
+        return;
+    }
     let replies = replies.clone();
     in_flight.spawn(async move {
         if let Some(answer) = pending.work.await {
