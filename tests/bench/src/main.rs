@@ -556,7 +556,7 @@ fn load_rows(
             percentile(&mcpbox.latency_us, p),
         );
         if transport == Transport::Stdio && name == "p50" {
-            row = row.target(Target::RatioAtMost(1.2));
+            row = row.target(Target::RatioAtMost(1.0));
         }
         report.push(row);
     }
