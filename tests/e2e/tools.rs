@@ -23,6 +23,32 @@ fn installed(dir: &Path, spec: &str) -> bool {
     std::fs::read_to_string(dir.join(".installed")).is_ok_and(|s| s == spec)
 }
 
+/// Install Debian `packages` with apt-get (CI runs as root); false if that is not possible.
+fn apt_install(packages: &[&str]) -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !root {
+        return false;
+    }
+    let _ = Command::new("apt-get").arg("update").output();
+    Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(packages)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether `program --version` runs.
+fn available(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 fn run(command: &mut Command, what: &str) {
     let output = command
         .output()
@@ -56,6 +82,12 @@ pub fn npm(packages: &[&str]) -> PathBuf {
         .collect();
     let dir = tools_dir().join("npm").join(name);
     if !installed(&dir, &spec) {
+        if !available("npm") {
+            assert!(
+                apt_install(&["npm"]),
+                "the tests need npm (for Node 22 and {spec}); install Debian's `npm` package"
+            );
+        }
         std::fs::create_dir_all(&dir).unwrap();
         run(
             Command::new("npm")
@@ -87,10 +119,23 @@ pub fn python(packages: &[&str]) -> PathBuf {
     let python = dir.join("bin/python");
     if !installed(&dir, &spec) {
         if !python.exists() {
-            run(
-                Command::new("python3").args(["-m", "venv"]).arg(&dir),
-                "a Python virtual environment (python3 with venv must be installed)",
-            );
+            let made = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&dir)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !made {
+                // Debian splits venv (and its pip) out of python3.
+                assert!(
+                    apt_install(&["python3", "python3-venv"]),
+                    "the tests need python3 with venv; install Debian's `python3-venv` package"
+                );
+                let _ = std::fs::remove_dir_all(&dir);
+                run(
+                    Command::new("python3").args(["-m", "venv"]).arg(&dir),
+                    "a Python virtual environment",
+                );
+            }
         }
         run(
             Command::new(&python)
