@@ -48,6 +48,26 @@ async fn raw_call(raw: &mut Raw, id: u64, name: &str, arguments: Value) -> (Stri
     }
 }
 
+/// The hostile fixture beside `echo_tools`, with `limits` (manifest text) and a read-only
+/// directory granted at `/data` holding `f.txt`.
+fn hostile_with_data(limits: &str) -> (tempfile::TempDir, tempfile::TempDir) {
+    let dir = plugin_dir(&[
+        ("hostile", "hostile.wasm"),
+        ("echo_tools", "echo_tools.wasm"),
+    ]);
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("f.txt"), "x").unwrap();
+    std::fs::write(
+        dir.path().join("hostile.toml"),
+        format!(
+            "{limits}[[dirs]]\nhost = {:?}\nguest = \"/data\"\nmode = \"read-only\"\n",
+            data.path()
+        ),
+    )
+    .unwrap();
+    (dir, data)
+}
+
 const HOSTILE_LIMITS: &str =
     "[limits]\nfuel = 500_000_000\ntimeout-ms = 5000\nmemory-mib = 96\noutput-kib = 16\n";
 
@@ -155,20 +175,7 @@ async fn an_idle_watched_directory_is_idle() {
 
 #[tokio::test]
 async fn hostile_schemas_handles_and_floods_are_contained() {
-    let dir = plugin_dir(&[
-        ("hostile", "hostile.wasm"),
-        ("echo_tools", "echo_tools.wasm"),
-    ]);
-    let data = tempfile::tempdir().unwrap();
-    std::fs::write(data.path().join("f.txt"), "x").unwrap();
-    std::fs::write(
-        dir.path().join("hostile.toml"),
-        format!(
-            "{HOSTILE_LIMITS}[[dirs]]\nhost = {:?}\nguest = \"/data\"\nmode = \"read-only\"\n",
-            data.path()
-        ),
-    )
-    .unwrap();
+    let (dir, _data) = hostile_with_data(HOSTILE_LIMITS);
     let mut raw = Raw::initialized(dir.path(), &[]).await;
 
     // A schema bomb is refused at load, naming why; the rest of the plugin serves.
@@ -447,20 +454,7 @@ async fn wasmtime_caps_are_named_in_one_line() {
 
 #[tokio::test]
 async fn descriptor_hogs_do_not_starve_other_plugins() {
-    let dir = plugin_dir(&[
-        ("hostile", "hostile.wasm"),
-        ("echo_tools", "echo_tools.wasm"),
-    ]);
-    let data = tempfile::tempdir().unwrap();
-    std::fs::write(data.path().join("f.txt"), "x").unwrap();
-    std::fs::write(
-        dir.path().join("hostile.toml"),
-        format!(
-            "[[dirs]]\nhost = {:?}\nguest = \"/data\"\nmode = \"read-only\"\n",
-            data.path()
-        ),
-    )
-    .unwrap();
+    let (dir, _data) = hostile_with_data("");
     let mut raw = Raw::initialized(dir.path(), &[]).await;
     // Thirteen hogs and thirteen ordinary calls, all in flight at once.
     for i in 0..13u64 {

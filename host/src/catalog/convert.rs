@@ -279,18 +279,7 @@ pub const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
 
 /// A plugin's error message, cut to [`MAX_ERROR_MESSAGE_BYTES`] (saying so).
 pub fn bounded(message: String) -> String {
-    if message.len() <= MAX_ERROR_MESSAGE_BYTES {
-        return message;
-    }
-    let mut end = MAX_ERROR_MESSAGE_BYTES;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!(
-        "{}… ({} more bytes cut by mcpbox)",
-        &message[..end],
-        message.len() - end
-    )
+    crate::engine::cut_message(message, MAX_ERROR_MESSAGE_BYTES)
 }
 
 #[cfg(test)]

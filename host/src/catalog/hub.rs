@@ -9,11 +9,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
-
 use tokio::sync::{broadcast, mpsc};
 
-use crate::server::ServerEvent;
+use crate::server::{Admission, RateLimit, ServerEvent};
 
 /// How many events a slow session may fall behind before it is told that everything changed.
 const EVENT_BACKLOG: usize = 256;
@@ -27,14 +25,7 @@ const UPDATE_BURST: f64 = 50.0;
 pub struct EventHub {
     events: broadcast::Sender<ServerEvent>,
     relist: mpsc::UnboundedSender<Arc<str>>,
-    updates: Arc<Mutex<HashMap<Arc<str>, Bucket>>>,
-}
-
-/// A token bucket, and how many were dropped since one passed.
-struct Bucket {
-    tokens: f64,
-    updated: Instant,
-    dropped: u64,
+    updates: Arc<Mutex<HashMap<Arc<str>, RateLimit>>>,
 }
 
 /// Where relist requests arrive (the reloader holds it; dropping it means nobody relists).
@@ -78,32 +69,22 @@ impl EventHub {
 
     /// Announce that `plugin`'s resource at `uri` changed, within the plugin's rate.
     pub fn resource_updated(&self, plugin: &Arc<str>, uri: String) {
-        {
-            let mut buckets = self.updates.lock().unwrap_or_else(PoisonError::into_inner);
-            let now = Instant::now();
-            let bucket = buckets.entry(Arc::clone(plugin)).or_insert(Bucket {
-                tokens: UPDATE_BURST,
-                updated: now,
-                dropped: 0,
-            });
-            let elapsed = now.duration_since(bucket.updated).as_secs_f64();
-            bucket.tokens = (bucket.tokens + elapsed * UPDATES_PER_SECOND).min(UPDATE_BURST);
-            bucket.updated = now;
-            if bucket.tokens < 1.0 {
-                if bucket.dropped == 0 {
-                    tracing::warn!(
-                        plugin = &**plugin,
-                        rate = UPDATES_PER_SECOND,
-                        "resource updates over the rate limit are dropped until the plugin slows down"
-                    );
-                }
-                bucket.dropped += 1;
-                return;
-            }
-            bucket.tokens -= 1.0;
-            bucket.dropped = 0;
+        let admission = self
+            .updates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(Arc::clone(plugin))
+            .or_insert_with(|| RateLimit::new(UPDATES_PER_SECOND, UPDATE_BURST))
+            .admit();
+        match admission {
+            Admission::Passed { .. } => self.announce(ServerEvent::ResourceUpdated(uri)),
+            Admission::FirstDropped => tracing::warn!(
+                plugin = &**plugin,
+                rate = UPDATES_PER_SECOND,
+                "resource updates over the rate limit are dropped until the plugin slows down"
+            ),
+            Admission::Dropped => {}
         }
-        self.announce(ServerEvent::ResourceUpdated(uri));
     }
 }
 

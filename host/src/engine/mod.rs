@@ -39,7 +39,7 @@ pub use bindings::mcpbox::plugin::types::{
 };
 pub use cache::ComponentCache;
 pub use plugin::{CallError, Exports, PluginCode, PluginLists};
-pub use state::{HostState, log_line};
+pub use state::{HostState, cut_message, log_line};
 
 /// A boxed future, for the object-safe [`CallHost`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

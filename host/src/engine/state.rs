@@ -42,12 +42,12 @@ pub fn log_line(text: &str, max: usize) -> String {
     out
 }
 
-/// `message` cut to [`MAX_LOG_MESSAGE_BYTES`] on a character boundary, saying so.
-fn cut(message: String) -> String {
-    if message.len() <= MAX_LOG_MESSAGE_BYTES {
+/// `message` cut to at most `max` bytes on a character boundary, saying how much was cut.
+pub fn cut_message(message: String, max: usize) -> String {
+    if message.len() <= max {
         return message;
     }
-    let mut end = MAX_LOG_MESSAGE_BYTES;
+    let mut end = max;
     while !message.is_char_boundary(end) {
         end -= 1;
     }
@@ -291,7 +291,7 @@ impl types::Host for HostState {}
 impl host::Host for HostState {
     async fn log(&mut self, level: types::LogLevel, message: String) {
         use types::LogLevel as L;
-        let message = cut(message);
+        let message = cut_message(message, MAX_LOG_MESSAGE_BYTES);
         let plugin = &*self.plugin;
         if self.logged_bytes < MAX_LOG_BYTES_PER_CALL {
             self.logged_bytes += message.len();

@@ -12,13 +12,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::mrtr::InputRound;
+use super::rate::{Admission, RateLimit};
 use crate::protocol::jsonrpc::{encode_notification, encode_request};
 use crate::protocol::mcp::LogLevel;
 use crate::protocol::result::{LOG_MESSAGE, LoggingMessage, PROGRESS, Progress};
@@ -55,41 +55,31 @@ fn cut_to(text: &str, max: usize) -> &str {
 /// The last progress sent for a request, and its rate.
 struct ProgressPace {
     last: Option<f64>,
-    tokens: f64,
-    updated: Instant,
-    dropped: u64,
+    limit: RateLimit,
 }
 
 impl Default for ProgressPace {
     fn default() -> Self {
         Self {
             last: None,
-            tokens: PROGRESS_BURST,
-            updated: Instant::now(),
-            dropped: 0,
+            limit: RateLimit::new(PROGRESS_PER_SECOND, PROGRESS_BURST),
         }
     }
 }
 
 impl ProgressPace {
     fn admit(&mut self) -> bool {
-        let now = Instant::now();
-        let elapsed = now.duration_since(self.updated).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * PROGRESS_PER_SECOND).min(PROGRESS_BURST);
-        self.updated = now;
-        if self.tokens < 1.0 {
-            if self.dropped == 0 {
+        match self.limit.admit() {
+            Admission::Passed { .. } => true,
+            Admission::FirstDropped => {
                 tracing::debug!(
                     rate = PROGRESS_PER_SECOND,
                     "progress over the rate limit is dropped"
                 );
+                false
             }
-            self.dropped += 1;
-            return false;
+            Admission::Dropped => false,
         }
-        self.tokens -= 1.0;
-        self.dropped = 0;
-        true
     }
 }
 
@@ -184,13 +174,7 @@ impl Client {
 /// Log rate limits per logger.
 #[derive(Default)]
 struct LogLimiter {
-    buckets: Mutex<HashMap<String, Bucket>>,
-}
-
-struct Bucket {
-    tokens: f64,
-    updated: Instant,
-    dropped: u64,
+    buckets: Mutex<HashMap<String, RateLimit>>,
 }
 
 impl Default for Peer {
@@ -265,28 +249,21 @@ impl LogLimiter {
     /// were dropped since the last one that passed. The first drop of a run is logged.
     fn admit_log(&self, logger: &str) -> Option<u64> {
         let mut buckets = lock(&self.buckets);
-        let now = Instant::now();
-        let bucket = buckets.entry(logger.to_owned()).or_insert(Bucket {
-            tokens: LOG_BURST,
-            updated: now,
-            dropped: 0,
-        });
-        let elapsed = now.duration_since(bucket.updated).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * LOG_RATE_PER_SECOND).min(LOG_BURST);
-        bucket.updated = now;
-        if bucket.tokens < 1.0 {
-            if bucket.dropped == 0 {
+        let bucket = buckets
+            .entry(logger.to_owned())
+            .or_insert_with(|| RateLimit::new(LOG_RATE_PER_SECOND, LOG_BURST));
+        match bucket.admit() {
+            Admission::Passed { dropped } => Some(dropped),
+            Admission::FirstDropped => {
                 tracing::warn!(
                     logger,
                     rate = LOG_RATE_PER_SECOND,
                     "log messages over the rate limit are not sent to the client until the plugin slows down"
                 );
+                None
             }
-            bucket.dropped += 1;
-            return None;
+            Admission::Dropped => None,
         }
-        bucket.tokens -= 1.0;
-        Some(std::mem::take(&mut bucket.dropped))
     }
 }
 

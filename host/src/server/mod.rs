@@ -14,6 +14,7 @@ mod legacy;
 mod listen;
 mod modern;
 mod mrtr;
+mod rate;
 mod session;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,7 @@ pub use crate::protocol::result::ChangedList;
 pub use context::{Cancellation, ClientRequest, Outbound, RequestContext};
 pub use events::forward_events;
 pub use mrtr::{INPUT_KEY_META, StateKey};
+pub use rate::{Admission, RateLimit};
 pub use session::{Answer, Era, Mode, Pending, Session, Status};
 
 /// Settings of the 2026-07-28 side, shared by every session of a process.
