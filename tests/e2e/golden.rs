@@ -36,6 +36,11 @@ impl Transcript {
         }
     }
 
+    /// A finished transcript, to check.
+    fn from_lines(lines: Vec<Value>) -> Finished {
+        Finished { lines }
+    }
+
     /// Send one line; if it is a request (or a batch holding one), record everything up to its
     /// reply, answering mcpbox's own requests on the way.
     async fn step(&mut self, line: &str) {
@@ -72,11 +77,29 @@ impl Transcript {
 
     /// Compare with the golden file (or rewrite it when asked to).
     fn check(self, revision: &str, name: &str) {
+        Finished { lines: self.lines }.check(revision, name);
+    }
+}
+
+/// A transcript whose session has ended.
+struct Finished {
+    lines: Vec<Value>,
+}
+
+impl Finished {
+    /// Compare with the golden file (or rewrite it when asked to). Values that differ by
+    /// design from run to run (a signed `requestState` carries an expiry) are replaced by a
+    /// placeholder.
+    fn check(self, revision: &str, name: &str) {
         let path = golden_path(revision, name);
         let actual: String = self
             .lines
             .iter()
-            .map(|l| format!("{l}\n"))
+            .map(|l| {
+                let mut l = l.clone();
+                normalise(&mut l);
+                format!("{l}\n")
+            })
             .collect::<String>();
         if std::env::var_os("MCPBOX_UPDATE_GOLDEN").is_some() {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -108,6 +131,22 @@ impl Transcript {
             "{}: a different number of messages",
             path.display()
         );
+    }
+}
+
+fn normalise(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                if key == "requestState" && value.is_string() {
+                    *value = Value::String("<signed state>".to_owned());
+                } else {
+                    normalise(value);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalise),
+        _ => {}
     }
 }
 
@@ -205,4 +244,54 @@ async fn the_2025_11_25_wire_matches_the_golden_file() {
         t.step(line).await;
     }
     t.check("2025-11-25", "stdio");
+}
+
+const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"io.modelcontextprotocol/clientInfo":{"name":"golden","version":"1"}}"#;
+
+/// The 2026-07-28 wire over stdio: discover, every method with its envelope, the errors of the
+/// validation ladder, an input request and its retry, and a listen stream.
+#[tokio::test]
+async fn the_2026_07_28_wire_matches_the_golden_file() {
+    let dir = plugin_dir(&[
+        ("conformance", "conformance.wasm"),
+        ("echo_tools", "echo_tools.wasm"),
+    ]);
+    let mut t = Transcript::new(Raw::start(dir.path(), &[]));
+    let lines = [
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{META}}}}}"#),
+        r#"{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v9","io.modelcontextprotocol/clientCapabilities":{}}}}"#.to_owned(),
+        format!(r#"{{"jsonrpc":"2.0","id":4,"method":"ping","params":{{{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{{{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":6,"method":"prompts/list","params":{{{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":7,"method":"resources/list","params":{{{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":8,"method":"resources/templates/list","params":{{{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hi"}},{META}}}}}"#),
+        r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"test_tool_with_progress","arguments":{},"_meta":{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#.to_owned(),
+        format!(r#"{{"jsonrpc":"2.0","id":11,"method":"resources/read","params":{{"uri":"test://static-text",{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":12,"method":"resources/read","params":{{"uri":"test://nowhere",{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":13,"method":"prompts/get","params":{{"name":"test_simple_prompt",{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":14,"method":"completion/complete","params":{{"ref":{{"type":"ref/prompt","name":"test_prompt_with_arguments"}},"argument":{{"name":"arg1","value":"te"}},{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{{"name":"test_input_required_result_elicitation","arguments":{{}},{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{{"name":"test_input_required_result_elicitation","arguments":{{}},"inputResponses":{{"user_name":{{"action":"accept","content":{{"name":"Ada"}}}}}},{META}}}}}"#),
+        r#"{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"test_missing_capability","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#.to_owned(),
+        format!(r#"{{"jsonrpc":"2.0","id":18,"method":"tools/call","params":{{"name":"test_input_required_result_tampered_state","arguments":{{}},"requestState":"e30.AAAA",{META}}}}}"#),
+    ];
+    for line in &lines {
+        t.step(line).await;
+    }
+    // A listen stream: its acknowledgement, then (when stdin closes) the result that ends it.
+    let listen = format!(
+        r#"{{"jsonrpc":"2.0","id":"l1","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true,"promptsListChanged":true}},{META}}}}}"#
+    );
+    t.lines
+        .push(json!({ "send": serde_json::from_str::<Value>(&listen).unwrap() }));
+    t.raw.send(listen.as_bytes()).await;
+    let ack = t.raw.recv().await;
+    t.lines.push(json!({ "recv": ack }));
+    let Transcript { raw, mut lines } = t;
+    let (rest, status) = raw.finish().await;
+    assert!(status.success());
+    lines.extend(rest.into_iter().map(|m| json!({ "recv": m })));
+    Transcript::from_lines(lines).check("2026-07-28", "stdio");
 }
