@@ -156,6 +156,21 @@ async fn http_checks_the_mirror_headers_and_keeps_no_session() {
     )
     .await;
     assert_eq!(response.status(), 404);
+    // A listen stream needs SSE.
+    let listen = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
+    );
+    let response = client
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(listen)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 406);
     let get = client
         .get(&server.url)
         .header("accept", "text/event-stream")

@@ -447,6 +447,23 @@ async fn post_stateless<B: Backend>(
     decoded: Decoded,
     mirror: MirrorHeaders,
 ) -> Response {
+    let streams = accepts_sse(headers);
+    if !streams
+        && let Decoded::Single(Ok(Message::Request(request))) = &decoded
+        && Method::from_name(&request.method) == Method::Listen
+    {
+        // A listen stream is a stream: without SSE it could only hang.
+        return json_response(
+            StatusCode::NOT_ACCEPTABLE,
+            &encode_error(
+                Some(&request.id),
+                &ErrorObject::new(
+                    INVALID_REQUEST,
+                    "subscriptions/listen answers with an event stream: send Accept: text/event-stream",
+                ),
+            ),
+        );
+    }
     let (outbound, mut sent) = mpsc::channel::<Reply>(LIVE_QUEUE);
     let Some(pending) = app.stateless.accept(decoded, Some(mirror), &outbound).await else {
         return StatusCode::ACCEPTED.into_response();
@@ -454,7 +471,6 @@ async fn post_stateless<B: Backend>(
     drop(outbound);
     let mut guard = CancelOnDrop(pending.cancellation);
     let mut work = tokio::spawn(pending.work);
-    let streams = accepts_sse(headers);
     let mut open = true;
     loop {
         tokio::select! {
