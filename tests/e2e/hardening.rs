@@ -485,3 +485,36 @@ async fn descriptor_hogs_do_not_starve_other_plugins() {
     }
     raw.assert_alive(1).await;
 }
+
+#[tokio::test]
+async fn a_slow_reload_does_not_hold_up_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = RecordingClient::new(&json!({}));
+    let (service, log) = connect_logged(dir.path(), &[], client.clone()).await;
+    install(
+        dir.path(),
+        "slow_list.wasm",
+        &wasm(&test_plugins(), "slow_list"),
+    );
+    log.wait_for("watching the plugin directory").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    install(
+        dir.path(),
+        "echo_tools.wasm",
+        &wasm(example_plugins(), "echo_tools"),
+    );
+    // The echo tools arrive while the slow plugin is still listing.
+    client.wait_for("tools/list_changed", 1).await;
+    let names: Vec<String> = service
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"echo".to_owned()), "{names:?}");
+    assert!(!names.contains(&"slow_tool".to_owned()), "{names:?}");
+    client.wait_for("tools/list_changed", 2).await;
+    let tools = service.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "slow_tool"));
+}

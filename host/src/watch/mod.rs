@@ -8,7 +8,8 @@
 //!    half-written component never validates, so it is never published either way);
 //! 2. the component and manifest are read once and hashed; an unchanged digest is skipped;
 //! 3. the component is compiled on a blocking thread and linked, and its lists read, off the
-//!    request path;
+//!    request path, on a task per plugin (a plugin slow to load holds up no other; reloads of
+//!    one plugin never overlap);
 //! 4. a new immutable catalog is built (refusing name collisions as at startup) and published
 //!    with one atomic swap; calls in flight finish on the catalog they started with, and a
 //!    retired plugin version is freed when its last call ends;
@@ -67,6 +68,8 @@ pub struct Reloader {
     limits: Limits,
     plugins: Arc<PluginSet>,
     relists: RelistRequests,
+    /// Plugins being reloaded, and whether another change arrived meanwhile.
+    busy: Mutex<HashMap<String, bool>>,
     /// What each plugin's files looked like when last handled (loaded or failed).
     seen: Mutex<HashMap<String, Fingerprint>>,
 }
@@ -119,6 +122,7 @@ impl Reloader {
             limits,
             plugins,
             relists,
+            busy: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
         }
     }
@@ -145,6 +149,7 @@ impl Reloader {
             })?;
         let mut relists = std::mem::replace(&mut self.relists, mpsc::unbounded_channel().1);
         tracing::info!(dir = %self.dir.display(), debounce_ms = debounce.as_millis(), "watching the plugin directory");
+        let this = Arc::new(self);
 
         let task = tokio::spawn(async move {
             // The debouncer lives as long as this task.
@@ -157,15 +162,15 @@ impl Reloader {
                                 .iter()
                                 .filter(|event| is_change(&event.kind))
                                 .flat_map(|event| event.paths.iter())
-                                .filter_map(|path| self.plugin_name(path))
+                                .filter_map(|path| this.plugin_name(path))
                                 .collect();
                             for name in names {
-                                self.reload(&name).await;
+                                this.schedule(name);
                             }
                         }
                         Err(errors) => {
                             for error in errors {
-                                tracing::error!(dir = %self.dir.display(), "watching the plugin directory failed: {error}");
+                                tracing::error!(dir = %this.dir.display(), "watching the plugin directory failed: {error}");
                             }
                         }
                     },
@@ -177,7 +182,7 @@ impl Reloader {
                             names.insert(more);
                         }
                         for name in names {
-                            self.relist(&name).await;
+                            this.relist(&name).await;
                         }
                         tokio::time::sleep(RELIST_PAUSE).await;
                     }
@@ -186,6 +191,33 @@ impl Reloader {
             }
         });
         Ok(Watcher { _task: task })
+    }
+
+    /// Reload `name` on a task of its own, so a plugin that is slow to load never holds up
+    /// another's reload. Reloads of one plugin never overlap: a change that arrives while one
+    /// runs is handled when it ends.
+    fn schedule(self: &Arc<Self>, name: String) {
+        {
+            let mut busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(again) = busy.get_mut(&name) {
+                *again = true;
+                return;
+            }
+            busy.insert(name.clone(), false);
+        }
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                this.reload(&name).await;
+                let mut busy = this.busy.lock().unwrap_or_else(PoisonError::into_inner);
+                if busy.get(&name) == Some(&true) {
+                    busy.insert(name.clone(), false);
+                    continue;
+                }
+                busy.remove(&name);
+                return;
+            }
+        });
     }
 
     /// The plugin a changed path belongs to: `name` for `name.wasm` or `name.toml` in the
