@@ -254,13 +254,6 @@ fn value(raw: Option<&RawValue>) -> Option<Value> {
     raw.map(|r| serde_json::from_str(r.get()).unwrap_or(Value::Null))
 }
 
-impl RetryParams {
-    /// Whether this is a retry at all.
-    pub fn is_retry(&self) -> bool {
-        self.input_responses.is_some() || self.request_state.is_some()
-    }
-}
-
 /// A request's params, typed by method.
 #[derive(Debug)]
 pub enum ClientRequest {
@@ -478,6 +471,5 @@ mod tests {
         );
         assert_eq!(r.retry.input_responses, Some(Value::Null));
         assert_eq!(r.retry.request_state, Some(Value::String("s".to_owned())));
-        assert!(r.retry.is_retry());
     }
 }

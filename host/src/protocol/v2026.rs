@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::error::{ErrorObject, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND};
+use super::error::{ErrorObject, INVALID_PARAMS, RESOURCE_NOT_FOUND};
 use super::mcp::{ListenFilter, LogLevel};
 use super::request::{Method, RequestMeta, TypedRequest};
 use super::result::{SERVER_INFO, ServerCapabilities};
@@ -338,19 +338,6 @@ pub fn input_required(requests: &Map<String, Value>, state: &str) -> Value {
         "inputRequests": requests,
         "requestState": state,
     })
-}
-
-/// Whether `method` may answer `input_required`.
-pub fn allows_input_requests(method: &Method) -> bool {
-    matches!(
-        method,
-        Method::CallTool | Method::GetPrompt | Method::ReadResource
-    )
-}
-
-/// -32601 is the answer for unknown methods in both revisions.
-pub const fn method_not_found_code() -> i32 {
-    METHOD_NOT_FOUND
 }
 
 #[cfg(test)]

@@ -58,11 +58,6 @@ impl RateLimit {
             dropped: std::mem::take(&mut self.dropped),
         }
     }
-
-    /// The rate, per second.
-    pub fn rate(&self) -> f64 {
-        self.rate
-    }
 }
 
 #[cfg(test)]
