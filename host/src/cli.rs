@@ -252,13 +252,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         catalog.refusals().len()
     );
     // Plugins that were still listing: served as soon as they are done.
+    let loading = Arc::new(std::sync::atomic::AtomicUsize::new(loaded.late.len()));
     for late in loaded.late {
         let plugins = Arc::clone(&plugins);
+        let loading = Arc::clone(&loading);
         tokio::spawn(async move {
+            let done = LoadDone(loading);
             match late.await {
                 Ok((file, Ok(plugin))) => {
                     let plugin = Arc::new(plugin);
                     let names = plugins.update(&file, Some(Arc::clone(&plugin)));
+                    drop(done);
                     plugin.log_loaded("loaded (late)", names);
                 }
                 Ok((file, Err(error))) => {
@@ -301,7 +305,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "plugins ready"
     );
     match &args.http {
-        Some(address) => serve_http(plugins, address, &args, modern, shutdown).await,
+        Some(address) => serve_http(plugins, address, &args, modern, loading, shutdown).await,
         None => {
             let session = Arc::new(Session::new(plugins, Mode::Dual, modern));
             let (input, output): (Box<dyn tokio::io::AsyncBufRead + Unpin + Send>, _) =
@@ -332,6 +336,7 @@ async fn serve_http(
     address: &str,
     args: &ServeArgs,
     modern: Arc<ModernSettings>,
+    loading: Arc<std::sync::atomic::AtomicUsize>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let address: SocketAddr = match address.parse::<u16>() {
@@ -352,12 +357,22 @@ async fn serve_http(
         max_body_bytes: args.max_message_bytes,
         session_idle: Duration::from_secs(args.session_idle_secs),
         modern,
+        loading,
     };
     http::serve(plugins, listener, config, shutdown, Duration::from_secs(10))
         .await
         .context("HTTP transport failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Counts a late plugin load as finished when dropped (loaded, failed or aborted).
+struct LoadDone(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for LoadDone {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// Plugins' open files and sockets are host descriptors: use every descriptor the system

@@ -518,3 +518,27 @@ async fn a_slow_reload_does_not_hold_up_another() {
     let tools = service.list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "slow_tool"));
 }
+
+#[tokio::test]
+async fn readiness_waits_for_late_plugins_and_health_does_not() {
+    let dir = plugin_dir(&[
+        ("slow_list", "slow_list.wasm"),
+        ("echo_tools", "echo_tools.wasm"),
+    ]);
+    let server = crate::support::HttpServer::start(dir.path(), &["--auth-token", "secret"]).await;
+    let base = server.url.trim_end_matches("/mcp").to_owned();
+    let client = reqwest::Client::new();
+    let get = |path: &str| client.get(format!("{base}{path}")).send();
+    assert_eq!(get("/healthz").await.unwrap().status(), 200);
+    let not_ready = get("/readyz").await.unwrap();
+    assert_eq!(not_ready.status(), 503);
+    assert!(
+        not_ready
+            .text()
+            .await
+            .unwrap()
+            .contains("1 plugins still loading")
+    );
+    server.stderr.wait_for("loaded (late) plugin").await;
+    assert_eq!(get("/readyz").await.unwrap().status(), 200);
+}

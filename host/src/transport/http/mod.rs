@@ -27,6 +27,9 @@
 //! - `DELETE` ends the session.
 //! - `MCP-Protocol-Version`, when present, must be one this server speaks (400 otherwise).
 //!
+//! `GET /healthz` (the process serves) and `GET /readyz` (every plugin found at startup has
+//! loaded or failed) answer orchestrators, outside the token and `Origin` checks.
+//!
 //! A slow or vanished client never blocks others: each stream has a bounded queue, and a
 //! client that falls behind is detached (it can resume). Idle sessions expire.
 
@@ -73,6 +76,8 @@ pub struct HttpConfig {
     pub session_idle: Duration,
     /// Settings of 2026-07-28 requests.
     pub modern: Arc<ModernSettings>,
+    /// Plugins still loading (listing what they offer); `/readyz` is 503 while any are.
+    pub loading: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Default for HttpConfig {
@@ -83,6 +88,7 @@ impl Default for HttpConfig {
             max_body_bytes: 4 << 20,
             session_idle: Duration::from_secs(30 * 60),
             modern: Arc::default(),
+            loading: Arc::default(),
         }
     }
 }
@@ -749,6 +755,31 @@ async fn post_messages<B: Backend>(
     StatusCode::ACCEPTED.into_response()
 }
 
+/// Liveness for orchestrators: the process serves HTTP. Not behind the token or `Origin`
+/// checks (it says nothing but "ok").
+async fn healthz() -> Response {
+    (StatusCode::OK, "ok\n").into_response()
+}
+
+/// Readiness for orchestrators: 200 once every plugin found at startup is loaded (or has
+/// failed), 503 while some are still listing what they offer. Not behind the token or
+/// `Origin` checks.
+async fn readyz<B: Backend>(State(app): Shared<B>) -> Response {
+    let loading = app
+        .config
+        .loading
+        .load(std::sync::atomic::Ordering::Acquire);
+    if loading == 0 {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {loading} plugins still loading\n"),
+        )
+            .into_response()
+    }
+}
+
 /// Serve MCP over HTTP on `listener` until `shutdown` resolves; then stop accepting, close
 /// event streams, and give requests in flight `grace` to finish.
 pub async fn serve<B: Backend>(
@@ -781,6 +812,8 @@ pub async fn serve<B: Backend>(
                 .delete(delete_mcp::<B>),
         )
         .route("/sse", axum::routing::get(get_sse::<B>))
+        .route("/healthz", axum::routing::get(healthz))
+        .route("/readyz", axum::routing::get(readyz::<B>))
         .route("/messages", axum::routing::post(post_messages::<B>))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(Arc::clone(&app));
