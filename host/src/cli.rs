@@ -1,5 +1,5 @@
 //! The command line: arguments (each flag with an `MCPBOX_*` environment fallback), logging
-//! set-up, and running a command.
+//! set-up, and running a command (`serve`, and `call` for plugin authors).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+use crate::author::{self, CallRequest};
 use crate::catalog::{EventHub, PluginSet, load_directory};
 use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
 use crate::policy::Limits;
@@ -37,6 +38,58 @@ pub struct Cli {
 pub enum Command {
     /// Serve MCP on stdin and stdout with the plugins in a directory.
     Serve(ServeArgs),
+    /// Run one request against a plugin, with the sandbox and limits `serve` uses, and print
+    /// the MCP result (exit status 1 when it is an error or `isError`).
+    Call(CallArgs),
+}
+
+/// Arguments of `mcpbox call`.
+#[derive(Debug, clap::Args)]
+pub struct CallArgs {
+    /// A plugin component (`name.wasm`, governed by `name.toml` beside it) or a plugin
+    /// directory.
+    pub plugin: PathBuf,
+
+    /// The tool to call.
+    #[arg(required_unless_present_any = ["prompt", "resource"])]
+    pub tool: Option<String>,
+
+    /// Get this prompt instead of calling a tool.
+    #[arg(long, conflicts_with_all = ["tool", "resource"])]
+    pub prompt: Option<String>,
+
+    /// Read the resource at this URI instead of calling a tool.
+    #[arg(long, conflicts_with_all = ["tool", "prompt"])]
+    pub resource: Option<String>,
+
+    /// The arguments, as a JSON object (a prompt's are strings).
+    #[arg(long, default_value = "{}")]
+    pub args: String,
+
+    /// Fuel for the call (as `serve --fuel`).
+    #[arg(long, env = "MCPBOX_FUEL", default_value_t = Limits::DEFAULT_FUEL)]
+    pub fuel: u64,
+
+    /// Wall-clock limit in milliseconds (as `serve --timeout-ms`).
+    #[arg(long, env = "MCPBOX_TIMEOUT_MS", default_value_t = Limits::DEFAULT_TIMEOUT.as_millis() as u64)]
+    pub timeout_ms: u64,
+
+    /// Memory limit in MiB (as `serve --memory-mib`).
+    #[arg(long, env = "MCPBOX_MEMORY_MIB", default_value_t = (Limits::DEFAULT_MEMORY_BYTES >> 20) as u64)]
+    pub memory_mib: u64,
+
+    /// Where compiled plugins are cached (as `serve --cache-dir`).
+    #[arg(long, env = "MCPBOX_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// What a command leaves for `main` to print: output for stdout, and whether it failed.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Text for stdout (never written by `serve`, whose stdout is the protocol's).
+    pub output: Option<String>,
+    /// The command ran, but what it reports is a failure (exit status 1).
+    pub failed: bool,
 }
 
 /// Arguments of `mcpbox serve`.
@@ -179,12 +232,19 @@ impl Cli {
 }
 
 /// Run a command to completion.
-pub fn run(cli: Cli) -> anyhow::Result<()> {
-    let Command::Serve(args) = cli.command;
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let args = match cli.command {
+        Command::Serve(args) => args,
+        Command::Call(args) => {
+            let outcome = runtime.block_on(call(args));
+            runtime.shutdown_timeout(Duration::from_millis(100));
+            return outcome;
+        }
+    };
     // On a worker thread, not this one: the stdio loop then spawns each request onto the
     // thread it runs on, with no hand-off to wake another thread for.
     let result = runtime.block_on(async {
@@ -194,7 +254,28 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     });
     // Do not wait for a blocked stdin reader thread on the way out.
     runtime.shutdown_timeout(Duration::from_millis(100));
-    result
+    result.map(|()| Outcome::default())
+}
+
+async fn call(args: CallArgs) -> anyhow::Result<Outcome> {
+    let request = match (args.tool, args.prompt, args.resource) {
+        (_, Some(prompt), _) => CallRequest::Prompt(prompt),
+        (_, _, Some(uri)) => CallRequest::Resource(uri),
+        (Some(tool), _, _) => CallRequest::Tool(tool),
+        (None, None, None) => anyhow::bail!("name a tool, or --prompt or --resource"),
+    };
+    let limits = Limits {
+        fuel: args.fuel,
+        timeout: Duration::from_millis(args.timeout_ms),
+        memory_bytes: usize::try_from(args.memory_mib.saturating_mul(1 << 20))
+            .unwrap_or(usize::MAX),
+        ..Limits::default()
+    };
+    let outcome = author::call(&args.plugin, request, &args.args, limits, args.cache_dir).await?;
+    Ok(Outcome {
+        output: Some(outcome.json),
+        failed: outcome.failed,
+    })
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {

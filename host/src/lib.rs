@@ -6,6 +6,7 @@
 //! which finds the plugin and calls it through the [`engine`] under its [`policy`] limits.
 //! Each module's docs say what it owns and what it must not depend on.
 
+pub mod author;
 pub mod catalog;
 pub mod cli;
 pub mod engine;

@@ -16,7 +16,19 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(outcome) => {
+            if let Some(output) = outcome.output {
+                // `call`'s result: the one thing it writes to stdout.
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{output}");
+                let _ = stdout.flush();
+            }
+            if outcome.failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
         Err(e) => {
             tracing::error!("{e:#}");
             ExitCode::FAILURE

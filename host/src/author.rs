@@ -1,0 +1,126 @@
+//! Commands for plugin authors: `mcpbox call` runs one request against a plugin (a component
+//! file with its manifest, or a plugin directory) with the same sandbox, limits, validation
+//! and MCP conversion as `mcpbox serve`, and gives back the MCP result — the way to try a
+//! plugin without wiring a client.
+//!
+//! The request goes through a real session, as a client's would: `initialize`, then the one
+//! request. Nothing is written to stdout here; the caller prints the result.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::catalog::{EventHub, LoadedPlugin, PluginSet, load_directory, load_source, read_source};
+use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
+use crate::policy::Limits;
+use crate::protocol::jsonrpc::decode;
+use crate::server::{Mode, Session};
+
+/// What to ask the plugin.
+#[derive(Debug, Clone)]
+pub enum CallRequest {
+    /// `tools/call` of this tool.
+    Tool(String),
+    /// `prompts/get` of this prompt.
+    Prompt(String),
+    /// `resources/read` of this URI.
+    Resource(String),
+}
+
+/// What a call gave: the JSON to show, and whether it failed (an error or `isError`).
+#[derive(Debug)]
+pub struct CallOutcome {
+    /// The MCP result (or the JSON-RPC error), pretty-printed.
+    pub json: String,
+    /// Whether the request failed.
+    pub failed: bool,
+}
+
+/// Load `path` (a `.wasm` component or a directory of them) and run `request` with
+/// `arguments` (a JSON object) under `limits`.
+pub async fn call(
+    path: &Path,
+    request: CallRequest,
+    arguments: &str,
+    limits: Limits,
+    cache_dir: Option<PathBuf>,
+) -> anyhow::Result<CallOutcome> {
+    let arguments: Value = serde_json::from_str(arguments)
+        .with_context(|| format!("--args is not valid JSON: {arguments}"))?;
+    if !arguments.is_object() {
+        bail!("--args must be a JSON object, not {arguments}");
+    }
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: cache_dir.or_else(ComponentCache::default_dir),
+        ..RuntimeConfig::default()
+    })?;
+    let plugins = load(&runtime, path, limits).await?;
+    if plugins.is_empty() {
+        bail!(
+            "no plugin loaded from {} (the log says why)",
+            path.display()
+        );
+    }
+    let (hub, _relists) = EventHub::new();
+    let set = Arc::new(PluginSet::new(plugins, 10_000, false, hub));
+    let session = Arc::new(Session::new(set, Mode::Dual, Arc::default()));
+    let (outbound, mut sent) = mpsc::channel(1024);
+    // What the request sends the client meanwhile (logs, progress) is already in the log.
+    tokio::spawn(async move { while sent.recv().await.is_some() {} });
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "mcpbox call", "version": env!("CARGO_PKG_VERSION")}
+    }});
+    let (method, params) = match request {
+        CallRequest::Tool(name) => ("tools/call", json!({"name": name, "arguments": arguments})),
+        CallRequest::Prompt(name) => ("prompts/get", json!({"name": name, "arguments": arguments})),
+        CallRequest::Resource(uri) => ("resources/read", json!({"uri": uri})),
+    };
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut reply = Value::Null;
+    for message in [initialize, request] {
+        let bytes = serde_json::to_vec(&message)?;
+        if let Some(pending) = session.accept(decode(&bytes), None, &outbound).await
+            && let Some(answer) = pending.work.await
+        {
+            reply = serde_json::from_str(&answer.reply.0).context("an unreadable reply")?;
+        }
+    }
+    let (shown, failed) = match (reply.get("result"), reply.get("error")) {
+        (Some(result), _) => (result.clone(), result["isError"] == true),
+        (None, Some(error)) => (error.clone(), true),
+        _ => bail!("no answer to the request"),
+    };
+    Ok(CallOutcome {
+        json: serde_json::to_string_pretty(&shown)?,
+        failed,
+    })
+}
+
+/// The plugins at `path`: one component (with its manifest), or every one in a directory
+/// (waiting for those still listing).
+async fn load(runtime: &Runtime, path: &Path, limits: Limits) -> anyhow::Result<Vec<LoadedPlugin>> {
+    if path.is_dir() {
+        let mut loaded = load_directory(runtime, path, limits).await?;
+        for late in loaded.late.drain(..) {
+            match late.await {
+                Ok((_, Ok(plugin))) => loaded.plugins.push(plugin),
+                Ok((file, Err(error))) => {
+                    tracing::error!(file = %file.display(), "skipped plugin: {error}");
+                }
+                Err(e) => tracing::error!("a plugin load task failed: {e}"),
+            }
+        }
+        return Ok(loaded.plugins);
+    }
+    let source = read_source(path)
+        .await
+        .with_context(|| format!("cannot load {}", path.display()))?;
+    let plugin = load_source(runtime, source, limits)
+        .await
+        .with_context(|| format!("cannot load {}", path.display()))?;
+    Ok(vec![plugin])
+}

@@ -1,0 +1,68 @@
+//! `mcpbox call`: one request against a plugin, from the command line, with the sandbox and
+//! limits of `serve`; the MCP result on stdout, exit status 1 when it is an error.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::support::{example_plugins, plugin_dir};
+
+async fn call(args: &[&str]) -> (Value, Output) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+        .arg("call")
+        .args(args)
+        .env(
+            "MCPBOX_CACHE_DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
+        )
+        .env_remove("MCPBOX_LOG")
+        .output()
+        .await
+        .unwrap();
+    let value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (value, output)
+}
+
+#[tokio::test]
+async fn call_runs_one_request_and_prints_the_mcp_result() {
+    let echo = example_plugins().join("echo_tools.wasm");
+    let echo = echo.to_str().unwrap();
+    let (result, output) = call(&[echo, "echo", "--args", r#"{"text":"hello"}"#]).await;
+    assert!(output.status.success());
+    assert_eq!(result["content"][0]["text"], "hello");
+
+    let (result, output) = call(&[echo, "divide", "--args", r#"{"dividend":1,"divisor":0}"#]).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(result["isError"], true);
+
+    let (result, output) = call(&[echo, "nope"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(result["code"], -32602);
+
+    // A directory, a prompt and a resource; the same limits as `serve`.
+    let dir = plugin_dir(&[
+        ("code_review", "code_review.wasm"),
+        ("quotes", "quotes.wasm"),
+        ("hostile", "hostile.wasm"),
+    ]);
+    let dir_arg = dir.path().to_str().unwrap();
+    let (result, output) = call(&[dir_arg, "--resource", "quote://1"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(result["contents"][0]["text"].is_string(), "{result}");
+    let (result, output) = call(&[dir_arg, "spin", "--fuel", "1000000"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        result["content"][0]["text"],
+        "plugin `hostile` ran out of fuel after 1000000 units"
+    );
+
+    let (_, output) = call(&[echo, "echo", "--args", "[1]"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--args must be a JSON object"));
+    assert!(output.stdout.is_empty());
+}
