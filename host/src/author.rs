@@ -1,7 +1,7 @@
 //! Commands for plugin authors: `mcpbox call` runs one request against a plugin (a component
 //! file with its manifest, or a plugin directory) with the same sandbox, limits, validation
 //! and MCP conversion as `mcpbox serve`, and gives back the MCP result — the way to try a
-//! plugin without wiring a client.
+//! plugin without wiring a client; `mcpbox inspect` says what a plugin offers and asks for.
 //!
 //! The request goes through a real session, as a client's would: `initialize`, then the one
 //! request. Nothing is written to stdout here; the caller prints the result.
@@ -123,4 +123,37 @@ async fn load(runtime: &Runtime, path: &Path, limits: Limits) -> anyhow::Result<
         .await
         .with_context(|| format!("cannot load {}", path.display()))?;
     Ok(vec![plugin])
+}
+
+/// Describe the plugins at `path`: interfaces, lists as clients see them, items refused and
+/// why (including names another plugin in the directory serves), grants and limits.
+pub async fn inspect(
+    path: &Path,
+    limits: Limits,
+    cache_dir: Option<PathBuf>,
+) -> anyhow::Result<String> {
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: cache_dir.or_else(ComponentCache::default_dir),
+        ..RuntimeConfig::default()
+    })?;
+    let plugins = load(&runtime, path, limits).await?;
+    if plugins.is_empty() {
+        bail!(
+            "no plugin loaded from {} (the log says why)",
+            path.display()
+        );
+    }
+    let described: Vec<Value> = plugins.iter().map(LoadedPlugin::describe).collect();
+    let (hub, _relists) = EventHub::new();
+    let set = PluginSet::new(plugins, 10_000, false, hub);
+    let collisions: Vec<String> = set
+        .catalog()
+        .refusals()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    Ok(serde_json::to_string_pretty(&json!({
+        "plugins": described,
+        "namesRefused": collisions,
+    }))?)
 }

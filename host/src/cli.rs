@@ -41,6 +41,20 @@ pub enum Command {
     /// Run one request against a plugin, with the sandbox and limits `serve` uses, and print
     /// the MCP result (exit status 1 when it is an error or `isError`).
     Call(CallArgs),
+    /// Say what a plugin (or every plugin in a directory) offers and asks for: interfaces,
+    /// tools with schemas, prompts, resources, names refused and why, grants and limits.
+    Inspect(InspectArgs),
+}
+
+/// Arguments of `mcpbox inspect`.
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// A plugin component (`name.wasm`, with `name.toml` beside it) or a plugin directory.
+    pub plugin: PathBuf,
+
+    /// Where compiled plugins are cached (as `serve --cache-dir`).
+    #[arg(long, env = "MCPBOX_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// Arguments of `mcpbox call`.
@@ -243,6 +257,18 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             let outcome = runtime.block_on(call(args));
             runtime.shutdown_timeout(Duration::from_millis(100));
             return outcome;
+        }
+        Command::Inspect(args) => {
+            let report = runtime.block_on(author::inspect(
+                &args.plugin,
+                Limits::default(),
+                args.cache_dir,
+            ));
+            runtime.shutdown_timeout(Duration::from_millis(100));
+            return report.map(|report| Outcome {
+                output: Some(report),
+                failed: false,
+            });
         }
     };
     // On a worker thread, not this one: the stdio loop then spawns each request onto the

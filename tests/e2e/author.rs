@@ -66,3 +66,66 @@ async fn call_runs_one_request_and_prints_the_mcp_result() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("--args must be a JSON object"));
     assert!(output.stdout.is_empty());
 }
+
+async fn inspect(path: &Path) -> Value {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+        .arg("inspect")
+        .arg(path)
+        .env(
+            "MCPBOX_CACHE_DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
+        )
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn inspect_says_what_a_plugin_offers_asks_for_and_was_refused() {
+    let report = inspect(&crate::support::test_plugins().join("hostile.wasm")).await;
+    let plugin = &report["plugins"][0];
+    assert_eq!(plugin["plugin"], "hostile");
+    assert!(
+        plugin["exports"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("mcpbox:plugin/tools@0.1.0"))
+    );
+    assert!(
+        plugin["wasiPackagesImported"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("wasi:http"))
+    );
+    let refused = &plugin["refused"][0];
+    assert_eq!(refused["item"], "tool `schema_bomb`");
+    assert!(refused["reason"].as_str().unwrap().contains("too complex"));
+    assert!(
+        plugin["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "spin" && t["inputSchema"].is_object())
+    );
+    assert_eq!(
+        plugin["grants"],
+        "nothing (no files, network or environment)"
+    );
+
+    let dir = plugin_dir(&[("echo_tools", "a.wasm"), ("echo_tools", "b.wasm")]);
+    let report = inspect(dir.path()).await;
+    let refused = report["namesRefused"].as_array().unwrap();
+    assert_eq!(refused.len(), 4);
+    assert!(
+        refused[0]
+            .as_str()
+            .unwrap()
+            .contains("of plugin `b`: the name is served by plugin `a`")
+    );
+}

@@ -131,6 +131,49 @@ impl LoadedPlugin {
         );
     }
 
+    /// What the plugin offers and asks for, as `mcpbox inspect` shows it: its interfaces, its
+    /// lists as clients see them, what was refused and why, and its grants and limits.
+    pub fn describe(&self) -> serde_json::Value {
+        let items = |jsons: Vec<&RawValue>| -> Vec<serde_json::Value> {
+            jsons
+                .into_iter()
+                .filter_map(|j| serde_json::from_str(j.get()).ok())
+                .collect()
+        };
+        let p = &self.prepared;
+        let (imports, exports) = self.code.interfaces();
+        let asks: std::collections::BTreeSet<&str> = imports
+            .iter()
+            .filter_map(|i| i.split_once('/').map(|(package, _)| package))
+            .filter(|package| !package.starts_with("mcpbox:"))
+            .collect();
+        let limits = self.code.limits();
+        serde_json::json!({
+            "plugin": self.code.name().to_string(),
+            "file": self.file.display().to_string(),
+            "exports": exports,
+            "imports": imports,
+            "wasiPackagesImported": asks,
+            "tools": items(p.tools.iter().map(|t| &*t.json).collect()),
+            "prompts": items(p.prompts.iter().map(|t| &*t.json).collect()),
+            "resources": items(p.resources.iter().map(|t| &*t.json).collect()),
+            "resourceTemplates": items(p.templates.iter().map(|t| &*t.json).collect()),
+            "refused": p.refused.iter().map(|(item, why)| serde_json::json!({"item": item, "reason": why})).collect::<Vec<_>>(),
+            "grants": GrantSummary(self.code.policy()).to_string(),
+            "limits": {
+                "fuel": limits.fuel,
+                "timeoutMs": u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX),
+                "memoryBytes": limits.memory_bytes,
+                "resultBytes": limits.result_bytes,
+            },
+        })
+    }
+
+    /// Items of this plugin that cannot be served, and why (invalid names or schemas).
+    pub fn refused_items(&self) -> &[(String, String)] {
+        &self.prepared.refused
+    }
+
     /// Every name the plugin offers (valid ones; invalid items were refused when prepared).
     fn claims(&self) -> impl Iterator<Item = Claim> + '_ {
         let p = &self.prepared;

@@ -42,20 +42,24 @@ pub struct PreparedTemplate {
     pub matcher: UriTemplate,
 }
 
-/// Everything valid a plugin offers, in its own order.
+/// Everything valid a plugin offers, in its own order, and what was refused and why.
 #[derive(Default)]
 pub struct Prepared {
     pub tools: Vec<PreparedTool>,
     pub prompts: Vec<PreparedPrompt>,
     pub resources: Vec<PreparedResource>,
     pub templates: Vec<PreparedTemplate>,
+    /// Items that cannot be served: what (`tool `x``) and why.
+    pub refused: Vec<(String, String)>,
 }
 
 /// Check and prepare `lists`; items that cannot be served are logged (naming the plugin, its
 /// file and the reason) and left out.
 pub fn prepare(plugin: &str, file: &Path, lists: &PluginLists) -> Prepared {
-    let refuse = |what: &str, key: &str, why: &str| {
+    let mut refused = Vec::new();
+    let mut refuse = |what: &str, key: &str, why: &str| {
         tracing::warn!(plugin, file = %file.display(), "refused {what} `{key}`: {why}");
+        refused.push((format!("{what} `{key}`"), why.to_owned()));
     };
     let mut prepared = Prepared::default();
     for tool in &lists.tools {
@@ -117,5 +121,6 @@ pub fn prepare(plugin: &str, file: &Path, lists: &PluginLists) -> Prepared {
             Err(problem) => refuse("resource template", &template.uri_template, &problem),
         }
     }
+    prepared.refused = refused;
     prepared
 }

@@ -194,6 +194,15 @@ impl PluginCode {
         })
     }
 
+    /// The component's imports and exports, by name (what the plugin asks for and offers).
+    pub fn interfaces(&self) -> (Vec<String>, Vec<String>) {
+        let engine = &self.runtime.engine;
+        let ty = self.pre.component().component_type();
+        let imports = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
+        let exports = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
+        (imports, exports)
+    }
+
     /// The plugin's name.
     pub fn name(&self) -> &Arc<str> {
         &self.name
