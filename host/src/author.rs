@@ -53,17 +53,7 @@ pub async fn call(
     if !arguments.is_object() {
         bail!("--args must be a JSON object, not {arguments}");
     }
-    let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: cache_dir.or_else(ComponentCache::default_dir),
-        ..RuntimeConfig::default()
-    })?;
-    let plugins = load(&runtime, path, limits).await?;
-    if plugins.is_empty() {
-        bail!(
-            "no plugin loaded from {} (the log says why)",
-            path.display()
-        );
-    }
+    let plugins = load(path, limits, cache_dir).await?;
     let (hub, _relists) = EventHub::new();
     let set = Arc::new(PluginSet::new(plugins, 10_000, false, hub));
     let session = Arc::new(Session::new(set, Mode::Dual, Arc::default()));
@@ -101,8 +91,31 @@ pub async fn call(
 }
 
 /// The plugins at `path`: one component (with its manifest), or every one in a directory
-/// (waiting for those still listing).
-async fn load(runtime: &Runtime, path: &Path, limits: Limits) -> anyhow::Result<Vec<LoadedPlugin>> {
+/// (waiting for those still listing); at least one, or an error.
+async fn load(
+    path: &Path,
+    limits: Limits,
+    cache_dir: Option<PathBuf>,
+) -> anyhow::Result<Vec<LoadedPlugin>> {
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: cache_dir.or_else(ComponentCache::default_dir),
+        ..RuntimeConfig::default()
+    })?;
+    let plugins = load_from(&runtime, path, limits).await?;
+    if plugins.is_empty() {
+        bail!(
+            "no plugin loaded from {} (the log says why)",
+            path.display()
+        );
+    }
+    Ok(plugins)
+}
+
+async fn load_from(
+    runtime: &Runtime,
+    path: &Path,
+    limits: Limits,
+) -> anyhow::Result<Vec<LoadedPlugin>> {
     if path.is_dir() {
         let mut loaded = load_directory(runtime, path, limits).await?;
         for late in loaded.late.drain(..) {
@@ -132,17 +145,7 @@ pub async fn inspect(
     limits: Limits,
     cache_dir: Option<PathBuf>,
 ) -> anyhow::Result<String> {
-    let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: cache_dir.or_else(ComponentCache::default_dir),
-        ..RuntimeConfig::default()
-    })?;
-    let plugins = load(&runtime, path, limits).await?;
-    if plugins.is_empty() {
-        bail!(
-            "no plugin loaded from {} (the log says why)",
-            path.display()
-        );
-    }
+    let plugins = load(path, limits, cache_dir).await?;
     let described: Vec<Value> = plugins.iter().map(LoadedPlugin::describe).collect();
     let (hub, _relists) = EventHub::new();
     let set = PluginSet::new(plugins, 10_000, false, hub);

@@ -57,6 +57,39 @@ pub struct InspectArgs {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// The limits of a call into a plugin, as flags (`serve` and `call` take the same).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct LimitArgs {
+    /// Fuel (a deterministic CPU budget) for each call into a plugin.
+    #[arg(long, env = "MCPBOX_FUEL", default_value_t = Limits::DEFAULT_FUEL)]
+    pub fuel: u64,
+
+    /// Wall-clock limit for each call into a plugin, in milliseconds.
+    #[arg(long, env = "MCPBOX_TIMEOUT_MS", default_value_t = Limits::DEFAULT_TIMEOUT.as_millis() as u64)]
+    pub timeout_ms: u64,
+
+    /// Memory limit for each plugin instance, in MiB.
+    #[arg(long, env = "MCPBOX_MEMORY_MIB", default_value_t = (Limits::DEFAULT_MEMORY_BYTES >> 20) as u64)]
+    pub memory_mib: u64,
+}
+
+impl LimitArgs {
+    /// The memory limit in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        usize::try_from(self.memory_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+    }
+
+    /// The limits these flags set (the others at their defaults).
+    pub fn limits(&self) -> Limits {
+        Limits {
+            fuel: self.fuel,
+            timeout: Duration::from_millis(self.timeout_ms),
+            memory_bytes: self.memory_bytes(),
+            ..Limits::default()
+        }
+    }
+}
+
 /// Arguments of `mcpbox call`.
 #[derive(Debug, clap::Args)]
 pub struct CallArgs {
@@ -80,17 +113,9 @@ pub struct CallArgs {
     #[arg(long, default_value = "{}")]
     pub args: String,
 
-    /// Fuel for the call (as `serve --fuel`).
-    #[arg(long, env = "MCPBOX_FUEL", default_value_t = Limits::DEFAULT_FUEL)]
-    pub fuel: u64,
-
-    /// Wall-clock limit in milliseconds (as `serve --timeout-ms`).
-    #[arg(long, env = "MCPBOX_TIMEOUT_MS", default_value_t = Limits::DEFAULT_TIMEOUT.as_millis() as u64)]
-    pub timeout_ms: u64,
-
-    /// Memory limit in MiB (as `serve --memory-mib`).
-    #[arg(long, env = "MCPBOX_MEMORY_MIB", default_value_t = (Limits::DEFAULT_MEMORY_BYTES >> 20) as u64)]
-    pub memory_mib: u64,
+    /// The limits of the call, as `serve` takes them.
+    #[command(flatten)]
+    pub limits: LimitArgs,
 
     /// Where compiled plugins are cached (as `serve --cache-dir`).
     #[arg(long, env = "MCPBOX_CACHE_DIR", value_name = "DIR")]
@@ -150,17 +175,9 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_MAX_MESSAGE_BYTES", default_value_t = StdioConfig::DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
 
-    /// Fuel (a deterministic CPU budget) for each call into a plugin.
-    #[arg(long, env = "MCPBOX_FUEL", default_value_t = Limits::DEFAULT_FUEL)]
-    pub fuel: u64,
-
-    /// Wall-clock limit for each call into a plugin, in milliseconds.
-    #[arg(long, env = "MCPBOX_TIMEOUT_MS", default_value_t = Limits::DEFAULT_TIMEOUT.as_millis() as u64)]
-    pub timeout_ms: u64,
-
-    /// Memory limit for each plugin instance, in MiB.
-    #[arg(long, env = "MCPBOX_MEMORY_MIB", default_value_t = (Limits::DEFAULT_MEMORY_BYTES >> 20) as u64)]
-    pub memory_mib: u64,
+    /// The default limits of each call into a plugin (a manifest may override them).
+    #[command(flatten)]
+    pub limits: LimitArgs,
 
     /// Do not watch the plugin directory: serve the plugins loaded at startup, and advertise
     /// exactly what they offer.
@@ -290,13 +307,7 @@ async fn call(args: CallArgs) -> anyhow::Result<Outcome> {
         (Some(tool), _, _) => CallRequest::Tool(tool),
         (None, None, None) => anyhow::bail!("name a tool, or --prompt or --resource"),
     };
-    let limits = Limits {
-        fuel: args.fuel,
-        timeout: Duration::from_millis(args.timeout_ms),
-        memory_bytes: usize::try_from(args.memory_mib.saturating_mul(1 << 20))
-            .unwrap_or(usize::MAX),
-        ..Limits::default()
-    };
+    let limits = args.limits.limits();
     let outcome = author::call(&args.plugin, request, &args.args, limits, args.cache_dir).await?;
     Ok(Outcome {
         output: Some(outcome.json),
@@ -309,14 +320,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal();
     raise_open_file_limit();
     let modern = Arc::new(args.modern()?);
-    let memory_bytes =
-        usize::try_from(args.memory_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-    let limits = Limits {
-        fuel: args.fuel,
-        timeout: Duration::from_millis(args.timeout_ms),
-        memory_bytes,
-        ..Limits::default()
-    };
+    let memory_bytes = args.limits.memory_bytes();
+    let limits = args.limits.limits();
     let cache_dir = if args.no_cache {
         None
     } else {
@@ -407,8 +412,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         dir = %dir.display(),
         plugins = catalog.plugin_count(),
         fuel = limits.fuel,
-        timeout_ms = args.timeout_ms,
-        memory_mib = args.memory_mib,
+        timeout_ms = args.limits.timeout_ms,
+        memory_mib = args.limits.memory_mib,
         "plugins ready"
     );
     match &args.http {

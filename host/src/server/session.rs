@@ -278,7 +278,7 @@ impl<B: Backend> Session<B> {
     ) -> Option<Answer> {
         let started = std::time::Instant::now();
         let id = request.id.clone();
-        let method = request.method.as_str().to_owned();
+        let method = request.method.clone();
         let work = async {
             match era {
                 Era::Legacy => {
@@ -302,7 +302,7 @@ impl<B: Backend> Session<B> {
         };
         self.in_flight().remove(&id);
         if cancellation.is_cancelled() {
-            tracing::debug!(%id, method, "cancelled; no reply sent");
+            tracing::debug!(%id, method = method.as_str(), "cancelled; no reply sent");
             return None;
         }
         // The time a request spends inside mcpbox, from parsed to encoded (the benchmark
@@ -310,7 +310,7 @@ impl<B: Backend> Session<B> {
         tracing::debug!(
             target: "mcpbox::timing",
             %id,
-            method = %method,
+            method = %method.as_str(),
             elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             "handled"
         );
