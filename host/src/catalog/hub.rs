@@ -26,6 +26,7 @@ pub struct EventHub {
     events: broadcast::Sender<ServerEvent>,
     relist: mpsc::UnboundedSender<Arc<str>>,
     updates: Arc<Mutex<HashMap<Arc<str>, RateLimit>>>,
+    relists_pending: Arc<Mutex<std::collections::HashSet<Arc<str>>>>,
 }
 
 /// Where relist requests arrive (the reloader holds it; dropping it means nobody relists).
@@ -41,6 +42,7 @@ impl EventHub {
                 events,
                 relist,
                 updates: Arc::default(),
+                relists_pending: Arc::default(),
             },
             requests,
         )
@@ -59,12 +61,29 @@ impl EventHub {
 
     /// Ask the reloader to read `plugin`'s lists again.
     pub fn relist(&self, plugin: &Arc<str>) {
+        // One request per plugin waits at a time: a plugin asking in a loop queues nothing more.
+        if !self
+            .relists_pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(Arc::clone(plugin))
+        {
+            return;
+        }
         if self.relist.send(Arc::clone(plugin)).is_err() {
             tracing::debug!(
                 plugin = &**plugin,
                 "ignored notify-list-changed: the plugin directory is not watched"
             );
         }
+    }
+
+    /// The reloader took `plugin`'s relist request: a later request queues a new one.
+    pub fn relist_taken(&self, plugin: &Arc<str>) {
+        self.relists_pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(plugin);
     }
 
     /// Announce that `plugin`'s resource at `uri` changed, within the plugin's rate.
@@ -91,6 +110,20 @@ impl EventHub {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relist_requests_queue_once_per_plugin() {
+        let (hub, mut requests) = EventHub::new();
+        let plugin: Arc<str> = "p".into();
+        for _ in 0..10_000 {
+            hub.relist(&plugin);
+        }
+        assert!(requests.try_recv().is_ok());
+        assert!(requests.try_recv().is_err());
+        hub.relist_taken(&plugin);
+        hub.relist(&plugin);
+        assert!(requests.try_recv().is_ok());
+    }
 
     #[test]
     fn resource_updates_are_rate_limited_per_plugin() {

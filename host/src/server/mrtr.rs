@@ -31,6 +31,11 @@ use crate::protocol::request::{Method, RetryParams};
 
 type HmacSha256 = Hmac<Sha256>;
 
+/// The most questions one round sends the client.
+pub const MAX_QUESTIONS_PER_ROUND: usize = 16;
+/// The most bytes of questions one round sends the client.
+pub const MAX_QUESTION_BYTES_PER_ROUND: usize = 1 << 20;
+
 /// The `_meta` key a plugin may use to name its question's key.
 pub const INPUT_KEY_META: &str = "mcpbox/inputKey";
 
@@ -195,6 +200,8 @@ pub struct InputRound {
 #[derive(Default)]
 struct Asked {
     count: usize,
+    /// The size of the questions recorded so far.
+    bytes: usize,
     requests: Map<String, Value>,
     refused: Map<String, Value>,
     invalid: Option<String>,
@@ -299,6 +306,17 @@ impl InputRound {
                 kind.method()
             ));
         }
+        // What a round can ask is bounded: a plugin asking in a loop costs the host (and the
+        // client) no more than this.
+        let size = serde_json::to_string(&params).map_or(usize::MAX, |t| t.len());
+        if asked.requests.len() >= MAX_QUESTIONS_PER_ROUND
+            || asked.bytes.saturating_add(size) > MAX_QUESTION_BYTES_PER_ROUND
+        {
+            return Err(format!(
+                "too many questions in one round: at most {MAX_QUESTIONS_PER_ROUND} (and {MAX_QUESTION_BYTES_PER_ROUND} bytes) are sent to the client at once"
+            ));
+        }
+        asked.bytes += size;
         let request = if kind == ClientRequest::Roots && params.is_empty() {
             json!({ "method": kind.method() })
         } else {
@@ -497,6 +515,36 @@ mod tests {
         format!(
             r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"t","arguments":{arguments},"requestState":"{state}"}}}}"#
         )
+    }
+
+    #[test]
+    fn a_round_asks_a_bounded_number_of_questions() {
+        let key = StateKey::random();
+        let request =
+            typed(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#);
+        let round = begin(&request, &caps(), &key).unwrap();
+        for _ in 0..10_000 {
+            let _ = round.ask(
+                ClientRequest::Elicitation,
+                &raw(&json!({"message": "again?"})),
+            );
+        }
+        let error = round
+            .ask(
+                ClientRequest::Elicitation,
+                &raw(&json!({"message": "once more"})),
+            )
+            .unwrap_err();
+        assert!(error.contains("too many questions"), "{error}");
+        let RoundEnd::InputRequired(result) =
+            round.end(|| binding(&request), true, &key, Duration::from_secs(1))
+        else {
+            panic!("expected input_required")
+        };
+        assert_eq!(
+            result["inputRequests"].as_object().unwrap().len(),
+            MAX_QUESTIONS_PER_ROUND
+        );
     }
 
     #[test]

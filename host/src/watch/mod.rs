@@ -182,6 +182,7 @@ impl Reloader {
                             names.insert(more);
                         }
                         for name in names {
+                            this.plugins.hub().relist_taken(&name);
                             this.relist(&name).await;
                         }
                         tokio::time::sleep(RELIST_PAUSE).await;
