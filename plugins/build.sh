@@ -8,14 +8,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
-examples=(echo-tools code-review quotes weather files interactive)
+examples=(echo-tools code-review quotes weather files interactive todo)
 # Built with the examples, kept apart: the fixtures of the official conformance suite.
 conformance=(conformance)
 fixtures=()
 bench=()
 for arg in "$@"; do
   case "$arg" in
-    --with-test-plugins) fixtures=(hostile host-probe tools-only slow-list) ;;
+    --with-test-plugins) fixtures=(hostile host-probe tools-only slow-list kv-probe) ;;
     --with-bench-plugin) bench=(bench-tools) ;;
     *) echo "unknown option: $arg (expected --with-test-plugins or --with-bench-plugin)" >&2; exit 2 ;;
   esac
@@ -43,7 +43,7 @@ collect "$root/target/plugins" "${examples[@]}"
 collect "$root/target/conformance-plugins" "${conformance[@]}"
 # Manifests (grants) go beside their plugins. The files example gets its sample directory by
 # absolute path, so the manifest works wherever the plugin directory is used from.
-cp "$root/plugins/weather/weather.toml" "$root/target/plugins/"
+cp "$root/plugins/weather/weather.toml" "$root/plugins/todo/todo.toml" "$root/target/plugins/"
 cat > "$root/target/plugins/files.toml" <<TOML
 # Written by plugins/build.sh: grant the files example its sample directory, read-only.
 [[dirs]]

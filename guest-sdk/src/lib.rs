@@ -95,7 +95,8 @@
 //!
 //! While it handles a call, a plugin can log, report progress, check for cancellation and ask
 //! the client for input through the functions in [`host`]. With the `http` feature, `http`
-//! sends requests to the hosts the operator granted.
+//! sends requests to the hosts the operator granted. [`state`] keeps data between calls (a
+//! key-value store the operator grants and bounds in the manifest).
 //!
 //! [mcpbox]: https://example.invalid/mcpbox
 
@@ -111,6 +112,18 @@ pub mod bindings {
     });
 }
 
+/// Bindings of `wasi:keyvalue@0.2.0-draft2`, behind [`state`]. A plugin that never touches
+/// [`state`] does not import it.
+#[doc(hidden)]
+#[allow(missing_docs, reason = "generated from the wasi:keyvalue WIT")]
+pub mod keyvalue {
+    wit_bindgen::generate!({
+        world: "wasi:keyvalue/imports@0.2.0-draft2",
+        path: "../wit/deps/keyvalue",
+        default_bindings_module: "mcpbox_sdk::keyvalue",
+    });
+}
+
 mod adapter;
 mod completion;
 mod content;
@@ -119,6 +132,7 @@ pub mod host;
 pub mod http;
 mod prompts;
 mod resources;
+pub mod state;
 mod tools;
 mod uri_template;
 

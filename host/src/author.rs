@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::catalog::{EventHub, LoadedPlugin, PluginSet, load_directory, load_source, read_source};
 use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
+use crate::kv::StateConfig;
 use crate::policy::Limits;
 use crate::protocol::jsonrpc::decode;
 use crate::server::{Mode, Session};
@@ -47,13 +48,14 @@ pub async fn call(
     arguments: &str,
     limits: Limits,
     cache_dir: Option<PathBuf>,
+    state: StateConfig,
 ) -> anyhow::Result<CallOutcome> {
     let arguments: Value = serde_json::from_str(arguments)
         .with_context(|| format!("--args is not valid JSON: {arguments}"))?;
     if !arguments.is_object() {
         bail!("--args must be a JSON object, not {arguments}");
     }
-    let plugins = load(path, limits, cache_dir).await?;
+    let plugins = load(path, limits, cache_dir, state).await?;
     let (hub, _relists) = EventHub::new();
     let set = Arc::new(PluginSet::new(plugins, 10_000, false, hub));
     let session = Arc::new(Session::new(set, Mode::Dual, Arc::default()));
@@ -96,9 +98,11 @@ async fn load(
     path: &Path,
     limits: Limits,
     cache_dir: Option<PathBuf>,
+    state: StateConfig,
 ) -> anyhow::Result<Vec<LoadedPlugin>> {
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: cache_dir.or_else(ComponentCache::default_dir),
+        state,
         ..RuntimeConfig::default()
     })?;
     let plugins = load_from(&runtime, path, limits).await?;
@@ -144,8 +148,9 @@ pub async fn inspect(
     path: &Path,
     limits: Limits,
     cache_dir: Option<PathBuf>,
+    state: StateConfig,
 ) -> anyhow::Result<String> {
-    let plugins = load(path, limits, cache_dir).await?;
+    let plugins = load(path, limits, cache_dir, state).await?;
     let described: Vec<Value> = plugins.iter().map(LoadedPlugin::describe).collect();
     let (hub, _relists) = EventHub::new();
     let set = PluginSet::new(plugins, 10_000, false, hub);

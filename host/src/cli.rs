@@ -12,6 +12,7 @@ use tracing_subscriber::EnvFilter;
 use crate::author::{self, CallRequest};
 use crate::catalog::{EventHub, PluginSet, load_directory};
 use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
+use crate::kv::{StateConfig, StateService};
 use crate::policy::Limits;
 use crate::server::{Mode, ModernSettings, Session, StateKey};
 use crate::transport::http::{self, HttpConfig};
@@ -44,6 +45,88 @@ pub enum Command {
     /// Say what a plugin (or every plugin in a directory) offers and asks for: interfaces,
     /// tools with schemas, prompts, resources, names refused and why, grants and limits.
     Inspect(InspectArgs),
+    /// Look at or clear the key-value state plugins keep (`wasi:keyvalue`).
+    State(StateCommandArgs),
+}
+
+/// Where plugins' key-value state lives (`serve`, `call` and `state` take the same flags).
+#[derive(Debug, Clone, clap::Args)]
+pub struct StateArgs {
+    /// Keep plugins' key-value state in an embedded database in this directory
+    /// [default: $XDG_DATA_HOME/mcpbox/state or ~/.local/share/mcpbox/state].
+    #[arg(
+        long,
+        env = "MCPBOX_STATE_DIR",
+        value_name = "DIR",
+        conflicts_with = "state",
+        global = true
+    )]
+    pub state_dir: Option<PathBuf>,
+
+    /// Keep plugins' key-value state in Redis instead (`redis://[user:password@]host:port/db`),
+    /// shared by every mcpbox that names the same server.
+    #[arg(
+        long,
+        env = "MCPBOX_STATE",
+        value_name = "URL",
+        hide_env_values = true,
+        global = true
+    )]
+    pub state: Option<String>,
+}
+
+impl StateArgs {
+    /// The backend these flags choose.
+    pub fn config(&self) -> StateConfig {
+        match (&self.state, &self.state_dir) {
+            (Some(url), _) => StateConfig::Redis(url.clone()),
+            (None, Some(dir)) => StateConfig::Disk(dir.clone()),
+            (None, None) => StateConfig::default_place(),
+        }
+    }
+}
+
+/// Arguments of `mcpbox state`.
+#[derive(Debug, clap::Args)]
+pub struct StateCommandArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: StateAction,
+
+    /// Where the state is.
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
+/// `mcpbox state` actions. A plugin's state is keyed by its name (its file name without
+/// `.wasm`); removing the plugin does not remove its state.
+#[derive(Debug, Subcommand)]
+pub enum StateAction {
+    /// List a plugin's keys: bucket, key and value size, then its usage.
+    Ls {
+        /// The plugin's name.
+        plugin: String,
+    },
+    /// Print one value (text as it is; anything else as base64).
+    Get {
+        /// The plugin's name.
+        plugin: String,
+        /// The key.
+        key: String,
+        /// The bucket.
+        #[arg(long, default_value = "default")]
+        bucket: String,
+    },
+    /// Remove one key, or (without a key) all of a plugin's state.
+    Rm {
+        /// The plugin's name.
+        plugin: String,
+        /// The key (all of the plugin's keys in every bucket if absent).
+        key: Option<String>,
+        /// The bucket of the key.
+        #[arg(long, default_value = "default")]
+        bucket: String,
+    },
 }
 
 /// Arguments of `mcpbox inspect`.
@@ -120,6 +203,10 @@ pub struct CallArgs {
     /// Where compiled plugins are cached (as `serve --cache-dir`).
     #[arg(long, env = "MCPBOX_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+
+    /// Where plugins' key-value state is (as `serve` takes it).
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 /// What a command leaves for `main` to print: output for stdout, and whether it failed.
@@ -218,6 +305,10 @@ pub struct ServeArgs {
     /// resource on every read, so 0 by default: do not reuse).
     #[arg(long, env = "MCPBOX_READ_TTL_MS", default_value_t = 0)]
     pub read_ttl_ms: u64,
+
+    /// Where plugins' key-value state is kept.
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 impl ServeArgs {
@@ -275,11 +366,17 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             runtime.shutdown_timeout(Duration::from_millis(100));
             return outcome;
         }
+        Command::State(args) => {
+            let outcome = runtime.block_on(state_command(args));
+            runtime.shutdown_timeout(Duration::from_millis(100));
+            return outcome;
+        }
         Command::Inspect(args) => {
             let report = runtime.block_on(author::inspect(
                 &args.plugin,
                 Limits::default(),
                 args.cache_dir,
+                StateConfig::default_place(),
             ));
             runtime.shutdown_timeout(Duration::from_millis(100));
             return report.map(|report| Outcome {
@@ -308,10 +405,91 @@ async fn call(args: CallArgs) -> anyhow::Result<Outcome> {
         (None, None, None) => anyhow::bail!("name a tool, or --prompt or --resource"),
     };
     let limits = args.limits.limits();
-    let outcome = author::call(&args.plugin, request, &args.args, limits, args.cache_dir).await?;
+    let outcome = author::call(
+        &args.plugin,
+        request,
+        &args.args,
+        limits,
+        args.cache_dir,
+        args.state.config(),
+    )
+    .await?;
     Ok(Outcome {
         output: Some(outcome.json),
         failed: outcome.failed,
+    })
+}
+
+/// `mcpbox state`: read or clear a plugin's key-value state.
+async fn state_command(args: StateCommandArgs) -> anyhow::Result<Outcome> {
+    let service = StateService::new(args.state.config())?;
+    let backend = service.backend().await?;
+    let output = match args.action {
+        StateAction::Ls { plugin } => {
+            let entries = backend.entries(&plugin).await?;
+            let usage = backend.usage(&plugin).await?;
+            let mut out = String::new();
+            for entry in &entries {
+                out.push_str(&format!(
+                    "{}\t{}\t{} bytes\n",
+                    entry.bucket,
+                    crate::engine::log_line(&entry.key, 1024),
+                    entry.size
+                ));
+            }
+            out.push_str(&format!(
+                "plugin `{plugin}`: {} keys, {} bytes in {}",
+                usage.keys,
+                usage.bytes,
+                service.config()
+            ));
+            out
+        }
+        StateAction::Get {
+            plugin,
+            key,
+            bucket,
+        } => match backend.get(&plugin, &bucket, &key).await? {
+            None => {
+                return Ok(Outcome {
+                    output: Some(format!(
+                        "plugin `{plugin}` has no key `{key}` in bucket `{bucket}`"
+                    )),
+                    failed: true,
+                });
+            }
+            Some(value) => match String::from_utf8(value) {
+                Ok(text) => text,
+                Err(binary) => {
+                    use base64::Engine as _;
+                    tracing::info!("the value is not UTF-8 text; printed as base64");
+                    base64::engine::general_purpose::STANDARD.encode(binary.as_bytes())
+                }
+            },
+        },
+        StateAction::Rm {
+            plugin,
+            key: Some(key),
+            bucket,
+        } => {
+            let existed = backend.exists(&plugin, &bucket, &key).await?;
+            backend.delete(&plugin, &bucket, &key).await?;
+            if existed {
+                format!("removed `{key}` from bucket `{bucket}` of plugin `{plugin}`")
+            } else {
+                format!("plugin `{plugin}` had no key `{key}` in bucket `{bucket}`")
+            }
+        }
+        StateAction::Rm {
+            plugin, key: None, ..
+        } => {
+            let removed = backend.clear(&plugin).await?;
+            format!("removed all state of plugin `{plugin}` ({removed} keys)")
+        }
+    };
+    Ok(Outcome {
+        output: Some(output),
+        failed: false,
     })
 }
 
@@ -331,6 +509,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         cache_dir,
         max_instances: args.max_instances,
         max_memory_bytes: memory_bytes.max(RuntimeConfig::default().max_memory_bytes),
+        state: args.state.config(),
     };
     let engine = Runtime::new(config)?;
     // Canonical, so that file events (absolute paths) match the loaded plugins' files.

@@ -10,6 +10,7 @@ pub mod author;
 pub mod catalog;
 pub mod cli;
 pub mod engine;
+pub mod kv;
 pub mod policy;
 pub mod protocol;
 pub mod server;

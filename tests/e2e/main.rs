@@ -26,6 +26,7 @@ mod modern;
 mod python;
 mod reload;
 mod sandbox;
+mod state;
 mod support;
 mod surface;
 mod tools;

@@ -104,7 +104,8 @@ async fn a_spinning_plugin_does_not_stall_other_calls() {
     manifest(
         dir.path(),
         "slow",
-        "[limits]\nfuel = 1_000_000_000_000_000\ntimeout-ms = 6000\n",
+        // Long enough that 20 echo calls finish first even on a loaded 2-core machine.
+        "[limits]\nfuel = 1_000_000_000_000_000\ntimeout-ms = 15000\n",
     );
     let client = std::sync::Arc::new(connect(dir.path(), &[]).await);
     let spinners: Vec<_> = (0..3)
@@ -127,7 +128,7 @@ async fn a_spinning_plugin_does_not_stall_other_calls() {
     for spinner in spinners {
         let (text, is_error) = spinner.await.unwrap();
         assert!(
-            is_error && text == "plugin `slow` timed out after 6 s",
+            is_error && text == "plugin `slow` timed out after 15 s",
             "{text}"
         );
     }

@@ -73,9 +73,24 @@ pub fn all_examples() -> tempfile::TempDir {
     ])
 }
 
-/// `mcpbox serve --plugins <dir> <extra…>`, with piped stdio.
+/// A fresh, empty plugin-state directory under `target/test-state/` (never the user's own).
+pub fn fresh_state_dir() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/test-state")
+        .join(format!("{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// `mcpbox serve --plugins <dir> <extra…>`, with piped stdio. Unless `extra` says where,
+/// plugin state goes to a fresh directory of its own.
 pub fn mcpbox(dir: &Path, extra: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_mcpbox"));
+    if !extra.iter().any(|arg| arg.starts_with("--state")) {
+        command.env("MCPBOX_STATE_DIR", fresh_state_dir());
+    }
     command
         .arg("serve")
         .arg("--plugins")

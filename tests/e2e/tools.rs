@@ -153,3 +153,100 @@ pub fn python(packages: &[&str]) -> PathBuf {
     }
     python
 }
+
+/// The path of `program` from Debian's `package`, installed with apt-get if it is missing.
+pub fn debian(program: &str, package: &str) -> PathBuf {
+    let _guard = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    let find = || {
+        ["/usr/bin", "/usr/sbin", "/usr/local/bin"]
+            .iter()
+            .map(|dir| Path::new(dir).join(program))
+            .find(|path| path.exists())
+    };
+    if let Some(path) = find() {
+        return path;
+    }
+    assert!(
+        apt_install(&[package]),
+        "the tests need `{program}`: install Debian's `{package}` package (apt-get install -y {package})"
+    );
+    find().unwrap_or_else(|| panic!("`{package}` was installed, but there is no `{program}`"))
+}
+
+/// A `redis-server` of its own on a free loopback port, with no persistence, stopped
+/// (killed) when dropped. It can be stopped and started again on the same port.
+pub struct Redis {
+    pub port: u16,
+    child: Option<std::process::Child>,
+}
+
+impl Redis {
+    /// Start one (installing Debian's `redis-server` if needed) and wait until it answers.
+    pub fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let mut redis = Self { port, child: None };
+        redis.resume();
+        redis
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kill the server (as a crash would).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Start it again on the same port, and wait until it answers `PING`.
+    pub fn resume(&mut self) {
+        let server = debian("redis-server", "redis-server");
+        let child = Command::new(server)
+            .args(["--bind", "127.0.0.1", "--port"])
+            .arg(self.port.to_string())
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if ping(self.port) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server on port {} did not answer within 20 s",
+                self.port
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Whether a Redis server on `port` answers `PING` with `+PONG`.
+fn ping(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(1)));
+    let mut answer = [0u8; 7];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut answer).is_ok()
+        && &answer == b"+PONG\r\n"
+}

@@ -20,6 +20,7 @@
 mod bindings;
 mod cache;
 mod http;
+mod keyvalue;
 mod plugin;
 mod state;
 
@@ -29,6 +30,8 @@ use std::thread;
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
+
+use crate::kv::{StateConfig, StateService};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -116,6 +119,8 @@ pub struct RuntimeConfig {
     pub max_instances: u32,
     /// The most linear memory any instance may use; per-plugin limits are capped by it.
     pub max_memory_bytes: usize,
+    /// Where plugins' `wasi:keyvalue` state is kept (opened on first use).
+    pub state: StateConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -124,6 +129,7 @@ impl Default for RuntimeConfig {
             cache_dir: None,
             max_instances: 256,
             max_memory_bytes: 1 << 30,
+            state: StateConfig::default_place(),
         }
     }
 }
@@ -167,6 +173,7 @@ pub struct Runtime {
     slots: Arc<Semaphore>,
     config: Arc<RuntimeConfig>,
     cache: Option<ComponentCache>,
+    state: Arc<StateService>,
 }
 
 impl Runtime {
@@ -208,6 +215,9 @@ impl Runtime {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(EngineError)?;
         bindings::Plugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(EngineError)?;
+        keyvalue::add_to_linker(&mut linker).map_err(EngineError)?;
+        let state = StateService::new(config.state.clone())
+            .map_err(|e| EngineError(wasmtime::Error::msg(e.to_string())))?;
 
         let ticker = engine.weak();
         thread::Builder::new()
@@ -238,7 +248,13 @@ impl Runtime {
             slots: Arc::new(Semaphore::new(instances as usize)),
             config: Arc::new(config),
             cache,
+            state: Arc::new(state),
         })
+    }
+
+    /// Plugins' key-value state.
+    pub fn state(&self) -> &Arc<StateService> {
+        &self.state
     }
 
     /// The settings this runtime was built with.

@@ -8,6 +8,7 @@ use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
+use super::keyvalue::KvAccess;
 use super::state::HostState;
 use super::{
     CallHost, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
@@ -366,10 +367,15 @@ impl PluginCode {
             .acquire_owned()
             .await
             .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
+        let kv = KvAccess::new(
+            Arc::clone(&self.runtime.state),
+            self.policy.keyvalue.clone(),
+        );
         let state = HostState::new(
             Arc::clone(&self.name),
             &self.policy,
             &self.http_grants,
+            kv,
             host,
         )
         .map_err(CallError::Host)?;

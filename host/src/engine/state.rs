@@ -15,6 +15,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::mcpbox::plugin::{host, types};
 use super::http::HttpGate;
+use super::keyvalue::KvAccess;
 use super::{CallHost, HostRequest};
 use crate::policy::{HttpGrant, Policy};
 
@@ -67,13 +68,16 @@ pub const MAX_HTTP_FIELDS_BYTES: usize = 64 << 10;
 
 /// Everything one call's `Store` holds.
 pub struct HostState {
-    plugin: Arc<str>,
+    pub(crate) plugin: Arc<str>,
     /// Log text this call wrote to the host's log so far.
     logged_bytes: usize,
     host: Arc<dyn CallHost>,
     wasi: WasiCtx,
     http: WasiHttpCtx,
     http_gate: HttpGate,
+    pub(crate) kv: KvAccess,
+    /// Whether a refused `wasi:keyvalue` open was logged in this call already.
+    pub(crate) kv_denial_logged: bool,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stdout: CappedPipe,
@@ -89,6 +93,7 @@ impl HostState {
         plugin: Arc<str>,
         policy: &Policy,
         http_grants: &Arc<[HttpGrant]>,
+        kv: KvAccess,
         host: Arc<dyn CallHost>,
     ) -> Result<Self, String> {
         let limits = &policy.limits;
@@ -125,6 +130,8 @@ impl HostState {
             logged_bytes: 0,
             host,
             http_gate: HttpGate::new(Arc::clone(&plugin), Arc::clone(http_grants)),
+            kv,
+            kv_denial_logged: false,
             plugin,
             wasi: wasi.build(),
             http,
@@ -138,6 +145,11 @@ impl HostState {
     /// The plugin this call runs.
     pub fn plugin(&self) -> &str {
         &self.plugin
+    }
+
+    /// The call's handles.
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
     }
 }
 

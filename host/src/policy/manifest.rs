@@ -19,17 +19,24 @@
 //!
 //! [http]
 //! allow = ["api.open-meteo.com", "127.0.0.1:8080"]
+//!
+//! [keyvalue]               # durable state through wasi:keyvalue
+//! buckets = ["default"]    # the bucket names it may open
+//! quota-kib = 16384        # optional: all its keys and values together (default 16 MiB)
+//! max-keys = 10000         # optional (default 10,000)
+//! max-value-kib = 1024     # optional: one value (default 1 MiB)
 //! ```
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
-use super::{DirGrant, EnvGrant, HttpGrant, Limits, Policy, resolve};
+use super::{DirGrant, EnvGrant, HttpGrant, KvGrant, Limits, Policy, resolve};
 
 /// Why a manifest was refused: the file, where in it, and what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +74,16 @@ struct Manifest {
     env: BTreeMap<String, EnvValue>,
     #[serde(default)]
     http: HttpTable,
+    keyvalue: Option<KeyValueTable>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct KeyValueTable {
+    buckets: Vec<String>,
+    quota_kib: Option<u64>,
+    max_keys: Option<u64>,
+    max_value_kib: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -170,6 +187,88 @@ pub fn parse_manifest(file: &Path, text: &str, defaults: Limits) -> Result<Polic
         dirs: dirs(file, &manifest.dirs)?,
         env: env(file, manifest.env)?,
         http: http(file, &manifest.http.allow)?,
+        keyvalue: manifest
+            .keyvalue
+            .map(|table| keyvalue(file, table).map(Arc::new))
+            .transpose()?,
+    })
+}
+
+/// The longest bucket name a manifest may grant.
+const MAX_BUCKET_NAME_BYTES: usize = 128;
+
+fn keyvalue(file: &Path, table: KeyValueTable) -> Result<KvGrant, PolicyError> {
+    let mut seen = HashSet::new();
+    for (i, bucket) in table.buckets.iter().enumerate() {
+        let key = format!("keyvalue.buckets[{i}]");
+        if bucket.is_empty() || bucket.len() > MAX_BUCKET_NAME_BYTES {
+            return Err(PolicyError::at(
+                file,
+                key,
+                format!("a bucket name is 1 to {MAX_BUCKET_NAME_BYTES} bytes"),
+            ));
+        }
+        if bucket.chars().any(char::is_control) {
+            return Err(PolicyError::at(
+                file,
+                key,
+                "a bucket name has no control characters",
+            ));
+        }
+        if !seen.insert(bucket.as_str()) {
+            return Err(PolicyError::at(
+                file,
+                key,
+                format!("`{bucket}` is granted twice"),
+            ));
+        }
+    }
+    if table.buckets.is_empty() {
+        return Err(PolicyError::at(
+            file,
+            "keyvalue.buckets",
+            "grant at least one bucket, such as buckets = [\"default\"]",
+        ));
+    }
+    let sized = |key: &str, value: Option<u64>, unit: u64, max: u64, default: u64| match value {
+        None => Ok(default),
+        Some(0) => Err(PolicyError::at(
+            file,
+            format!("keyvalue.{key}"),
+            "must be greater than 0",
+        )),
+        Some(v) if v > max => Err(PolicyError::at(
+            file,
+            format!("keyvalue.{key}"),
+            format!("{v} is over the maximum of {max}"),
+        )),
+        Some(v) => Ok(v * unit),
+    };
+    Ok(KvGrant {
+        buckets: table.buckets,
+        // Up to 1 TiB in all (a Redis server or disk bounds it long before), 64 MiB a value
+        // (one value passes through host memory whole).
+        max_bytes: sized(
+            "quota-kib",
+            table.quota_kib,
+            1 << 10,
+            1 << 30,
+            KvGrant::DEFAULT_MAX_BYTES,
+        )?,
+        max_keys: sized(
+            "max-keys",
+            table.max_keys,
+            1,
+            1 << 32,
+            KvGrant::DEFAULT_MAX_KEYS,
+        )?,
+        max_value_bytes: sized(
+            "max-value-kib",
+            table.max_value_kib,
+            1 << 10,
+            64 << 10,
+            KvGrant::DEFAULT_MAX_VALUE_BYTES,
+        )?,
     })
 }
 
@@ -440,6 +539,37 @@ mod tests {
         assert!(e.contains("is not a port number"), "{e}");
         let e = error("[env]\nX = 5\n");
         assert!(e.contains("line 2") && e.contains("from-host"), "{e}");
+    }
+
+    #[test]
+    fn keyvalue_grants_buckets_and_quotas() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "[keyvalue]\nbuckets = [\"default\", \"cache\"]\nmax-keys = 5\n";
+        let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+        let grant = policy.keyvalue.unwrap();
+        assert_eq!(grant.buckets, ["default", "cache"]);
+        assert_eq!(grant.max_keys, 5);
+        assert_eq!(grant.max_bytes, KvGrant::DEFAULT_MAX_BYTES);
+        let e = error("[keyvalue]\nbuckets = []\n");
+        assert!(
+            e.contains("keyvalue.buckets") && e.contains("at least one"),
+            "{e}"
+        );
+        let e = error("[keyvalue]\nbuckets = [\"a\", \"a\"]\n");
+        assert!(
+            e.contains("keyvalue.buckets[1]") && e.contains("twice"),
+            "{e}"
+        );
+        let e = error("[keyvalue]\nbuckets = [\"\"]\n");
+        assert!(e.contains("keyvalue.buckets[0]"), "{e}");
+        let e = error("[keyvalue]\nbuckets = [\"a\"]\nquota-kib = 0\n");
+        assert!(
+            e.contains("keyvalue.quota-kib: must be greater than 0"),
+            "{e}"
+        );
+        let e = error("[keyvalue]\nbuckets = [\"a\"]\nmax-value-kb = 1\n");
+        assert!(e.contains("unknown field `max-value-kb`"), "{e}");
+        assert!(error("[keyvalue]\nquota-kib = 1\n").contains("missing field `buckets`"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod manifest;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use manifest::{PolicyError, load_manifest, manifest_path, parse_manifest};
@@ -69,6 +70,8 @@ pub struct Policy {
     pub env: Vec<EnvGrant>,
     /// Hosts it may send HTTP requests to.
     pub http: Vec<HttpGrant>,
+    /// The key-value buckets it may open, and its quotas.
+    pub keyvalue: Option<Arc<KvGrant>>,
 }
 
 impl Policy {
@@ -82,8 +85,34 @@ impl Policy {
 
     /// Whether anything at all was granted.
     pub fn grants_anything(&self) -> bool {
-        !(self.dirs.is_empty() && self.env.is_empty() && self.http.is_empty())
+        !(self.dirs.is_empty()
+            && self.env.is_empty()
+            && self.http.is_empty()
+            && self.keyvalue.is_none())
     }
+}
+
+/// Durable key-value state (`wasi:keyvalue`): the buckets a plugin may open, and how much it
+/// may store in all of them together. Its data is its own: keyed by its name, never shared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvGrant {
+    /// Bucket names it may open.
+    pub buckets: Vec<String>,
+    /// Total bytes of keys and values.
+    pub max_bytes: u64,
+    /// Number of keys.
+    pub max_keys: u64,
+    /// The largest value, in bytes.
+    pub max_value_bytes: u64,
+}
+
+impl KvGrant {
+    /// 16 MiB in all.
+    pub const DEFAULT_MAX_BYTES: u64 = 16 << 20;
+    /// 10,000 keys.
+    pub const DEFAULT_MAX_KEYS: u64 = 10_000;
+    /// 1 MiB per value.
+    pub const DEFAULT_MAX_VALUE_BYTES: u64 = 1 << 20;
 }
 
 /// A host directory mapped into the plugin.
@@ -174,6 +203,15 @@ impl fmt::Display for GrantSummary<'_> {
         }
         for http in &policy.http {
             parts.push(format!("http {http}"));
+        }
+        if let Some(kv) = &policy.keyvalue {
+            parts.push(format!(
+                "keyvalue buckets [{}] (at most {} KiB, {} keys, {} KiB per value)",
+                kv.buckets.join(", "),
+                kv.max_bytes >> 10,
+                kv.max_keys,
+                kv.max_value_bytes >> 10
+            ));
         }
         f.write_str(&parts.join("; "))
     }

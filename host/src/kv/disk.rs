@@ -1,0 +1,365 @@
+//! The embedded backend: one `redb` database file in the state directory.
+//!
+//! Entries are keyed by the tuple (plugin, bucket, key), so a namespace is a key prefix the
+//! database compares field by field: no string a plugin passes can reach into another
+//! plugin's range. Each plugin's usage is a row beside its entries, updated in the same write
+//! transaction, so quotas hold exactly. Transactions commit with `Durability::Immediate`
+//! (fsync before `commit` returns): a write acknowledged to a plugin survives `kill -9`.
+//!
+//! redb is synchronous; every operation runs on tokio's blocking pool. redb admits one
+//! writer at a time, which serialises read-modify-write operations (`increment`, `swap`) for
+//! free. The file is locked while open: a second mcpbox on the same directory gets a clear
+//! error (give it its own `--state-dir`, or share state through Redis).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::{
+    Backend, BoxFuture, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, Usage, add_counter,
+    check_quota, parse_counter,
+};
+
+/// The database's file name in the state directory.
+pub const FILE_NAME: &str = "state.redb";
+
+/// (plugin, bucket, key) → value.
+const ENTRIES: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("entries");
+/// plugin → (bytes, keys).
+const USAGE: TableDefinition<&str, (u64, u64)> = TableDefinition::new("usage");
+
+/// The embedded database.
+pub struct DiskBackend {
+    db: Arc<Database>,
+    path: Arc<PathBuf>,
+}
+
+impl DiskBackend {
+    /// Open (or create) the database in `dir`, creating the directory (mode 0700) if needed.
+    pub async fn open(dir: PathBuf) -> Result<Self, KvError> {
+        let path = dir.join(FILE_NAME);
+        let shown = path.clone();
+        let db = tokio::task::spawn_blocking(move || {
+            create_private_dir(&dir)?;
+            let db = Database::create(&path).map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => KvError::Unavailable(format!(
+                    "{} is in use by another mcpbox process; give each process its own \
+                     --state-dir, or let them share state through --state redis://…",
+                    path.display()
+                )),
+                other => KvError::Unavailable(format!("cannot open {}: {other}", path.display())),
+            })?;
+            // Both tables exist from the start, so readers never meet a missing table.
+            let txn = db.begin_write().map_err(backend)?;
+            txn.open_table(ENTRIES).map_err(backend)?;
+            txn.open_table(USAGE).map_err(backend)?;
+            txn.commit().map_err(backend)?;
+            Ok::<_, KvError>(db)
+        })
+        .await
+        .map_err(|e| KvError::Backend(format!("the open task failed: {e}")))??;
+        Ok(Self {
+            db: Arc::new(db),
+            path: Arc::new(shown),
+        })
+    }
+
+    /// Run `work` on the blocking pool with the database.
+    fn blocking<'a, T: Send + 'static>(
+        &'a self,
+        work: impl FnOnce(&Database) -> Result<T, KvError> + Send + 'static,
+    ) -> BoxFuture<'a, Result<T, KvError>> {
+        let db = Arc::clone(&self.db);
+        let path = Arc::clone(&self.path);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || work(&db))
+                .await
+                .map_err(|e| {
+                    KvError::Backend(format!("a task on {} failed: {e}", path.display()))
+                })?
+        })
+    }
+
+    /// A read-modify-write of one key in one write transaction: `change` gets the current
+    /// value and returns the new one (or `None` to write nothing) and what to answer.
+    fn update<T: Send + 'static>(
+        &self,
+        plugin: &str,
+        bucket: &str,
+        key: &str,
+        quota: Quota,
+        change: impl FnOnce(Option<&[u8]>) -> Result<(Option<Vec<u8>>, T), KvError> + Send + 'static,
+    ) -> BoxFuture<'_, Result<T, KvError>> {
+        let (plugin, bucket, key) = (plugin.to_owned(), bucket.to_owned(), key.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(backend)?;
+            let answer = {
+                let mut entries = txn.open_table(ENTRIES).map_err(backend)?;
+                let mut usage_table = txn.open_table(USAGE).map_err(backend)?;
+                let old = entries
+                    .get((plugin.as_str(), bucket.as_str(), key.as_str()))
+                    .map_err(backend)?
+                    .map(|guard| guard.value().to_vec());
+                let (new, answer) = change(old.as_deref())?;
+                let Some(new) = new else {
+                    return Ok(answer);
+                };
+                let usage = usage_table
+                    .get(plugin.as_str())
+                    .map_err(backend)?
+                    .map(|guard| {
+                        let (bytes, keys) = guard.value();
+                        Usage { bytes, keys }
+                    })
+                    .unwrap_or_default();
+                let after = check_quota(
+                    &plugin,
+                    usage,
+                    &key,
+                    old.as_ref().map(|v| v.len() as u64),
+                    new.len() as u64,
+                    quota,
+                )?;
+                entries
+                    .insert(
+                        (plugin.as_str(), bucket.as_str(), key.as_str()),
+                        new.as_slice(),
+                    )
+                    .map_err(backend)?;
+                usage_table
+                    .insert(plugin.as_str(), (after.bytes, after.keys))
+                    .map_err(backend)?;
+                answer
+            };
+            txn.commit().map_err(backend)?;
+            Ok(answer)
+        })
+    }
+}
+
+impl Backend for DiskBackend {
+    fn get<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, KvError>> {
+        let (plugin, bucket, key) = (plugin.to_owned(), bucket.to_owned(), key.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let entries = txn.open_table(ENTRIES).map_err(backend)?;
+            Ok(entries
+                .get((plugin.as_str(), bucket.as_str(), key.as_str()))
+                .map_err(backend)?
+                .map(|guard| guard.value().to_vec()))
+        })
+    }
+
+    fn set<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+        value: Vec<u8>,
+        quota: Quota,
+    ) -> BoxFuture<'a, Result<(), KvError>> {
+        self.update(plugin, bucket, key, quota, move |_| Ok((Some(value), ())))
+    }
+
+    fn delete<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<(), KvError>> {
+        let (plugin, bucket, key) = (plugin.to_owned(), bucket.to_owned(), key.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(backend)?;
+            {
+                let mut entries = txn.open_table(ENTRIES).map_err(backend)?;
+                let removed = entries
+                    .remove((plugin.as_str(), bucket.as_str(), key.as_str()))
+                    .map_err(backend)?
+                    .map(|guard| guard.value().len() as u64);
+                let Some(size) = removed else {
+                    return Ok(());
+                };
+                let mut usage_table = txn.open_table(USAGE).map_err(backend)?;
+                let (bytes, keys) = usage_table
+                    .get(plugin.as_str())
+                    .map_err(backend)?
+                    .map(|guard| guard.value())
+                    .unwrap_or_default();
+                let freed = size + key.len() as u64;
+                usage_table
+                    .insert(
+                        plugin.as_str(),
+                        (bytes.saturating_sub(freed), keys.saturating_sub(1)),
+                    )
+                    .map_err(backend)?;
+            }
+            txn.commit().map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn exists<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<bool, KvError>> {
+        let get = self.get(plugin, bucket, key);
+        Box::pin(async move { Ok(get.await?.is_some()) })
+    }
+
+    fn list_keys<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        cursor: Option<u64>,
+    ) -> BoxFuture<'a, Result<KeyPage, KvError>> {
+        let (plugin, bucket) = (plugin.to_owned(), bucket.to_owned());
+        self.blocking(move |db| {
+            // The cursor is how many keys earlier pages returned (keys come in order).
+            let skip = usize::try_from(cursor.unwrap_or(0))
+                .map_err(|_| KvError::InvalidCursor(cursor.unwrap_or(0).to_string()))?;
+            let txn = db.begin_read().map_err(backend)?;
+            let entries = txn.open_table(ENTRIES).map_err(backend)?;
+            let mut keys = Vec::new();
+            let mut more = false;
+            for entry in entries
+                .range((plugin.as_str(), bucket.as_str(), "")..)
+                .map_err(backend)?
+                .skip(skip)
+            {
+                let (k, _) = entry.map_err(backend)?;
+                let (p, b, key) = k.value();
+                if p != plugin || b != bucket {
+                    break;
+                }
+                if keys.len() == LIST_PAGE_KEYS {
+                    more = true;
+                    break;
+                }
+                keys.push(key.to_owned());
+            }
+            let cursor = more.then(|| (skip + keys.len()) as u64);
+            Ok(KeyPage { keys, cursor })
+        })
+    }
+
+    fn increment<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+        delta: i64,
+        quota: Quota,
+    ) -> BoxFuture<'a, Result<i64, KvError>> {
+        self.update(plugin, bucket, key, quota, move |old| {
+            let sum = add_counter(parse_counter(old)?, delta)?;
+            Ok((Some(sum.to_string().into_bytes()), sum))
+        })
+    }
+
+    fn swap<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+        expected: Option<Vec<u8>>,
+        value: Vec<u8>,
+        quota: Quota,
+    ) -> BoxFuture<'a, Result<bool, KvError>> {
+        self.update(plugin, bucket, key, quota, move |old| {
+            if old != expected.as_deref() {
+                return Ok((None, false));
+            }
+            Ok((Some(value), true))
+        })
+    }
+
+    fn entries<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<Vec<EntryInfo>, KvError>> {
+        let plugin = plugin.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let entries = txn.open_table(ENTRIES).map_err(backend)?;
+            let mut out = Vec::new();
+            for entry in entries
+                .range((plugin.as_str(), "", "")..)
+                .map_err(backend)?
+            {
+                let (k, v) = entry.map_err(backend)?;
+                let (p, bucket, key) = k.value();
+                if p != plugin {
+                    break;
+                }
+                out.push(EntryInfo {
+                    bucket: bucket.to_owned(),
+                    key: key.to_owned(),
+                    size: v.value().len() as u64,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    fn usage<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<Usage, KvError>> {
+        let plugin = plugin.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let usage = txn.open_table(USAGE).map_err(backend)?;
+            Ok(usage
+                .get(plugin.as_str())
+                .map_err(backend)?
+                .map(|guard| {
+                    let (bytes, keys) = guard.value();
+                    Usage { bytes, keys }
+                })
+                .unwrap_or_default())
+        })
+    }
+
+    fn clear<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<u64, KvError>> {
+        let plugin = plugin.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(backend)?;
+            let mut removed = 0u64;
+            {
+                let mut entries = txn.open_table(ENTRIES).map_err(backend)?;
+                entries
+                    .retain_in((plugin.as_str(), "", "").., |(p, _, _), _| {
+                        let mine = p == plugin;
+                        removed += u64::from(mine);
+                        !mine
+                    })
+                    .map_err(backend)?;
+                let mut usage = txn.open_table(USAGE).map_err(backend)?;
+                usage.remove(plugin.as_str()).map_err(backend)?;
+            }
+            txn.commit().map_err(backend)?;
+            Ok(removed)
+        })
+    }
+}
+
+/// Any redb failure, as a backend error.
+fn backend(error: impl Into<redb::Error>) -> KvError {
+    KvError::Backend(error.into().to_string())
+}
+
+/// Create `dir` (and its parents) readable by this user only.
+fn create_private_dir(dir: &std::path::Path) -> Result<(), KvError> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir).map_err(|e| {
+        KvError::Unavailable(format!(
+            "cannot create the state directory {}: {e}",
+            dir.display()
+        ))
+    })
+}

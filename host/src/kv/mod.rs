@@ -1,0 +1,495 @@
+//! Durable plugin state: the key-value store behind `wasi:keyvalue`, one namespace per plugin.
+//!
+//! Owns the [`Backend`] trait and its two implementations, an embedded database on disk
+//! ([`disk`], the default: a single process needs no server) and Redis ([`redis`], for replicas
+//! that share state); the [`StateService`] that opens the configured one on first use; and the
+//! rules every backend obeys the same way: keys are addressed as (plugin, bucket, key), never
+//! as one concatenated string, so nothing a plugin passes as a bucket or key can name another
+//! plugin's data; a plugin's total bytes and keys are bounded by its [`Quota`], checked in the
+//! same atomic step as the write; and a write that returned `Ok` is durable.
+//!
+//! Depends on nothing else in the crate. The engine links `wasi:keyvalue` to it
+//! (`engine/keyvalue.rs`) and the `mcpbox state` command reads and clears it.
+
+mod disk;
+mod redis;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+pub use disk::DiskBackend;
+pub use redis::RedisBackend;
+
+/// A boxed future, so that [`Backend`] is object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The longest key a plugin may use, in bytes.
+pub const MAX_KEY_BYTES: usize = 1024;
+/// The most keys one `list-keys` page returns.
+pub const LIST_PAGE_KEYS: usize = 1000;
+
+/// How much one plugin may store, all its buckets together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Total bytes of its keys and values.
+    pub max_bytes: u64,
+    /// Number of keys.
+    pub max_keys: u64,
+    /// The largest single value, in bytes.
+    pub max_value_bytes: u64,
+}
+
+impl Quota {
+    /// 16 MiB.
+    pub const DEFAULT_MAX_BYTES: u64 = 16 << 20;
+    /// 10,000 keys.
+    pub const DEFAULT_MAX_KEYS: u64 = 10_000;
+    /// 1 MiB.
+    pub const DEFAULT_MAX_VALUE_BYTES: u64 = 1 << 20;
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Self {
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+            max_keys: Self::DEFAULT_MAX_KEYS,
+            max_value_bytes: Self::DEFAULT_MAX_VALUE_BYTES,
+        }
+    }
+}
+
+/// Which quota a write would break.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaKind {
+    /// The plugin's total bytes (`quota-kib` in its manifest).
+    Bytes,
+    /// The plugin's number of keys (`max-keys`).
+    Keys,
+    /// The size of one value (`max-value-kib`).
+    ValueBytes,
+}
+
+impl QuotaKind {
+    /// The manifest key that sets this quota.
+    pub fn manifest_key(self) -> &'static str {
+        match self {
+            Self::Bytes => "quota-kib",
+            Self::Keys => "max-keys",
+            Self::ValueBytes => "max-value-kib",
+        }
+    }
+}
+
+/// What one plugin uses now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Bytes of keys and values.
+    pub bytes: u64,
+    /// Number of keys.
+    pub keys: u64,
+}
+
+/// Why a key-value operation failed. Each is reported to the plugin as an error value (never a
+/// trap), with this text.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum KvError {
+    /// A write would exceed one of the plugin's quotas; nothing was written.
+    #[error(
+        "quota exceeded: plugin `{plugin}` {what}, over its limit of {limit} ({key} in its manifest's [keyvalue] table); nothing was written",
+        key = kind.manifest_key()
+    )]
+    Quota {
+        /// The plugin.
+        plugin: String,
+        /// Which quota.
+        kind: QuotaKind,
+        /// What the write would have made it use, in words.
+        what: String,
+        /// The limit, in words.
+        limit: String,
+    },
+    /// The key is empty or too long.
+    #[error("invalid key: {0}")]
+    InvalidKey(String),
+    /// `increment` on a value that is not a decimal integer, or past the range of one.
+    #[error("{0}")]
+    NotAnInteger(String),
+    /// A `list-keys` cursor this store did not hand out.
+    #[error("invalid cursor `{0}`: pass back the cursor a list-keys call returned, or none")]
+    InvalidCursor(String),
+    /// The store cannot be reached or opened now; the host keeps serving and retries later.
+    #[error("the state store is unavailable: {0}")]
+    Unavailable(String),
+    /// The store failed in some other way.
+    #[error("the state store failed: {0}")]
+    Backend(String),
+}
+
+/// One page of keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyPage {
+    /// The keys, at most [`LIST_PAGE_KEYS`].
+    pub keys: Vec<String>,
+    /// Where the next page starts, if there is one.
+    pub cursor: Option<u64>,
+}
+
+/// One stored entry, for the operator's `mcpbox state ls`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryInfo {
+    /// Its bucket.
+    pub bucket: String,
+    /// Its key.
+    pub key: String,
+    /// The value's size in bytes.
+    pub size: u64,
+}
+
+/// Where plugin state is stored. Every operation names the plugin (its namespace), the bucket
+/// and the key as separate values: implementations must keep them apart (no concatenation
+/// that a crafted name could break out of), apply quotas atomically with the write, and make
+/// an acknowledged write durable.
+pub trait Backend: Send + Sync + 'static {
+    /// The value at `key`, if any.
+    fn get<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, KvError>>;
+
+    /// Store `value` at `key`, within `quota`.
+    fn set<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+        value: Vec<u8>,
+        quota: Quota,
+    ) -> BoxFuture<'a, Result<(), KvError>>;
+
+    /// Remove `key`, if it exists.
+    fn delete<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<(), KvError>>;
+
+    /// Whether `key` exists.
+    fn exists<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<bool, KvError>>;
+
+    /// A page of the bucket's keys, from `cursor` (a value an earlier page returned).
+    fn list_keys<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        cursor: Option<u64>,
+    ) -> BoxFuture<'a, Result<KeyPage, KvError>>;
+
+    /// Add `delta` to the decimal integer at `key` (absent counts as 0) and return the sum,
+    /// atomically.
+    fn increment<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+        delta: i64,
+        quota: Quota,
+    ) -> BoxFuture<'a, Result<i64, KvError>>;
+
+    /// Store `value` at `key` only if its value is still `expected` (`None`: still absent),
+    /// atomically. `Ok(false)`: it had changed, and nothing was written.
+    fn swap<'a>(
+        &'a self,
+        plugin: &'a str,
+        bucket: &'a str,
+        key: &'a str,
+        expected: Option<Vec<u8>>,
+        value: Vec<u8>,
+        quota: Quota,
+    ) -> BoxFuture<'a, Result<bool, KvError>>;
+
+    /// Every entry of `plugin`, for operators.
+    fn entries<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<Vec<EntryInfo>, KvError>>;
+
+    /// What `plugin` uses.
+    fn usage<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<Usage, KvError>>;
+
+    /// Remove all of `plugin`'s data; how many keys were removed.
+    fn clear<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<u64, KvError>>;
+}
+
+/// Check a key a plugin passed: non-empty and at most [`MAX_KEY_BYTES`]. Anything else is
+/// allowed (`../`, NUL, any Unicode): keys are data inside the plugin's namespace, not paths.
+pub fn check_key(key: &str) -> Result<(), KvError> {
+    if key.is_empty() {
+        return Err(KvError::InvalidKey("a key must not be empty".to_owned()));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(KvError::InvalidKey(format!(
+            "a key is at most {MAX_KEY_BYTES} bytes; this one is {}",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A value as the decimal integer `increment` keeps (absent: 0).
+fn parse_counter(value: Option<&[u8]>) -> Result<i64, KvError> {
+    let Some(bytes) = value else {
+        return Ok(0);
+    };
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|text| text.parse::<i64>().ok())
+        .ok_or_else(|| {
+            KvError::NotAnInteger(
+                "cannot increment: the key holds a value that is not a decimal integer".to_owned(),
+            )
+        })
+}
+
+/// `counter + delta`, or the error naming the overflow.
+fn add_counter(counter: i64, delta: i64) -> Result<i64, KvError> {
+    counter.checked_add(delta).ok_or_else(|| {
+        KvError::NotAnInteger(format!(
+            "cannot increment: {counter} + {delta} is outside the range of a signed 64-bit integer"
+        ))
+    })
+}
+
+/// Check one value's size against `quota`.
+fn check_value(plugin: &str, len: u64, quota: Quota) -> Result<(), KvError> {
+    if len > quota.max_value_bytes {
+        return Err(KvError::Quota {
+            plugin: plugin.to_owned(),
+            kind: QuotaKind::ValueBytes,
+            what: format!("would store a value of {}", bytes(len)),
+            limit: bytes(quota.max_value_bytes),
+        });
+    }
+    Ok(())
+}
+
+/// Check a write of `key` = `new_len` bytes (replacing `old_len` bytes, or a new key when
+/// `None`) against `quota`, given the plugin's `usage` before it. Returns the usage after.
+fn check_quota(
+    plugin: &str,
+    usage: Usage,
+    key: &str,
+    old_len: Option<u64>,
+    new_len: u64,
+    quota: Quota,
+) -> Result<Usage, KvError> {
+    check_value(plugin, new_len, quota)?;
+    let key_len = key.len() as u64;
+    let (bytes_after, keys_after) = match old_len {
+        Some(old) => (usage.bytes.saturating_sub(old) + new_len, usage.keys),
+        None => (usage.bytes + key_len + new_len, usage.keys + 1),
+    };
+    if old_len.is_none() && keys_after > quota.max_keys {
+        return Err(KvError::Quota {
+            plugin: plugin.to_owned(),
+            kind: QuotaKind::Keys,
+            what: format!("would hold {keys_after} keys"),
+            limit: format!("{} keys", quota.max_keys),
+        });
+    }
+    if bytes_after > quota.max_bytes && bytes_after > usage.bytes {
+        return Err(KvError::Quota {
+            plugin: plugin.to_owned(),
+            kind: QuotaKind::Bytes,
+            what: format!("would use {}", bytes(bytes_after)),
+            limit: bytes(quota.max_bytes),
+        });
+    }
+    Ok(Usage {
+        bytes: bytes_after,
+        keys: keys_after,
+    })
+}
+
+/// `n` bytes in words: `1536 bytes (1.5 KiB)`.
+fn bytes(n: u64) -> String {
+    if n < 1024 {
+        format!("{n} bytes")
+    } else if n < 1 << 20 {
+        format!("{n} bytes ({:.1} KiB)", n as f64 / 1024.0)
+    } else {
+        format!("{n} bytes ({:.1} MiB)", n as f64 / f64::from(1 << 20))
+    }
+}
+
+/// Which backend to use.
+#[derive(Clone, PartialEq, Eq)]
+pub enum StateConfig {
+    /// The embedded database in this directory.
+    Disk(PathBuf),
+    /// A Redis server (`redis://…` or `rediss://…`).
+    Redis(String),
+    /// No place was given and none could be found (no `HOME`): state is unavailable.
+    Unset,
+}
+
+impl StateConfig {
+    /// Where state goes when the command line does not say: the default directory.
+    pub fn default_place() -> Self {
+        Self::default_dir().map_or(Self::Unset, Self::Disk)
+    }
+
+    /// `$XDG_DATA_HOME/mcpbox/state`, or `~/.local/share/mcpbox/state`.
+    pub fn default_dir() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .map(|home| PathBuf::from(home).join(".local").join("share"))
+            })?;
+        Some(base.join("mcpbox").join("state"))
+    }
+}
+
+impl fmt::Debug for StateConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl fmt::Display for StateConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Disk(dir) => write!(f, "{}", dir.join(disk::FILE_NAME).display()),
+            // Never the password.
+            Self::Redis(url) => write!(f, "Redis at {}", redis::describe_url(url)),
+            Self::Unset => f.write_str("nowhere (no --state-dir, and no HOME to put it in)"),
+        }
+    }
+}
+
+/// The configured backend, opened on first use: a host whose plugins keep no state creates no
+/// database file and needs no Redis. A failed open is not remembered; the next use retries.
+pub struct StateService {
+    config: StateConfig,
+    backend: tokio::sync::OnceCell<Arc<dyn Backend>>,
+}
+
+impl fmt::Debug for StateService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StateService")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StateService {
+    /// A service for `config`; a Redis URL is checked now, nothing is opened.
+    pub fn new(config: StateConfig) -> Result<Self, KvError> {
+        if let StateConfig::Redis(url) = &config {
+            redis::check_url(url)?;
+        }
+        Ok(Self {
+            config,
+            backend: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// Where the state is kept, for logs and errors.
+    pub fn config(&self) -> &StateConfig {
+        &self.config
+    }
+
+    /// The backend, opening it if this is the first use.
+    pub async fn backend(&self) -> Result<&Arc<dyn Backend>, KvError> {
+        self.backend
+            .get_or_try_init(|| async {
+                let backend: Arc<dyn Backend> = match &self.config {
+                    StateConfig::Disk(dir) => Arc::new(DiskBackend::open(dir.clone()).await?),
+                    StateConfig::Redis(url) => Arc::new(RedisBackend::connect(url)?),
+                    StateConfig::Unset => {
+                        return Err(KvError::Unavailable(
+                            "no state directory: pass --state-dir (or set HOME)".to_owned(),
+                        ));
+                    }
+                };
+                tracing::info!(store = %self.config, "plugin state store opened");
+                Ok(backend)
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_checked_for_length_only() {
+        assert!(check_key("").is_err());
+        assert!(check_key(&"k".repeat(MAX_KEY_BYTES + 1)).is_err());
+        for key in [
+            "../other/x",
+            "a\0b",
+            "ключ",
+            "k",
+            &"k".repeat(MAX_KEY_BYTES),
+        ] {
+            assert!(check_key(key).is_ok(), "{key:?}");
+        }
+    }
+
+    #[test]
+    fn quotas_name_the_limit() {
+        let quota = Quota {
+            max_bytes: 100,
+            max_keys: 2,
+            max_value_bytes: 50,
+        };
+        let used = Usage { bytes: 0, keys: 0 };
+        let after = check_quota("p", used, "key", None, 10, quota).unwrap_or_default();
+        assert_eq!(after, Usage { bytes: 13, keys: 1 });
+        let error = check_quota("p", used, "k", None, 51, quota)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("plugin `p`") && error.contains("max-value-kib"),
+            "{error}"
+        );
+        let full = Usage { bytes: 20, keys: 2 };
+        let error = check_quota("p", full, "k", None, 1, quota)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("max-keys"), "{error}");
+        // Replacing a value keeps the key count.
+        assert!(check_quota("p", full, "k", Some(5), 6, quota).is_ok());
+        let big = Usage { bytes: 95, keys: 1 };
+        let error = check_quota("p", big, "k", Some(5), 20, quota)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("quota-kib"), "{error}");
+        // Shrinking is always allowed, even over the quota (after the quota was lowered).
+        let over = Usage {
+            bytes: 500,
+            keys: 1,
+        };
+        assert!(check_quota("p", over, "k", Some(40), 10, quota).is_ok());
+    }
+
+    #[test]
+    fn counters_parse_and_overflow_clearly() {
+        assert_eq!(parse_counter(None).ok(), Some(0));
+        assert_eq!(parse_counter(Some(b"41")).ok(), Some(41));
+        assert!(parse_counter(Some(b"x")).is_err());
+        assert!(add_counter(i64::MAX, 1).is_err());
+    }
+}

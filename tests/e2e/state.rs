@@ -1,0 +1,495 @@
+//! Durable plugin state (`wasi:keyvalue`) through a real client, against both backends: the
+//! embedded database and a real `redis-server` (Debian's, started on loopback by the test).
+//!
+//! One suite ([`backend_suite`]) runs unchanged against each: grants, namespaces that crafted
+//! buckets and keys cannot escape, quotas with clear errors, and 64 concurrent increments
+//! that lose no update. Around it: state surviving a restart, a hot reload and `kill -9`; two
+//! mcpbox processes sharing Redis; Redis going away mid-run and coming back; and the
+//! operator's `mcpbox state` command.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures::future::join_all;
+use serde_json::{Value, json};
+
+use crate::support::{Client, Raw, STEP, call, connect, example_plugins, plugin_dir, tool_text};
+use crate::tools::Redis;
+
+/// A plugin directory with the probe under `names`, each granted `default` and `shared` with
+/// small quotas, plus one probe (`ungranted`) without a manifest.
+fn probe_dir(names: &[&str]) -> tempfile::TempDir {
+    let mut plugins: Vec<(&str, String)> = names
+        .iter()
+        .map(|name| ("kv_probe", format!("{name}.wasm")))
+        .collect();
+    plugins.push(("kv_probe", "ungranted.wasm".to_owned()));
+    let borrowed: Vec<(&str, &str)> = plugins.iter().map(|(p, f)| (*p, f.as_str())).collect();
+    let dir = plugin_dir(&borrowed);
+    for name in names {
+        std::fs::write(
+            dir.path().join(format!("{name}.toml")),
+            format!(
+                "[env]\nKV_TOOL = \"{name}_kv\"\n\n[keyvalue]\nbuckets = [\"default\", \"shared\"]\nquota-kib = 64\nmax-keys = 100\nmax-value-kib = 8\n"
+            ),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+/// Call `tool` (a probe's `<plugin>_kv`, or the ungranted probe's `kv`). Returns (text,
+/// isError).
+async fn kv(client: &Client, tool: &str, arguments: Value) -> (String, bool) {
+    let tool: &'static str = Box::leak(tool.to_owned().into_boxed_str());
+    let result = tokio::time::timeout(STEP, client.call_tool(call(tool, arguments)))
+        .await
+        .expect("answered in time")
+        .unwrap_or_else(|e| panic!("{tool} failed: {e}\n{}", client.stderr.text()));
+    tool_text(&result)
+}
+
+/// The suite both backends must pass; `state` is how mcpbox is told where state lives.
+async fn backend_suite(state: &[&str]) {
+    // The same code under two names: two plugins, two namespaces.
+    let dir = probe_dir(&["alpha", "beta"]);
+    let client = connect(dir.path(), state).await;
+    let (a, b, none) = ("alpha_kv", "beta_kv", "kv");
+
+    // Grants: a plugin without one is refused, naming the grant it lacks.
+    let (text, error) = kv(&client, none, json!({"op": "get", "key": "k"})).await;
+    assert!(error && text.contains("not granted"), "{text}");
+    let (text, error) = kv(
+        &client,
+        a,
+        json!({"op": "get", "bucket": "other", "key": "k"}),
+    )
+    .await;
+    assert!(
+        error && text.contains("bucket `other` is not granted"),
+        "{text}"
+    );
+
+    // Namespaces: the same bucket and key in two plugins are two entries.
+    assert_eq!(
+        kv(
+            &client,
+            a,
+            json!({"op": "set", "key": "k", "value": "from-a"})
+        )
+        .await,
+        ("\"ok\"".into(), false)
+    );
+    assert_eq!(
+        kv(
+            &client,
+            a,
+            json!({"op": "set", "bucket": "shared", "key": "k", "value": "shared-a"})
+        )
+        .await,
+        ("\"ok\"".into(), false)
+    );
+    assert_eq!(
+        kv(&client, b, json!({"op": "get", "key": "k"})).await,
+        ("null".into(), false)
+    );
+    assert_eq!(
+        kv(
+            &client,
+            b,
+            json!({"op": "get", "bucket": "shared", "key": "k"})
+        )
+        .await,
+        ("null".into(), false)
+    );
+    assert_eq!(
+        kv(&client, a, json!({"op": "get", "key": "k"})).await,
+        ("\"from-a\"".into(), false)
+    );
+    // Crafted keys are data in b's own namespace, never a way into a's.
+    let crafted = [
+        "../alpha/default/k",
+        "alpha:default:k",
+        "mcpbox:kv:5:alpha:default",
+        "k\u{0}",
+        "\u{0}",
+        "ключ/🔑",
+        "default/k",
+        "/k",
+        "k/..",
+        "*",
+        "%",
+    ];
+    for key in crafted {
+        assert_eq!(
+            kv(&client, b, json!({"op": "get", "key": key})).await,
+            ("null".into(), false),
+            "{key:?}"
+        );
+        assert_eq!(
+            kv(
+                &client,
+                b,
+                json!({"op": "set", "key": key, "value": "from-b"})
+            )
+            .await,
+            ("\"ok\"".into(), false),
+            "{key:?}"
+        );
+    }
+    let (listed, _) = kv(&client, b, json!({"op": "keys", "key": ""})).await;
+    let listed: Vec<String> = serde_json::from_str(&listed).unwrap();
+    let mut expected: Vec<String> = crafted.iter().map(|k| (*k).to_owned()).collect();
+    expected.sort();
+    assert_eq!(listed, expected, "b sees exactly its own keys");
+    let (listed, _) = kv(&client, a, json!({"op": "keys", "key": ""})).await;
+    assert_eq!(listed, "[\"k\"]", "a sees only its own key");
+    assert_eq!(
+        kv(&client, a, json!({"op": "get", "key": "k"})).await.0,
+        "\"from-a\""
+    );
+    // Crafted buckets are refused unless granted, whatever they look like.
+    for bucket in [
+        "",
+        "../alpha",
+        "default\u{0}",
+        "default/..",
+        "DEFAULT",
+        &"d".repeat(5000),
+    ] {
+        let (text, error) = kv(
+            &client,
+            b,
+            json!({"op": "get", "bucket": bucket, "key": "k"}),
+        )
+        .await;
+        assert!(error && text.contains("not granted"), "{bucket:?}: {text}");
+    }
+    // Empty and very long keys get a clear error.
+    let (text, error) = kv(&client, b, json!({"op": "set", "key": "", "value": "v"})).await;
+    assert!(error && text.contains("must not be empty"), "{text}");
+    let (text, error) = kv(
+        &client,
+        b,
+        json!({"op": "set", "key": "k".repeat(1025), "value": "v"}),
+    )
+    .await;
+    assert!(error && text.contains("at most 1024 bytes"), "{text}");
+
+    // Quotas: each names the plugin and the limit, and nothing is written.
+    let (text, error) = kv(
+        &client,
+        a,
+        json!({"op": "set", "key": "big", "size": 8 * 1024 + 1}),
+    )
+    .await;
+    assert!(
+        error && text.contains("plugin `alpha`") && text.contains("max-value-kib"),
+        "{text}"
+    );
+    assert_eq!(
+        kv(&client, a, json!({"op": "exists", "key": "big"}))
+            .await
+            .0,
+        "false"
+    );
+    for i in 0..7 {
+        let (text, error) = kv(
+            &client,
+            a,
+            json!({"op": "set", "key": format!("fill{i}"), "size": 8 * 1024}),
+        )
+        .await;
+        assert!(!error, "{text}");
+    }
+    let (text, error) = kv(
+        &client,
+        a,
+        json!({"op": "set", "key": "fill7", "size": 8 * 1024}),
+    )
+    .await;
+    assert!(
+        error && text.contains("plugin `alpha`") && text.contains("quota-kib"),
+        "{text}"
+    );
+    // Deleting frees the quota again.
+    kv(&client, a, json!({"op": "delete", "key": "fill0"})).await;
+    assert!(
+        !kv(
+            &client,
+            a,
+            json!({"op": "set", "key": "fill7", "size": 8 * 1024})
+        )
+        .await
+        .1
+    );
+    // The key quota: 100 keys; b holds 11, so 89 more fit and the 90th fails.
+    for i in 0..89 {
+        assert!(
+            !kv(
+                &client,
+                b,
+                json!({"op": "set", "key": format!("n{i}"), "value": "v"})
+            )
+            .await
+            .1
+        );
+    }
+    let (text, error) = kv(&client, b, json!({"op": "set", "key": "n89", "value": "v"})).await;
+    assert!(
+        error && text.contains("plugin `beta`") && text.contains("max-keys"),
+        "{text}"
+    );
+    // Replacing an existing key is no new key.
+    assert!(
+        !kv(&client, b, json!({"op": "set", "key": "n0", "value": "w"}))
+            .await
+            .1
+    );
+    // Increments on a non-integer fail clearly.
+    let (text, error) = kv(&client, a, json!({"op": "increment", "key": "k"})).await;
+    assert!(
+        error && text.contains("not") && text.contains("integer"),
+        "{text}"
+    );
+
+    // 64 increments in flight at once lose no update; compare-and-swap neither.
+    let calls = (0..64).map(|_| kv(&client, a, json!({"op": "increment", "key": "counter"})));
+    let results = join_all(calls).await;
+    assert!(results.iter().all(|(_, error)| !error), "{results:?}");
+    let mut sums: Vec<i64> = results.iter().map(|(t, _)| t.parse().unwrap()).collect();
+    sums.sort_unstable();
+    assert_eq!(
+        sums,
+        (1..=64).collect::<Vec<_>>(),
+        "each increment saw its own sum"
+    );
+    assert_eq!(
+        kv(&client, a, json!({"op": "get", "key": "counter"}))
+            .await
+            .0,
+        "\"64\""
+    );
+    let updates = (0..16).map(|_| kv(&client, a, json!({"op": "update", "key": "cas"})));
+    let results = join_all(updates).await;
+    assert!(results.iter().all(|(_, error)| !error), "{results:?}");
+    assert_eq!(
+        kv(&client, a, json!({"op": "get", "key": "cas"})).await.0,
+        format!("\"\\\"{}\\\"\"", "+".repeat(16))
+    );
+
+    // And after all of that, the host still serves.
+    client.list_all_tools().await.unwrap();
+    client.service.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_disk_backend_passes_the_suite() {
+    let dir = crate::support::fresh_state_dir();
+    backend_suite(&["--state-dir", dir.to_str().unwrap()]).await;
+}
+
+#[tokio::test]
+async fn the_redis_backend_passes_the_suite() {
+    let redis = Redis::start();
+    backend_suite(&["--state", &redis.url()]).await;
+}
+
+/// Wait until `path` exists (a plugin reload wrote the log line, a file appeared).
+async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F, what: &str) {
+    let deadline = tokio::time::Instant::now() + STEP;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn todo_dir() -> tempfile::TempDir {
+    let dir = plugin_dir(&[("todo", "todo.wasm")]);
+    std::fs::copy(
+        example_plugins().join("todo.toml"),
+        dir.path().join("todo.toml"),
+    )
+    .unwrap();
+    dir
+}
+
+async fn todo_items(client: &Client) -> Vec<String> {
+    let (text, error) = kv(client, "list", json!({"include_done": true})).await;
+    assert!(!error, "{text}");
+    let list: Value = serde_json::from_str(&text).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn state_survives_restart_reload_and_kill_9() {
+    let plugins = todo_dir();
+    let state = crate::support::fresh_state_dir();
+    let args = ["--state-dir", state.to_str().unwrap()];
+
+    let client = connect(plugins.path(), &args).await;
+    assert!(!kv(&client, "add", json!({"text": "one"})).await.1);
+    assert!(!kv(&client, "add", json!({"text": "two"})).await.1);
+    // A hot reload: the plugin file replaced (new bytes, same code).
+    let mut bytes = std::fs::read(plugins.path().join("todo.wasm")).unwrap();
+    bytes.extend_from_slice(&[0, 4, 3, b'a', b'b', b'c']);
+    let temporary = plugins.path().join(".todo.tmp");
+    std::fs::write(&temporary, &bytes).unwrap();
+    std::fs::rename(&temporary, plugins.path().join("todo.wasm")).unwrap();
+    client.stderr.wait_for("reloaded").await;
+    assert_eq!(todo_items(&client).await, ["one", "two"]);
+    client.service.cancel().await.unwrap();
+
+    // A restart.
+    let client = connect(plugins.path(), &args).await;
+    assert_eq!(todo_items(&client).await, ["one", "two"]);
+    client.service.cancel().await.unwrap();
+
+    // kill -9 right after a write was acknowledged.
+    let mut raw = Raw::initialized(plugins.path(), &args).await;
+    let reply = raw
+        .request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"text":"three"}}}"#)
+        .await;
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    raw.child.start_kill().unwrap();
+    raw.child.wait().await.unwrap();
+    let client = connect(plugins.path(), &args).await;
+    assert_eq!(todo_items(&client).await, ["one", "two", "three"]);
+    client.service.cancel().await.unwrap();
+
+    // The operator's view, once no server holds the database.
+    let state_cli = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+            .arg("state")
+            .args(args)
+            .arg("--state-dir")
+            .arg(&state)
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            output.status.success(),
+        )
+    };
+    let (listing, ok) = state_cli(&["ls", "todo"]);
+    assert!(
+        ok && listing.contains("default\titem:000000000003") && listing.contains("4 keys"),
+        "{listing}"
+    );
+    let (value, ok) = state_cli(&["get", "todo", "item:000000000002"]);
+    assert!(ok, "{value}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&value).unwrap()["text"],
+        "two"
+    );
+    let (missing, ok) = state_cli(&["get", "todo", "nope"]);
+    assert!(!ok && missing.contains("no key `nope`"), "{missing}");
+    assert!(state_cli(&["rm", "todo", "item:000000000001"]).1);
+    let client = connect(plugins.path(), &args).await;
+    assert_eq!(todo_items(&client).await, ["two", "three"]);
+    client.service.cancel().await.unwrap();
+    let (removed, ok) = state_cli(&["rm", "todo"]);
+    assert!(ok && removed.contains("3 keys"), "{removed}");
+    assert!(state_cli(&["ls", "todo"]).0.contains("0 keys"));
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_state_dir_gets_a_clear_error() {
+    let plugins = todo_dir();
+    let state = crate::support::fresh_state_dir();
+    let args = ["--state-dir", state.to_str().unwrap()];
+    let first = connect(plugins.path(), &args).await;
+    assert!(!kv(&first, "add", json!({"text": "one"})).await.1);
+    let second = connect(plugins.path(), &args).await;
+    let (text, error) = kv(&second, "add", json!({"text": "two"})).await;
+    assert!(
+        error && text.contains("in use by another mcpbox process"),
+        "{text}"
+    );
+    // It keeps serving, and recovers once the first lets go.
+    first.service.cancel().await.unwrap();
+    eventually(
+        || async { !kv(&second, "add", json!({"text": "two"})).await.1 },
+        "the second process opens the database after the first exits",
+    )
+    .await;
+    assert_eq!(todo_items(&second).await, ["one", "two"]);
+    second.service.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn replicas_share_redis_and_survive_it_going_away() {
+    let mut redis = Redis::start();
+    let url = redis.url();
+    let plugins = todo_dir();
+    let one = connect(plugins.path(), &["--state", &url]).await;
+    let two = connect(plugins.path(), &["--state", &url]).await;
+    assert!(!kv(&one, "add", json!({"text": "written by one"})).await.1);
+    assert_eq!(todo_items(&two).await, ["written by one"]);
+    assert!(!kv(&two, "add", json!({"text": "written by two"})).await.1);
+    assert_eq!(todo_items(&one).await, ["written by one", "written by two"]);
+
+    // The operator's view while both serve.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+        .args(["state", "ls", "todo", "--state", &url])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && listing.contains("3 keys"),
+        "{listing}"
+    );
+
+    // Redis goes away: calls fail clearly and quickly; the host keeps serving.
+    redis.stop();
+    let started = std::time::Instant::now();
+    let (text, error) = kv(&one, "add", json!({"text": "lost"})).await;
+    assert!(error && text.contains("Redis at 127.0.0.1"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the failure took {:?}",
+        started.elapsed()
+    );
+    one.list_all_tools().await.unwrap();
+
+    // It comes back (empty: it kept nothing on disk): both recover.
+    redis.resume();
+    eventually(
+        || async { !kv(&one, "add", json!({"text": "after"})).await.1 },
+        "calls succeed again once Redis is back",
+    )
+    .await;
+    // Replica two's connection had dropped too: its reads reconnect by themselves.
+    assert_eq!(todo_items(&two).await, ["after"]);
+    one.service.cancel().await.unwrap();
+    two.service.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn grants_are_logged_at_load() {
+    let plugins = todo_dir();
+    let client = connect(plugins.path(), &[]).await;
+    client
+        .stderr
+        .wait_for("keyvalue buckets [default] (at most 1024 KiB, 1000 keys, 16 KiB per value)")
+        .await;
+    client.service.cancel().await.unwrap();
+}
+
+/// The state directory is created on first use only.
+#[tokio::test]
+async fn no_state_is_created_until_a_plugin_uses_it() {
+    let plugins = todo_dir();
+    let state = crate::support::fresh_state_dir();
+    let client = connect(plugins.path(), &["--state-dir", state.to_str().unwrap()]).await;
+    client.list_all_tools().await.unwrap();
+    assert!(!Path::new(&state).exists());
+    assert!(!kv(&client, "add", json!({"text": "x"})).await.1);
+    assert!(state.join("state.redb").exists());
+    client.service.cancel().await.unwrap();
+}

@@ -1,0 +1,89 @@
+//! Test fixture: every `wasi:keyvalue` operation as one tool, `kv`, with whatever bucket, key
+//! and value a test crafts, so tests can probe grants, namespaces, quotas and concurrency.
+//! Answers are JSON text; failures are `isError` results carrying the host's error text. The
+//! tool is named by the `KV_TOOL` environment variable when the manifest grants one, so
+//! copies of this plugin under several names offer distinct tools.
+
+use mcpbox_sdk::state::Store;
+use mcpbox_sdk::{Deserialize, JsonSchema, Plugin, Tool, Tools, serde_json};
+
+/// Arguments of `kv`.
+#[derive(Deserialize, JsonSchema)]
+struct KvArgs {
+    /// get, set, delete, exists, keys, increment, update, get_many
+    op: String,
+    /// The bucket (default `default`).
+    bucket: Option<String>,
+    /// The key.
+    #[serde(default)]
+    key: String,
+    /// The value to set (a JSON string value).
+    value: Option<String>,
+    /// Instead of `value`: a value of this many bytes.
+    size: Option<u32>,
+    /// For increment.
+    delta: Option<i64>,
+    /// For get_many; for keys, the prefix is `key`.
+    #[serde(default)]
+    keys: Vec<String>,
+}
+
+fn kv(args: KvArgs) -> Result<String, String> {
+    let store =
+        Store::open(args.bucket.as_deref().unwrap_or("default")).map_err(|e| e.to_string())?;
+    let key = args.key.as_str();
+    let answer = match args.op.as_str() {
+        "get" => serde_json::json!(
+            store
+                .get_bytes(key)
+                .map_err(|e| e.to_string())?
+                .map(|v| String::from_utf8_lossy(&v).into_owned())
+        ),
+        "set" => {
+            let value = match args.size {
+                Some(n) => vec![b'x'; n as usize],
+                None => args.value.unwrap_or_default().into_bytes(),
+            };
+            store.set_bytes(key, &value).map_err(|e| e.to_string())?;
+            serde_json::json!("ok")
+        }
+        "delete" => {
+            store.delete(key).map_err(|e| e.to_string())?;
+            serde_json::json!("ok")
+        }
+        "exists" => serde_json::json!(store.exists(key).map_err(|e| e.to_string())?),
+        "keys" => serde_json::json!(store.keys(key).map_err(|e| e.to_string())?),
+        "increment" => serde_json::json!(
+            store
+                .increment(key, args.delta.unwrap_or(1))
+                .map_err(|e| e.to_string())?
+        ),
+        // Append "+" to a JSON string value by compare-and-swap.
+        "update" => serde_json::json!(
+            store
+                .update(key, |v: Option<String>| Some(format!(
+                    "{}+",
+                    v.unwrap_or_default()
+                )))
+                .map_err(|e| e.to_string())?
+        ),
+        "get_many" => serde_json::json!(
+            store
+                .get_many::<serde_json::Value>(&args.keys)
+                .map_err(|e| e.to_string())?
+        ),
+        other => return Err(format!("unknown op {other}")),
+    };
+    Ok(answer.to_string())
+}
+
+struct Probe;
+
+impl Plugin for Probe {
+    fn tools(tools: &mut Tools) {
+        let name = std::env::var("KV_TOOL").unwrap_or_else(|_| "kv".to_owned());
+        tools.add(Tool::new(name, "One key-value operation"), kv);
+    }
+}
+
+mcpbox_sdk::export!(Probe);
