@@ -13,7 +13,9 @@ use std::time::Duration;
 use futures::future::join_all;
 use serde_json::{Value, json};
 
-use crate::support::{Client, Raw, STEP, call, connect, example_plugins, plugin_dir, tool_text};
+use crate::support::{
+    Client, Raw, STEP, call, connect, example_plugins, plugin_dir, test_plugins, tool_text,
+};
 use crate::tools::Redis;
 
 /// A plugin directory with the probe under `names`, each granted `default` and `shared` with
@@ -278,6 +280,13 @@ async fn backend_suite(state: &[&str]) {
         format!("\"\\\"{}\\\"\"", "+".repeat(16))
     );
 
+    // Host resources a plugin could hoard are bounded: handles per call, keys per batch.
+    let (text, error) = kv(&client, a, json!({"op": "open_many", "delta": 10_000})).await;
+    assert!(error && text.contains("handle"), "{text}");
+    let keys: Vec<String> = (0..1001).map(|i| format!("k{i}")).collect();
+    let (text, error) = kv(&client, a, json!({"op": "get_many", "keys": keys})).await;
+    assert!(error && text.contains("at most 1000 keys"), "{text}");
+
     // And after all of that, the host still serves.
     client.list_all_tools().await.unwrap();
     client.service.cancel().await.unwrap();
@@ -427,6 +436,16 @@ async fn replicas_share_redis_and_survive_it_going_away() {
     let mut redis = Redis::start();
     let url = redis.url();
     let plugins = todo_dir();
+    std::fs::copy(
+        test_plugins().join("kv_probe.wasm"),
+        plugins.path().join("alpha.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        plugins.path().join("alpha.toml"),
+        "[env]\nKV_TOOL = \"alpha_kv\"\n[keyvalue]\nbuckets = [\"default\"]\n",
+    )
+    .unwrap();
     let one = connect(plugins.path(), &["--state", &url]).await;
     let two = connect(plugins.path(), &["--state", &url]).await;
     assert!(!kv(&one, "add", json!({"text": "written by one"})).await.1);
@@ -445,8 +464,24 @@ async fn replicas_share_redis_and_survive_it_going_away() {
         "{listing}"
     );
 
-    // Redis goes away: calls fail clearly and quickly; the host keeps serving.
-    redis.stop();
+    // Redis goes away in the middle of a call: the call fails clearly, naming Redis.
+    let (interrupted, ()) = tokio::join!(
+        kv(
+            &one,
+            "alpha_kv",
+            json!({"op": "increments", "key": "n", "delta": 100_000_000})
+        ),
+        async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            redis.stop();
+        }
+    );
+    let (text, error) = interrupted;
+    assert!(
+        error && text.contains("increments: ") && text.contains("Redis at 127.0.0.1"),
+        "{text}"
+    );
+    // And between calls: they fail clearly and quickly; the host keeps serving.
     let started = std::time::Instant::now();
     let (text, error) = kv(&one, "add", json!({"text": "lost"})).await;
     assert!(error && text.contains("Redis at 127.0.0.1"), "{text}");

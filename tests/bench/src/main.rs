@@ -71,6 +71,8 @@ enum Part {
     List,
     /// Hot reload.
     Reload,
+    /// Durable plugin state (`wasi:keyvalue`): embedded and Redis.
+    State,
 }
 
 /// How many iterations each measurement takes.
@@ -188,6 +190,10 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("== hot reload");
         reload_rows(&mut report, &bench, &sizes).await?;
     }
+    if run(Part::State) {
+        eprintln!("== plugin state");
+        state_rows(&mut report, &bench, &sizes).await?;
+    }
 
     let markdown = report.markdown();
     let verdicts: Vec<_> = report.verdicts().collect();
@@ -214,6 +220,8 @@ struct Bench {
     list_dir: PathBuf,
     /// The directory the reload measurement replaces a plugin in.
     reload_dir: PathBuf,
+    /// The benchmark plugin, granted durable state.
+    state_dir: PathBuf,
     plugin: Vec<u8>,
     alt_plugin: Vec<u8>,
 }
@@ -252,6 +260,12 @@ impl Bench {
             format!("[env]\nBENCH_TOOLS = \"{LIST_TOOLS}\"\n"),
         )?;
         let reload_dir = dir("reload")?;
+        let state_dir = dir("state")?;
+        std::fs::write(state_dir.join("bench.wasm"), &plugin)?;
+        std::fs::write(
+            state_dir.join("bench.toml"),
+            "[env]\nBENCH_STATE = \"1\"\n\n[keyvalue]\nbuckets = [\"default\"]\n",
+        )?;
         Ok(Self {
             mcpbox: args.mcpbox.clone(),
             native: args.native.clone(),
@@ -260,6 +274,7 @@ impl Bench {
             many_dir,
             list_dir,
             reload_dir,
+            state_dir,
             plugin,
             alt_plugin,
         })
@@ -794,6 +809,114 @@ fn server_times(server: &Server, method: &str) -> anyhow::Result<Vec<f64>> {
         .collect();
     ensure!(!times.is_empty(), "mcpbox logged no timing for {method}");
     Ok(times)
+}
+
+// ---- plugin state ----
+
+/// Sequential `tools/call` latency (µs, sorted) of `tool` on a fresh server.
+async fn sequential_latency(
+    launch: &Launch,
+    sizes: &Sizes,
+    tool: &str,
+) -> anyhow::Result<Vec<f64>> {
+    let server = Server::start(launch, Transport::Stdio).await?;
+    server.initialize().await?;
+    let mut times = Vec::with_capacity(sizes.latency);
+    for i in 0..sizes.warmup + sizes.latency {
+        let start = Instant::now();
+        let text = server.conn.call_text(tool, json!({"text": TEXT})).await?;
+        let elapsed = start.elapsed();
+        ensure!(text == TEXT, "{tool} answered {text:?}");
+        if i >= sizes.warmup {
+            times.push(elapsed.as_secs_f64() * 1e6);
+        }
+    }
+    server.stop().await;
+    times.sort_by(f64::total_cmp);
+    Ok(times)
+}
+
+/// A `redis-server` on a free loopback port, without persistence, if one is installed.
+struct RedisServer(tokio::process::Child, String);
+
+impl RedisServer {
+    async fn start() -> anyhow::Result<Option<Self>> {
+        let Some(program) = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+        else {
+            return Ok(None);
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = tokio::process::Command::new(program)
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            ensure!(Instant::now() < deadline, "redis-server did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(Some(Self(child, format!("redis://127.0.0.1:{port}"))))
+    }
+}
+
+async fn state_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> anyhow::Result<()> {
+    report.section_between(
+        "Plugin state: one set and one get inside a tools/call (stdio, sequential)",
+        "echo (no state)",
+        "with state",
+    );
+    let echo = sequential_latency(
+        &bench.mcpbox(&bench.state_dir, Transport::Stdio, &[]),
+        sizes,
+        "echo",
+    )
+    .await?;
+    let state_dir = bench.work.join("state-store");
+    let dir = state_dir.to_string_lossy();
+    let disk = sequential_latency(
+        &bench.mcpbox(&bench.state_dir, Transport::Stdio, &["--state-dir", &dir]),
+        sizes,
+        "state",
+    )
+    .await?;
+    for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
+        report.push(Row::new(
+            format!("embedded (redb, fsync per write), {name}"),
+            "µs",
+            Some(percentile(&echo, p)),
+            percentile(&disk, p),
+        ));
+    }
+    match RedisServer::start().await? {
+        Some(redis) => {
+            let times = sequential_latency(
+                &bench.mcpbox(&bench.state_dir, Transport::Stdio, &["--state", &redis.1]),
+                sizes,
+                "state",
+            )
+            .await?;
+            drop(redis.0);
+            for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
+                report.push(Row::new(
+                    format!("Redis on loopback, {name}"),
+                    "µs",
+                    Some(percentile(&echo, p)),
+                    percentile(&times, p),
+                ));
+            }
+        }
+        None => eprintln!("no redis-server installed: the Redis rows are skipped"),
+    }
+    Ok(())
 }
 
 // ---- hot reload ----

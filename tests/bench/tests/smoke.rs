@@ -57,6 +57,7 @@ fn every_part_of_the_benchmark_runs() {
         "Start-up",
         "tools/list over 1000 tools",
         "Hot reload",
+        "Plugin state",
         "Targets met:",
     ] {
         assert!(

@@ -3,6 +3,8 @@
 //!
 //! - `echo {text}` sends the text back;
 //! - `wait {ms}` sleeps on the WASI monotonic clock, then answers `waited`;
+//! - `state {text}` (only with `BENCH_STATE` set) writes the text to durable state
+//!   (`wasi:keyvalue`, bucket `default`) and reads it back, answering what it read;
 //! - `tool_0000` … : `BENCH_TOOLS` more echo tools, for measuring long lists.
 //!
 //! Every name is prefixed with `BENCH_PREFIX`, so that many copies of this one plugin can be
@@ -11,6 +13,7 @@
 
 use std::time::Duration;
 
+use mcpbox_sdk::state::{StateError, Store};
 use mcpbox_sdk::{Deserialize, JsonSchema, Plugin, Tool, Tools};
 
 /// Arguments of `echo` and the generated tools.
@@ -35,6 +38,14 @@ fn wait(args: WaitArgs) -> Result<&'static str, String> {
     Ok("waited")
 }
 
+/// One set and one get of the same key: the round trip a stateful tool pays.
+fn state(EchoArgs { text }: EchoArgs) -> Result<String, StateError> {
+    let store = Store::open_default()?;
+    store.set_bytes("bench", text.as_bytes())?;
+    let read = store.get_bytes("bench")?.unwrap_or_default();
+    Ok(String::from_utf8_lossy(&read).into_owned())
+}
+
 struct BenchTools;
 
 impl Plugin for BenchTools {
@@ -53,6 +64,15 @@ impl Plugin for BenchTools {
                 Tool::new(format!("{prefix}wait"), "Sleep for `ms` milliseconds").read_only(true),
                 wait,
             );
+        if std::env::var_os("BENCH_STATE").is_some() {
+            tools.add(
+                Tool::new(
+                    format!("{prefix}state"),
+                    "Write the text to state and read it back",
+                ),
+                state,
+            );
+        }
         for i in 0..extra {
             tools.add(
                 Tool::new(

@@ -10,7 +10,7 @@ use mcpbox_sdk::{Deserialize, JsonSchema, Plugin, Tool, Tools, serde_json};
 /// Arguments of `kv`.
 #[derive(Deserialize, JsonSchema)]
 struct KvArgs {
-    /// get, set, delete, exists, keys, increment, update, get_many
+    /// get, set, delete, exists, keys, increment, update, get_many, increments, open_many
     op: String,
     /// The bucket (default `default`).
     bucket: Option<String>,
@@ -67,6 +67,27 @@ fn kv(args: KvArgs) -> Result<String, String> {
                 )))
                 .map_err(|e| e.to_string())?
         ),
+        // `delta` increments of `key`, one host call each (to be interrupted).
+        "increments" => {
+            let n = args.delta.unwrap_or(1);
+            for i in 0..n {
+                if let Err(e) = store.increment(key, 1) {
+                    return Err(format!("after {i} increments: {e}"));
+                }
+            }
+            serde_json::json!(n)
+        }
+        // Open `delta` more bucket handles, keeping them all.
+        "open_many" => {
+            let mut open = Vec::new();
+            for i in 0..args.delta.unwrap_or(1) {
+                match Store::open(store.name()) {
+                    Ok(s) => open.push(s),
+                    Err(e) => return Err(format!("after {i} more handles: {e}")),
+                }
+            }
+            serde_json::json!(open.len())
+        }
         "get_many" => serde_json::json!(
             store
                 .get_many::<serde_json::Value>(&args.keys)
