@@ -528,3 +528,33 @@ async fn no_state_is_created_until_a_plugin_uses_it() {
     assert!(state.join("state.redb").exists());
     client.service.cancel().await.unwrap();
 }
+
+/// A component built against the earlier draft (`wasi:keyvalue@0.2.0-draft`) loads and works,
+/// under the same grant and namespace rules.
+#[tokio::test]
+async fn the_earlier_draft_works_too() {
+    let plugins = plugin_dir(&[("kv_draft", "counter.wasm")]);
+    std::fs::write(
+        plugins.path().join("counter.toml"),
+        "[keyvalue]\nbuckets = [\"default\"]\n",
+    )
+    .unwrap();
+    let client = connect(plugins.path(), &[]).await;
+    assert_eq!(
+        kv(&client, "hits", json!({})).await,
+        ("1 hits".into(), false)
+    );
+    assert_eq!(
+        kv(&client, "hits", json!({})).await,
+        ("2 hits".into(), false)
+    );
+    client.service.cancel().await.unwrap();
+
+    let bare = plugin_dir(&[("kv_draft", "ungranted.wasm")]);
+    let client = connect(bare.path(), &[]).await;
+    assert_eq!(
+        kv(&client, "hits", json!({})).await,
+        ("access denied".into(), true)
+    );
+    client.service.cancel().await.unwrap();
+}

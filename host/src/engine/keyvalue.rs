@@ -1,5 +1,6 @@
-//! `wasi:keyvalue@0.2.0-draft2` (store, atomics, batch) for plugins, on the host's
-//! [`StateService`]: deny by default, one namespace per plugin, quotas from its manifest.
+//! `wasi:keyvalue@0.2.0-draft2` (store, atomics, batch), and the earlier `0.2.0-draft`, for
+//! plugins, on the host's [`StateService`]: deny by default, one namespace per plugin, quotas
+//! from its manifest.
 //!
 //! The interface is linked for every plugin, so any component that imports it loads; what a
 //! call may do is decided here. `open` succeeds only for a bucket the plugin's manifest grants
@@ -88,6 +89,9 @@ pub fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>) -> was
     store::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
     atomics::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
     batch::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
+    draft::store::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
+    draft::atomics::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
+    draft::batch::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
     Ok(())
 }
 
@@ -455,5 +459,156 @@ impl batch::Host for HostState {
             call.delete(&name, &key).await?;
         }
         Ok(())
+    }
+}
+
+/// `wasi:keyvalue@0.2.0-draft`, the earlier draft (wasmtime's own and wasmCloud's): the same
+/// store, with `u64` cursors and counters and no compare-and-swap. Linked beside draft2 so
+/// components built against either load; both reach the same data.
+mod draft {
+    use wasmtime::component::Resource;
+
+    use super::{Bucket, generated::wasi::keyvalue::store as draft2};
+    use crate::engine::state::HostState;
+
+    mod generated {
+        wasmtime::component::bindgen!({
+            world: "wasi:keyvalue/imports@0.2.0-draft",
+            path: "../wit/deps/keyvalue-draft",
+            imports: { default: async },
+            with: {
+                "wasi:keyvalue/store.bucket": crate::engine::keyvalue::Bucket,
+            },
+        });
+    }
+
+    pub use generated::wasi::keyvalue::{atomics, batch, store};
+
+    fn error(e: draft2::Error) -> store::Error {
+        match e {
+            draft2::Error::NoSuchStore => store::Error::NoSuchStore,
+            draft2::Error::AccessDenied => store::Error::AccessDenied,
+            draft2::Error::Other(message) => store::Error::Other(message),
+        }
+    }
+
+    impl store::Host for HostState {
+        async fn open(&mut self, identifier: String) -> Result<Resource<Bucket>, store::Error> {
+            draft2::Host::open(self, identifier).await.map_err(error)
+        }
+    }
+
+    impl store::HostBucket for HostState {
+        async fn get(
+            &mut self,
+            bucket: Resource<Bucket>,
+            key: String,
+        ) -> Result<Option<Vec<u8>>, store::Error> {
+            draft2::HostBucket::get(self, bucket, key)
+                .await
+                .map_err(error)
+        }
+
+        async fn set(
+            &mut self,
+            bucket: Resource<Bucket>,
+            key: String,
+            value: Vec<u8>,
+        ) -> Result<(), store::Error> {
+            draft2::HostBucket::set(self, bucket, key, value)
+                .await
+                .map_err(error)
+        }
+
+        async fn delete(
+            &mut self,
+            bucket: Resource<Bucket>,
+            key: String,
+        ) -> Result<(), store::Error> {
+            draft2::HostBucket::delete(self, bucket, key)
+                .await
+                .map_err(error)
+        }
+
+        async fn exists(
+            &mut self,
+            bucket: Resource<Bucket>,
+            key: String,
+        ) -> Result<bool, store::Error> {
+            draft2::HostBucket::exists(self, bucket, key)
+                .await
+                .map_err(error)
+        }
+
+        async fn list_keys(
+            &mut self,
+            bucket: Resource<Bucket>,
+            cursor: Option<u64>,
+        ) -> Result<store::KeyResponse, store::Error> {
+            let name = self.bucket_name(&bucket).map_err(error)?;
+            let page = self
+                .kv_call()
+                .list_keys(&name, cursor)
+                .await
+                .map_err(error)?;
+            Ok(store::KeyResponse {
+                keys: page.keys,
+                cursor: page.cursor,
+            })
+        }
+
+        async fn drop(&mut self, bucket: Resource<Bucket>) -> wasmtime::Result<()> {
+            draft2::HostBucket::drop(self, bucket).await
+        }
+    }
+
+    impl atomics::Host for HostState {
+        async fn increment(
+            &mut self,
+            bucket: Resource<Bucket>,
+            key: String,
+            delta: u64,
+        ) -> Result<u64, store::Error> {
+            let delta = i64::try_from(delta).map_err(|_| {
+                store::Error::Other(format!("cannot increment by {delta}: over 2^63 - 1"))
+            })?;
+            let sum = super::atomics::Host::increment(self, bucket, key, delta)
+                .await
+                .map_err(error)?;
+            u64::try_from(sum)
+                .map_err(|_| store::Error::Other(format!("the counter is negative ({sum})")))
+        }
+    }
+
+    impl batch::Host for HostState {
+        async fn get_many(
+            &mut self,
+            bucket: Resource<Bucket>,
+            keys: Vec<String>,
+        ) -> Result<Vec<Option<(String, Vec<u8>)>>, store::Error> {
+            super::batch::Host::get_many(self, bucket, keys)
+                .await
+                .map_err(error)
+        }
+
+        async fn set_many(
+            &mut self,
+            bucket: Resource<Bucket>,
+            key_values: Vec<(String, Vec<u8>)>,
+        ) -> Result<(), store::Error> {
+            super::batch::Host::set_many(self, bucket, key_values)
+                .await
+                .map_err(error)
+        }
+
+        async fn delete_many(
+            &mut self,
+            bucket: Resource<Bucket>,
+            keys: Vec<String>,
+        ) -> Result<(), store::Error> {
+            super::batch::Host::delete_many(self, bucket, keys)
+                .await
+                .map_err(error)
+        }
     }
 }
