@@ -558,3 +558,38 @@ async fn the_earlier_draft_works_too() {
     );
     client.service.cancel().await.unwrap();
 }
+
+/// The todo example announces its resource when the list changes: a subscribed client is told,
+/// re-reads it, and sees the new item.
+#[tokio::test]
+async fn the_todo_example_announces_its_resource_when_it_changes() {
+    use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams, SubscribeRequestParams};
+    let plugins = todo_dir();
+    let recorder = crate::support::RecordingClient::new(&json!({}));
+    let service = crate::support::connect_with(plugins.path(), &[], recorder.clone()).await;
+    service
+        .subscribe(SubscribeRequestParams::new("todo://items"))
+        .await
+        .unwrap();
+    let Value::Object(arguments) = json!({"text": "water the plants"}) else {
+        unreachable!()
+    };
+    let added = service
+        .call_tool(CallToolRequestParams::new("add").with_arguments(arguments))
+        .await
+        .unwrap();
+    assert_eq!(crate::support::json(&added)["structuredContent"]["id"], 1);
+    let updates = recorder.wait_for("resources/updated", 1).await;
+    assert_eq!(updates[0]["uri"], "todo://items");
+    let read = service
+        .read_resource(ReadResourceRequestParams::new("todo://items"))
+        .await
+        .unwrap();
+    let text = crate::support::json(&read)["contents"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let items: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(items[0]["text"], "water the plants");
+    service.cancel().await.unwrap();
+}
