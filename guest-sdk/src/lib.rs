@@ -1,8 +1,9 @@
 //! Write [mcpbox] plugins in Rust.
 //!
 //! A plugin is a `wasm32-wasip2` component that gives an MCP host tools, prompts and resources.
-//! This crate owns the plugin side of the `mcpbox:plugin@0.1.0` WIT contract: it generates the
-//! bindings, exports all four interfaces for you, and turns plain Rust functions into MCP
+//! This crate owns the plugin side of the `mcpbox:plugin@0.1.0` WIT contract (in the world
+//! `mcpbox:plugin-state/plugin@0.1.0`, which adds the optional `wasi:keyvalue` imports behind
+//! [`state`]): it generates the bindings, exports all four interfaces for you, and turns plain Rust functions into MCP
 //! tools, prompts and resources:
 //!
 //! - a **tool** is one function taking a typed arguments struct. The struct derives
@@ -104,23 +105,14 @@
 #[allow(missing_docs, reason = "generated from the WIT contract")]
 pub mod bindings {
     wit_bindgen::generate!({
-        world: "plugin",
+        // The plugin world with the optional `wasi:keyvalue` imports (`wit/deps/plugin-state`):
+        // a plugin imports only what it calls, so one that never touches `state` imports none.
+        world: "mcpbox:plugin-state/plugin@0.1.0",
         path: "../wit",
+        generate_all,
         pub_export_macro: true,
         export_macro_name: "export_bindings",
         default_bindings_module: "mcpbox_sdk::bindings",
-    });
-}
-
-/// Bindings of `wasi:keyvalue@0.2.0-draft2`, behind [`state`]. A plugin that never touches
-/// [`state`] does not import it.
-#[doc(hidden)]
-#[allow(missing_docs, reason = "generated from the wasi:keyvalue WIT")]
-pub mod keyvalue {
-    wit_bindgen::generate!({
-        world: "wasi:keyvalue/imports@0.2.0-draft2",
-        path: "../wit/deps/keyvalue",
-        default_bindings_module: "mcpbox_sdk::keyvalue",
     });
 }
 

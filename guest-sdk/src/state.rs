@@ -33,7 +33,7 @@ use std::fmt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::keyvalue::wasi::keyvalue::{atomics, batch, store};
+use crate::bindings::wasi::keyvalue::{atomics, batch, store};
 
 /// Why a state operation failed. Its text is written for the model and the operator: a tool
 /// that returns it as its error gives a clear `isError` result.

@@ -474,7 +474,7 @@ mod draft {
     mod generated {
         wasmtime::component::bindgen!({
             world: "wasi:keyvalue/imports@0.2.0-draft",
-            path: "../wit/deps/keyvalue-draft",
+            path: "wit/keyvalue-draft",
             imports: { default: async },
             with: {
                 "wasi:keyvalue/store.bucket": crate::engine::keyvalue::Bucket,

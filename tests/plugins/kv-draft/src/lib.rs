@@ -18,7 +18,7 @@ mod bindings {
                 export mcpbox:plugin/tools@0.1.0;
             }
         ",
-        path: "../../../wit",
+        path: ["../../../wit", "../../../host/wit/keyvalue-draft"],
         world: "test:fixture/kv-draft",
         generate_all,
     });
