@@ -21,6 +21,7 @@ mod fuzz_http;
 mod golden;
 mod hardening;
 mod http;
+mod languages;
 mod loading;
 mod modern;
 mod python;

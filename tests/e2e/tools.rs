@@ -111,11 +111,24 @@ pub fn node_path(prefix: &Path) -> String {
     )
 }
 
-/// A Python virtual environment with `packages` (pip specs); returns its `python`.
+/// A Python virtual environment with `packages` (pip specs), one per set of packages; returns
+/// its `python` (its commands are beside it).
 pub fn python(packages: &[&str]) -> PathBuf {
     let _guard = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
     let spec = packages.join(" ");
-    let dir = tools_dir().join("python");
+    // One environment per set of packages, so that sets asked for by different tests do not
+    // reinstall each other.
+    let name: String = spec
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let dir = tools_dir().join("python").join(name);
     let python = dir.join("bin/python");
     if !installed(&dir, &spec) {
         if !python.exists() {

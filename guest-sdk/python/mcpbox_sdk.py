@@ -1,0 +1,355 @@
+"""Write mcpbox plugins in Python, built into components with componentize-py.
+
+A plugin module creates one ``Plugin``, registers functions with its decorators, and exports
+its four interfaces (``Tools``, ``Prompts``, ``Resources``, ``Completion``) at module level,
+which is where componentize-py looks for them::
+
+    from mcpbox_sdk import Plugin
+
+    plugin = Plugin()
+
+    @plugin.tool(read_only=True)
+    def add(a: float, b: float) -> str:
+        "Add two numbers."
+        return str(a + b)
+
+    @plugin.prompt()
+    def greet(name: str) -> str:
+        "Greet someone."
+        return f"Say hello to {name}."
+
+    @plugin.resource("hello://motd", mime_type="text/plain")
+    def motd() -> str:
+        "The message of the day."
+        return "Have a nice day."
+
+    Tools, Prompts, Resources, Completion = plugin.exports()
+
+Build it against mcpbox's WIT (``wit/`` of the mcpbox repository, or the copy ``mcpbox new``
+writes)::
+
+    componentize-py -d wit -w mcpbox:plugin-state/plugin@0.1.0 componentize app -o my_plugin.wasm
+
+- A tool's input schema comes from its parameters' type hints (``str``, ``int``, ``float``,
+  ``bool``, ``list[...]``, ``dict``, ``Optional[...]``, ``Literal[...]``); a parameter with a
+  default is optional. The docstring is the description. Return a ``str``, or a ``dict`` /
+  ``list`` (sent as JSON text and as structured content). Raise any exception to give the
+  model an ``isError`` result carrying its message.
+- A prompt's parameters are strings (MCP prompt arguments are); it returns a ``str`` (one user
+  message) or a list of ``("user" | "assistant", text)`` pairs.
+- A resource returns ``str`` (text) or ``bytes`` (a blob).
+- ``log``, ``progress``, ``cancelled`` and ``notify_resource_updated`` reach the host;
+  ``State`` keeps data between calls (``wasi:keyvalue``; the operator grants a bucket in the
+  plugin's manifest).
+
+Every call runs in a fresh instance: module-level variables do not survive between calls.
+"""
+
+import inspect
+import json
+import re
+import typing
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.imports import host, types
+
+__all__ = ["Plugin", "State", "StateError", "log", "progress", "cancelled",
+           "notify_resource_updated"]
+
+
+# ---- schemas from type hints ----
+
+_SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _schema(hint) -> dict:
+    """The JSON Schema of one parameter's type hint."""
+    if hint is inspect.Parameter.empty or hint is typing.Any:
+        return {}
+    if hint in _SCALARS:
+        schema = {"type": _SCALARS[hint]}
+        if hint is int:
+            schema["format"] = "int64"
+        return schema
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Literal:
+        return {"enum": list(args)}
+    if origin is typing.Union:
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:
+            return _schema(options[0])
+        return {"anyOf": [_schema(a) for a in options]}
+    if origin in (list, typing.List):
+        return {"type": "array", "items": _schema(args[0]) if args else {}}
+    if hint is dict or origin in (dict, typing.Dict):
+        return {"type": "object"}
+    raise TypeError(f"mcpbox_sdk: cannot describe the type {hint!r} as JSON Schema")
+
+
+def _input_schema(function) -> dict:
+    signature = inspect.signature(function)
+    hints = typing.get_type_hints(function)
+    properties, required = {}, []
+    for name, parameter in signature.parameters.items():
+        properties[name] = _schema(hints.get(name, parameter.annotation))
+        if parameter.default is inspect.Parameter.empty:
+            required.append(name)
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _check(value, schema: dict, where: str):
+    """Check what JSON Schema checks for the hints above; raise ValueError naming the field."""
+    kind = schema.get("type")
+    if "enum" in schema and value not in schema["enum"]:
+        allowed = ", ".join(json.dumps(v) for v in schema["enum"])
+        raise ValueError(f"`{where}` must be one of {allowed}, not {json.dumps(value)}")
+    expected = {"string": str, "boolean": bool, "array": list, "object": dict}
+    if kind in expected and not isinstance(value, expected[kind]):
+        raise ValueError(f"`{where}` must be a {kind}")
+    if kind == "integer" and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"`{where}` must be an integer")
+    if kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ValueError(f"`{where}` must be a number")
+
+
+def _doc(function) -> str:
+    return inspect.getdoc(function) or function.__name__
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+# ---- registration ----
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+class Plugin:
+    """The tools, prompts, resources and completions of one plugin."""
+
+    def __init__(self):
+        self._tools = {}
+        self._prompts = {}
+        self._resources = {}
+
+    def tool(self, name=None, *, title=None, description=None, read_only=None,
+             destructive=None, idempotent=None, open_world=None):
+        """Register a function as a tool (its name by default)."""
+        def register(function):
+            tool_name = name or function.__name__
+            if not _TOOL_NAME.fullmatch(tool_name):
+                raise ValueError(f"mcpbox_sdk: invalid tool name `{tool_name}`: use 1 to 64 "
+                                 "of A-Z a-z 0-9 _ -")
+            schema = _input_schema(function)
+            annotations = None
+            if any(v is not None for v in (read_only, destructive, idempotent, open_world)):
+                annotations = types.ToolAnnotations(read_only, destructive, idempotent,
+                                                    open_world)
+            info = types.Tool(tool_name, title, description or _doc(function),
+                              json.dumps(schema), None, annotations)
+            self._tools[tool_name] = (info, function, schema)
+            return function
+        return register
+
+    def prompt(self, name=None, *, title=None, description=None):
+        """Register a function as a prompt; its parameters are the prompt's arguments."""
+        def register(function):
+            prompt_name = name or function.__name__
+            signature = inspect.signature(function)
+            hints = typing.get_type_hints(function)
+            arguments = []
+            for parameter in signature.parameters.values():
+                hint = hints.get(parameter.name, str)
+                if hint not in (str, typing.Optional[str]):
+                    raise TypeError(
+                        f"mcpbox_sdk: prompt `{prompt_name}`: argument `{parameter.name}` "
+                        f"must be a str (MCP prompt arguments are strings), not {hint!r}")
+                arguments.append(types.PromptArgument(
+                    parameter.name, None, None,
+                    parameter.default is inspect.Parameter.empty))
+            info = types.Prompt(prompt_name, title, description or _doc(function), arguments)
+            self._prompts[prompt_name] = (info, function)
+            return function
+        return register
+
+    def resource(self, uri, *, name=None, title=None, description=None, mime_type=None):
+        """Register a function as the resource at `uri`."""
+        def register(function):
+            info = types.ResourceInfo(uri, name or function.__name__, title,
+                                      description or inspect.getdoc(function), mime_type, None)
+            self._resources[uri] = (info, function)
+            return function
+        return register
+
+    def exports(self):
+        """The classes componentize-py instantiates: `Tools, Prompts, Resources, Completion`."""
+        plugin = self
+
+        class Tools(exports.Tools):
+            def list_tools(self):
+                return [info for info, _, _ in plugin._tools.values()]
+
+            def call_tool(self, name, arguments):
+                entry = plugin._tools.get(name)
+                if entry is None:
+                    raise Err(types.Error_NotFound(f"no tool `{name}`"))
+                _, function, schema = entry
+                try:
+                    args = json.loads(arguments or "{}")
+                    for key, value in args.items():
+                        if key in schema["properties"]:
+                            _check(value, schema["properties"][key], key)
+                except ValueError as error:
+                    raise Err(types.Error_InvalidParams(str(error)))
+                try:
+                    value = function(**args)
+                except Exception as error:  # the model reads it as an isError result
+                    message = str(error) or type(error).__name__
+                    return types.ToolResult([types.Content_Text(message)], None, True)
+                structured = None if isinstance(value, str) else json.dumps(value)
+                if isinstance(value, list):
+                    structured = None  # structured content is an object
+                return types.ToolResult([types.Content_Text(_text(value))], structured, False)
+
+        class Prompts(exports.Prompts):
+            def list_prompts(self):
+                return [info for info, _ in plugin._prompts.values()]
+
+            def get_prompt(self, name, arguments):
+                entry = plugin._prompts.get(name)
+                if entry is None:
+                    raise Err(types.Error_NotFound(f"no prompt `{name}`"))
+                _, function = entry
+                value = function(**dict(arguments))
+                if isinstance(value, str):
+                    value = [("user", value)]
+                roles = {"user": types.Role.USER, "assistant": types.Role.ASSISTANT}
+                return [types.PromptMessage(roles[role], types.Content_Text(text))
+                        for role, text in value]
+
+        class Resources(exports.Resources):
+            def list_resources(self):
+                return [info for info, _ in plugin._resources.values()]
+
+            def list_templates(self):
+                return []
+
+            def read_resource(self, uri):
+                entry = plugin._resources.get(uri)
+                if entry is None:
+                    raise Err(types.Error_NotFound(f"no resource `{uri}`"))
+                info, function = entry
+                value = function()
+                if isinstance(value, bytes):
+                    return [types.ResourceContents_Blob(
+                        types.BlobContents(uri, info.mime_type, value))]
+                return [types.ResourceContents_Text(
+                    types.TextContents(uri, info.mime_type, _text(value)))]
+
+        class Completion(exports.Completion):
+            def complete(self, reference, argument, value, context):
+                return types.CompletionResult([], None, False)
+
+        return Tools, Prompts, Resources, Completion
+
+
+# ---- host functions ----
+
+def log(message: str, level: str = "info"):
+    """Log a message (to mcpbox's log, and to clients that asked for logs)."""
+    host.log(getattr(types.LogLevel, level.upper()), message)
+
+
+def progress(done: float, total=None, message=None):
+    """Report progress of the current call."""
+    host.progress(float(done), None if total is None else float(total), message)
+
+
+def cancelled() -> bool:
+    """Whether the client cancelled the current call."""
+    return host.cancelled()
+
+
+def notify_resource_updated(uri: str):
+    """Tell subscribed clients that the resource at `uri` changed."""
+    host.notify_resource_updated(uri)
+
+
+# ---- durable state (wasi:keyvalue) ----
+
+class StateError(Exception):
+    """A state operation failed: not granted, over a quota, or the store unavailable."""
+
+
+def _state_error(error, bucket):
+    from wit_world.imports import store
+    value = getattr(error, "value", error)
+    if isinstance(value, store.Error_AccessDenied):
+        return StateError(
+            f"state is not available: bucket `{bucket}` is not granted to this plugin "
+            f"(the operator grants it in the plugin's manifest: [keyvalue] buckets = "
+            f"[\"{bucket}\"])")
+    if isinstance(value, store.Error_Other):
+        return StateError(value.value)
+    return StateError(f"state store error: {value!r}")
+
+
+class State:
+    """A bucket of the plugin's durable state; values are JSON."""
+
+    def __init__(self, bucket: str = "default"):
+        from wit_world.imports import store
+        self._name = bucket
+        try:
+            self._bucket = store.open(bucket)
+        except Err as error:
+            raise _state_error(error, bucket) from None
+
+    def get(self, key: str, default=None):
+        """The JSON value at `key`, or `default`."""
+        try:
+            raw = self._bucket.get(key)
+        except Err as error:
+            raise _state_error(error, self._name) from None
+        return default if raw is None else json.loads(raw)
+
+    def set(self, key: str, value):
+        """Store `value` (anything JSON can hold) at `key`."""
+        try:
+            self._bucket.set(key, json.dumps(value).encode())
+        except Err as error:
+            raise _state_error(error, self._name) from None
+
+    def delete(self, key: str):
+        """Remove `key`."""
+        try:
+            self._bucket.delete(key)
+        except Err as error:
+            raise _state_error(error, self._name) from None
+
+    def increment(self, key: str, delta: int = 1) -> int:
+        """Add `delta` to the integer at `key`, atomically; the new value."""
+        from wit_world.imports import atomics
+        try:
+            return atomics.increment(self._bucket, key, delta)
+        except Err as error:
+            raise _state_error(error, self._name) from None
+
+    def keys(self, prefix: str = "") -> list:
+        """Every key starting with `prefix`, sorted."""
+        keys, cursor = [], None
+        try:
+            while True:
+                page = self._bucket.list_keys(cursor)
+                keys.extend(k for k in page.keys if k.startswith(prefix))
+                cursor = page.cursor
+                if cursor is None:
+                    break
+        except Err as error:
+            raise _state_error(error, self._name) from None
+        return sorted(set(keys))

@@ -1,0 +1,53 @@
+// Example plugin in JavaScript: a tool, a prompt and a resource, plus notes kept in durable
+// state. Built into a component with jco (see README.md); the helper `mcpbox.js`
+// (guest-sdk/js/) turns these functions into MCP tools, prompts and resources.
+
+import { Plugin, State, notifyResourceUpdated } from "./mcpbox.js";
+
+const plugin = new Plugin();
+
+plugin.tool(
+  "shout",
+  { description: "Upper-case a text", input: { text: "string", times: "integer?" }, readOnly: true },
+  ({ text, times = 1 }) => Array(times).fill(text.toUpperCase()).join(" "),
+);
+
+plugin.tool(
+  "spin",
+  { description: "Busy-loop for `ms` milliseconds of CPU (to see the limits work)", input: { ms: "integer" } },
+  ({ ms }) => {
+    const end = Date.now() + ms;
+    let n = 0;
+    while (Date.now() < end) n++;
+    return `spun ${n} times`;
+  },
+);
+
+plugin.tool(
+  "add_note",
+  { description: "Keep a note (needs the `default` bucket granted in js_notes.toml)", input: { text: "string" } },
+  ({ text }) => {
+    const state = new State();
+    const number = state.increment("next");
+    state.set(`note:${String(number).padStart(6, "0")}`, text);
+    notifyResourceUpdated("notes://all");
+    return `note ${number} kept`;
+  },
+);
+
+plugin.prompt(
+  "limerick",
+  { description: "Ask for a limerick about a topic", arguments: ["topic"] },
+  ({ topic }) => `Write a limerick about ${topic}.`,
+);
+
+plugin.resource("notes://about", { name: "about", mimeType: "text/plain" }, () =>
+  "A JavaScript plugin for mcpbox, built with jco.",
+);
+
+plugin.resource("notes://all", { name: "all-notes", mimeType: "application/json" }, () => {
+  const state = new State();
+  return Object.fromEntries(state.keys("note:").map((key) => [key, state.get(key)]));
+});
+
+export const { tools, prompts, resources, completion } = plugin.exports();

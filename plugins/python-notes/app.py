@@ -1,0 +1,62 @@
+"""Example plugin in Python: a tool, a prompt and a resource, plus notes kept in durable state.
+
+Built into a component with componentize-py (see README.md); the helper module
+`mcpbox_sdk` (guest-sdk/python/) turns these functions into MCP tools, prompts and resources.
+"""
+
+from typing import Literal
+
+from mcpbox_sdk import Plugin, State, notify_resource_updated
+
+plugin = Plugin()
+
+
+@plugin.tool(read_only=True)
+def word_count(text: str, unit: Literal["words", "characters"] = "words") -> dict:
+    """Count the words (or characters) in a text."""
+    count = len(text.split()) if unit == "words" else len(text)
+    return {"count": count, "unit": unit}
+
+
+@plugin.tool(read_only=True)
+def fibonacci(n: int) -> str:
+    """The n-th Fibonacci number, computed the slow (exponential) way: heavy for n over 30."""
+    if n < 0:
+        raise ValueError("n must not be negative")
+
+    def fib(k):
+        return k if k < 2 else fib(k - 1) + fib(k - 2)
+
+    return str(fib(n))
+
+
+@plugin.tool()
+def add_note(text: str) -> str:
+    """Keep a note (needs the `default` bucket granted in python_notes.toml)."""
+    state = State()
+    number = state.increment("next")
+    state.set(f"note:{number:06}", text)
+    notify_resource_updated("notes://all")
+    return f"note {number} kept"
+
+
+@plugin.prompt()
+def haiku(topic: str) -> str:
+    """Ask for a haiku about a topic."""
+    return f"Write a haiku about {topic}."
+
+
+@plugin.resource("notes://about", mime_type="text/plain")
+def about() -> str:
+    """What this plugin is."""
+    return "A Python plugin for mcpbox, built with componentize-py."
+
+
+@plugin.resource("notes://all", mime_type="application/json")
+def all_notes() -> dict:
+    """Every note kept with add_note."""
+    state = State()
+    return {key: state.get(key) for key in state.keys("note:")}
+
+
+Tools, Prompts, Resources, Completion = plugin.exports()
