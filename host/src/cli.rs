@@ -1,5 +1,6 @@
 //! The command line: arguments (each flag with an `MCPBOX_*` environment fallback), logging
-//! set-up, and running a command (`serve`, and `call` for plugin authors).
+//! set-up, and running a command (`serve`; `call`, `inspect` and `new` for plugin authors;
+//! `state` for operators).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,6 +48,30 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Look at or clear the key-value state plugins keep (`wasi:keyvalue`).
     State(StateCommandArgs),
+    /// Write a new plugin project (Rust, Python or JavaScript) that builds on its own, with
+    /// a test.
+    New(NewArgs),
+}
+
+/// Arguments of `mcpbox new`.
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// The plugin's name (lower-case letters, digits, `_`, `-`): its component is
+    /// `NAME.wasm` (with `-` as `_`), and that is its name in mcpbox.
+    pub name: String,
+
+    /// The language.
+    #[arg(long, value_enum, default_value = "rust")]
+    pub lang: crate::scaffold::Lang,
+
+    /// Where to write the project [default: ./NAME].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Rust: the mcpbox-sdk crate to depend on by path [default: the checkout mcpbox was built
+    /// from, if it is still there; else the crates.io version].
+    #[arg(long, value_name = "DIR")]
+    pub sdk: Option<PathBuf>,
 }
 
 /// Where plugins' key-value state lives (`serve`, `call` and `state` take the same flags).
@@ -365,6 +390,18 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             let outcome = runtime.block_on(call(args));
             runtime.shutdown_timeout(Duration::from_millis(100));
             return outcome;
+        }
+        Command::New(args) => {
+            let dir = args
+                .dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(&args.name));
+            let next =
+                crate::scaffold::new_project(&args.name, args.lang, &dir, args.sdk.as_deref())?;
+            return Ok(Outcome {
+                output: Some(next),
+                failed: false,
+            });
         }
         Command::State(args) => {
             let outcome = runtime.block_on(state_command(args));

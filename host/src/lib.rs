@@ -13,6 +13,7 @@ pub mod engine;
 pub mod kv;
 pub mod policy;
 pub mod protocol;
+pub mod scaffold;
 pub mod server;
 pub mod transport;
 pub mod watch;

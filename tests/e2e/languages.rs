@@ -2,7 +2,8 @@
 //! `plugins/js-notes`) built with their own scripts by componentize-py (PyPI) and
 //! componentize-js (npm), both installed into `target/tools/` by the tests, then served by the
 //! real binary to rmcp's client: every tool, prompt and resource, durable state, argument
-//! validation, and a limit firing.
+//! validation, and a limit firing. And `mcpbox new` in each language: the project it writes
+//! builds outside this repository and passes its own test.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,13 +26,10 @@ fn root() -> PathBuf {
 
 /// Run an example's `build.sh` into `out` with `path_dirs` first on `PATH`.
 fn build(script: &str, out: &Path, path_dirs: &[PathBuf]) {
-    let mut path = std::env::join_paths(path_dirs).unwrap();
-    path.push(":");
-    path.push(std::env::var_os("PATH").unwrap_or_default());
     let output = Command::new("bash")
         .arg(root().join(script))
         .arg(out)
-        .env("PATH", path)
+        .env("PATH", path_with(path_dirs))
         .output()
         .unwrap_or_else(|e| panic!("run {script}: {e}"));
     assert!(
@@ -41,24 +39,36 @@ fn build(script: &str, out: &Path, path_dirs: &[PathBuf]) {
     );
 }
 
+/// The directory holding `componentize-py` (installed on first use).
+fn python_tools() -> PathBuf {
+    tools::python(&[COMPONENTIZE_PY])
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// The directories holding `componentize-js` and Node 22 (installed on first use).
+fn js_tools() -> [PathBuf; 2] {
+    let npm = tools::npm(&[COMPONENTIZE_JS]);
+    let node = PathBuf::from(tools::node_path(&npm).split(':').next().unwrap());
+    [npm.join("node_modules/.bin"), node]
+}
+
+/// `dirs` before the inherited `PATH`.
+fn path_with(dirs: &[PathBuf]) -> std::ffi::OsString {
+    let mut path = std::env::join_paths(dirs).unwrap();
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    path
+}
+
 /// Both examples, built once per test run, in `target/polyglot-plugins/`.
 fn built() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
         let out = root().join("target/polyglot-plugins");
-        let python = tools::python(&[COMPONENTIZE_PY]);
-        build(
-            "plugins/python-notes/build.sh",
-            &out,
-            &[python.parent().unwrap().to_owned()],
-        );
-        let npm = tools::npm(&[COMPONENTIZE_JS]);
-        let node = PathBuf::from(tools::node_path(&npm).split(':').next().unwrap());
-        build(
-            "plugins/js-notes/build.sh",
-            &out,
-            &[npm.join("node_modules/.bin"), node],
-        );
+        build("plugins/python-notes/build.sh", &out, &[python_tools()]);
+        build("plugins/js-notes/build.sh", &out, &js_tools());
         out
     })
 }
@@ -238,4 +248,126 @@ async fn a_javascript_plugin_serves_tools_prompts_resources_and_state() {
         "STILL HERE"
     );
     client.service.cancel().await.unwrap();
+}
+
+/// Run `command` in `dir` with `path_dirs` and mcpbox first on `PATH`; its output.
+fn run_in(dir: &Path, command: &[&str], path_dirs: &[PathBuf]) -> String {
+    let mcpbox = PathBuf::from(env!("CARGO_BIN_EXE_mcpbox"));
+    let mut dirs = path_dirs.to_vec();
+    dirs.push(mcpbox.parent().unwrap().to_owned());
+    let output = Command::new(command[0])
+        .args(&command[1..])
+        .current_dir(dir)
+        .env("PATH", path_with(&dirs))
+        .env("MCPBOX_STATE_DIR", crate::support::fresh_state_dir())
+        .env("MCPBOX_CACHE_DIR", root().join("target/test-cache"))
+        .output()
+        .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "{command:?} in {} failed:\n{text}",
+        dir.display()
+    );
+    text
+}
+
+/// `mcpbox new NAME --lang LANG` into a fresh directory outside the repository.
+fn scaffold(name: &str, lang: &str) -> tempfile::TempDir {
+    let parent = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+        .args(["new", name, "--lang", lang])
+        .current_dir(parent.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && said.contains("next:"), "{said}");
+    parent
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcpbox_new_writes_python_and_js_projects_that_build_and_pass_their_tests() {
+    tokio::task::block_in_place(|| {
+        let parent = scaffold("hello-py", "python");
+        let project = parent.path().join("hello-py");
+        let said = run_in(&project, &["bash", "test.sh"], &[python_tools()]);
+        assert!(
+            said.contains("Hello, Ada!") && said.lines().any(|l| l == "ok"),
+            "{said}"
+        );
+        assert!(project.join("hello_py.wasm").exists());
+
+        let parent = scaffold("hello-js", "js");
+        let project = parent.path().join("hello-js");
+        let said = run_in(&project, &["npm", "test"], &js_tools());
+        assert!(
+            said.contains("Hello, Ada!") && said.lines().any(|l| l == "ok"),
+            "{said}"
+        );
+        assert!(project.join("hello_js.wasm").exists());
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcpbox_new_writes_a_rust_project_that_builds_and_passes_its_test() {
+    tokio::task::block_in_place(|| {
+        let parent = scaffold("hello-rs", "rust");
+        let project = parent.path().join("hello-rs");
+        // A target directory of its own under target/, kept between runs for speed.
+        let target = root().join("target/new-plugins");
+        let target = target.to_str().unwrap();
+        let said = run_in(&project, &["cargo", "test", "--target-dir", target], &[]);
+        assert!(said.contains("test result: ok. 1 passed"), "{said}");
+        run_in(
+            &project,
+            &[
+                "cargo",
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--target-dir",
+                target,
+            ],
+            &[],
+        );
+        let wasm = root().join("target/new-plugins/wasm32-wasip2/release/hello_rs.wasm");
+        let said = run_in(
+            &project,
+            &[
+                "mcpbox",
+                "call",
+                wasm.to_str().unwrap(),
+                "hello",
+                "--args",
+                r#"{"name": "Ada"}"#,
+            ],
+            &[],
+        );
+        assert!(said.contains("Hello, Ada!"), "{said}");
+    });
+}
+
+#[test]
+fn mcpbox_new_refuses_bad_names_and_existing_directories() {
+    let parent = tempfile::tempdir().unwrap();
+    let new = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+            .arg("new")
+            .args(args)
+            .current_dir(parent.path())
+            .output()
+            .unwrap()
+    };
+    let output = new(&["Bad Name"]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("invalid plugin name `Bad Name`"));
+    std::fs::create_dir(parent.path().join("taken")).unwrap();
+    std::fs::write(parent.path().join("taken/file"), "x").unwrap();
+    let output = new(&["taken"]);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("already exists and is not empty"));
 }
