@@ -108,7 +108,9 @@ pub mod bindings {
         // The plugin world with the optional `wasi:keyvalue` imports (`wit/deps/plugin-state`):
         // a plugin imports only what it calls, so one that never touches `state` imports none.
         world: "mcpbox:plugin-state/plugin@0.1.0",
-        path: "../wit",
+        // The crate's own copy of the repository's `wit/` (kept identical by a test), so that
+        // the crate builds when packaged on its own.
+        path: "wit",
         generate_all,
         pub_export_macro: true,
         export_macro_name: "export_bindings",

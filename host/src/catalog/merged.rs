@@ -119,6 +119,7 @@ impl LoadedPlugin {
         let lists = &self.lists;
         tracing::info!(
             plugin = &**self.code.name(),
+            title = self.code.policy().title.as_deref().unwrap_or(""),
             file = %self.file.display(),
             tools = lists.tools.len(),
             prompts = lists.prompts.len(),
@@ -150,6 +151,7 @@ impl LoadedPlugin {
         let limits = self.code.limits();
         serde_json::json!({
             "plugin": self.code.name().to_string(),
+            "title": self.code.policy().title,
             "file": self.file.display().to_string(),
             "exports": exports,
             "imports": imports,

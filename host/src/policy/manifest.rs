@@ -1,6 +1,8 @@
 //! The manifest file: TOML beside the plugin, parsed strictly and validated into a [`Policy`].
 //!
 //! ```toml
+//! title = "Weather"        # optional: a display name (the plugin's name is its file name)
+//!
 //! [limits]                 # each key optional; the command line's values are the defaults
 //! fuel = 2_000_000_000
 //! timeout-ms = 5000
@@ -66,6 +68,9 @@ pub fn manifest_path(plugin: &Path) -> PathBuf {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Manifest {
+    /// A display name for people (logs, `mcpbox inspect`); the plugin's name stays its file
+    /// name.
+    title: Option<String>,
     #[serde(default)]
     limits: LimitsTable,
     #[serde(default)]
@@ -182,7 +187,17 @@ pub fn parse_manifest(file: &Path, text: &str, defaults: Limits) -> Result<Polic
             message: e.message().trim().to_owned(),
         }
     })?;
+    if let Some(title) = &manifest.title
+        && (title.is_empty() || title.len() > 128 || title.chars().any(char::is_control))
+    {
+        return Err(PolicyError::at(
+            file,
+            "title",
+            "a title is 1 to 128 bytes without control characters",
+        ));
+    }
     Ok(Policy {
+        title: manifest.title,
         limits: limits(file, &manifest.limits, defaults)?,
         dirs: dirs(file, &manifest.dirs)?,
         env: env(file, manifest.env)?,
@@ -450,6 +465,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("data")).unwrap();
         let text = r#"
+            title = "Weather, by Example Corp"
+
             [limits]
             fuel = 1000
             timeout-ms = 2000
@@ -468,6 +485,7 @@ mod tests {
             allow = ["API.example.com", "127.0.0.1:8080", "[::1]:9000"]
         "#;
         let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+        assert_eq!(policy.title.as_deref(), Some("Weather, by Example Corp"));
         assert_eq!(policy.limits.fuel, 1000);
         assert_eq!(policy.limits.timeout, Duration::from_secs(2));
         assert_eq!(policy.limits.memory_bytes, 64 << 20);
@@ -570,6 +588,7 @@ mod tests {
         let e = error("[keyvalue]\nbuckets = [\"a\"]\nmax-value-kb = 1\n");
         assert!(e.contains("unknown field `max-value-kb`"), "{e}");
         assert!(error("[keyvalue]\nquota-kib = 1\n").contains("missing field `buckets`"));
+        assert!(error("title = \"\"\n").contains("title: a title is 1 to 128 bytes"));
     }
 
     #[test]

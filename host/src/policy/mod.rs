@@ -62,6 +62,8 @@ impl Default for Limits {
 /// Everything one plugin may use.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policy {
+    /// A display name from the manifest (the plugin's name is its file's stem).
+    pub title: Option<String>,
     /// Its limits.
     pub limits: Limits,
     /// Directories it may open.
