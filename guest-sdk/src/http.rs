@@ -162,14 +162,32 @@ pub fn send(
     })
 }
 
+/// What went wrong, in three kinds an operator can act on: not granted (the manifest), could
+/// not resolve (DNS), could not connect (the server or the network).
 fn describe(code: &ErrorCode) -> String {
     match code {
-        ErrorCode::HttpRequestDenied => {
-            "the request was denied: this host is not granted to the plugin".to_owned()
+        ErrorCode::HttpRequestDenied => "not granted: the request was denied because this host \
+             is not granted to the plugin (the operator grants hosts in its manifest: [http] allow)"
+            .to_owned(),
+        ErrorCode::DnsError(payload) => format!(
+            "could not resolve the host name{}",
+            payload
+                .rcode
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ),
+        ErrorCode::DnsTimeout => "could not resolve the host name (timed out)".to_owned(),
+        ErrorCode::ConnectionRefused => "could not connect: the connection was refused".to_owned(),
+        ErrorCode::ConnectionTimeout => "could not connect: the connection timed out".to_owned(),
+        ErrorCode::DestinationNotFound
+        | ErrorCode::DestinationUnavailable
+        | ErrorCode::DestinationIpUnroutable => {
+            format!("could not connect: the destination is unreachable ({code:?})")
         }
-        ErrorCode::DnsError(_) => "the host name could not be resolved".to_owned(),
-        ErrorCode::ConnectionRefused => "the connection was refused".to_owned(),
-        ErrorCode::ConnectionTimeout => "the connection timed out".to_owned(),
+        ErrorCode::ConnectionTerminated | ErrorCode::ConnectionReadTimeout => {
+            format!("the connection failed ({code:?})")
+        }
         other => format!("{other:?}"),
     }
 }

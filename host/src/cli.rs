@@ -19,7 +19,6 @@ use crate::server::{Mode, ModernSettings, Session, StateKey};
 use crate::transport::http::{self, HttpConfig};
 use crate::transport::stdio::{self, StdioConfig};
 use crate::watch::Reloader;
-use std::net::SocketAddr;
 
 /// mcpbox: serve MCP tools, prompts and resources from sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -269,6 +268,18 @@ pub struct ServeArgs {
         value_name = "HOST"
     )]
     pub allowed_host: Vec<String>,
+
+    /// HTTP: the origin of a browser client to allow (`https://app.example.com`,
+    /// `http://localhost:6274`; repeatable): its requests pass the `Origin` check and get
+    /// CORS headers. The server's own origin is always allowed.
+    #[arg(
+        long,
+        env = "MCPBOX_ALLOWED_ORIGINS",
+        value_delimiter = ',',
+        value_name = "ORIGIN",
+        value_parser = parse_origin
+    )]
+    pub allowed_origin: Vec<String>,
 
     /// HTTP: end sessions idle this long, in seconds.
     #[arg(long, env = "MCPBOX_SESSION_IDLE_SECS", default_value_t = 1800)]
@@ -549,6 +560,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         state: args.state.config(),
     };
     let engine = Runtime::new(config)?;
+    // The HTTP port is bound before plugins load: a taken port or a bad address fails at once,
+    // and an orchestrator sees the port open (with `/readyz` 503) while plugins compile.
+    let listener = match &args.http {
+        Some(address) => Some(bind_http(address).await?),
+        None => None,
+    };
     // Canonical, so that file events (absolute paths) match the loaded plugins' files.
     let dir = std::fs::canonicalize(&args.plugins).with_context(|| {
         format!(
@@ -566,6 +583,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         watching,
         hub,
     ));
+    for problem in loaded.problems {
+        plugins.note_startup_problem(problem);
+    }
     let catalog = plugins.catalog();
     for plugin in plugins.plugins() {
         plugin.log_loaded("loaded", catalog.names_of(&plugin.file));
@@ -599,6 +619,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                         file.display()
                     );
                     tracing::error!(file = %file.display(), "skipped plugin: {error}");
+                    plugins.note_startup_problem(message.clone());
                     plugins.hub().announce(crate::server::ServerEvent::HostLog {
                         level: crate::protocol::mcp::LogLevel::Error,
                         message,
@@ -632,8 +653,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         memory_mib = args.limits.memory_mib,
         "plugins ready"
     );
-    match &args.http {
-        Some(address) => serve_http(plugins, address, &args, modern, loading, shutdown).await,
+    match listener {
+        Some(listener) => serve_http(plugins, listener, &args, modern, loading, shutdown).await,
         None => {
             let session = Arc::new(Session::new(plugins, Mode::Dual, modern));
             let (input, output): (Box<dyn tokio::io::AsyncBufRead + Unpin + Send>, _) =
@@ -658,29 +679,47 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Serve over HTTP on `address` (`host:port`, or a bare port on 127.0.0.1).
+/// Bind `--http`'s address: `host:port` (a host name is resolved; `localhost:8080` binds
+/// loopback), `[v6]:port`, or a bare port on 127.0.0.1.
+async fn bind_http(address: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    let target = match address.parse::<u16>() {
+        Ok(port) => format!("127.0.0.1:{port}"),
+        Err(_) => address.to_owned(),
+    };
+    if !target.contains(':') {
+        anyhow::bail!(
+            "invalid --http address `{address}`: expected host:port (such as 127.0.0.1:8080 or \
+             localhost:8080) or a port"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(&target)
+        .await
+        .with_context(|| format!("cannot listen on --http {address}"))?;
+    let bound = listener
+        .local_addr()
+        .with_context(|| format!("cannot read the address bound for --http {address}"))?;
+    tracing::info!(%bound, "HTTP port bound; loading plugins");
+    Ok(listener)
+}
+
+/// Serve over HTTP on `listener` (bound by [`bind_http`]).
 async fn serve_http(
     plugins: Arc<PluginSet>,
-    address: &str,
+    listener: tokio::net::TcpListener,
     args: &ServeArgs,
     modern: Arc<ModernSettings>,
     loading: Arc<std::sync::atomic::AtomicUsize>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let address: SocketAddr = match address.parse::<u16>() {
-        Ok(port) => SocketAddr::from(([127, 0, 0, 1], port)),
-        Err(_) => address
-            .parse()
-            .with_context(|| format!("invalid --http address `{address}` (expected host:port)"))?,
-    };
+    let address = listener
+        .local_addr()
+        .context("cannot read the bound HTTP address")?;
     if !address.ip().is_loopback() && args.auth_token.is_none() {
         tracing::warn!(%address, "serving HTTP beyond loopback without --auth-token: anyone who can reach it can call every tool");
     }
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .with_context(|| format!("cannot listen on {address}"))?;
     let config = HttpConfig {
         allowed_hosts: args.allowed_host.clone(),
+        allowed_origins: args.allowed_origin.clone(),
         auth_token: args.auth_token.clone(),
         max_body_bytes: args.max_message_bytes,
         session_idle: Duration::from_secs(args.session_idle_secs),
@@ -692,6 +731,23 @@ async fn serve_http(
         .context("HTTP transport failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// An `--allowed-origin`: `scheme://host[:port]`, nothing more (a browser's `Origin`).
+fn parse_origin(text: &str) -> Result<String, String> {
+    let origin = text.trim_end_matches('/');
+    let valid = origin.split_once("://").is_some_and(|(scheme, rest)| {
+        matches!(scheme, "http" | "https")
+            && !rest.is_empty()
+            && !rest.contains(['/', '?', '#', ' '])
+    });
+    if valid {
+        Ok(origin.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "`{text}` is not an origin: expected scheme://host[:port], such as https://app.example.com"
+        ))
+    }
 }
 
 /// Counts a late plugin load as finished when dropped (loaded, failed or aborted).

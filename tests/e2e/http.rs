@@ -412,3 +412,114 @@ async fn idle_sessions_expire() {
     }
     server.stderr.wait_for("expired after being idle").await;
 }
+
+#[tokio::test]
+async fn allowed_origins_pass_with_cors_and_refusals_name_the_flag() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let app = "http://localhost:6274";
+    let server = HttpServer::start(dir.path(), &["--allowed-origin", app]).await;
+    // A browser's preflight, answered by CORS for the allowed origin.
+    let preflight = http()
+        .request(reqwest::Method::OPTIONS, &server.url)
+        .header("origin", app)
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "content-type,mcp-protocol-version",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    let headers = preflight.headers();
+    assert_eq!(headers["access-control-allow-origin"], app);
+    let allowed = headers["access-control-allow-headers"].to_str().unwrap();
+    assert!(allowed.contains("mcp-protocol-version"), "{allowed}");
+    // The request itself passes the Origin check, and the browser may read the session id.
+    let response = post(&server, INIT, None)
+        .header("origin", app)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["access-control-allow-origin"], app);
+    let exposed = response.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(exposed.contains("mcp-session-id"), "{exposed}");
+    // Another origin is refused, and the refusal says how to allow it.
+    let refused = post(&server, INIT, None)
+        .header("origin", "https://other.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(
+        refused
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none()
+    );
+    let text = refused.text().await.unwrap();
+    assert!(
+        text.contains("--allowed-origin https://other.example.com"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn http_accepts_host_names_and_binds_before_plugins_load() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let mut child = crate::support::mcpbox(dir.path(), &["--http", "localhost:0"])
+        .spawn()
+        .unwrap();
+    let stderr = crate::support::Stderr::collect(child.stderr.take().unwrap());
+    let log = stderr.wait_for("serving MCP over HTTP").await;
+    let bound = log.find("HTTP port bound").expect("the bind is logged");
+    let loaded = log.find("loaded plugin").expect("the plugin is logged");
+    assert!(
+        bound < loaded,
+        "the port is bound before plugins load:\n{log}"
+    );
+    let line = log
+        .lines()
+        .find(|l| l.contains("serving MCP over HTTP"))
+        .unwrap();
+    let address = line
+        .split("bound=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap();
+    let response = http()
+        .get(format!("http://{address}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let _ = child.start_kill();
+
+    // A port in use fails at once, before any plugin loads.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let output = crate::support::mcpbox(dir.path(), &["--http", &format!("127.0.0.1:{port}")])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains(&format!("cannot listen on --http 127.0.0.1:{port}")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("loaded plugin"), "{stderr}");
+    let output = crate::support::mcpbox(dir.path(), &["--http", "nonsense"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("invalid --http address `nonsense`"),
+        "{stderr}"
+    );
+}

@@ -214,3 +214,53 @@ async fn stdio_serves_from_a_file_and_to_a_file() {
         "{out}"
     );
 }
+
+/// What went wrong at startup (a file skipped, a manifest with no plugin, a name refused)
+/// reaches a client that asks for logs, once, as warnings; and an orphan manifest is warned
+/// about in mcpbox's own log.
+#[tokio::test]
+async fn startup_problems_reach_clients_that_ask_for_logs() {
+    let dir = plugin_dir(&[
+        ("echo_tools", "echo_tools.wasm"),
+        ("echo_tools", "twin.wasm"),
+    ]);
+    std::fs::write(dir.path().join("broken.wasm"), b"not wasm").unwrap();
+    std::fs::write(
+        dir.path().join("wether.toml"),
+        "[http]\nallow = [\"x.com\"]\n",
+    )
+    .unwrap();
+    let mut raw = Raw::initialized(dir.path(), &[]).await;
+    raw.stderr
+        .wait_for("a manifest with no plugin: there is no wether.wasm beside it")
+        .await;
+    raw.send(br#"{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"info"}}"#)
+        .await;
+    let mut messages = Vec::new();
+    loop {
+        let message = raw.recv().await;
+        if message["id"] == 2 {
+            break;
+        }
+        assert_eq!(message["method"], "notifications/message", "{message}");
+        assert_eq!(message["params"]["level"], "warning");
+        messages.push(message["params"]["data"].as_str().unwrap().to_owned());
+    }
+    let all = messages.join("\n");
+    assert!(
+        all.contains("broken.wasm") && all.contains("not a WebAssembly file"),
+        "{all}"
+    );
+    assert!(all.contains("wether.toml has no plugin"), "{all}");
+    assert!(
+        all.contains("twin"),
+        "the refused names are reported: {all}"
+    );
+    // Once: a second setLevel sends nothing more.
+    let reply = raw
+        .request(
+            r#"{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"debug"}}"#,
+        )
+        .await;
+    assert_eq!(reply["id"], 3, "{reply}");
+}

@@ -175,7 +175,9 @@ async fn nothing_is_reachable_without_a_grant() {
     let url = format!("http://127.0.0.1:{}/", stub.port);
     let (text, _) = call(&client, "http_get", json!({"url": url})).await;
     assert!(
-        text.ends_with("the request was denied: this host is not granted to the plugin"),
+        text.contains(
+            "not granted: the request was denied because this host is not granted to the plugin"
+        ),
         "{text}"
     );
     assert_eq!(
@@ -236,7 +238,7 @@ async fn grants_give_exactly_what_they_say() {
     );
     let url = format!("http://127.0.0.1:{}/x", other.port);
     let (text, is_error) = call(&client, "http_get", json!({"url": url})).await;
-    assert!(is_error && text.contains("denied"), "{text}");
+    assert!(is_error && text.contains("not granted"), "{text}");
     assert_eq!(other.hits.load(std::sync::atomic::Ordering::SeqCst), 0);
 
     let log = client.stderr.wait_for("loaded plugin").await;
@@ -381,4 +383,40 @@ async fn results_over_the_size_limit_are_refused() {
         message.contains("over its limit of 1024 bytes"),
         "{message}"
     );
+}
+
+/// An HTTP failure says which kind it is: not granted, granted but unresolvable, granted but
+/// nobody listening.
+#[tokio::test]
+async fn http_egress_failures_say_which_kind_they_are() {
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    // A port nobody listens on: bound, then released.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    manifest(
+        dir.path(),
+        "hostile",
+        &format!(
+            "{HOSTILE_LIMITS}\n[http]\nallow = [\"no-such-host.invalid\", \"127.0.0.1:{closed}\"]\n"
+        ),
+    );
+    let client = connect(dir.path(), &[]).await;
+    let (text, is_error) = call(&client, "http_get", json!({"url": "http://example.com/"})).await;
+    assert!(is_error && text.contains("not granted"), "{text}");
+    let (text, is_error) = call(
+        &client,
+        "http_get",
+        json!({"url": "http://no-such-host.invalid/"}),
+    )
+    .await;
+    assert!(
+        is_error && text.contains("could not resolve the host name"),
+        "{text}"
+    );
+    let url = format!("http://127.0.0.1:{closed}/");
+    let (text, is_error) = call(&client, "http_get", json!({"url": url})).await;
+    assert!(is_error && text.contains("could not connect"), "{text}");
 }

@@ -25,6 +25,8 @@ pub struct PluginSet {
     page_size: usize,
     pub(super) watching: bool,
     pub(super) hub: EventHub,
+    /// What went wrong at startup, for clients that ask for logs.
+    startup_problems: Mutex<Vec<String>>,
 }
 
 impl PluginSet {
@@ -43,6 +45,7 @@ impl PluginSet {
             .collect();
         let loaded: Vec<_> = plugins.values().cloned().collect();
         let catalog = Catalog::build(&loaded, page_size, &Default::default());
+        let startup_problems = catalog.refusals().iter().map(ToString::to_string).collect();
         for refusal in catalog.refusals() {
             tracing::warn!("{refusal}");
         }
@@ -52,7 +55,25 @@ impl PluginSet {
             page_size,
             watching,
             hub,
+            startup_problems: Mutex::new(startup_problems),
         }
+    }
+
+    /// Record a problem of startup (a plugin skipped, a manifest without a plugin) for clients
+    /// that ask for logs.
+    pub fn note_startup_problem(&self, problem: String) {
+        self.startup_problems
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(problem);
+    }
+
+    /// What went wrong at startup.
+    pub fn startup_problems(&self) -> Vec<String> {
+        self.startup_problems
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The current catalog.

@@ -78,6 +78,8 @@ pub struct LoadedDirectory {
     pub plugins: Vec<LoadedPlugin>,
     /// How many `*.wasm` files failed to load (each logged with its reason).
     pub skipped: usize,
+    /// What went wrong, one message each: files skipped and why, manifests without a plugin.
+    pub problems: Vec<String>,
     /// Plugins still listing when startup went on.
     pub late: Vec<LateLoad>,
 }
@@ -133,6 +135,7 @@ pub async fn load_directory(
     let mut loaded = Vec::with_capacity(tasks.len());
     let mut late = Vec::new();
     let mut skipped = 0;
+    let mut problems = orphan_manifests(dir).await;
     for mut task in tasks.drain(..) {
         let joined = match tokio::time::timeout_at(deadline, &mut task).await {
             Ok(joined) => joined,
@@ -146,10 +149,15 @@ pub async fn load_directory(
             Ok((file, Err(error))) => {
                 skipped += 1;
                 tracing::error!(file = %file.display(), "skipped plugin: {error}");
+                problems.push(format!(
+                    "skipped plugin {}: {error}; it is not loaded",
+                    file.display()
+                ));
             }
             Err(e) => {
                 skipped += 1;
                 tracing::error!("a plugin load task failed: {e}");
+                problems.push(format!("a plugin load task failed: {e}"));
             }
         }
     }
@@ -163,8 +171,42 @@ pub async fn load_directory(
     Ok(LoadedDirectory {
         plugins: loaded,
         skipped,
+        problems,
         late,
     })
+}
+
+/// Manifests (`*.toml`) with no `*.wasm` of the same name beside them: each is warned about
+/// (a typo in a file name would otherwise leave a plugin without the grants meant for it).
+async fn orphan_manifests(dir: &Path) -> Vec<String> {
+    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
+        return Vec::new();
+    };
+    let mut orphans = Vec::new();
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let path = entry.path();
+        let hidden = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.'));
+        if !hidden
+            && path.extension().is_some_and(|e| e == "toml")
+            && !path.with_extension("wasm").exists()
+        {
+            tracing::warn!(
+                manifest = %path.display(),
+                "a manifest with no plugin: there is no {} beside it, so it grants nothing",
+                path.with_extension("wasm").file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+            );
+            orphans.push(format!(
+                "manifest {} has no plugin {} beside it; it grants nothing",
+                path.display(),
+                path.with_extension("wasm").display()
+            ));
+        }
+    }
+    orphans.sort();
+    orphans
 }
 
 /// A plugin's files, read once: the component and its manifest (if any), and their digest.

@@ -46,6 +46,10 @@ impl Backend for PluginSet {
         Some(self.hub.subscribe())
     }
 
+    fn startup_problems(&self) -> Vec<String> {
+        PluginSet::startup_problems(self)
+    }
+
     fn list(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult {
         self.catalog().page(kind, cursor)
     }

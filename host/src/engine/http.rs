@@ -50,9 +50,21 @@ impl WasiHttpHooks for HttpGate {
         let plugin = Arc::clone(&self.plugin);
         let grants = Arc::clone(&self.grants);
         Box::new(async move {
-            if let Err(why) = check(&grants, request.uri()).await {
-                tracing::warn!(plugin = &*plugin, uri = %request.uri(), "denied HTTP request: {why}");
-                return Err(Error::HttpRequestDenied);
+            match check(&grants, request.uri()).await {
+                Ok(()) => {}
+                Err(Refusal::Denied(why)) => {
+                    tracing::warn!(plugin = &*plugin, uri = %request.uri(), "denied HTTP request: {why}");
+                    return Err(Error::HttpRequestDenied);
+                }
+                // Granted, but its name does not resolve: the plugin hears "could not
+                // resolve", not "not granted".
+                Err(Refusal::Unresolvable(why)) => {
+                    tracing::info!(plugin = &*plugin, uri = %request.uri(), "HTTP request failed: {why}");
+                    return Err(Error::DnsError {
+                        rcode: Some(why),
+                        info_code: None,
+                    });
+                }
             }
             tracing::debug!(plugin = &*plugin, method = %request.method(), uri = %request.uri(), "HTTP request");
             let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
@@ -64,8 +76,31 @@ impl WasiHttpHooks for HttpGate {
     }
 }
 
+/// Why a request does not go out.
+enum Refusal {
+    /// Not granted (or granted by name but resolving to an internal address).
+    Denied(String),
+    /// Granted, but its host name does not resolve.
+    Unresolvable(String),
+}
+
+impl From<&str> for Refusal {
+    fn from(why: &str) -> Self {
+        Self::Denied(why.to_owned())
+    }
+}
+
+impl Refusal {
+    #[cfg(test)]
+    fn text(&self) -> &str {
+        match self {
+            Self::Denied(why) | Self::Unresolvable(why) => why,
+        }
+    }
+}
+
 /// Whether a request to `uri` is allowed by `grants`; the reason if not.
-async fn check(grants: &[HttpGrant], uri: &http::Uri) -> Result<(), String> {
+async fn check(grants: &[HttpGrant], uri: &http::Uri) -> Result<(), Refusal> {
     let host = uri
         .host()
         .ok_or("the URI has no host")?
@@ -81,19 +116,19 @@ async fn check(grants: &[HttpGrant], uri: &http::Uri) -> Result<(), String> {
     let grant = grants
         .iter()
         .find(|g| g.allows(&host, port, default_port))
-        .ok_or_else(|| format!("{host}:{port} is not granted"))?;
+        .ok_or_else(|| Refusal::Denied(format!("{host}:{port} is not granted")))?;
     if grant.is_address_literal() {
         return Ok(());
     }
     let addresses = tokio::net::lookup_host((host.as_str(), port))
         .await
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?;
+        .map_err(|e| Refusal::Unresolvable(format!("cannot resolve {host}: {e}")))?;
     for address in addresses {
         if is_internal(address.ip()) {
-            return Err(format!(
+            return Err(Refusal::Denied(format!(
                 "{host} resolves to the internal address {}; grant that address explicitly to allow it",
                 address.ip()
-            ));
+            )));
         }
     }
     Ok(())
@@ -152,8 +187,8 @@ mod tests {
         assert!(
             check(&g, &"http://127.0.0.1:8081/x".parse().unwrap())
                 .await
-                .unwrap_err()
-                .contains("not granted")
+                .err()
+                .is_some_and(|r| matches!(&r, Refusal::Denied(why) if why.contains("not granted")))
         );
         assert!(
             check(&g, &"http://10.0.0.1:8080/".parse().unwrap())
@@ -182,7 +217,8 @@ mod tests {
         // `localhost.` resolves to loopback but is not the literal `localhost` grant.
         let g = grants(&[("ip6-localhost", None), ("localhost.localdomain", None)]);
         for uri in ["http://ip6-localhost/", "http://localhost.localdomain/"] {
-            if let Err(why) = check(&g, &uri.parse().unwrap()).await {
+            if let Err(refusal) = check(&g, &uri.parse().unwrap()).await {
+                let why = refusal.text();
                 assert!(
                     why.contains("internal address") || why.contains("cannot resolve"),
                     "{why}"
@@ -191,6 +227,13 @@ mod tests {
                 panic!("{uri} was allowed");
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_granted_name_that_does_not_resolve_is_not_called_ungranted() {
+        let g = grants(&[("no-such-host.invalid", None)]);
+        let refusal = check(&g, &"http://no-such-host.invalid/".parse().unwrap()).await;
+        assert!(matches!(refusal, Err(Refusal::Unresolvable(_))));
     }
 
     #[test]

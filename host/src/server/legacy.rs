@@ -17,8 +17,9 @@ use super::{Backend, Offers};
 use crate::protocol::ErrorObject;
 use crate::protocol::error::INVALID_REQUEST;
 use crate::protocol::mcp::InitializeParams;
+use crate::protocol::mcp::LogLevel;
 use crate::protocol::request::{ClientRequest, Method, TypedRequest};
-use crate::protocol::result::ChangedList;
+use crate::protocol::result::{ChangedList, LOG_MESSAGE, LoggingMessage};
 use crate::protocol::v2025::{InitializeResult, negotiate_version};
 
 /// What `initialize` settled.
@@ -36,6 +37,8 @@ pub struct Legacy {
     negotiated: OnceLock<Negotiated>,
     initialized: AtomicBool,
     subscriptions: Mutex<HashSet<String>>,
+    /// Whether the host's startup problems were sent (once, at the first `logging/setLevel`).
+    startup_reported: AtomicBool,
 }
 
 impl Legacy {
@@ -133,6 +136,20 @@ impl<B: Backend> Session<B> {
         match body? {
             ClientRequest::SetLevel(p) => {
                 self.legacy.peer().set_log_level(p.level);
+                // A client that asks for logs learns what went wrong before it connected
+                // (plugins skipped, names refused, manifests without a plugin), once.
+                if self.legacy.peer().wants_host_log(LogLevel::Warning)
+                    && !self.legacy.startup_reported.swap(true, Ordering::AcqRel)
+                {
+                    for problem in self.backend().startup_problems() {
+                        let message = LoggingMessage {
+                            level: LogLevel::Warning,
+                            logger: "mcpbox",
+                            data: &problem,
+                        };
+                        ctx.notify(LOG_MESSAGE, &message).await;
+                    }
+                }
                 Ok(empty())
             }
             ClientRequest::Subscribe(p) => {

@@ -136,6 +136,11 @@ pub trait Backend: Send + Sync + 'static {
     /// Events for sessions to forward to their clients, if the backend publishes any.
     fn events(&self) -> Option<broadcast::Receiver<ServerEvent>>;
 
+    /// What went wrong at startup, one message each, for clients that ask for logs.
+    fn startup_problems(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// One page of a list: `cursor` is the previous page's `nextCursor`. An unknown cursor is
     /// -32602.
     fn list(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult;

@@ -68,6 +68,9 @@ pub struct HttpConfig {
     /// Host names (besides the bound address and, on loopback, `localhost`, `127.0.0.1`
     /// and `[::1]`) that `Host` and `Origin` may name.
     pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`) of browser clients allowed besides this server's own:
+    /// their requests pass the `Origin` check, and CORS answers them.
+    pub allowed_origins: Vec<String>,
     /// When set, every request needs `Authorization: Bearer <token>`.
     pub auth_token: Option<String>,
     /// The largest request body accepted.
@@ -84,6 +87,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
             auth_token: None,
             max_body_bytes: 4 << 20,
             session_idle: Duration::from_secs(30 * 60),
@@ -239,12 +243,32 @@ impl<B: Backend> App<B> {
                 .split_once("://")
                 .map(|(_, rest)| rest.trim_end_matches('/'));
             // `null` (sandboxed pages, file URLs) never names this server.
-            if !authority.is_some_and(|a| self.allowed_authority(a)) {
-                tracing::warn!(origin, "refused a request from another origin");
-                return Err(Box::new(plain(
-                    StatusCode::FORBIDDEN,
-                    "forbidden: Origin is not allowed",
-                )));
+            let allowed = authority.is_some_and(|a| self.allowed_authority(a))
+                || self
+                    .config
+                    .allowed_origins
+                    .iter()
+                    .any(|o| o.eq_ignore_ascii_case(origin.trim_end_matches('/')));
+            if !allowed {
+                tracing::warn!(
+                    origin,
+                    "refused a request from another origin (allow it with --allowed-origin)"
+                );
+                let shown: String = origin
+                    .chars()
+                    .take(200)
+                    .filter(|c| !c.is_control())
+                    .collect();
+                return Err(Box::new(
+                    (
+                        StatusCode::FORBIDDEN,
+                        format!(
+                            "forbidden: Origin {shown} is not allowed; to allow a browser client \
+                             from it, start mcpbox with --allowed-origin {shown}"
+                        ),
+                    )
+                        .into_response(),
+                ));
             }
         }
         if let Some(token) = &self.config.auth_token {
@@ -287,6 +311,40 @@ impl<B: Backend> App<B> {
                 .iter()
                 .any(|h| h.eq_ignore_ascii_case(&host))
     }
+}
+
+/// CORS for the allowed origins (none: no CORS).
+fn cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o).ok())
+        .collect();
+    if origins.is_empty() {
+        return None;
+    }
+    let name = |n: &'static str| header::HeaderName::from_static(n);
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([http::Method::GET, http::Method::POST, http::Method::DELETE])
+            .allow_headers([
+                header::CONTENT_TYPE,
+                header::AUTHORIZATION,
+                header::ACCEPT,
+                name("last-event-id"),
+                name("mcp-session-id"),
+                name("mcp-protocol-version"),
+                name("mcp-method"),
+                name("mcp-name"),
+            ])
+            .expose_headers([
+                name("mcp-session-id"),
+                name("mcp-protocol-version"),
+                header::WWW_AUTHENTICATE,
+            ])
+            .max_age(Duration::from_secs(3600)),
+    )
 }
 
 fn split_authority(authority: &str) -> (&str, Option<u16>) {
@@ -817,6 +875,12 @@ pub async fn serve<B: Backend>(
         .route("/messages", axum::routing::post(post_messages::<B>))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(Arc::clone(&app));
+    // Browser clients from the allowed origins: CORS answers their preflights and lets them
+    // read the session and protocol headers. Without allowed origins, no CORS headers at all.
+    let router = match cors(&app.config.allowed_origins) {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
 
     let sweeper = {
         let app = Arc::clone(&app);
