@@ -315,6 +315,11 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
 
+    /// The most the compiled-plugin cache may hold, in MiB; the least recently used entries are
+    /// removed first.
+    #[arg(long, env = "MCPBOX_CACHE_MAX_MIB", default_value_t = crate::engine::DEFAULT_CACHE_MAX_BYTES >> 20)]
+    pub cache_max_mib: u64,
+
     /// Compile every plugin at load; keep no compiled plugins on disk.
     #[arg(long, env = "MCPBOX_NO_CACHE")]
     pub no_cache: bool,
@@ -555,6 +560,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let config = RuntimeConfig {
         cache_dir,
+        cache_max_bytes: args.cache_max_mib.saturating_mul(1 << 20),
         max_instances: args.max_instances,
         max_memory_bytes: memory_bytes.max(RuntimeConfig::default().max_memory_bytes),
         state: args.state.config(),

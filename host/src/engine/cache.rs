@@ -11,6 +11,12 @@
 //! itself could not stop someone able to write the cache anyway, and the CRC costs a tenth as
 //! much at start-up. The cache directory must be writable only by mcpbox's user (the default,
 //! `~/.cache/mcpbox`, is). Every failure of the cache only costs a compilation.
+//!
+//! The cache is bounded: after each write, the least recently used entries (by modification
+//! time, which a hit refreshes) are removed until the cache holds at most its size limit
+//! (`--cache-max-mib`, 1 GiB by default); the entry just written always stays. Entries of
+//! other engine configurations or mcpbox versions are never hit again, so they age out the
+//! same way. Temporary files an interrupted write left behind are removed after an hour.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -23,19 +29,28 @@ use wasmtime::component::Component;
 pub struct ComponentCache {
     dir: PathBuf,
     engine_key: String,
+    max_bytes: u64,
 }
+
+/// The default size limit: 1 GiB.
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
 
 /// The bytes an entry starts with, before the CRC-32 of its body.
 const MAGIC: &[u8; 8] = b"mcpbox2\n";
 
 impl ComponentCache {
-    /// A cache in `dir` (created if needed) for components compiled by `engine`.
-    pub fn new(dir: PathBuf, engine: &Engine) -> std::io::Result<Self> {
+    /// A cache in `dir` (created if needed) for components compiled by `engine`, holding at
+    /// most `max_bytes`.
+    pub fn new(dir: PathBuf, engine: &Engine, max_bytes: u64) -> std::io::Result<Self> {
         std::fs::create_dir_all(&dir)?;
         let mut hasher = std::hash::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_key = format!("{:016x}", hasher.finish());
-        Ok(Self { dir, engine_key })
+        Ok(Self {
+            dir,
+            engine_key,
+            max_bytes,
+        })
     }
 
     /// The default location: `$XDG_CACHE_HOME/mcpbox`, else `~/.cache/mcpbox`.
@@ -69,7 +84,14 @@ impl ComponentCache {
             }
         };
         match deserialize(engine, body) {
-            Ok(component) => Some(component),
+            Ok(component) => {
+                // A hit makes the entry the most recently used.
+                let _ = std::fs::File::options()
+                    .append(true)
+                    .open(&path)
+                    .and_then(|file| file.set_modified(std::time::SystemTime::now()));
+                Some(component)
+            }
             Err(e) => {
                 tracing::warn!(entry = %path.display(), "discarded an unusable compiled-component cache entry: {e:#}");
                 let _ = std::fs::remove_file(&path);
@@ -98,8 +120,53 @@ impl ComponentCache {
                         e.to_string()
                     })
             });
-        if let Err(e) = result {
-            tracing::warn!(entry = %path.display(), "could not write a compiled-component cache entry: {e}");
+        match result {
+            Ok(()) => prune(&self.dir, self.max_bytes, &path),
+            Err(e) => {
+                tracing::warn!(entry = %path.display(), "could not write a compiled-component cache entry: {e}");
+            }
+        }
+    }
+}
+
+/// Remove the least recently used entries of `dir` until it holds at most `max_bytes` (never
+/// `keep`), and temporary files older than an hour.
+fn prune(dir: &Path, max_bytes: u64, keep: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    let mut cached = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = entry.metadata() else { continue };
+        let modified = meta.modified().unwrap_or(now);
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.ends_with(".cwasm") {
+            cached.push((modified, meta.len(), path));
+        } else if name.contains(".tmp")
+            && now
+                .duration_since(modified)
+                .is_ok_and(|age| age > std::time::Duration::from_secs(3600))
+        {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    let mut total: u64 = cached.iter().map(|(_, len, _)| len).sum();
+    if total <= max_bytes {
+        return;
+    }
+    cached.sort();
+    for (_, len, path) in cached {
+        if total <= max_bytes {
+            break;
+        }
+        if path == keep {
+            continue;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            total = total.saturating_sub(len);
+            tracing::debug!(entry = %path.display(), "evicted a compiled-component cache entry (the cache is over its size limit)");
         }
     }
 }
@@ -131,6 +198,37 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_least_recently_used_entries_go_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |secs| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        for (name, secs) in [
+            ("a.cwasm", 100),
+            ("b.cwasm", 300),
+            ("c.cwasm", 200),
+            ("d.cwasm", 50),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, [0u8; 100]).unwrap();
+            let file = std::fs::File::options().append(true).open(&path).unwrap();
+            file.set_modified(at(secs)).unwrap();
+        }
+        std::fs::write(dir.path().join("x.cwasm.tmp1"), b"left over").unwrap();
+        let old = std::fs::File::options()
+            .append(true)
+            .open(dir.path().join("x.cwasm.tmp1"))
+            .unwrap();
+        old.set_modified(at(1)).unwrap();
+        // Keep `d` (just written, though its time says otherwise); 250 bytes allowed.
+        prune(dir.path(), 250, &dir.path().join("d.cwasm"));
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["b.cwasm", "d.cwasm"]);
+    }
 
     #[test]
     fn entries_must_match_their_checksum() {

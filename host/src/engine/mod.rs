@@ -40,7 +40,7 @@ pub use bindings::mcpbox::plugin::types::{
     Prompt, PromptArgument, PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Role,
     Tool, ToolAnnotations, ToolResult,
 };
-pub use cache::ComponentCache;
+pub use cache::{ComponentCache, DEFAULT_CACHE_MAX_BYTES};
 pub use plugin::{CallError, Exports, PluginCode, PluginLists};
 pub use state::{HostState, cut_message, log_line};
 
@@ -114,6 +114,8 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 pub struct RuntimeConfig {
     /// Where compiled components are cached (`None`: compile every time).
     pub cache_dir: Option<std::path::PathBuf>,
+    /// The most the cache may hold, in bytes; least recently used entries go first.
+    pub cache_max_bytes: u64,
     /// How many plugin instances may exist at once (calls in flight across all plugins and
     /// clients). Further calls wait for a free slot.
     pub max_instances: u32,
@@ -127,6 +129,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
             cache_dir: None,
+            cache_max_bytes: cache::DEFAULT_CACHE_MAX_BYTES,
             max_instances: 256,
             max_memory_bytes: 1 << 30,
             state: StateConfig::default_place(),
@@ -235,7 +238,7 @@ impl Runtime {
                 )))
             })?;
 
-        let cache = config.cache_dir.clone().and_then(|dir| match ComponentCache::new(dir.clone(), &engine) {
+        let cache = config.cache_dir.clone().and_then(|dir| match ComponentCache::new(dir.clone(), &engine, config.cache_max_bytes) {
             Ok(cache) => Some(cache),
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), "compiled components will not be cached: {e}");
