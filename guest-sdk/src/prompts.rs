@@ -72,7 +72,7 @@ impl<'a> Prompts<'a> {
         match &mut self.mode {
             Mode::List(prompts) => {
                 if prompt.arguments.is_empty() {
-                    prompt.arguments = arguments_of::<A>();
+                    prompt.arguments = arguments_of::<A>(&prompt.name);
                 }
                 prompts.push(prompt);
             }
@@ -100,8 +100,29 @@ impl<'a> Prompts<'a> {
     }
 }
 
+/// Whether a property's schema is a string (`String`, `Option<String>`, a string enum).
+fn is_string(property: &Value) -> bool {
+    match property.get("type") {
+        Some(Value::String(kind)) => kind == "string",
+        Some(Value::Array(kinds)) => kinds
+            .iter()
+            .all(|k| k.as_str().is_some_and(|k| k == "string" || k == "null")),
+        None => property
+            .get("enum")
+            .and_then(Value::as_array)
+            .is_some_and(|values| values.iter().all(Value::is_string)),
+        Some(_) => false,
+    }
+}
+
 /// The prompt arguments described by `A`'s JSON Schema.
-fn arguments_of<A: JsonSchema>() -> Vec<PromptArgument> {
+///
+/// # Panics
+///
+/// When a field is not a string: MCP prompt arguments are strings, so such a prompt could
+/// never be rendered. The panic happens when the plugin is loaded (its lists are read then),
+/// and mcpbox reports it as the reason the plugin did not load.
+fn arguments_of<A: JsonSchema>(prompt: &str) -> Vec<PromptArgument> {
     let schema = schemars::schema_for!(A);
     let required: Vec<&str> = schema
         .get("required")
@@ -111,6 +132,16 @@ fn arguments_of<A: JsonSchema>() -> Vec<PromptArgument> {
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return Vec::new();
     };
+    for (name, property) in properties {
+        assert!(
+            is_string(property),
+            "mcpbox-sdk: prompt `{prompt}`: argument `{name}` must be a String or Option<String> \
+             (MCP prompt arguments are strings), not {}",
+            property
+                .get("type")
+                .map_or_else(|| "a non-string".to_owned(), Value::to_string)
+        );
+    }
     properties
         .iter()
         .map(|(name, property)| PromptArgument {
@@ -188,5 +219,39 @@ impl<T: IntoPromptMessages, E: Display> IntoPromptMessages for Result<T, E> {
     fn into_prompt_messages(self) -> Result<Vec<PromptMessage>, Error> {
         self.map_err(|e| Error::InvalidParams(e.to_string()))?
             .into_prompt_messages()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use super::*;
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[allow(dead_code, reason = "only its schema is used")]
+    struct Good {
+        language: String,
+        style: Option<String>,
+    }
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[allow(dead_code, reason = "only its schema is used")]
+    struct Bad {
+        count: u32,
+    }
+
+    #[test]
+    fn string_fields_become_arguments() {
+        let arguments = arguments_of::<Good>("review");
+        assert_eq!(arguments.len(), 2);
+        assert!(arguments.iter().any(|a| a.name == "language" && a.required));
+        assert!(arguments.iter().any(|a| a.name == "style" && !a.required));
+    }
+
+    #[test]
+    #[should_panic(expected = "prompt `count_things`: argument `count` must be a String")]
+    fn a_non_string_argument_is_refused_at_load() {
+        let _ = arguments_of::<Bad>("count_things");
     }
 }
