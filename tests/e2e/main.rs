@@ -16,6 +16,7 @@ mod author;
 mod bad_input;
 mod client;
 mod conformance;
+mod container;
 mod contract;
 mod fuzz_http;
 mod golden;
