@@ -1,4 +1,4 @@
-//! Write [mcpbox] plugins in Rust.
+//! Write mcpbox plugins in Rust.
 //!
 //! A plugin is a `wasm32-wasip2` component that gives an MCP host tools, prompts and resources.
 //! This crate owns the plugin side of the `mcpbox:plugin@0.1.0` WIT contract (in the world
@@ -98,8 +98,6 @@
 //! the client for input through the functions in [`host`]. With the `http` feature, `http`
 //! sends requests to the hosts the operator granted. [`state`] keeps data between calls (a
 //! key-value store the operator grants and bounds in the manifest).
-//!
-//! [mcpbox]: https://example.invalid/mcpbox
 
 #[doc(hidden)]
 #[allow(missing_docs, reason = "generated from the WIT contract")]

@@ -660,7 +660,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "plugins ready"
     );
     match listener {
-        Some(listener) => serve_http(plugins, listener, &args, modern, loading, shutdown).await,
+        Some(listener) => {
+            let state = Arc::clone(engine.state());
+            serve_http(plugins, listener, &args, modern, loading, state, shutdown).await
+        }
         None => {
             let session = Arc::new(Session::new(plugins, Mode::Dual, modern));
             let (input, output): (Box<dyn tokio::io::AsyncBufRead + Unpin + Send>, _) =
@@ -715,6 +718,7 @@ async fn serve_http(
     args: &ServeArgs,
     modern: Arc<ModernSettings>,
     loading: Arc<std::sync::atomic::AtomicUsize>,
+    state: Arc<StateService>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let address = listener
@@ -731,6 +735,7 @@ async fn serve_http(
         session_idle: Duration::from_secs(args.session_idle_secs),
         modern,
         loading,
+        state: Some(state),
     };
     http::serve(plugins, listener, config, shutdown, Duration::from_secs(10))
         .await

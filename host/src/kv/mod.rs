@@ -225,6 +225,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Remove all of `plugin`'s data; how many keys were removed.
     fn clear<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<u64, KvError>>;
+
+    /// Whether the store answers now (for readiness probes).
+    fn ping(&self) -> BoxFuture<'_, Result<(), KvError>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// Check a key a plugin passed: non-empty and at most [`MAX_KEY_BYTES`]. Anything else is
@@ -404,6 +409,15 @@ impl StateService {
     /// Where the state is kept, for logs and errors.
     pub fn config(&self) -> &StateConfig {
         &self.config
+    }
+
+    /// Whether the store can serve: a Redis store must answer `PING`; the embedded store is
+    /// opened on first use by the one process that owns it, so it is always ready.
+    pub async fn health(&self) -> Result<(), KvError> {
+        match &self.config {
+            StateConfig::Redis(_) => self.backend().await?.ping().await,
+            StateConfig::Disk(_) | StateConfig::Unset => Ok(()),
+        }
     }
 
     /// The backend, opening it if this is the first use.

@@ -492,6 +492,15 @@ impl Backend for RedisBackend {
         })
     }
 
+    fn ping(&self) -> BoxFuture<'_, Result<(), KvError>> {
+        Box::pin(async move {
+            let _: String = self
+                .read(|mut c| async move { redis::cmd("PING").query_async(&mut c).await })
+                .await?;
+            Ok(())
+        })
+    }
+
     fn clear<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<u64, KvError>> {
         Box::pin(self.run(move |mut c| async move {
             self.clear

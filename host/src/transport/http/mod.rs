@@ -81,6 +81,8 @@ pub struct HttpConfig {
     pub modern: Arc<ModernSettings>,
     /// Plugins still loading (listing what they offer); `/readyz` is 503 while any are.
     pub loading: Arc<std::sync::atomic::AtomicUsize>,
+    /// Plugin state; `/readyz` is 503 while a shared store (Redis) does not answer.
+    pub state: Option<Arc<crate::kv::StateService>>,
 }
 
 impl Default for HttpConfig {
@@ -93,6 +95,7 @@ impl Default for HttpConfig {
             session_idle: Duration::from_secs(30 * 60),
             modern: Arc::default(),
             loading: Arc::default(),
+            state: None,
         }
     }
 }
@@ -827,15 +830,23 @@ async fn readyz<B: Backend>(State(app): Shared<B>) -> Response {
         .config
         .loading
         .load(std::sync::atomic::Ordering::Acquire);
-    if loading == 0 {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (
+    if loading != 0 {
+        return (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {loading} plugins still loading\n"),
         )
-            .into_response()
+            .into_response();
     }
+    if let Some(state) = &app.config.state
+        && let Err(e) = state.health().await
+    {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: plugin state: {e}\n"),
+        )
+            .into_response();
+    }
+    (StatusCode::OK, "ready\n").into_response()
 }
 
 /// Serve MCP over HTTP on `listener` until `shutdown` resolves; then stop accepting, close
