@@ -28,6 +28,7 @@ mod modern;
 mod python;
 mod reload;
 mod sandbox;
+mod scale;
 mod state;
 mod support;
 mod surface;

@@ -295,24 +295,29 @@ impl<B: Backend> App<B> {
         Ok(())
     }
 
-    /// Whether `authority` (`host[:port]`) names this server.
+    /// Whether `authority` (`host[:port]`) names this server: the bound address (or, on
+    /// loopback, `localhost`) with the bound port, or an `--allowed-host` with any port (a
+    /// load balancer in front listens on its own port).
     fn allowed_authority(&self, authority: &str) -> bool {
         let (host, port) = split_authority(authority);
+        let host = host.to_ascii_lowercase();
+        if self
+            .config
+            .allowed_hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(&host))
+        {
+            return true;
+        }
         if port.is_some_and(|p| p != self.bound.port()) {
             return false;
         }
-        let host = host.to_ascii_lowercase();
         let bound_ip = self.bound.ip();
         let loopback_names = ["localhost", "127.0.0.1", "::1"];
         (bound_ip.is_loopback() && loopback_names.contains(&host.as_str()))
             || host
                 .parse::<std::net::IpAddr>()
                 .is_ok_and(|ip| ip == bound_ip)
-            || self
-                .config
-                .allowed_hosts
-                .iter()
-                .any(|h| h.eq_ignore_ascii_case(&host))
     }
 }
 
@@ -911,9 +916,11 @@ pub async fn serve<B: Backend>(
             tracing::info!("shutting down: no new connections; closing event streams");
             let _ = stopping_tx.send(true);
             app.stateless.close();
+            // Event streams close now; a request in flight keeps its own stream until its
+            // response is written (within the grace period).
             for session in app.sessions().values() {
                 session.session.close();
-                session.streams().close_all();
+                session.streams().close_standalone();
             }
         }
     };

@@ -146,7 +146,15 @@ impl Streams {
         true
     }
 
-    /// Close every live connection (shutdown, or the session ended).
+    /// Close the standalone stream's connection (shutdown): streams of requests in flight stay
+    /// open until their responses are sent.
+    pub fn close_standalone(&mut self) {
+        if let Some(s) = self.by_id.get_mut(&STANDALONE) {
+            s.live = None;
+        }
+    }
+
+    /// Close every live connection (the session ended).
     pub fn close_all(&mut self) {
         for s in self.by_id.values_mut() {
             s.live = None;
