@@ -20,6 +20,8 @@ use clap::Parser;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
+mod scale;
+
 use client::Conn;
 use report::{Report, Row, Target, median, percentile};
 use server::{Launch, Memory, Server, Transport};
@@ -53,6 +55,12 @@ struct Args {
     /// harness works); the figures mean nothing.
     #[arg(long, conflicts_with = "quick")]
     smoke: bool,
+    /// The most replicas the scale-out part puts behind HAProxy (it measures 1 to this many).
+    #[arg(long, default_value_t = 3)]
+    replicas: usize,
+    /// Where the scale-out part draws its plot (SVG).
+    #[arg(long, default_value = "target/bench/scale.svg")]
+    plot: PathBuf,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Part>,
@@ -73,6 +81,8 @@ enum Part {
     Reload,
     /// Durable plugin state (`wasi:keyvalue`): embedded and Redis.
     State,
+    /// Replicas behind HAProxy (needs `haproxy` installed).
+    Scale,
 }
 
 /// How many iterations each measurement takes.
@@ -193,6 +203,30 @@ async fn main() -> anyhow::Result<()> {
     if run(Part::State) {
         eprintln!("== plugin state");
         state_rows(&mut report, &bench, &sizes).await?;
+    }
+    if run(Part::Scale) {
+        match scale::find_haproxy() {
+            Some(haproxy) => {
+                eprintln!(
+                    "== scale-out through HAProxy, 1 to {} replicas",
+                    args.replicas
+                );
+                let template =
+                    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../host/deploy/haproxy.cfg");
+                let launch = bench.mcpbox(&bench.one_dir, Transport::Http, &[]);
+                let setup = scale::ScaleSetup {
+                    launch: &launch,
+                    haproxy: &haproxy,
+                    template: &template,
+                    work: &bench.work,
+                    max_replicas: args.replicas.max(1),
+                    calls: sizes.throughput,
+                    plot: &args.plot,
+                };
+                scale::scale_rows(&mut report, &setup).await?;
+            }
+            None => eprintln!("no haproxy installed: the scale-out part is skipped"),
+        }
     }
 
     let markdown = report.markdown();

@@ -58,6 +58,8 @@ pub struct Server {
     program: String,
     child: Child,
     pid: u32,
+    /// `host:port` of its HTTP listener (HTTP only).
+    pub addr: Option<String>,
     /// The client connection.
     pub conn: Conn,
     /// Notifications the server sent on stdout (stdio only).
@@ -106,7 +108,7 @@ impl Server {
                 }
             });
         }
-        let (conn, notifications) = match addr {
+        let (conn, notifications) = match addr.clone() {
             None => {
                 let stdin = child.stdin.take().ok_or_else(|| anyhow!("no stdin pipe"))?;
                 let stdout = child
@@ -126,6 +128,7 @@ impl Server {
             program: launch.program.display().to_string(),
             child,
             pid,
+            addr,
             conn,
             notifications,
             stderr,
