@@ -213,7 +213,12 @@ async fn main() -> anyhow::Result<()> {
                 );
                 let template =
                     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../host/deploy/haproxy.cfg");
-                let launch = bench.mcpbox(&bench.one_dir, Transport::Http, &[]);
+                // Requests through the balancer name its address (127.0.0.1 on its own port).
+                let launch = bench.mcpbox(
+                    &bench.one_dir,
+                    Transport::Http,
+                    &["--allowed-host", "127.0.0.1"],
+                );
                 let setup = scale::ScaleSetup {
                     launch: &launch,
                     haproxy: &haproxy,
