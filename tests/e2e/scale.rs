@@ -470,10 +470,15 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
         );
         streams.push(reader);
     }
-    // A plugin with a tool (`shout`) arrives, written aside and renamed into place.
+    // A plugin is replaced in the shared directory (written aside and renamed into place): the
+    // conformance fixture becomes a plugin with one tool, `shout`, so the tool list changes.
     let bytes = std::fs::read(test_plugins().join("tools_only.wasm")).unwrap();
-    std::fs::write(dir.path().join(".shout.tmp"), bytes).unwrap();
-    std::fs::rename(dir.path().join(".shout.tmp"), dir.path().join("shout.wasm")).unwrap();
+    std::fs::write(dir.path().join(".conformance.tmp"), bytes).unwrap();
+    std::fs::rename(
+        dir.path().join(".conformance.tmp"),
+        dir.path().join("conformance.wasm"),
+    )
+    .unwrap();
     for (i, stream) in streams.iter_mut().enumerate() {
         loop {
             let (_, message) = stream

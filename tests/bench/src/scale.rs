@@ -232,15 +232,16 @@ fn draw(
     let (left, right) = root.split_horizontally(480);
     let x_max = max_replicas as f64 + 0.2;
     let colours = [BLUE, RED, GREEN, MAGENTA, CYAN];
-    let rate_max = points.iter().map(|p| p.rate).fold(0.0, f64::max) * 1.15;
-    let p99_max = points.iter().map(|p| p.p99_ms).fold(0.0, f64::max) * 1.15;
-    for (area, title, y_max, value, unit) in [
+    let rate_max = points.iter().map(|p| p.rate).fold(0.0, f64::max) * 1.4;
+    let p99_max = points.iter().map(|p| p.p99_ms).fold(0.0, f64::max) * 1.4;
+    for (area, title, y_max, value, unit, legend) in [
         (
             &left,
             "throughput",
             rate_max,
             (|p: &Point| p.rate) as fn(&Point) -> f64,
             "calls/s",
+            SeriesLabelPosition::UpperRight,
         ),
         (
             &right,
@@ -248,6 +249,7 @@ fn draw(
             p99_max,
             (|p: &Point| p.p99_ms) as fn(&Point) -> f64,
             "ms",
+            SeriesLabelPosition::UpperLeft,
         ),
     ] {
         let mut chart = ChartBuilder::on(area)
@@ -264,6 +266,7 @@ fn draw(
             .x_desc("replicas behind HAProxy")
             .y_desc(unit)
             .x_labels(max_replicas + 1)
+            .x_label_formatter(&|x| format!("{x:.0}"))
             .draw()?;
         for (i, &in_flight) in concurrency.iter().enumerate() {
             let colour = colours[i % colours.len()];
@@ -286,6 +289,7 @@ fn draw(
         }
         chart
             .configure_series_labels()
+            .position(legend)
             .border_style(BLACK)
             .background_style(WHITE.mix(0.8))
             .draw()?;
