@@ -229,8 +229,11 @@ impl Backend for DiskBackend {
             let entries = txn.open_table(ENTRIES).map_err(backend)?;
             let mut keys = Vec::new();
             let mut more = false;
+            // Exactly this bucket's entries: however large the cursor, nothing beyond them is
+            // visited.
+            let end = successor(&bucket);
             for entry in entries
-                .range((plugin.as_str(), bucket.as_str(), "")..)
+                .range((plugin.as_str(), bucket.as_str(), "")..(plugin.as_str(), end.as_str(), ""))
                 .map_err(backend)?
                 .skip(skip)
             {
@@ -287,8 +290,9 @@ impl Backend for DiskBackend {
             let txn = db.begin_read().map_err(backend)?;
             let entries = txn.open_table(ENTRIES).map_err(backend)?;
             let mut out = Vec::new();
+            let end = successor(&plugin);
             for entry in entries
-                .range((plugin.as_str(), "", "")..)
+                .range((plugin.as_str(), "", "")..(end.as_str(), "", ""))
                 .map_err(backend)?
             {
                 let (k, v) = entry.map_err(backend)?;
@@ -329,12 +333,16 @@ impl Backend for DiskBackend {
             let mut removed = 0u64;
             {
                 let mut entries = txn.open_table(ENTRIES).map_err(backend)?;
+                let end = successor(&plugin);
                 entries
-                    .retain_in((plugin.as_str(), "", "").., |(p, _, _), _| {
-                        let mine = p == plugin;
-                        removed += u64::from(mine);
-                        !mine
-                    })
+                    .retain_in(
+                        (plugin.as_str(), "", "")..(end.as_str(), "", ""),
+                        |(p, _, _), _| {
+                            let mine = p == plugin;
+                            removed += u64::from(mine);
+                            !mine
+                        },
+                    )
                     .map_err(backend)?;
                 let mut usage = txn.open_table(USAGE).map_err(backend)?;
                 usage.remove(plugin.as_str()).map_err(backend)?;
@@ -343,6 +351,13 @@ impl Backend for DiskBackend {
             Ok(removed)
         })
     }
+}
+
+/// The first string greater than `s`: `s` followed by NUL. Tuples compare field by field, so
+/// `(…, s, k) < (…, successor(s), "")` for every `k`, and no other name falls in between: the
+/// exclusive upper bound of the entries whose field is exactly `s`.
+fn successor(s: &str) -> String {
+    format!("{s}\0")
 }
 
 /// Any redb failure, as a backend error.
@@ -362,4 +377,59 @@ fn create_private_dir(dir: &std::path::Path) -> Result<(), KvError> {
             dir.display()
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use super::*;
+
+    #[tokio::test]
+    async fn pages_and_listings_stay_inside_their_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DiskBackend::open(dir.path().to_owned()).await.unwrap();
+        let quota = Quota::default();
+        for (plugin, bucket, key) in [
+            ("a", "b", "k1"),
+            ("a", "b", "k2"),
+            ("a", "b\0", "x"),
+            ("a", "bb", "y"),
+            ("ab", "b", "z"),
+            ("a\0", "b", "w"),
+        ] {
+            store
+                .set(plugin, bucket, key, b"v".to_vec(), quota)
+                .await
+                .unwrap();
+        }
+        let page = store.list_keys("a", "b", None).await.unwrap();
+        assert_eq!(page.keys, ["k1", "k2"]);
+        assert_eq!(page.cursor, None);
+        // A cursor past the end: an empty page, not a walk into other namespaces.
+        let page = store
+            .list_keys("a", "b", Some(u64::MAX >> 1))
+            .await
+            .unwrap();
+        assert!(page.keys.is_empty() && page.cursor.is_none());
+        let listed: Vec<(String, String)> = store
+            .entries("a")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.bucket, e.key))
+            .collect();
+        assert_eq!(listed.len(), 4, "{listed:?}");
+        assert!(listed.iter().all(|(_, k)| k != "z" && k != "w"));
+        assert_eq!(store.clear("a").await.unwrap(), 4);
+        assert_eq!(
+            store.get("ab", "b", "z").await.unwrap(),
+            Some(b"v".to_vec())
+        );
+        assert_eq!(
+            store.get("a\0", "b", "w").await.unwrap(),
+            Some(b"v".to_vec())
+        );
+        assert_eq!(store.usage("a").await.unwrap(), Usage::default());
+    }
 }
