@@ -4,7 +4,9 @@
 //! The data path of one call reads straight down the modules: [`transport`] frames bytes,
 //! [`protocol`] decodes them, [`server`] runs the session and dispatches to the [`catalog`],
 //! which finds the plugin and calls it through the [`engine`] under its [`policy`] limits.
-//! Each module's docs say what it owns and what it must not depend on.
+//! A plugin's durable state lives in [`kv`] (the engine links `wasi:keyvalue` to it). Beside the
+//! data path: [`cli`] (the commands), [`author`] (`call`, `inspect`), [`scaffold`] (`new`) and
+//! [`watch`] (hot reload). Each module's docs say what it owns and what it must not depend on.
 
 pub mod author;
 pub mod catalog;

@@ -1,7 +1,8 @@
 //! The WebAssembly runtime: one wasmtime `Engine` for the process, plugin compilation and
 //! linking, and per-call execution under limits.
 //!
-//! Depends on `policy` only; it knows nothing of JSON-RPC or sessions. Its outputs are the
+//! Depends on `policy` and `kv` (the store behind `wasi:keyvalue`) only; it knows nothing of
+//! JSON-RPC or sessions. Its outputs are the
 //! WIT types of the plugin contract, and its failures are [`CallError`]s.
 //!
 //! Why it is shaped this way (measured on wasmtime 48, see `shared/notes/wasmtime-48.md`):

@@ -1,7 +1,7 @@
 //! Durable plugin state: the key-value store behind `wasi:keyvalue`, one namespace per plugin.
 //!
 //! Owns the [`Backend`] trait and its two implementations, an embedded database on disk
-//! ([`disk`], the default: a single process needs no server) and Redis ([`redis`], for replicas
+//! (`disk`, the default: a single process needs no server) and Redis (`redis`, for replicas
 //! that share state); the [`StateService`] that opens the configured one on first use; and the
 //! rules every backend obeys the same way: keys are addressed as (plugin, bucket, key), never
 //! as one concatenated string, so nothing a plugin passes as a bucket or key can name another
