@@ -29,9 +29,29 @@ pub struct Cli {
     #[arg(long, global = true, env = "MCPBOX_LOG", default_value = "info")]
     pub log: String,
 
+    /// How log lines are written: `text` for people, `json` (one object per line, with the
+    /// fields apart) for log shippers.
+    #[arg(
+        long,
+        global = true,
+        env = "MCPBOX_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The format of the log on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event.
+    Text,
+    /// One JSON object per event.
+    Json,
 }
 
 /// The subcommands.
@@ -385,12 +405,15 @@ impl Cli {
                 self.log
             )
         })?;
-        tracing_subscriber::fmt()
+        let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
-            .with_ansi(false)
-            .try_init()
-            .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
+            .with_ansi(false);
+        match self.log_format {
+            LogFormat::Text => builder.try_init(),
+            LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        }
+        .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
     }
 }
 

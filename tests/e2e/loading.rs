@@ -264,3 +264,45 @@ async fn startup_problems_reach_clients_that_ask_for_logs() {
         .await;
     assert_eq!(reply["id"], 3, "{reply}");
 }
+
+/// `--log-format json`: every stderr line is one JSON object (fields apart), stdout still
+/// carries only the protocol, and each plugin call's outcome is logged at debug with its
+/// plugin, name, duration and fuel.
+#[tokio::test]
+async fn json_logs_carry_each_calls_outcome() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let mut raw = Raw::initialized(
+        dir.path(),
+        &["--log-format", "json", "--log", "info,mcpbox::calls=debug"],
+    )
+    .await;
+    let reply = raw
+        .request(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#)
+        .await;
+    assert_eq!(reply["result"]["content"][0]["text"], "hi", "{reply}");
+    raw.stderr.wait_for("\"plugin call\"").await;
+    let stderr = raw.stderr.clone();
+    let (stdout, status) = raw.finish().await;
+    assert!(status.success());
+    assert!(
+        stdout.is_empty(),
+        "stdout carries only the protocol: {stdout:?}"
+    );
+    stderr.wait_for("stdio session over").await;
+    let mut calls = Vec::new();
+    for line in stderr.text().lines().filter(|l| !l.trim().is_empty()) {
+        let record: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line}"));
+        if record["message"] == "plugin call" {
+            calls.push(record);
+        }
+    }
+    let call = calls
+        .iter()
+        .find(|c| c["kind"] == "tool" && c["name"] == "echo")
+        .expect("the call is logged");
+    assert_eq!(call["plugin"], "echo_tools");
+    assert_eq!(call["outcome"], "returned");
+    assert!(call["fuel"].as_u64().unwrap() > 0, "{call}");
+    assert!(call["elapsed_us"].as_u64().is_some(), "{call}");
+}

@@ -9,7 +9,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
 use super::keyvalue::KvAccess;
-use super::state::HostState;
+use super::state::{HostState, log_line};
 use super::{
     CallHost, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
     PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Runtime, Tool, ToolResult,
@@ -140,6 +140,7 @@ struct ActiveCall {
     store: Store<HostState>,
     instance: Instance,
     limits: Limits,
+    started: Instant,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -275,7 +276,7 @@ impl PluginCode {
             let out = guest
                 .call_call_tool(&mut call.store, name, &arguments)
                 .await;
-            call.check(out)
+            call.finish("tool", name, out)
         })
         .await
     }
@@ -298,7 +299,7 @@ impl PluginCode {
             let out = guest
                 .call_get_prompt(&mut call.store, name, arguments)
                 .await;
-            call.check(out)
+            call.finish("prompt", name, out)
         })
         .await
     }
@@ -318,7 +319,7 @@ impl PluginCode {
             let mut call = self.instantiate(host).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest.call_read_resource(&mut call.store, uri).await;
-            call.check(out)
+            call.finish("resource", uri, out)
         })
         .await
     }
@@ -343,7 +344,7 @@ impl PluginCode {
             let out = guest
                 .call_complete(&mut call.store, reference, argument, value, context)
                 .await;
-            call.check(out)
+            call.finish("completion", argument, out)
         })
         .await
     }
@@ -399,6 +400,7 @@ impl PluginCode {
                 store,
                 instance,
                 limits: self.limits,
+                started: Instant::now(),
                 _slot: slot,
             }),
             Err(e) => {
@@ -424,6 +426,38 @@ impl ActiveCall {
     }
 
     /// Log what the call printed, and turn a failure into a [`CallError`].
+    /// [`Self::check`], and the call's outcome logged at debug (target `mcpbox::calls`): the
+    /// plugin, what was called, how long it ran and the fuel it used.
+    fn finish<T>(
+        &mut self,
+        kind: &'static str,
+        name: &str,
+        outcome: wasmtime::Result<T>,
+    ) -> Result<T, CallError> {
+        let result = self.check(outcome);
+        if tracing::enabled!(target: "mcpbox::calls", tracing::Level::DEBUG) {
+            let fuel = self
+                .limits
+                .fuel
+                .saturating_sub(self.store.get_fuel().unwrap_or(0));
+            let outcome = match &result {
+                Ok(_) => "returned".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            tracing::debug!(
+                target: "mcpbox::calls",
+                plugin = self.store.data().plugin(),
+                kind,
+                name = %log_line(name, 256),
+                elapsed_us = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX),
+                fuel,
+                outcome,
+                "plugin call"
+            );
+        }
+        result
+    }
+
     fn check<T>(&mut self, outcome: wasmtime::Result<T>) -> Result<T, CallError> {
         let result = outcome.map_err(|e| classify(&mut self.store, &e, &self.limits));
         log_output(&mut self.store);
