@@ -58,9 +58,10 @@ struct Args {
     /// The most replicas the scale-out part puts behind HAProxy (it measures 1 to this many).
     #[arg(long, default_value_t = 3)]
     replicas: usize,
-    /// Where the scale-out part draws its plot (SVG).
-    #[arg(long, default_value = "target/bench/scale.svg")]
-    plot: PathBuf,
+    /// Where the scale-out part draws its plot (SVG) [default: scale.svg beside --out, or in
+    /// the work directory].
+    #[arg(long)]
+    plot: Option<PathBuf>,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Part>,
@@ -214,6 +215,13 @@ async fn main() -> anyhow::Result<()> {
                 let template =
                     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../host/deploy/haproxy.cfg");
                 // Requests through the balancer name its address (127.0.0.1 on its own port).
+                let plot = args.plot.clone().unwrap_or_else(|| {
+                    args.out
+                        .as_deref()
+                        .and_then(Path::parent)
+                        .unwrap_or(&args.work)
+                        .join("scale.svg")
+                });
                 let launch = bench.mcpbox(
                     &bench.one_dir,
                     Transport::Http,
@@ -226,7 +234,7 @@ async fn main() -> anyhow::Result<()> {
                     work: &bench.work,
                     max_replicas: args.replicas.max(1),
                     calls: sizes.throughput,
-                    plot: &args.plot,
+                    plot: &plot,
                 };
                 scale::scale_rows(&mut report, &setup).await?;
             }
