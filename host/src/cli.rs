@@ -279,8 +279,9 @@ pub struct ServeArgs {
     )]
     pub auth_token: Option<String>,
 
-    /// HTTP: another host name that `Host` and `Origin` may name (repeatable; the bound
-    /// address, and on loopback `localhost`, are always allowed).
+    /// HTTP: another host name that `Host` and `Origin` may name, on any port (repeatable;
+    /// behind a load balancer, the name clients use). The bound address, and on loopback
+    /// `localhost`, are always allowed on the bound port.
     #[arg(
         long,
         env = "MCPBOX_ALLOWED_HOSTS",

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::{HttpServer, STEP, SseReader, plugin_dir, test_plugins};
 use crate::tools::{self, Redis};
@@ -231,6 +231,33 @@ impl Legacy {
     }
 }
 
+/// One round of the conformance fixture's two-round input request, sent to `url`: the first
+/// (no `previous`), or the answer `content` to the question the previous round asked, with that
+/// round's `requestState`.
+async fn multi_round(
+    client: &reqwest::Client,
+    url: &str,
+    previous: Option<(&Value, Value)>,
+) -> Value {
+    const TOOL: &str = "test_input_required_result_multi_round";
+    let mut params = json!({"name": TOOL, "arguments": {}});
+    if let Some((round, content)) = previous {
+        let key = round["result"]["inputRequests"]
+            .as_object()
+            .and_then(|asked| asked.keys().next())
+            .expect("the previous round asked something")
+            .clone();
+        params["requestState"] = round["result"]["requestState"].clone();
+        params["inputResponses"] = json!({ key: {"action": "accept", "content": content} });
+    }
+    // `modern` adds the `_meta` envelope after these fields.
+    let fields = params.to_string();
+    let fields = &fields[1..fields.len() - 1];
+    modern(client, url, "tools/call", Some(TOOL), fields)
+        .await
+        .unwrap()
+}
+
 /// The shared plugin directory: the examples' echo, the state probe (granted), and the
 /// conformance fixture (for input requests).
 fn shared_dir() -> tempfile::TempDir {
@@ -407,46 +434,18 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
     assert_eq!(second["result"]["tools"], third["result"]["tools"]);
 
     // An input request answered on other replicas than the one that asked (shared key).
-    let round1 = modern(
-        &client,
-        &r1.url,
-        "tools/call",
-        Some("test_input_required_result_multi_round"),
-        r#""name":"test_input_required_result_multi_round","arguments":{}"#,
-    )
-    .await
-    .unwrap();
+    let round1 = multi_round(&client, &r1.url, None).await;
     assert_eq!(round1["result"]["resultType"], "input_required", "{round1}");
-    let key1 = round1["result"]["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    let state1 = round1["result"]["requestState"].as_str().unwrap();
-    let round2 = modern(&client, &r2.url, "tools/call", Some("test_input_required_result_multi_round"), &format!(
-        r#""name":"test_input_required_result_multi_round","arguments":{{}},"requestState":"{state1}","inputResponses":{{"{key1}":{{"action":"accept","content":{{"name":"Ada"}}}}}}"#
-    )).await.unwrap();
+    let round2 = multi_round(&client, &r2.url, Some((&round1, json!({"name": "Ada"})))).await;
     assert_eq!(round2["result"]["resultType"], "input_required", "{round2}");
-    let key2 = round2["result"]["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    let state2 = round2["result"]["requestState"].as_str().unwrap();
-    let done = modern(&client, &r3.url, "tools/call", Some("test_input_required_result_multi_round"), &format!(
-        r#""name":"test_input_required_result_multi_round","arguments":{{}},"requestState":"{state2}","inputResponses":{{"{key2}":{{"action":"accept","content":{{"color":"blue"}}}}}}"#
-    )).await.unwrap();
+    let done = multi_round(&client, &r3.url, Some((&round2, json!({"color": "blue"})))).await;
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     assert_eq!(
         done["result"]["content"][0]["text"], "Ada likes blue",
         "{done}"
     );
 
-    // Listen streams on every replica hear of a plugin added to the shared directory.
+    // Listen streams on every replica hear of a plugin replaced in the shared directory.
     let listen = format!(
         r#"{{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
     );

@@ -304,7 +304,7 @@ async fn the_redis_backend_passes_the_suite() {
     backend_suite(&["--state", &redis.url()]).await;
 }
 
-/// Wait until `path` exists (a plugin reload wrote the log line, a file appeared).
+/// Wait until `check` holds, retrying every 100 ms for at most one step.
 async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F, what: &str) {
     let deadline = tokio::time::Instant::now() + STEP;
     while !check().await {
