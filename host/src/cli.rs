@@ -270,6 +270,12 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_HTTP", value_name = "ADDR")]
     pub http: Option<String>,
 
+    /// Also serve Prometheus metrics at `/metrics` on this address (`127.0.0.1:9464`, or a
+    /// port for loopback), apart from MCP and without its token: for stdio mode, or to scrape
+    /// on a separate network. Over HTTP, `/metrics` is on the MCP listener too.
+    #[arg(long, env = "MCPBOX_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<String>,
+
     /// HTTP: require `Authorization: Bearer <TOKEN>` on every request.
     #[arg(
         long,
@@ -593,9 +599,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // The HTTP port is bound before plugins load: a taken port or a bad address fails at once,
     // and an orchestrator sees the port open (with `/readyz` 503) while plugins compile.
     let listener = match &args.http {
-        Some(address) => Some(bind_http(address).await?),
+        Some(address) => Some(bind_tcp(address, "--http").await?),
         None => None,
     };
+    if let Some(address) = &args.metrics_addr {
+        let listener = bind_tcp(address, "--metrics-addr").await?;
+        // Ends with the process: the runtime drops it on the way out.
+        tokio::spawn(async move {
+            if let Err(e) = http::serve_metrics(listener, std::future::pending()).await {
+                tracing::error!("the metrics listener failed: {e}");
+            }
+        });
+    }
     // Canonical, so that file events (absolute paths) match the loaded plugins' files.
     let dir = std::fs::canonicalize(&args.plugins).with_context(|| {
         format!(
@@ -712,30 +727,30 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Bind `--http`'s address: `host:port` (a host name is resolved; `localhost:8080` binds
-/// loopback), `[v6]:port`, or a bare port on 127.0.0.1.
-async fn bind_http(address: &str) -> anyhow::Result<tokio::net::TcpListener> {
+/// Bind the address of `flag` (`--http`, `--metrics-addr`): `host:port` (a host name is
+/// resolved; `localhost:8080` binds loopback), `[v6]:port`, or a bare port on 127.0.0.1.
+async fn bind_tcp(address: &str, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
     let target = match address.parse::<u16>() {
         Ok(port) => format!("127.0.0.1:{port}"),
         Err(_) => address.to_owned(),
     };
     if !target.contains(':') {
         anyhow::bail!(
-            "invalid --http address `{address}`: expected host:port (such as 127.0.0.1:8080 or \
+            "invalid {flag} address `{address}`: expected host:port (such as 127.0.0.1:8080 or \
              localhost:8080) or a port"
         );
     }
     let listener = tokio::net::TcpListener::bind(&target)
         .await
-        .with_context(|| format!("cannot listen on --http {address}"))?;
+        .with_context(|| format!("cannot listen on {flag} {address}"))?;
     let bound = listener
         .local_addr()
-        .with_context(|| format!("cannot read the address bound for --http {address}"))?;
-    tracing::info!(%bound, "HTTP port bound; loading plugins");
+        .with_context(|| format!("cannot read the address bound for {flag} {address}"))?;
+    tracing::info!(%bound, "{flag} port bound");
     Ok(listener)
 }
 
-/// Serve over HTTP on `listener` (bound by [`bind_http`]).
+/// Serve over HTTP on `listener` (bound by [`bind_tcp`]).
 async fn serve_http(
     plugins: Arc<PluginSet>,
     listener: tokio::net::TcpListener,

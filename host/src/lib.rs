@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod cli;
 pub mod engine;
 pub mod kv;
+pub mod metrics;
 pub mod policy;
 pub mod protocol;
 pub mod scaffold;

@@ -476,7 +476,7 @@ async fn http_accepts_host_names_and_binds_before_plugins_load() {
         .unwrap();
     let stderr = crate::support::Stderr::collect(child.stderr.take().unwrap());
     let log = stderr.wait_for("serving MCP over HTTP").await;
-    let bound = log.find("HTTP port bound").expect("the bind is logged");
+    let bound = log.find("--http port bound").expect("the bind is logged");
     let loaded = log.find("loaded plugin").expect("the plugin is logged");
     assert!(
         bound < loaded,

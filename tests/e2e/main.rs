@@ -24,6 +24,7 @@ mod hardening;
 mod http;
 mod languages;
 mod loading;
+mod metrics;
 mod modern;
 mod python;
 mod reload;

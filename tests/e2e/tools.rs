@@ -263,3 +263,109 @@ fn ping(port: u16) -> bool {
         && stream.read_exact(&mut answer).is_ok()
         && &answer == b"+PONG\r\n"
 }
+
+/// A Prometheus server of its own (Debian's `prometheus`) on a free loopback port, scraping
+/// one target every second, with its database in a temporary directory; killed when dropped.
+pub struct Prometheus {
+    pub port: u16,
+    child: std::process::Child,
+    _data: tempfile::TempDir,
+}
+
+impl Prometheus {
+    /// Start one scraping `target` (`host:port`) at `path`, with `token` as its bearer
+    /// token if given, and wait until it is ready.
+    pub fn start(target: &str, path: &str, token: Option<&str>) -> Self {
+        let program = debian("prometheus", "prometheus");
+        let data = tempfile::tempdir().expect("temp dir");
+        let authorization = token
+            .map(|t| format!("    authorization:\n      credentials: {t}\n"))
+            .unwrap_or_default();
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: mcpbox\n    metrics_path: {path}\n{authorization}    static_configs:\n      - targets: ['{target}']\n"
+        );
+        let config_file = data.path().join("prometheus.yml");
+        std::fs::write(&config_file, config).expect("write prometheus.yml");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new(program)
+            .arg(format!("--config.file={}", config_file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                data.path().join("db").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start prometheus");
+        let prometheus = Self {
+            port,
+            child,
+            _data: data,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !prometheus.ready() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "prometheus on port {port} was not ready within 30 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        prometheus
+    }
+
+    fn ready(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(1)));
+        let mut answer = String::new();
+        stream
+            .write_all(b"GET /-/ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .is_ok()
+            && stream.read_to_string(&mut answer).is_ok()
+            && answer.starts_with("HTTP/1.0 200")
+    }
+
+    /// The instant query `query`'s samples: each series' labels and value.
+    pub async fn query(&self, query: &str) -> Vec<(serde_json::Value, f64)> {
+        let url = reqwest::Url::parse_with_params(
+            &format!("http://127.0.0.1:{}/api/v1/query", self.port),
+            &[("query", query)],
+        )
+        .expect("a query URL");
+        let body: serde_json::Value = reqwest::Client::new()
+            .get(url)
+            .send()
+            .await
+            .expect("query prometheus")
+            .json()
+            .await
+            .expect("prometheus answers JSON");
+        assert_eq!(body["status"], "success", "query {query}: {body}");
+        body["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|sample| {
+                let value = sample["value"][1]
+                    .as_str()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(f64::NAN);
+                (sample["metric"].clone(), value)
+            })
+            .collect()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

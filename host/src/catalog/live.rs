@@ -45,6 +45,7 @@ impl PluginSet {
             .collect();
         let loaded: Vec<_> = plugins.values().cloned().collect();
         let catalog = Catalog::build(&loaded, page_size, &Default::default());
+        crate::metrics::metrics().set_plugins(catalog.plugin_count());
         let startup_problems = catalog.refusals().iter().map(ToString::to_string).collect();
         for refusal in catalog.refusals() {
             tracing::warn!("{refusal}");
@@ -118,6 +119,7 @@ impl PluginSet {
             let loaded: Vec<_> = plugins.values().cloned().collect();
             let previous = self.current.load();
             let new = Arc::new(Catalog::build(&loaded, self.page_size, previous.claims()));
+            crate::metrics::metrics().set_plugins(new.plugin_count());
             (self.current.swap(Arc::clone(&new)), new)
         };
         for list in [

@@ -15,6 +15,7 @@ use super::convert;
 use super::failure::{PluginFailure, Request};
 use super::live::PluginSet;
 use crate::engine::{CompletionRef, PluginCode};
+use crate::metrics::{CallKind, CallOutcome, metrics};
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
 use crate::server::{Backend, ListKind, MethodResult, Offers, RequestContext, ServerEvent};
@@ -76,6 +77,13 @@ impl Backend for PluginSet {
         })
         .await;
         if let Err(problem) = checked {
+            metrics().call(
+                plugin.name(),
+                CallKind::Tool,
+                &Arc::from(name),
+                CallOutcome::InvalidArguments,
+                std::time::Duration::ZERO,
+            );
             return PluginFailure::InvalidArguments(problem).into_mcp(plugin.name(), Request::Tool);
         }
         let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = name);
@@ -107,16 +115,19 @@ impl Backend for PluginSet {
                     Err(problem) => Err(problem),
                 };
                 if let Err(problem) = checked {
+                    metrics().invalid_result(plugin.name());
                     return PluginFailure::InvalidOutput(problem)
                         .into_mcp(plugin.name(), Request::Tool);
                 }
             }
         } else if let Err(problem) = schemas.check_output(None, result.is_error) {
+            metrics().invalid_result(plugin.name());
             return PluginFailure::InvalidOutput(problem).into_mcp(plugin.name(), Request::Tool);
         }
         let result = match convert::call_tool_result(&result) {
             Ok(result) => result,
             Err(problem) => {
+                metrics().invalid_result(plugin.name());
                 return PluginFailure::InvalidOutput(problem)
                     .into_mcp(plugin.name(), Request::Tool);
             }
@@ -239,6 +250,7 @@ async fn off_the_workers(
 fn within_limit(plugin: &PluginCode, result: Box<RawValue>, request: Request<'_>) -> MethodResult {
     let (size, limit) = (result.get().len(), plugin.limits().result_bytes);
     if size > limit {
+        metrics().invalid_result(plugin.name());
         return PluginFailure::TooLarge { size, limit }.into_mcp(plugin.name(), request);
     }
     Ok(result)

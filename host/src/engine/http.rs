@@ -9,6 +9,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
@@ -19,12 +20,18 @@ use crate::policy::HttpGrant;
 pub struct HttpGate {
     plugin: Arc<str>,
     grants: Arc<[HttpGrant]>,
+    denied: Arc<AtomicBool>,
 }
 
 impl HttpGate {
     /// A gate allowing exactly `grants`.
-    pub fn new(plugin: Arc<str>, grants: Arc<[HttpGrant]>) -> Self {
-        Self { plugin, grants }
+    /// `denied` is set when a request is refused.
+    pub fn new(plugin: Arc<str>, grants: Arc<[HttpGrant]>, denied: Arc<AtomicBool>) -> Self {
+        Self {
+            plugin,
+            grants,
+            denied,
+        }
     }
 }
 
@@ -49,10 +56,13 @@ impl WasiHttpHooks for HttpGate {
     ) -> ResponseFuture {
         let plugin = Arc::clone(&self.plugin);
         let grants = Arc::clone(&self.grants);
+        let denied = Arc::clone(&self.denied);
         Box::new(async move {
             match check(&grants, request.uri()).await {
                 Ok(()) => {}
                 Err(Refusal::Denied(why)) => {
+                    denied.store(true, Ordering::Relaxed);
+                    crate::metrics::metrics().denial(&plugin, crate::metrics::Grant::Http);
                     tracing::warn!(plugin = &*plugin, uri = %request.uri(), "denied HTTP request: {why}");
                     return Err(Error::HttpRequestDenied);
                 }

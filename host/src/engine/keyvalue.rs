@@ -255,6 +255,9 @@ impl store::Host for HostState {
             .as_ref()
             .is_some_and(|grant| grant.buckets.contains(&identifier));
         if !granted {
+            self.denied
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            crate::metrics::metrics().denial(&self.plugin, crate::metrics::Grant::Keyvalue);
             if !self.kv_denial_logged {
                 self.kv_denial_logged = true;
                 tracing::warn!(

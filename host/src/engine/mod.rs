@@ -249,7 +249,10 @@ impl Runtime {
         Ok(Self {
             engine,
             linker: Arc::new(linker),
-            slots: Arc::new(Semaphore::new(instances as usize)),
+            slots: {
+                crate::metrics::metrics().set_instance_slots(instances);
+                Arc::new(Semaphore::new(instances as usize))
+            },
             config: Arc::new(config),
             cache,
             state: Arc::new(state),
@@ -278,13 +281,13 @@ impl Runtime {
         if wasm.get(4..8) == Some(&[1, 0, 0, 0]) {
             return Err(LoadError::CoreModule);
         }
-        if let Some(component) = self
-            .cache
-            .as_ref()
-            .and_then(|cache| cache.load(&self.engine, digest))
-        {
-            tracing::debug!("loaded a compiled component from the cache");
-            return Ok(component);
+        if let Some(cache) = &self.cache {
+            let hit = cache.load(&self.engine, digest);
+            crate::metrics::metrics().cache_lookup(hit.is_some());
+            if let Some(component) = hit {
+                tracing::debug!("loaded a compiled component from the cache");
+                return Ok(component);
+            }
         }
         let component = Component::new(&self.engine, wasm).map_err(LoadError::Compile)?;
         if let Some(cache) = &self.cache {

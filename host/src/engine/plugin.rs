@@ -1,6 +1,7 @@
 //! One compiled, linked plugin, and running calls into it under its limits.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -14,6 +15,7 @@ use super::{
     CallHost, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
     PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Runtime, Tool, ToolResult,
 };
+use crate::metrics::{CallKind, CallOutcome, GaugeGuard, metrics};
 use crate::policy::{HttpGrant, Limits, Policy};
 
 /// Extra time the outer timeout allows beyond the plugin's deadline, so that a guest running
@@ -135,13 +137,89 @@ pub enum CallError {
     Host(String),
 }
 
+impl CallError {
+    /// The outcome label of a call that failed this way.
+    pub fn outcome(&self) -> CallOutcome {
+        match self {
+            Self::OutOfFuel { .. } => CallOutcome::OutOfFuel,
+            Self::Timeout { .. } => CallOutcome::Timeout,
+            Self::MemoryLimit { .. } => CallOutcome::OutOfMemory,
+            Self::Panic { .. } | Self::StackOverflow | Self::Trap(_) => CallOutcome::Trap,
+            Self::HandleLimit { .. }
+            | Self::HostCallData { .. }
+            | Self::NotExported(_)
+            | Self::Host(_) => CallOutcome::HostError,
+        }
+    }
+}
+
 /// A store and instance for one call, holding its pool slot until dropped.
 struct ActiveCall {
     store: Store<HostState>,
     instance: Instance,
     limits: Limits,
     started: Instant,
-    _slot: OwnedSemaphorePermit,
+    /// The pool slot, counted in the metrics.
+    _slot: (OwnedSemaphorePermit, GaugeGuard),
+}
+
+impl Drop for ActiveCall {
+    /// Count the fuel the call used, however it ended.
+    fn drop(&mut self) {
+        let left = self.store.get_fuel().unwrap_or(0);
+        let used = self.limits.fuel.saturating_sub(left);
+        metrics().fuel(&self.store.data().plugin, used);
+    }
+}
+
+/// Counts one plugin call in the metrics: its outcome and duration when it ends, or
+/// `cancelled` if it is dropped first.
+struct CallMeter {
+    plugin: Arc<str>,
+    kind: CallKind,
+    name: Arc<str>,
+    started: Instant,
+    /// Set by the host when the call is refused a grant.
+    denied: Arc<AtomicBool>,
+    ended: bool,
+}
+
+impl CallMeter {
+    fn start(plugin: &Arc<str>, kind: CallKind, name: &str) -> Self {
+        Self {
+            plugin: Arc::clone(plugin),
+            kind,
+            name: Arc::from(name),
+            started: Instant::now(),
+            denied: Arc::default(),
+            ended: false,
+        }
+    }
+
+    fn end(mut self, outcome: CallOutcome) {
+        self.ended = true;
+        metrics().call(
+            &self.plugin,
+            self.kind,
+            &self.name,
+            outcome,
+            self.started.elapsed(),
+        );
+    }
+}
+
+impl Drop for CallMeter {
+    fn drop(&mut self) {
+        if !self.ended {
+            metrics().call(
+                &self.plugin,
+                self.kind,
+                &self.name,
+                CallOutcome::Cancelled,
+                self.started.elapsed(),
+            );
+        }
+    }
 }
 
 impl PluginCode {
@@ -228,8 +306,10 @@ impl PluginCode {
     /// Read every list the plugin offers, in one instance. This also type-checks each
     /// exported interface against the contract.
     pub async fn read_lists(&self) -> Result<PluginLists, CallError> {
-        self.guarded(async {
-            let mut call = self.instantiate(Arc::new(Detached)).await?;
+        let meter = CallMeter::start(&self.name, CallKind::List, "");
+        let denied = Arc::clone(&meter.denied);
+        self.guarded(meter, |_| false, async {
+            let mut call = self.instantiate(Arc::new(Detached), denied).await?;
             let mut lists = PluginLists::default();
             if let Some(indices) = &self.exports.tools {
                 let guest = call.load(|s, i| indices.load(s, i))?;
@@ -268,8 +348,11 @@ impl PluginCode {
             .tools
             .as_ref()
             .ok_or(CallError::NotExported("tools"))?;
-        self.guarded(async {
-            let mut call = self.instantiate(host).await?;
+        let meter = CallMeter::start(&self.name, CallKind::Tool, name);
+        let denied = Arc::clone(&meter.denied);
+        let is_error = |r: &Result<ToolResult, GuestError>| r.as_ref().map_or(true, |r| r.is_error);
+        self.guarded(meter, is_error, async {
+            let mut call = self.instantiate(host, denied).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             // The contract types `json` as an alias of `string`, which bindgen passes as `&String`.
             let arguments = arguments.to_owned();
@@ -293,8 +376,10 @@ impl PluginCode {
             .prompts
             .as_ref()
             .ok_or(CallError::NotExported("prompts"))?;
-        self.guarded(async {
-            let mut call = self.instantiate(host).await?;
+        let meter = CallMeter::start(&self.name, CallKind::Prompt, name);
+        let denied = Arc::clone(&meter.denied);
+        self.guarded(meter, Result::is_err, async {
+            let mut call = self.instantiate(host, denied).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_get_prompt(&mut call.store, name, arguments)
@@ -315,8 +400,11 @@ impl PluginCode {
             .resources
             .as_ref()
             .ok_or(CallError::NotExported("resources"))?;
-        self.guarded(async {
-            let mut call = self.instantiate(host).await?;
+        // Not the URI: templates make it unbounded.
+        let meter = CallMeter::start(&self.name, CallKind::Resource, "");
+        let denied = Arc::clone(&meter.denied);
+        self.guarded(meter, Result::is_err, async {
+            let mut call = self.instantiate(host, denied).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest.call_read_resource(&mut call.store, uri).await;
             call.finish("resource", uri, out)
@@ -338,8 +426,10 @@ impl PluginCode {
             .completion
             .as_ref()
             .ok_or(CallError::NotExported("completion"))?;
-        self.guarded(async {
-            let mut call = self.instantiate(host).await?;
+        let meter = CallMeter::start(&self.name, CallKind::Completion, "");
+        let denied = Arc::clone(&meter.denied);
+        self.guarded(meter, Result::is_err, async {
+            let mut call = self.instantiate(host, denied).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_complete(&mut call.store, reference, argument, value, context)
@@ -349,25 +439,51 @@ impl PluginCode {
         .await
     }
 
-    /// Run `work` under the outer timeout, which catches a guest stuck in a host function.
+    /// Run `work` under the outer timeout, which catches a guest stuck in a host function,
+    /// and count its outcome with `meter` (`is_error`: whether a result is the plugin's own
+    /// error).
     async fn guarded<T>(
         &self,
+        meter: CallMeter,
+        is_error: impl FnOnce(&T) -> bool,
         work: impl Future<Output = Result<T, CallError>>,
     ) -> Result<T, CallError> {
-        match tokio::time::timeout(self.limits.timeout + OUTER_TIMEOUT_GRACE, work).await {
-            Ok(result) => result,
-            Err(_) => Err(CallError::Timeout {
-                after: self.limits.timeout,
-            }),
-        }
+        let result =
+            match tokio::time::timeout(self.limits.timeout + OUTER_TIMEOUT_GRACE, work).await {
+                Ok(result) => result,
+                Err(_) => Err(CallError::Timeout {
+                    after: self.limits.timeout,
+                }),
+            };
+        let outcome = match &result {
+            Ok(value) if is_error(value) => {
+                if meter.denied.load(Ordering::Relaxed) {
+                    CallOutcome::Denied
+                } else {
+                    CallOutcome::IsError
+                }
+            }
+            Ok(_) => CallOutcome::Ok,
+            Err(error) => error.outcome(),
+        };
+        meter.end(outcome);
+        result
     }
 
     /// Take a pool slot and instantiate the plugin in a fresh store with its limits.
-    async fn instantiate(&self, host: Arc<dyn CallHost>) -> Result<ActiveCall, CallError> {
+    /// `denied` is set if the call is refused a grant.
+    async fn instantiate(
+        &self,
+        host: Arc<dyn CallHost>,
+        denied: Arc<AtomicBool>,
+    ) -> Result<ActiveCall, CallError> {
+        let waiting = metrics().waiting();
         let slot = Arc::clone(&self.runtime.slots)
             .acquire_owned()
             .await
             .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
+        drop(waiting);
+        let in_use = metrics().in_use();
         let kv = KvAccess::new(
             Arc::clone(&self.runtime.state),
             self.policy.keyvalue.clone(),
@@ -378,6 +494,7 @@ impl PluginCode {
             &self.http_grants,
             kv,
             host,
+            denied,
         )
         .map_err(CallError::Host)?;
         let mut store = Store::new(&self.runtime.engine, state);
@@ -401,7 +518,7 @@ impl PluginCode {
                 instance,
                 limits: self.limits,
                 started: Instant::now(),
-                _slot: slot,
+                _slot: (slot, in_use),
             }),
             Err(e) => {
                 let error = classify(&mut store, &e, &self.limits);

@@ -5,6 +5,7 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
@@ -78,6 +79,8 @@ pub struct HostState {
     pub(crate) kv: KvAccess,
     /// Whether a refused `wasi:keyvalue` open was logged in this call already.
     pub(crate) kv_denial_logged: bool,
+    /// Set when the call is refused a grant (for its outcome in the metrics).
+    pub(crate) denied: Arc<AtomicBool>,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stdout: CappedPipe,
@@ -95,6 +98,7 @@ impl HostState {
         http_grants: &Arc<[HttpGrant]>,
         kv: KvAccess,
         host: Arc<dyn CallHost>,
+        denied: Arc<AtomicBool>,
     ) -> Result<Self, String> {
         let limits = &policy.limits;
         let stdout = CappedPipe::new(limits.output_bytes);
@@ -129,8 +133,13 @@ impl HostState {
         Ok(Self {
             logged_bytes: 0,
             host,
-            http_gate: HttpGate::new(Arc::clone(&plugin), Arc::clone(http_grants)),
+            http_gate: HttpGate::new(
+                Arc::clone(&plugin),
+                Arc::clone(http_grants),
+                Arc::clone(&denied),
+            ),
             kv,
+            denied,
             kv_denial_logged: false,
             plugin,
             wasi: wasi.build(),

@@ -88,6 +88,15 @@ impl Method {
     /// The wire name.
     pub fn as_str(&self) -> &str {
         match self {
+            Self::Unknown(name) => name,
+            known => known.label(),
+        }
+    }
+
+    /// The wire name of a known method, `other` for any other (a bounded label for metrics
+    /// and spans: a client cannot grow the set).
+    pub fn label(&self) -> &'static str {
+        match self {
             Self::Initialize => "initialize",
             Self::Ping => "ping",
             Self::Discover => "server/discover",
@@ -103,7 +112,7 @@ impl Method {
             Self::Unsubscribe => "resources/unsubscribe",
             Self::Complete => "completion/complete",
             Self::SetLevel => "logging/setLevel",
-            Self::Unknown(name) => name,
+            Self::Unknown(_) => "other",
         }
     }
 

@@ -71,6 +71,7 @@ impl<B: Backend> Session<B> {
             return None;
         }
         tracing::debug!(%id, filter = ?honoured, "listen stream open");
+        let _open = crate::metrics::metrics().listen_stream();
         let closed = self.closed();
         tokio::pin!(closed);
         loop {

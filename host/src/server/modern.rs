@@ -47,13 +47,13 @@ impl<B: Backend> Session<B> {
             Ok(envelope) => envelope,
             Err(refused) => {
                 tracing::debug!(id = %request.id, code = refused.error.code, "refused: {}", refused.error.message);
-                return Some(Answer {
-                    reply: encode_error(Some(&request.id), &refused.error),
-                    status: match refused.refusal {
+                return Some(Answer::refused(
+                    encode_error(Some(&request.id), &refused.error),
+                    match refused.refusal {
                         Refusal::BadRequest => Status::BadRequest,
                         Refusal::NotFound => Status::NotFound,
                     },
-                });
+                ));
             }
         };
         let TypedRequest {

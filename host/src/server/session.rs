@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::watch;
@@ -20,7 +20,7 @@ use super::legacy::Legacy;
 use super::{Backend, ModernSettings};
 use crate::protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::protocol::jsonrpc::{encode_batch, encode_error};
-use crate::protocol::request::{ClientNotification, TypedRequest};
+use crate::protocol::request::{ClientNotification, Method, TypedRequest};
 use crate::protocol::v2026::{
     self, HEADER_MISMATCH, MISSING_CAPABILITY, MirrorHeaders, UNSUPPORTED_VERSION,
 };
@@ -68,6 +68,8 @@ pub struct Answer {
     pub reply: Reply,
     /// Its HTTP status class.
     pub status: Status,
+    /// It is an error.
+    pub failed: bool,
 }
 
 impl Answer {
@@ -75,6 +77,52 @@ impl Answer {
         Self {
             reply,
             status: Status::Ok,
+            failed: false,
+        }
+    }
+
+    /// A refusal with `status`.
+    pub(super) fn refused(reply: Reply, status: Status) -> Self {
+        Self {
+            reply,
+            status,
+            failed: true,
+        }
+    }
+}
+
+/// Counts one request in the metrics: its answer's outcome, or `cancelled` if it is dropped
+/// (or cancelled) unanswered.
+struct RequestMeter {
+    method: Method,
+    started: Instant,
+    counted: bool,
+}
+
+impl RequestMeter {
+    fn start(method: &Method) -> Self {
+        Self {
+            method: method.clone(),
+            started: Instant::now(),
+            counted: false,
+        }
+    }
+
+    fn answered(mut self, answer: Option<&Answer>) {
+        self.counted = true;
+        let outcome = match answer {
+            None => "cancelled",
+            Some(answer) if answer.failed => "error",
+            Some(_) => "ok",
+        };
+        crate::metrics::metrics().request(&self.method, outcome, self.started.elapsed());
+    }
+}
+
+impl Drop for RequestMeter {
+    fn drop(&mut self) {
+        if !self.counted {
+            crate::metrics::metrics().request(&self.method, "cancelled", self.started.elapsed());
         }
     }
 }
@@ -111,6 +159,8 @@ pub struct Session<B> {
     /// Held while accepting: a message that changes session state holds it until handled.
     order: tokio::sync::Mutex<()>,
     closing: watch::Sender<bool>,
+    /// Counts the session in the metrics while it lives (not the stateless endpoint's).
+    _open: Option<crate::metrics::GaugeGuard>,
 }
 
 impl<B: Backend> Session<B> {
@@ -124,6 +174,11 @@ impl<B: Backend> Session<B> {
             in_flight: Mutex::new(HashMap::new()),
             order: tokio::sync::Mutex::new(()),
             closing: watch::channel(false).0,
+            _open: match mode {
+                Mode::Dual => Some(crate::metrics::metrics().session("stdio")),
+                Mode::Legacy => Some(crate::metrics::metrics().session("http")),
+                Mode::Modern => None,
+            },
         }
     }
 
@@ -182,10 +237,10 @@ impl<B: Backend> Session<B> {
         outbound: &Outbound,
     ) -> Option<Pending> {
         match input {
-            Decoded::Single(Err(reply)) => Some(Pending::ready(Some(Answer {
+            Decoded::Single(Err(reply)) => Some(Pending::ready(Some(Answer::refused(
                 reply,
-                status: Status::BadRequest,
-            }))),
+                Status::BadRequest,
+            )))),
             Decoded::Single(Ok(message)) => {
                 let _order = self.order.lock().await;
                 self.accept_message(message, headers, outbound).await
@@ -241,9 +296,11 @@ impl<B: Backend> Session<B> {
                 let request = TypedRequest::decode(request);
                 let era = self.era(&request, headers.as_ref());
                 if era == Era::Legacy && request.method.changes_session() {
+                    let meter = RequestMeter::start(&request.method);
                     let answer = self
                         .legacy_request(request, outbound.clone(), Arc::default())
                         .await;
+                    meter.answered(answer.as_ref());
                     return Some(Pending::ready(answer));
                 }
                 let cancellation: Arc<Cancellation> =
@@ -276,7 +333,8 @@ impl<B: Backend> Session<B> {
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
     ) -> Option<Answer> {
-        let started = std::time::Instant::now();
+        let started = Instant::now();
+        let meter = RequestMeter::start(&request.method);
         let id = request.id.clone();
         let method = request.method.clone();
         let work = async {
@@ -303,8 +361,11 @@ impl<B: Backend> Session<B> {
         self.in_flight().remove(&id);
         if cancellation.is_cancelled() {
             tracing::debug!(%id, method = method.as_str(), "cancelled; no reply sent");
+            meter.answered(None);
             return None;
         }
+        let outcome = outcome.flatten();
+        meter.answered(outcome.as_ref());
         // The time a request spends inside mcpbox, from parsed to encoded (the benchmark
         // harness reads it with `--log mcpbox::timing=debug`).
         tracing::debug!(
@@ -314,7 +375,7 @@ impl<B: Backend> Session<B> {
             elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             "handled"
         );
-        outcome.flatten()
+        outcome
     }
 
     fn notification(&self, notification: &ClientNotification) {
@@ -366,10 +427,7 @@ pub(super) fn answer(
                 METHOD_NOT_FOUND => Status::NotFound,
                 _ => Status::Ok,
             };
-            Answer {
-                reply: encode_error(Some(id), &error),
-                status,
-            }
+            Answer::refused(encode_error(Some(id), &error), status)
         }
     }
 }

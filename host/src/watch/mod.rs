@@ -251,6 +251,7 @@ impl Reloader {
                 self.seen().remove(name);
                 if current.is_some() {
                     self.plugins.update(&file, None);
+                    crate::metrics::metrics().reload("removed");
                     tracing::info!(plugin = name, file = %file.display(), "removed plugin");
                 }
                 return;
@@ -264,8 +265,10 @@ impl Reloader {
         match load_source(&self.runtime, source, self.limits).await {
             Ok(plugin) => {
                 let verb = if current.is_some() {
+                    crate::metrics::metrics().reload("replaced");
                     "reloaded"
                 } else {
+                    crate::metrics::metrics().reload("added");
                     "added"
                 };
                 let log = Arc::new(plugin);
@@ -315,6 +318,7 @@ impl Reloader {
             "could not load plugin {}: {error}; {outcome} (it is tried again when the file changes)",
             file.display()
         );
+        crate::metrics::metrics().reload("failed");
         tracing::error!(file = %file.display(), "{message}");
         self.plugins.hub().announce(ServerEvent::HostLog {
             level: LogLevel::Error,

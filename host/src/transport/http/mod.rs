@@ -28,7 +28,9 @@
 //! - `MCP-Protocol-Version`, when present, must be one this server speaks (400 otherwise).
 //!
 //! `GET /healthz` (the process serves) and `GET /readyz` (every plugin found at startup has
-//! loaded or failed) answer orchestrators, outside the token and `Origin` checks.
+//! loaded or failed) answer orchestrators, outside the token and `Origin` checks. `GET
+//! /metrics` is the Prometheus exposition, behind the same gate as `/mcp`; [`serve_metrics`]
+//! serves it alone on a separate address.
 //!
 //! A slow or vanished client never blocks others: each stream has a bounded queue, and a
 //! client that falls behind is detached (it can resume). Idle sessions expire.
@@ -854,6 +856,38 @@ async fn readyz<B: Backend>(State(app): Shared<B>) -> Response {
     (StatusCode::OK, "ready\n").into_response()
 }
 
+/// Prometheus metrics ([`crate::metrics`]), behind the same gate as `/mcp` (Host, Origin,
+/// token): they name every plugin and tool.
+async fn metrics_endpoint<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
+    if let Err(refused) = app.check(&headers) {
+        return *refused;
+    }
+    exposition()
+}
+
+fn exposition() -> Response {
+    (
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+        crate::metrics::metrics().render(),
+    )
+        .into_response()
+}
+
+/// Serve only `GET /metrics` on `listener` (`--metrics-addr`: a scrape address apart from
+/// MCP, for stdio mode or a separate network), until `shutdown` resolves. Like `/healthz`,
+/// it is not behind the token: bind it where only the scraper reaches.
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let bound = listener.local_addr()?;
+    let router = Router::new().route("/metrics", axum::routing::get(async || exposition()));
+    tracing::info!(%bound, "serving Prometheus metrics at /metrics");
+    axum::serve(listener, router.into_make_service())
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
 /// Serve MCP over HTTP on `listener` until `shutdown` resolves; then stop accepting, close
 /// event streams, and give requests in flight `grace` to finish.
 pub async fn serve<B: Backend>(
@@ -888,6 +922,7 @@ pub async fn serve<B: Backend>(
         .route("/sse", axum::routing::get(get_sse::<B>))
         .route("/healthz", axum::routing::get(healthz))
         .route("/readyz", axum::routing::get(readyz::<B>))
+        .route("/metrics", axum::routing::get(metrics_endpoint::<B>))
         .route("/messages", axum::routing::post(post_messages::<B>))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(Arc::clone(&app));

@@ -1,0 +1,499 @@
+//! Prometheus metrics: the one process-wide registry of what mcpbox counts (requests, plugin
+//! calls and their outcomes, fuel, instances, sessions, listen streams, reloads, the compiled
+//! cache), the small guards that keep its gauges true when work is dropped, and the text
+//! exposition served at `/metrics`.
+//!
+//! Every label value is bounded: methods are the known ones (others are `other`), plugin and
+//! tool names come from loaded plugins, never from what a client sends. Recording is a few
+//! atomic adds behind a read lock; the registry is global because one process serves one
+//! set of plugins (tests in one process share it and only ever compare differences).
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets_range};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::protocol::request::Method;
+
+/// The content type of [`Metrics::render`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What kind of plugin call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    /// `tools/call`.
+    Tool,
+    /// `prompts/get`.
+    Prompt,
+    /// `resources/read`.
+    Resource,
+    /// `completion/complete`.
+    Completion,
+    /// Reading a plugin's lists (at load, or when it says they changed).
+    List,
+}
+
+/// How a plugin call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallOutcome {
+    /// It returned a result.
+    Ok,
+    /// It returned an error of its own (a tool's `isError`, a prompt's or resource's error).
+    IsError,
+    /// It returned an error after the host refused it a grant during the call.
+    Denied,
+    /// It ran out of fuel.
+    OutOfFuel,
+    /// It ran past its time limit.
+    Timeout,
+    /// It tried to grow past its memory limit.
+    OutOfMemory,
+    /// It trapped: a panic, a stack overflow, any other trap.
+    Trap,
+    /// It broke a host bound (handles, host-call data) or could not be run.
+    HostError,
+    /// The client cancelled it (or went away) before it finished.
+    Cancelled,
+    /// Refused before running: the arguments did not match the tool's input schema.
+    InvalidArguments,
+}
+
+/// Which grant a plugin was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Grant {
+    /// Outgoing HTTP (`wasi:http`).
+    Http,
+    /// A key-value bucket (`wasi:keyvalue`).
+    Keyvalue,
+}
+
+impl CallKind {
+    /// Its label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Prompt => "prompt",
+            Self::Resource => "resource",
+            Self::Completion => "completion",
+            Self::List => "list",
+        }
+    }
+}
+
+impl EncodeLabelValue for CallKind {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
+impl CallOutcome {
+    /// Its label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::IsError => "is_error",
+            Self::Denied => "denied",
+            Self::OutOfFuel => "out_of_fuel",
+            Self::Timeout => "timeout",
+            Self::OutOfMemory => "out_of_memory",
+            Self::Trap => "trap",
+            Self::HostError => "host_error",
+            Self::Cancelled => "cancelled",
+            Self::InvalidArguments => "invalid_arguments",
+        }
+    }
+}
+
+impl EncodeLabelValue for CallOutcome {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
+impl Grant {
+    /// Its label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::Keyvalue => "keyvalue",
+        }
+    }
+}
+
+impl EncodeLabelValue for Grant {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RequestLabels {
+    method: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct MethodLabels {
+    method: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CallLabels {
+    plugin: Arc<str>,
+    kind: CallKind,
+    name: Arc<str>,
+    outcome: CallOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CallTimeLabels {
+    plugin: Arc<str>,
+    kind: CallKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: Arc<str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DenialLabels {
+    plugin: Arc<str>,
+    grant: Grant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct TransportLabels {
+    transport: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+fn seconds_histogram() -> Histogram {
+    // 50 µs to 60 s: an echo call to a plugin's time limit.
+    Histogram::new(exponential_buckets_range(0.000_05, 60.0, 16))
+}
+
+/// The metrics, registered once.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    request_seconds: Family<MethodLabels, Histogram, fn() -> Histogram>,
+    calls: Family<CallLabels, Counter>,
+    call_seconds: Family<CallTimeLabels, Histogram, fn() -> Histogram>,
+    fuel: Family<PluginLabels, Counter>,
+    invalid_results: Family<PluginLabels, Counter>,
+    denials: Family<DenialLabels, Counter>,
+    instances_in_use: Gauge,
+    instances_waiting: Gauge,
+    instance_slots: Gauge,
+    sessions: Family<TransportLabels, Gauge>,
+    listen_streams: Gauge,
+    reloads: Family<OutcomeLabels, Counter>,
+    cache: Family<OutcomeLabels, Counter>,
+    plugins: Gauge,
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    &METRICS
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("mcpbox");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "MCP requests answered, by method and outcome (ok, error, cancelled)",
+            requests.clone(),
+        );
+        let request_seconds: Family<MethodLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(seconds_histogram);
+        registry.register_with_unit(
+            "request_duration",
+            "Time from a request's arrival to its answer, by method",
+            Unit::Seconds,
+            request_seconds.clone(),
+        );
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "plugin_calls",
+            "Calls into plugins, by plugin, kind, name (a tool's or prompt's) and outcome",
+            calls.clone(),
+        );
+        let call_seconds: Family<CallTimeLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(seconds_histogram);
+        registry.register_with_unit(
+            "plugin_call_duration",
+            "Time a plugin call took, from asking for an instance to its result, by plugin and kind",
+            Unit::Seconds,
+            call_seconds.clone(),
+        );
+        let fuel = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "plugin_fuel_consumed",
+            "Fuel (deterministic CPU units) plugins consumed, by plugin",
+            fuel.clone(),
+        );
+        let invalid_results = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "plugin_invalid_results",
+            "Plugin results refused because they broke a tool's output schema or the result size limit, by plugin",
+            invalid_results.clone(),
+        );
+        let denials = Family::<DenialLabels, Counter>::default();
+        registry.register(
+            "plugin_grant_denials",
+            "Host calls refused because the plugin was not granted them, by plugin and grant",
+            denials.clone(),
+        );
+        let instances_in_use = Gauge::default();
+        registry.register(
+            "instances_in_use",
+            "Plugin instances running now",
+            instances_in_use.clone(),
+        );
+        let instances_waiting = Gauge::default();
+        registry.register(
+            "instances_waiting",
+            "Plugin calls waiting for an instance slot (--max-instances)",
+            instances_waiting.clone(),
+        );
+        let instance_slots = Gauge::default();
+        registry.register(
+            "instance_slots",
+            "How many plugin instances may run at once (--max-instances)",
+            instance_slots.clone(),
+        );
+        let sessions = Family::<TransportLabels, Gauge>::default();
+        registry.register(
+            "sessions",
+            "Open sessions, by transport (stdio, http: a 2025-11-25 HTTP or SSE session)",
+            sessions.clone(),
+        );
+        let listen_streams = Gauge::default();
+        registry.register(
+            "listen_streams",
+            "Open 2026-07-28 subscriptions/listen streams",
+            listen_streams.clone(),
+        );
+        let reloads = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "reloads",
+            "Plugin files handled by hot reload, by outcome (added, replaced, removed, failed)",
+            reloads.clone(),
+        );
+        let cache = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "compiled_cache_lookups",
+            "Lookups in the compiled-plugin cache, by outcome (hit, miss)",
+            cache.clone(),
+        );
+        let plugins = Gauge::default();
+        registry.register("plugins_loaded", "Plugins serving now", plugins.clone());
+        registry.register(
+            "build",
+            "The mcpbox version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        Self {
+            registry,
+            requests,
+            request_seconds,
+            calls,
+            call_seconds,
+            fuel,
+            invalid_results,
+            denials,
+            instances_in_use,
+            instances_waiting,
+            instance_slots,
+            sessions,
+            listen_streams,
+            reloads,
+            cache,
+            plugins,
+        }
+    }
+
+    /// The text exposition (OpenMetrics), for a scrape.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// A request answered (`outcome`: ok, error) or cancelled, after `elapsed`.
+    pub fn request(&self, method: &Method, outcome: &'static str, elapsed: Duration) {
+        let method = method.label();
+        self.requests
+            .get_or_create(&RequestLabels { method, outcome })
+            .inc();
+        self.request_seconds
+            .get_or_create(&MethodLabels { method })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// A plugin call ended.
+    pub fn call(
+        &self,
+        plugin: &Arc<str>,
+        kind: CallKind,
+        name: &Arc<str>,
+        outcome: CallOutcome,
+        elapsed: Duration,
+    ) {
+        self.calls
+            .get_or_create(&CallLabels {
+                plugin: Arc::clone(plugin),
+                kind,
+                name: Arc::clone(name),
+                outcome,
+            })
+            .inc();
+        if outcome != CallOutcome::InvalidArguments {
+            self.call_seconds
+                .get_or_create(&CallTimeLabels {
+                    plugin: Arc::clone(plugin),
+                    kind,
+                })
+                .observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// Fuel a plugin consumed in one call.
+    pub fn fuel(&self, plugin: &Arc<str>, fuel: u64) {
+        self.fuel
+            .get_or_create(&PluginLabels {
+                plugin: Arc::clone(plugin),
+            })
+            .inc_by(fuel);
+    }
+
+    /// A tool result refused (broke its output schema or a size limit).
+    pub fn invalid_result(&self, plugin: &Arc<str>) {
+        self.invalid_results
+            .get_or_create(&PluginLabels {
+                plugin: Arc::clone(plugin),
+            })
+            .inc();
+    }
+
+    /// A host call refused for want of a grant.
+    pub fn denial(&self, plugin: &Arc<str>, grant: Grant) {
+        self.denials
+            .get_or_create(&DenialLabels {
+                plugin: Arc::clone(plugin),
+                grant,
+            })
+            .inc();
+    }
+
+    /// The number of instance slots.
+    pub fn set_instance_slots(&self, slots: u32) {
+        self.instance_slots.set(i64::from(slots));
+    }
+
+    /// Counts a call waiting for a slot until dropped.
+    pub fn waiting(&self) -> GaugeGuard {
+        GaugeGuard::new(self.instances_waiting.clone())
+    }
+
+    /// Counts an instance in use until dropped.
+    pub fn in_use(&self) -> GaugeGuard {
+        GaugeGuard::new(self.instances_in_use.clone())
+    }
+
+    /// Counts an open session until dropped (`transport`: stdio, http).
+    pub fn session(&self, transport: &'static str) -> GaugeGuard {
+        GaugeGuard::new(
+            self.sessions
+                .get_or_create(&TransportLabels { transport })
+                .clone(),
+        )
+    }
+
+    /// Counts an open listen stream until dropped.
+    pub fn listen_stream(&self) -> GaugeGuard {
+        GaugeGuard::new(self.listen_streams.clone())
+    }
+
+    /// A plugin file handled by hot reload (`outcome`: added, replaced, removed, failed).
+    pub fn reload(&self, outcome: &'static str) {
+        self.reloads.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    /// A compiled-cache lookup (`hit`: whether it found a usable entry).
+    pub fn cache_lookup(&self, hit: bool) {
+        let outcome = if hit { "hit" } else { "miss" };
+        self.cache.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    /// How many plugins are serving.
+    pub fn set_plugins(&self, count: usize) {
+        self.plugins.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+}
+
+/// A gauge raised while this lives.
+#[must_use = "the gauge goes down when the guard is dropped"]
+pub struct GaugeGuard(Gauge);
+
+impl GaugeGuard {
+    fn new(gauge: Gauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exposition_names_every_family_and_counts() {
+        let m = metrics();
+        let plugin: Arc<str> = Arc::from("unit-test-plugin");
+        let tool: Arc<str> = Arc::from("echo");
+        m.call(
+            &plugin,
+            CallKind::Tool,
+            &tool,
+            CallOutcome::Ok,
+            Duration::from_millis(1),
+        );
+        m.request(&Method::CallTool, "ok", Duration::from_millis(1));
+        m.request(
+            &Method::from_name("no/such\"method"),
+            "error",
+            Duration::from_millis(1),
+        );
+        let text = m.render();
+        assert!(text.contains(
+            "mcpbox_plugin_calls_total{plugin=\"unit-test-plugin\",kind=\"tool\",name=\"echo\",outcome=\"ok\"}"
+        ));
+        assert!(text.contains("mcpbox_requests_total{method=\"other\",outcome=\"error\"}"));
+        assert!(!text.contains("no/such"));
+        assert!(text.contains("mcpbox_request_duration_seconds_bucket{"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
