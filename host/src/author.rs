@@ -121,7 +121,7 @@ async fn load_from(
     limits: Limits,
 ) -> anyhow::Result<Vec<LoadedPlugin>> {
     if path.is_dir() {
-        let mut loaded = load_directory(runtime, path, limits).await?;
+        let mut loaded = load_directory(runtime, path, limits, &Arc::default()).await?;
         for late in loaded.late.drain(..) {
             match late.await {
                 Ok((_, Ok(plugin))) => loaded.plugins.push(plugin),
@@ -133,7 +133,7 @@ async fn load_from(
         }
         return Ok(loaded.plugins);
     }
-    let source = read_source(path)
+    let source = read_source(path, &crate::policy::Sections::default())
         .await
         .with_context(|| format!("cannot load {}", path.display()))?;
     let plugin = load_source(runtime, source, limits)

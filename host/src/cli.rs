@@ -2,6 +2,7 @@
 //! set-up, and running a command (`serve`; `call`, `inspect` and `new` for plugin authors;
 //! `state` for operators).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,9 +13,10 @@ use tracing_subscriber::EnvFilter;
 
 use crate::author::{self, CallRequest};
 use crate::catalog::{EventHub, PluginSet, load_directory};
+use crate::config::{ConfigError, ConfigFile};
 use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
 use crate::kv::{StateConfig, StateService};
-use crate::policy::Limits;
+use crate::policy::{Limits, Sections};
 use crate::server::{Mode, ModernSettings, Session, StateKey};
 use crate::transport::http::{self, HttpConfig};
 use crate::transport::stdio::{self, StdioConfig};
@@ -70,6 +72,17 @@ pub enum Command {
     /// Write a new plugin project (Rust, Python or JavaScript) that builds on its own, with
     /// a test.
     New(NewArgs),
+    /// Check a configuration file (every key, value and plugin section) without serving;
+    /// exit status 1 if it is invalid.
+    Check(CheckArgs),
+}
+
+/// Arguments of `mcpbox check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The configuration file.
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
 }
 
 /// Arguments of `mcpbox new`.
@@ -102,6 +115,7 @@ pub struct StateArgs {
         long,
         env = "MCPBOX_STATE_DIR",
         value_name = "DIR",
+        value_hint = clap::ValueHint::DirPath,
         conflicts_with = "state",
         global = true
     )]
@@ -308,13 +322,30 @@ pub struct ServeArgs {
     )]
     pub allowed_origin: Vec<String>,
 
+    /// HTTP: do not serve the status page at `/` (the plugins, their grants, limits and calls,
+    /// names refused, recent reloads; behind the same checks as `/mcp`).
+    #[arg(long, env = "MCPBOX_NO_STATUS_PAGE")]
+    pub no_status_page: bool,
+
     /// HTTP: end sessions idle this long, in seconds.
     #[arg(long, env = "MCPBOX_SESSION_IDLE_SECS", default_value_t = 1800)]
     pub session_idle_secs: u64,
 
-    /// The directory of plugins (`*.wasm` components) to serve.
-    #[arg(long, env = "MCPBOX_PLUGINS", value_name = "DIR")]
-    pub plugins: PathBuf,
+    /// The directory of plugins (`*.wasm` components) to serve (required here, in the
+    /// environment, or in the configuration file).
+    #[arg(long, env = "MCPBOX_PLUGINS", value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub plugins: Option<PathBuf>,
+
+    /// Read options and plugin sections from this TOML file (reference:
+    /// `host/deploy/mcpbox.toml`);
+    /// flags and environment variables override it. Plugin sections are reloaded when it
+    /// changes.
+    #[arg(long, env = "MCPBOX_CONFIG", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub config: Option<PathBuf>,
+
+    /// The configuration file as read (set by [`Cli::load`]).
+    #[arg(skip)]
+    pub loaded_config: Option<Arc<ConfigFile>>,
 
     /// Items per page of `tools/list`, `prompts/list`, `resources/list` and
     /// `resources/templates/list`.
@@ -339,7 +370,7 @@ pub struct ServeArgs {
     pub reload_debounce_ms: u64,
 
     /// Where compiled plugins are cached [default: $XDG_CACHE_HOME/mcpbox or ~/.cache/mcpbox].
-    #[arg(long, env = "MCPBOX_CACHE_DIR", value_name = "DIR")]
+    #[arg(long, env = "MCPBOX_CACHE_DIR", value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub cache_dir: Option<PathBuf>,
 
     /// The most the compiled-plugin cache may hold, in MiB; the least recently used entries are
@@ -403,7 +434,59 @@ impl ServeArgs {
     }
 }
 
+/// Why the command line (with its configuration file) could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    /// The flags themselves (clap prints these, with usage).
+    #[error(transparent)]
+    Clap(#[from] clap::Error),
+    /// The configuration file.
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+}
+
+/// `serve` as a built command: with the global options, as a configuration file may set them.
+pub fn serve_command() -> clap::Command {
+    use clap::CommandFactory as _;
+    let mut command = Cli::command();
+    command.build();
+    command
+        .find_subcommand("serve")
+        .cloned()
+        .unwrap_or_else(|| clap::Command::new("serve"))
+}
+
 impl Cli {
+    /// Parse `args` (the process's arguments, program name first); for `serve --config`, read
+    /// the file and fill in every option no flag or environment variable set (flag >
+    /// environment > file > default).
+    pub fn load(args: Vec<OsString>) -> Result<Self, ArgsError> {
+        use clap::{CommandFactory as _, FromArgMatches as _};
+        let matches = Cli::command().try_get_matches_from(&args)?;
+        let cli = Cli::from_arg_matches(&matches)?;
+        let Command::Serve(ServeArgs {
+            config: Some(path), ..
+        }) = &cli.command
+        else {
+            return Ok(cli);
+        };
+        let serve = serve_command();
+        let file = ConfigFile::load(path, &serve)?;
+        let Some(("serve", serve_matches)) = matches.subcommand() else {
+            return Ok(cli);
+        };
+        let mut args = args;
+        args.extend(file.arguments(serve_matches, &serve)?);
+        let mut cli = match Cli::try_parse_from(args) {
+            Ok(cli) => cli,
+            Err(e) => return Err(file.explain(e)?.into()),
+        };
+        if let Command::Serve(serve) = &mut cli.command {
+            serve.loaded_config = Some(Arc::new(file));
+        }
+        Ok(cli)
+    }
+
     /// Send logs to stderr at the chosen level.
     pub fn init_logging(&self) -> anyhow::Result<()> {
         let filter = EnvFilter::builder().parse(&self.log).with_context(|| {
@@ -449,6 +532,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 failed: false,
             });
         }
+        Command::Check(args) => return check(&args),
         Command::State(args) => {
             let outcome = runtime.block_on(state_command(args));
             runtime.shutdown_timeout(Duration::from_millis(100));
@@ -478,6 +562,66 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     // Do not wait for a blocked stdin reader thread on the way out.
     runtime.shutdown_timeout(Duration::from_millis(100));
     result.map(|()| Outcome::default())
+}
+
+/// `mcpbox check --config FILE`: read and check the file as `serve` would, and say what it
+/// sets.
+fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
+    // Exactly what `serve --config FILE` would read (with the environment's overrides).
+    let argv = vec![
+        OsString::from("mcpbox"),
+        OsString::from("serve"),
+        OsString::from("--config"),
+        args.config.clone().into_os_string(),
+    ];
+    let cli = match Cli::load(argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let message = match e {
+                ArgsError::Clap(e) => e.to_string().lines().next().unwrap_or_default().to_owned(),
+                other => other.to_string(),
+            };
+            return Ok(Outcome {
+                output: Some(format!("invalid: {message}")),
+                failed: true,
+            });
+        }
+    };
+    let Command::Serve(ServeArgs {
+        loaded_config: Some(file),
+        ..
+    }) = &cli.command
+    else {
+        anyhow::bail!("the configuration file was not read");
+    };
+    let keys: Vec<&str> = file.keys().collect();
+    let sections: Vec<&str> = file.sections().keys().map(String::as_str).collect();
+    let mut report = format!(
+        "{} is valid: {} options{}{}, {} plugin sections{}",
+        args.config.display(),
+        keys.len(),
+        if keys.is_empty() { "" } else { " (" },
+        if keys.is_empty() {
+            String::new()
+        } else {
+            format!("{})", keys.join(", "))
+        },
+        sections.len(),
+        if sections.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", sections.join(", "))
+        },
+    );
+    if !keys.contains(&"plugins") {
+        report.push_str(
+            "\nnote: it sets no `plugins` directory; give --plugins or MCPBOX_PLUGINS when serving",
+        );
+    }
+    Ok(Outcome {
+        output: Some(report),
+        failed: false,
+    })
 }
 
 async fn call(args: CallArgs) -> anyhow::Result<Outcome> {
@@ -611,14 +755,37 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
+    let Some(plugin_dir) = &args.plugins else {
+        anyhow::bail!(
+            "no plugin directory: give --plugins DIR, set MCPBOX_PLUGINS, or set `plugins` in the \
+             configuration file"
+        );
+    };
     // Canonical, so that file events (absolute paths) match the loaded plugins' files.
-    let dir = std::fs::canonicalize(&args.plugins).with_context(|| {
-        format!(
-            "cannot read the plugin directory {}",
-            args.plugins.display()
-        )
-    })?;
-    let loaded = load_directory(&engine, &dir, limits).await?;
+    let dir = std::fs::canonicalize(plugin_dir)
+        .with_context(|| format!("cannot read the plugin directory {}", plugin_dir.display()))?;
+    let sections = Arc::new(match &args.loaded_config {
+        Some(config) => {
+            tracing::info!(
+                config = %config.path().display(),
+                options = config.keys().count(),
+                plugin_sections = config.sections().len(),
+                "read the configuration file"
+            );
+            for name in config.sections().keys() {
+                if !dir.join(format!("{name}.wasm")).exists() {
+                    tracing::warn!(
+                        config = %config.path().display(),
+                        "[plugin.{name}] names no plugin in {}: there is no {name}.wasm (yet)",
+                        dir.display()
+                    );
+                }
+            }
+            Sections::new(config.path().to_owned(), config.sections().clone())
+        }
+        None => Sections::default(),
+    });
+    let loaded = load_directory(&engine, &dir, limits, &sections).await?;
     let watching = !args.no_watch;
     // The hub is how plugins and the plugin set reach sessions and the reloader.
     let (hub, relists) = EventHub::new();
@@ -635,6 +802,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     for plugin in plugins.plugins() {
         plugin.log_loaded("loaded", catalog.names_of(&plugin.file));
     }
+    plugins.record(format!(
+        "started: {} plugins loaded, {} skipped, {} names refused",
+        catalog.plugin_count(),
+        loaded.skipped,
+        catalog.refusals().len()
+    ));
     tracing::info!(
         loaded = catalog.plugin_count(),
         skipped = loaded.skipped,
@@ -656,6 +829,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     let plugin = Arc::new(plugin);
                     let names = plugins.update(&file, Some(Arc::clone(&plugin)));
                     drop(done);
+                    plugins.record(format!("loaded plugin `{}` (late)", plugin.code.name()));
                     plugin.log_loaded("loaded (late)", names);
                 }
                 Ok((file, Err(error))) => {
@@ -674,21 +848,32 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let _watcher = if watching {
-        let debounce = Duration::from_millis(args.reload_debounce_ms);
-        Some(
+    let debounce = Duration::from_millis(args.reload_debounce_ms);
+    let watcher = if watching {
+        Some(Arc::new(
             Reloader::new(
                 engine.clone(),
                 dir.clone(),
                 limits,
+                Arc::clone(&sections),
                 Arc::clone(&plugins),
                 relists,
             )
             .watch(debounce)?,
-        )
+        ))
     } else {
         drop(relists);
         None
+    };
+    let _config_watcher = match &args.loaded_config {
+        Some(config) => Some(crate::watch::watch_config(
+            Arc::clone(config),
+            Arc::clone(&sections),
+            watcher.clone(),
+            Arc::clone(&plugins),
+            debounce,
+        )?),
+        None => None,
     };
     tracing::info!(
         dir = %dir.display(),
@@ -775,6 +960,13 @@ async fn serve_http(
         modern,
         loading,
         state: Some(state),
+        status_page: (!args.no_status_page).then(|| {
+            let started = std::time::SystemTime::now();
+            let plugins = Arc::clone(&plugins);
+            http::StatusPage(Arc::new(move || {
+                crate::catalog::status::render(&plugins, started)
+            }))
+        }),
     };
     http::serve(plugins, listener, config, shutdown, Duration::from_secs(10))
         .await

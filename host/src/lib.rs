@@ -5,12 +5,15 @@
 //! [`protocol`] decodes them, [`server`] runs the session and dispatches to the [`catalog`],
 //! which finds the plugin and calls it through the [`engine`] under its [`policy`] limits.
 //! A plugin's durable state lives in [`kv`] (the engine links `wasi:keyvalue` to it). Beside the
-//! data path: [`cli`] (the commands), [`author`] (`call`, `inspect`), [`scaffold`] (`new`) and
-//! [`watch`] (hot reload). Each module's docs say what it owns and what it must not depend on.
+//! data path: [`cli`] (the commands) with [`config`] (the configuration file), [`author`]
+//! (`call`, `inspect`), [`scaffold`] (`new`), [`metrics`] (Prometheus, recorded along the data
+//! path) and [`watch`] (hot reload of plugins and of the configuration file). Each module's
+//! docs say what it owns and what it must not depend on.
 
 pub mod author;
 pub mod catalog;
 pub mod cli;
+pub mod config;
 pub mod engine;
 pub mod kv;
 pub mod metrics;

@@ -4,12 +4,19 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use clap::Parser as _;
-use mcpbox::cli::{Cli, run};
+use mcpbox::cli::{ArgsError, Cli, run};
 
 fn main() -> ExitCode {
     quiet_library_backtraces();
-    let cli = Cli::parse();
+    let cli = match Cli::load(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        // Help, version and usage errors, printed as clap prints them.
+        Err(ArgsError::Clap(e)) => e.exit(),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "mcpbox: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if let Err(e) = cli.init_logging() {
         // Logging is not set up, so write the one line directly; stdout stays untouched.
         let _ = writeln!(std::io::stderr(), "mcpbox: {e:#}");

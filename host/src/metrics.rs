@@ -93,6 +93,20 @@ impl EncodeLabelValue for CallKind {
 }
 
 impl CallOutcome {
+    /// Every outcome.
+    pub const ALL: [Self; 10] = [
+        Self::Ok,
+        Self::IsError,
+        Self::Denied,
+        Self::OutOfFuel,
+        Self::Timeout,
+        Self::OutOfMemory,
+        Self::Trap,
+        Self::HostError,
+        Self::Cancelled,
+        Self::InvalidArguments,
+    ];
+
     /// Its label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -372,6 +386,35 @@ impl Metrics {
                 })
                 .observe(elapsed.as_secs_f64());
         }
+    }
+
+    /// How `plugin`'s calls of `calls` (kind and name) ended so far: the count of each
+    /// outcome that happened (for the status page).
+    pub fn outcomes(
+        &self,
+        plugin: &Arc<str>,
+        calls: &[(CallKind, Arc<str>)],
+    ) -> Vec<(CallOutcome, u64)> {
+        CallOutcome::ALL
+            .iter()
+            .map(|&outcome| {
+                let count: u64 = calls
+                    .iter()
+                    .filter_map(|(kind, name)| {
+                        self.calls
+                            .get(&CallLabels {
+                                plugin: Arc::clone(plugin),
+                                kind: *kind,
+                                name: Arc::clone(name),
+                                outcome,
+                            })
+                            .map(|c| c.get())
+                    })
+                    .sum();
+                (outcome, count)
+            })
+            .filter(|(_, count)| *count > 0)
+            .collect()
     }
 
     /// Fuel a plugin consumed in one call.

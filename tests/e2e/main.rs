@@ -15,6 +15,7 @@
 mod author;
 mod bad_input;
 mod client;
+mod config;
 mod conformance;
 mod container;
 mod contract;
@@ -31,6 +32,7 @@ mod reload;
 mod sandbox;
 mod scale;
 mod state;
+mod status;
 mod support;
 mod surface;
 mod tools;

@@ -27,7 +27,12 @@ pub struct PluginSet {
     pub(super) hub: EventHub,
     /// What went wrong at startup, for clients that ask for logs.
     startup_problems: Mutex<Vec<String>>,
+    /// What happened to the set lately (loads, reloads, removals, failures), oldest first.
+    history: Mutex<std::collections::VecDeque<(std::time::SystemTime, String)>>,
 }
+
+/// How many events [`PluginSet::history`] keeps.
+const HISTORY: usize = 50;
 
 impl PluginSet {
     /// Serve `plugins`. `watching` says whether the set may change while sessions run, so
@@ -57,12 +62,29 @@ impl PluginSet {
             watching,
             hub,
             startup_problems: Mutex::new(startup_problems),
+            history: Mutex::new(std::collections::VecDeque::with_capacity(HISTORY)),
         }
+    }
+
+    /// Remember an event of the set (a plugin loaded, reloaded, removed, or failing to), for
+    /// the status page; the last [`HISTORY`] are kept.
+    pub fn record(&self, event: impl Into<String>) {
+        let mut history = lock(&self.history);
+        if history.len() == HISTORY {
+            history.pop_front();
+        }
+        history.push_back((std::time::SystemTime::now(), event.into()));
+    }
+
+    /// The events remembered, oldest first.
+    pub fn history(&self) -> Vec<(std::time::SystemTime, String)> {
+        lock(&self.history).iter().cloned().collect()
     }
 
     /// Record a problem of startup (a plugin skipped, a manifest without a plugin) for clients
     /// that ask for logs.
     pub fn note_startup_problem(&self, problem: String) {
+        self.record(problem.clone());
         self.startup_problems
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

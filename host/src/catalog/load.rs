@@ -10,7 +10,9 @@ use super::LoadedPlugin;
 use crate::engine::{LoadError, PluginCode, Runtime};
 use sha2::{Digest as _, Sha256};
 
-use crate::policy::{Limits, Policy, PolicyError, manifest_path, parse_manifest};
+use crate::policy::{
+    Limits, Policy, PolicyError, Sections, manifest_path, parse_manifest, parse_section,
+};
 
 /// Why the plugin directory itself could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +45,7 @@ pub enum FileError {
     #[error("{0}")]
     Load(#[from] LoadError),
     /// The manifest is invalid.
-    #[error("invalid manifest {0}")]
+    #[error("invalid grants or limits: {0}")]
     Policy(#[from] PolicyError),
     /// The loading task failed.
     #[error("loading it was interrupted: {0}")]
@@ -99,6 +101,7 @@ pub async fn load_directory(
     runtime: &Runtime,
     dir: &Path,
     limits: Limits,
+    sections: &Arc<Sections>,
 ) -> Result<LoadedDirectory, DirectoryError> {
     let files = plugin_files(dir).await?;
     if files.is_empty() {
@@ -109,10 +112,11 @@ pub async fn load_directory(
         .into_iter()
         .map(|file| {
             let runtime = runtime.clone();
+            let sections = Arc::clone(sections);
             let (done_compiling, compiled_signal) = tokio::sync::oneshot::channel::<()>();
             compiled.push(compiled_signal);
             tokio::spawn(async move {
-                let result = match read_source(&file).await {
+                let result = match read_source(&file, &sections).await {
                     Ok(source) => match compile_source(&runtime, source, limits).await {
                         Ok(code) => {
                             let _ = done_compiling.send(());
@@ -209,43 +213,75 @@ async fn orphan_manifests(dir: &Path) -> Vec<String> {
     orphans
 }
 
-/// A plugin's files, read once: the component and its manifest (if any), and their digest.
+/// Where a plugin's policy comes from.
+enum PolicyText {
+    /// The manifest beside it: its path and text.
+    Manifest(PathBuf, String),
+    /// Its `[plugin.NAME]` section of the configuration file: the file, the name, the text.
+    Section(PathBuf, String, String),
+}
+
+/// A plugin's files, read once: the component and its policy text (a manifest or a
+/// configuration section, if any), and their digest.
 pub struct PluginSource {
     /// The `.wasm` file.
     pub file: PathBuf,
     wasm: Vec<u8>,
-    manifest: Option<(PathBuf, String)>,
+    policy: Option<PolicyText>,
     /// SHA-256 of the component alone: the key of its compiled form in the cache.
     component_digest: [u8; 32],
-    /// SHA-256 of the component's digest and the manifest: equal digests mean nothing
+    /// SHA-256 of the component's digest and the policy text: equal digests mean nothing
     /// changed.
     pub digest: [u8; 32],
 }
 
-/// Read a plugin's component and manifest.
-pub async fn read_source(file: &Path) -> Result<PluginSource, FileError> {
+/// Read a plugin's component and policy: its section of the configuration file if `sections`
+/// has one (a manifest beside it is then ignored, with a warning), else its manifest.
+pub async fn read_source(file: &Path, sections: &Sections) -> Result<PluginSource, FileError> {
     let wasm = tokio::fs::read(file).await.map_err(FileError::Read)?;
     let manifest_file = manifest_path(file);
-    let manifest = match tokio::fs::read_to_string(&manifest_file).await {
-        Ok(text) => Some((manifest_file, text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(source) => {
-            return Err(FileError::ReadManifest {
-                file: manifest_file,
-                source,
-            });
+    let section = file.file_stem().and_then(|s| s.to_str()).and_then(|name| {
+        sections
+            .get(name)
+            .map(|(config, text)| (name, config, text))
+    });
+    let policy = match section {
+        Some((name, config, text)) => {
+            if tokio::fs::try_exists(&manifest_file).await.unwrap_or(false) {
+                tracing::warn!(
+                    manifest = %manifest_file.display(),
+                    config = %config.display(),
+                    "ignored the manifest beside plugin `{name}`: its [plugin.{name}] section of the configuration file governs it"
+                );
+            }
+            Some(PolicyText::Section(config, name.to_owned(), text))
         }
+        None => match tokio::fs::read_to_string(&manifest_file).await {
+            Ok(text) => Some(PolicyText::Manifest(manifest_file, text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(FileError::ReadManifest {
+                    file: manifest_file,
+                    source,
+                });
+            }
+        },
     };
     let component_digest: [u8; 32] = Sha256::digest(&wasm).into();
     let mut hasher = Sha256::new();
     hasher.update(component_digest);
-    if let Some((_, text)) = &manifest {
-        hasher.update(text.as_bytes());
+    match &policy {
+        Some(PolicyText::Manifest(path, text)) | Some(PolicyText::Section(path, _, text)) => {
+            hasher.update(path.as_os_str().as_encoded_bytes());
+            hasher.update([0]);
+            hasher.update(text.as_bytes());
+        }
+        None => {}
     }
     Ok(PluginSource {
         file: file.to_owned(),
         wasm,
-        manifest,
+        policy,
         component_digest,
         digest: hasher.finalize().into(),
     })
@@ -287,8 +323,9 @@ async fn compile_source(
         .and_then(|s| s.to_str())
         .ok_or(FileError::Name)?
         .into();
-    let policy = match &source.manifest {
-        Some((path, text)) => parse_manifest(path, text, limits)?,
+    let policy = match &source.policy {
+        Some(PolicyText::Manifest(path, text)) => parse_manifest(path, text, limits)?,
+        Some(PolicyText::Section(config, name, text)) => parse_section(config, name, text, limits)?,
         None => Policy::deny_all(limits),
     };
     let compiler = runtime.clone();

@@ -9,8 +9,9 @@
 //!
 //! Around them: loading plugins from disk (`load`), preparing and checking their lists once
 //! per version (`prepare`, `names`, `validate`), the one place where WIT types become MCP
-//! types (`convert`), a call's bridge to its client (`bridge`), and the [`EventHub`] through
-//! which plugins and the live set reach sessions and the reloader.
+//! types (`convert`), a call's bridge to its client (`bridge`), the [`EventHub`] through
+//! which plugins and the live set reach sessions and the reloader, and the HTML status page
+//! ([`status`]).
 //!
 //! Depends on `engine`, `policy`, `protocol` and `server` (for the backend interface).
 
@@ -25,6 +26,7 @@ mod merged;
 mod names;
 mod prepare;
 mod serve;
+pub mod status;
 mod uri_template;
 mod validate;
 

@@ -176,17 +176,7 @@ pub fn load_manifest(file: &Path, defaults: Limits) -> Result<Policy, PolicyErro
 /// Validate the manifest text `text`, read from `file` (which relative paths and messages
 /// refer to).
 pub fn parse_manifest(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyError> {
-    let manifest: Manifest = toml::from_str(text).map_err(|e| {
-        let line = e
-            .span()
-            .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
-        let location = line.map(|l| format!("line {l}"));
-        PolicyError {
-            file: file.to_owned(),
-            location,
-            message: e.message().trim().to_owned(),
-        }
-    })?;
+    let manifest: Manifest = toml::from_str(text).map_err(|e| syntax_error(file, text, &e))?;
     if let Some(title) = &manifest.title
         && (title.is_empty() || title.len() > 128 || title.chars().any(char::is_control))
     {
@@ -207,6 +197,49 @@ pub fn parse_manifest(file: &Path, text: &str, defaults: Limits) -> Result<Polic
             .map(|table| keyvalue(file, table).map(Arc::new))
             .transpose()?,
     })
+}
+
+/// Check the shape of every `[plugin.NAME]` section of the configuration file `file` (text
+/// `text`): unknown keys and wrong types are errors at their line in that file. (Values are
+/// checked by [`parse_section`], section by section.)
+pub fn check_sections(file: &Path, text: &str) -> Result<(), PolicyError> {
+    #[derive(Deserialize)]
+    struct Sections {
+        #[serde(default)]
+        plugin: BTreeMap<String, Manifest>,
+    }
+    toml::from_str::<Sections>(text)
+        .map(|sections| drop(sections.plugin))
+        .map_err(|e| syntax_error(file, text, &e))
+}
+
+/// Validate a plugin's `[plugin.NAME]` section of the configuration file `file`, as TOML text
+/// (relative directories are relative to that file's directory): the same keys and rules as a
+/// manifest beside the plugin.
+pub fn parse_section(
+    file: &Path,
+    name: &str,
+    text: &str,
+    defaults: Limits,
+) -> Result<Policy, PolicyError> {
+    parse_manifest(file, text, defaults).map_err(|mut e| {
+        e.location = Some(match e.location {
+            Some(inner) if !inner.starts_with("line ") => format!("plugin.{name}.{inner}"),
+            _ => format!("[plugin.{name}]"),
+        });
+        e
+    })
+}
+
+fn syntax_error(file: &Path, text: &str, e: &toml::de::Error) -> PolicyError {
+    let line = e
+        .span()
+        .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+    PolicyError {
+        file: file.to_owned(),
+        location: line.map(|l| format!("line {l}")),
+        message: e.message().trim().to_owned(),
+    }
 }
 
 /// The longest bucket name a manifest may grant.

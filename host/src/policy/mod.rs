@@ -1,6 +1,6 @@
 //! Per-plugin policy: the limits each call runs under and the capabilities the operator
-//! granted, read from a manifest beside the plugin (`weather.wasm` → `weather.toml`) and
-//! validated.
+//! granted, read from a manifest beside the plugin (`weather.wasm` → `weather.toml`) or from
+//! the plugin's `[plugin.NAME]` section of the configuration file, and validated.
 //!
 //! Depends on nothing else in the crate. Deny by default: a plugin without a manifest gets the
 //! default limits and no capabilities at all. Every key is checked; an unknown key, a bad
@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use manifest::{PolicyError, load_manifest, manifest_path, parse_manifest};
+pub use manifest::{
+    PolicyError, check_sections, load_manifest, manifest_path, parse_manifest, parse_section,
+};
 
 /// The limits applied to every call into one plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,5 +227,65 @@ fn resolve(manifest: &Path, path: &Path) -> PathBuf {
         path.to_owned()
     } else {
         manifest.parent().unwrap_or(Path::new(".")).join(path)
+    }
+}
+
+/// The `[plugin.NAME]` sections of the configuration file, as TOML text by plugin name,
+/// shared by loading and hot reload (which swaps them in when the file changes). A plugin
+/// with a section is governed by it, not by a manifest beside it.
+#[derive(Debug, Default)]
+pub struct Sections {
+    current: arc_swap::ArcSwap<SectionMap>,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct SectionMap {
+    file: PathBuf,
+    texts: std::collections::BTreeMap<String, String>,
+}
+
+impl Sections {
+    /// The sections of the configuration file `file`.
+    pub fn new(file: PathBuf, texts: std::collections::BTreeMap<String, String>) -> Self {
+        Self {
+            current: arc_swap::ArcSwap::from_pointee(SectionMap { file, texts }),
+        }
+    }
+
+    /// The configuration file and the section of plugin `name`, if it has one.
+    pub fn get(&self, name: &str) -> Option<(PathBuf, String)> {
+        let current = self.current.load();
+        current
+            .texts
+            .get(name)
+            .map(|text| (current.file.clone(), text.clone()))
+    }
+
+    /// The names of the plugins with sections.
+    pub fn names(&self) -> Vec<String> {
+        self.current.load().texts.keys().cloned().collect()
+    }
+
+    /// Put `texts` in place of the current sections; returns the names whose section was
+    /// added, changed or removed.
+    pub fn replace(&self, texts: std::collections::BTreeMap<String, String>) -> Vec<String> {
+        let old = self.current.load_full();
+        let mut changed: Vec<String> = texts
+            .iter()
+            .filter(|(name, text)| old.texts.get(*name) != Some(text))
+            .map(|(name, _)| name.clone())
+            .chain(
+                old.texts
+                    .keys()
+                    .filter(|name| !texts.contains_key(*name))
+                    .cloned(),
+            )
+            .collect();
+        changed.sort();
+        self.current.store(Arc::new(SectionMap {
+            file: old.file.clone(),
+            texts,
+        }));
+        changed
     }
 }

@@ -24,6 +24,13 @@
 //! with the file and reason and announced to clients as an error message, once: the failed
 //! file is not tried again until it changes. A plugin calling `notify-list-changed` has its
 //! lists read again here, in the same order as file changes.
+//!
+//! The configuration file is watched too ([`watch_config`]): a changed `[plugin.NAME]` section
+//! reloads that plugin; other changed options are reported as needing a restart.
+
+mod config;
+
+pub use config::{ConfigWatcher, watch_config};
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -39,7 +46,7 @@ use crate::catalog::{
     FileError, LoadedPlugin, PluginSet, RelistRequests, load_source, read_source,
 };
 use crate::engine::Runtime;
-use crate::policy::Limits;
+use crate::policy::{Limits, Sections};
 use crate::protocol::mcp::LogLevel;
 use crate::server::ServerEvent;
 
@@ -49,7 +56,7 @@ const RELIST_PAUSE: Duration = Duration::from_millis(50);
 
 /// Why the directory cannot be watched.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot watch the plugin directory {}: {source}", dir.display())]
+#[error("cannot watch the directory {}: {source}", dir.display())]
 pub struct WatchError {
     dir: PathBuf,
     #[source]
@@ -59,6 +66,18 @@ pub struct WatchError {
 /// The running reloader; dropping it stops watching.
 pub struct Watcher {
     _task: tokio::task::JoinHandle<()>,
+    reloader: Arc<Reloader>,
+}
+
+impl Watcher {
+    /// The policy (configuration sections) of the plugins `names` changed: reload each, even
+    /// though its files did not change.
+    pub fn policy_changed(&self, names: &[String]) {
+        for name in names {
+            self.reloader.seen().remove(name);
+            self.reloader.schedule(name.clone());
+        }
+    }
 }
 
 /// What the reloader needs to load plugins.
@@ -66,6 +85,7 @@ pub struct Reloader {
     runtime: Runtime,
     dir: PathBuf,
     limits: Limits,
+    sections: Arc<Sections>,
     plugins: Arc<PluginSet>,
     relists: RelistRequests,
     /// Plugins being reloaded, and whether another change arrived meanwhile.
@@ -107,12 +127,14 @@ fn is_change(kind: &EventKind) -> bool {
 }
 
 impl Reloader {
-    /// A reloader for `dir`, loading with `runtime` and default `limits` into `plugins`, and
-    /// reading a plugin's lists again when it asks (`relists`, from the plugins' event hub).
+    /// A reloader for `dir`, loading with `runtime`, default `limits` and the configuration's
+    /// plugin `sections` into `plugins`, and reading a plugin's lists again when it asks
+    /// (`relists`, from the plugins' event hub).
     pub fn new(
         runtime: Runtime,
         dir: PathBuf,
         limits: Limits,
+        sections: Arc<Sections>,
         plugins: Arc<PluginSet>,
         relists: RelistRequests,
     ) -> Self {
@@ -120,6 +142,7 @@ impl Reloader {
             runtime,
             dir,
             limits,
+            sections,
             plugins,
             relists,
             busy: Mutex::new(HashMap::new()),
@@ -150,6 +173,7 @@ impl Reloader {
         let mut relists = std::mem::replace(&mut self.relists, mpsc::unbounded_channel().1);
         tracing::info!(dir = %self.dir.display(), debounce_ms = debounce.as_millis(), "watching the plugin directory");
         let this = Arc::new(self);
+        let reloader = Arc::clone(&this);
 
         let task = tokio::spawn(async move {
             // The debouncer lives as long as this task.
@@ -191,7 +215,10 @@ impl Reloader {
                 }
             }
         });
-        Ok(Watcher { _task: task })
+        Ok(Watcher {
+            _task: task,
+            reloader,
+        })
     }
 
     /// Reload `name` on a task of its own, so a plugin that is slow to load never holds up
@@ -245,13 +272,14 @@ impl Reloader {
             return;
         }
         self.seen().insert(name.to_owned(), fingerprint);
-        let source = match read_source(&file).await {
+        let source = match read_source(&file, &self.sections).await {
             Ok(source) => source,
             Err(FileError::Read(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 self.seen().remove(name);
                 if current.is_some() {
                     self.plugins.update(&file, None);
                     crate::metrics::metrics().reload("removed");
+                    self.plugins.record(format!("removed plugin `{name}`"));
                     tracing::info!(plugin = name, file = %file.display(), "removed plugin");
                 }
                 return;
@@ -273,6 +301,10 @@ impl Reloader {
                 };
                 let log = Arc::new(plugin);
                 let names = self.plugins.update(&file, Some(Arc::clone(&log)));
+                self.plugins.record(format!(
+                    "{verb} plugin `{name}` ({} names served, {} refused)",
+                    names.served, names.refused
+                ));
                 log.log_loaded(verb, names);
             }
             Err(error) => self.failed(&file, current.as_deref(), &error),
@@ -319,6 +351,7 @@ impl Reloader {
             file.display()
         );
         crate::metrics::metrics().reload("failed");
+        self.plugins.record(message.clone());
         tracing::error!(file = %file.display(), "{message}");
         self.plugins.hub().announce(ServerEvent::HostLog {
             level: LogLevel::Error,

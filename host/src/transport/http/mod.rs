@@ -29,8 +29,9 @@
 //!
 //! `GET /healthz` (the process serves) and `GET /readyz` (every plugin found at startup has
 //! loaded or failed) answer orchestrators, outside the token and `Origin` checks. `GET
-//! /metrics` is the Prometheus exposition, behind the same gate as `/mcp`; [`serve_metrics`]
-//! serves it alone on a separate address.
+//! /metrics` is the Prometheus exposition and `GET /` the status page (rendered by the caller's
+//! [`StatusPage`]), both behind the same gate as `/mcp`; [`serve_metrics`] serves the
+//! metrics alone on a separate address.
 //!
 //! A slow or vanished client never blocks others: each stream has a bounded queue, and a
 //! client that falls behind is detached (it can resume). Idle sessions expire.
@@ -85,6 +86,18 @@ pub struct HttpConfig {
     pub loading: Arc<std::sync::atomic::AtomicUsize>,
     /// Plugin state; `/readyz` is 503 while a shared store (Redis) does not answer.
     pub state: Option<Arc<crate::kv::StateService>>,
+    /// The status page served at `/` (none: 404).
+    pub status_page: Option<StatusPage>,
+}
+
+/// Renders the status page (HTML); the transport only serves it, behind the gate.
+#[derive(Clone)]
+pub struct StatusPage(pub Arc<dyn Fn() -> String + Send + Sync>);
+
+impl std::fmt::Debug for StatusPage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StatusPage")
+    }
 }
 
 impl Default for HttpConfig {
@@ -98,6 +111,7 @@ impl Default for HttpConfig {
             modern: Arc::default(),
             loading: Arc::default(),
             state: None,
+            status_page: None,
         }
     }
 }
@@ -865,6 +879,30 @@ async fn metrics_endpoint<B: Backend>(State(app): Shared<B>, headers: HeaderMap)
     exposition()
 }
 
+/// The status page, behind the same gate as `/mcp`; 404 when it is off.
+async fn status_page<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
+    if let Err(refused) = app.check(&headers) {
+        return *refused;
+    }
+    let Some(page) = app.config.status_page.clone() else {
+        return plain(StatusCode::NOT_FOUND, "not found: the status page is off\n");
+    };
+    match tokio::task::spawn_blocking(move || (page.0)()).await {
+        Ok(html) => (
+            [
+                (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            html,
+        )
+            .into_response(),
+        Err(_) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the status page failed to render\n",
+        ),
+    }
+}
+
 fn exposition() -> Response {
     (
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
@@ -923,6 +961,7 @@ pub async fn serve<B: Backend>(
         .route("/healthz", axum::routing::get(healthz))
         .route("/readyz", axum::routing::get(readyz::<B>))
         .route("/metrics", axum::routing::get(metrics_endpoint::<B>))
+        .route("/", axum::routing::get(status_page::<B>))
         .route("/messages", axum::routing::post(post_messages::<B>))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(Arc::clone(&app));

@@ -1,0 +1,173 @@
+//! The status page (`GET /` over HTTP): plain server-rendered HTML, readable without
+//! JavaScript, of the loaded plugins (version digest, tools, prompts, resources, grants and
+//! limits, calls by outcome from the metrics), the names refused, and recent loads, reloads
+//! and failures. Everything a plugin supplies is escaped (maud escapes every interpolation).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use maud::{DOCTYPE, Markup, html};
+
+use super::live::PluginSet;
+use super::merged::LoadedPlugin;
+use crate::metrics::{CallKind, metrics};
+use crate::policy::GrantSummary;
+
+/// The page refreshes itself this often (a `<meta>` refresh: no script).
+const REFRESH_SECS: u32 = 10;
+
+/// Render the page for `set`, serving since `started`.
+pub fn render(set: &PluginSet, started: SystemTime) -> String {
+    let catalog = set.catalog();
+    let mut plugins = set.plugins();
+    plugins.sort_by(|a, b| a.code.name().cmp(b.code.name()));
+    let now = SystemTime::now();
+    let uptime = now.duration_since(started).unwrap_or_default();
+    let history = set.history();
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="refresh" content=(REFRESH_SECS);
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "mcpbox status" }
+                style { (STYLE) }
+            }
+            body {
+                h1 { "mcpbox " (env!("CARGO_PKG_VERSION")) }
+                p {
+                    (catalog.plugin_count()) " plugins serving · up " (ago(uptime))
+                    " · refreshes every " (REFRESH_SECS) " s · "
+                    a href="/metrics" { "metrics" }
+                }
+                h2 { "Plugins" }
+                @if plugins.is_empty() {
+                    p { "No plugins are loaded." }
+                }
+                @for plugin in &plugins {
+                    (plugin_section(plugin))
+                }
+                h2 { "Names refused" }
+                @let refusals = catalog.refusals();
+                @let invalid: Vec<(String, &str, &str)> = plugins.iter().flat_map(|p| {
+                    p.refused_items().iter().map(|(item, why)| (p.code.name().to_string(), item.as_str(), why.as_str()))
+                }).collect();
+                @if refusals.is_empty() && invalid.is_empty() {
+                    p { "None." }
+                } @else {
+                    ul {
+                        @for refusal in refusals { li { (refusal.to_string()) } }
+                        @for (plugin, item, why) in &invalid {
+                            li { "plugin `" (plugin) "`: " (item) ": " (why) }
+                        }
+                    }
+                }
+                h2 { "Recent loads, reloads and failures" }
+                @if history.is_empty() {
+                    p { "None yet." }
+                } @else {
+                    table {
+                        thead { tr { th { "when" } th { "what" } } }
+                        tbody {
+                            @for (at, event) in history.iter().rev() {
+                                tr {
+                                    td class="when" { (ago(now.duration_since(*at).unwrap_or_default())) " ago" }
+                                    td { (event) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    page.into_string()
+}
+
+fn plugin_section(plugin: &LoadedPlugin) -> Markup {
+    let name = plugin.code.name();
+    let lists = &plugin.lists;
+    let limits = plugin.code.limits();
+    let digest: String = plugin
+        .digest
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut calls: Vec<(CallKind, Arc<str>)> = lists
+        .tools
+        .iter()
+        .map(|t| (CallKind::Tool, Arc::from(t.name.as_str())))
+        .chain(
+            lists
+                .prompts
+                .iter()
+                .map(|p| (CallKind::Prompt, Arc::from(p.name.as_str()))),
+        )
+        .collect();
+    let empty: Arc<str> = Arc::from("");
+    calls.extend(
+        [CallKind::Resource, CallKind::Completion]
+            .into_iter()
+            .map(|kind| (kind, Arc::clone(&empty))),
+    );
+    let outcomes = metrics().outcomes(name, &calls);
+    html! {
+        section class="plugin" id=(format!("plugin-{name}")) {
+            h3 {
+                (name)
+                @if let Some(title) = &plugin.code.policy().title { " — " (title) }
+            }
+            dl {
+                dt { "version" } dd { code { (digest) } " (SHA-256 of component and policy, first 8 bytes)" }
+                dt { "file" } dd { code { (plugin.file.display().to_string()) } }
+                dt { "tools" } dd { (names(lists.tools.iter().map(|t| t.name.as_str()))) }
+                dt { "prompts" } dd { (names(lists.prompts.iter().map(|p| p.name.as_str()))) }
+                dt { "resources" } dd {
+                    (names(lists.resources.iter().map(|r| r.uri.as_str()).chain(lists.templates.iter().map(|t| t.uri_template.as_str()))))
+                }
+                dt { "grants" } dd { (GrantSummary(plugin.code.policy()).to_string()) }
+                dt { "limits" } dd {
+                    (limits.fuel) " fuel · " (limits.timeout.as_millis()) " ms · "
+                    (limits.memory_bytes >> 20) " MiB memory · " (limits.result_bytes >> 10) " KiB result"
+                }
+                dt { "calls" } dd {
+                    @if outcomes.is_empty() { "none yet" }
+                    @for (i, (outcome, count)) in outcomes.iter().enumerate() {
+                        @if i > 0 { " · " }
+                        span class=(format!("outcome {}", outcome.as_str())) { (outcome.as_str()) ": " (count) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn names<'a>(items: impl Iterator<Item = &'a str>) -> Markup {
+    let items: Vec<&str> = items.collect();
+    html! {
+        @if items.is_empty() { "none" }
+        @for (i, item) in items.iter().enumerate() {
+            @if i > 0 { ", " }
+            code { (item) }
+        }
+    }
+}
+
+/// A duration as people read it: `42 s`, `3 min`, `5 h`, `2 d`.
+fn ago(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        0..60 => format!("{secs} s"),
+        60..3600 => format!("{} min", secs / 60),
+        3600..86_400 => format!("{} h", secs / 3600),
+        _ => format!("{} d", secs / 86_400),
+    }
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:70rem;margin:1rem auto;padding:0 1rem;color:#222}\
+section.plugin{border:1px solid #ccc;border-radius:6px;padding:0 1rem;margin:1rem 0}\
+dl{display:grid;grid-template-columns:8rem 1fr;gap:.3rem 1rem}dt{font-weight:600}dd{margin:0}\
+table{border-collapse:collapse}td,th{border-bottom:1px solid #ddd;padding:.2rem .6rem;text-align:left}\
+td.when{white-space:nowrap;color:#555}.outcome.ok{color:#070}.outcome:not(.ok){color:#a00}";
