@@ -317,6 +317,16 @@ impl Metrics {
         );
         let plugins = Gauge::default();
         registry.register("plugins_loaded", "Plugins serving now", plugins.clone());
+        // The bounded label sets start at zero, so that rates and dashboards see them at once.
+        for transport in ["stdio", "http"] {
+            sessions.get_or_create(&TransportLabels { transport });
+        }
+        for outcome in ["added", "replaced", "removed", "failed"] {
+            reloads.get_or_create(&OutcomeLabels { outcome });
+        }
+        for outcome in ["hit", "miss"] {
+            cache.get_or_create(&OutcomeLabels { outcome });
+        }
         registry.register(
             "build",
             "The mcpbox version",
@@ -511,6 +521,51 @@ impl Drop for GaugeGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_grafana_dashboard_queries_only_metrics_that_exist() {
+        let dashboard: serde_json::Value =
+            serde_json::from_str(include_str!("../deploy/grafana-dashboard.json"))
+                .expect("the dashboard is JSON");
+        let m = metrics();
+        let plugin: Arc<str> = Arc::from("dashboard-test");
+        let name: Arc<str> = Arc::from("t");
+        m.request(&Method::CallTool, "ok", Duration::ZERO);
+        m.call(
+            &plugin,
+            CallKind::Tool,
+            &name,
+            CallOutcome::Ok,
+            Duration::ZERO,
+        );
+        m.fuel(&plugin, 1);
+        m.denial(&plugin, Grant::Http);
+        m.invalid_result(&plugin);
+        let text = m.render();
+        let mut queried = 0;
+        let panels = dashboard["panels"].as_array().expect("panels");
+        for target in panels
+            .iter()
+            .flat_map(|p| p["targets"].as_array().into_iter().flatten())
+        {
+            let expr = target["expr"].as_str().expect("expr");
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if !word.starts_with("mcpbox_") {
+                    continue;
+                }
+                let family = ["_bucket", "_count", "_sum", "_total", "_info"]
+                    .iter()
+                    .find_map(|suffix| word.strip_suffix(suffix))
+                    .unwrap_or(word);
+                queried += 1;
+                assert!(
+                    text.contains(&format!("# TYPE {family} ")),
+                    "the dashboard queries {word}, which mcpbox does not export"
+                );
+            }
+        }
+        assert!(queried >= 15, "only {queried} metric references");
+    }
 
     #[test]
     fn the_exposition_names_every_family_and_counts() {
