@@ -60,7 +60,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve MCP on stdin and stdout with the plugins in a directory.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run one request against a plugin, with the sandbox and limits `serve` uses, and print
     /// the MCP result (exit status 1 when it is an error or `isError`).
     Call(CallArgs),
@@ -299,6 +299,48 @@ pub struct ServeArgs {
     )]
     pub auth_token: Option<String>,
 
+    /// HTTP: accept OAuth 2.1 access tokens (JWTs) from this authorization server (its
+    /// issuer identifier) instead of a static token; needs --oauth-resource.
+    #[arg(
+        long,
+        env = "MCPBOX_OAUTH_ISSUER",
+        value_name = "URL",
+        requires = "oauth_resource",
+        conflicts_with = "auth_token"
+    )]
+    pub oauth_issuer: Option<String>,
+
+    /// HTTP with OAuth: this server's canonical URI (`https://mcp.example.com/mcp`), which
+    /// tokens must name in their audience (RFC 8707).
+    #[arg(
+        long,
+        env = "MCPBOX_OAUTH_RESOURCE",
+        value_name = "URI",
+        requires = "oauth_issuer"
+    )]
+    pub oauth_resource: Option<String>,
+
+    /// HTTP with OAuth: where the issuer's keys (JWKS) are [default: `jwks_uri` from its
+    /// metadata].
+    #[arg(
+        long,
+        env = "MCPBOX_OAUTH_JWKS_URL",
+        value_name = "URL",
+        requires = "oauth_issuer"
+    )]
+    pub oauth_jwks_url: Option<String>,
+
+    /// HTTP with OAuth: a scope every token must carry (repeatable; plugins may require more
+    /// with `scopes` in their manifest).
+    #[arg(
+        long,
+        env = "MCPBOX_OAUTH_SCOPES",
+        value_delimiter = ',',
+        value_name = "SCOPE",
+        requires = "oauth_issuer"
+    )]
+    pub oauth_scope: Vec<String>,
+
     /// HTTP: another host name that `Host` and `Origin` may name, on any port (repeatable;
     /// behind a load balancer, the name clients use). The bound address, and on loopback
     /// `localhost`, are always allowed on the bound port.
@@ -464,10 +506,10 @@ impl Cli {
         use clap::{CommandFactory as _, FromArgMatches as _};
         let matches = Cli::command().try_get_matches_from(&args)?;
         let cli = Cli::from_arg_matches(&matches)?;
-        let Command::Serve(ServeArgs {
-            config: Some(path), ..
-        }) = &cli.command
-        else {
+        let Some(path) = (match &cli.command {
+            Command::Serve(serve) => serve.config.as_ref(),
+            _ => None,
+        }) else {
             return Ok(cli);
         };
         let serve = serve_command();
@@ -514,7 +556,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         .build()
         .context("cannot start the async runtime")?;
     let args = match cli.command {
-        Command::Serve(args) => args,
+        Command::Serve(args) => *args,
         Command::Call(args) => {
             let outcome = runtime.block_on(call(args));
             runtime.shutdown_timeout(Duration::from_millis(100));
@@ -587,11 +629,10 @@ fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
             });
         }
     };
-    let Command::Serve(ServeArgs {
-        loaded_config: Some(file),
-        ..
-    }) = &cli.command
-    else {
+    let Some(file) = (match &cli.command {
+        Command::Serve(serve) => serve.loaded_config.as_ref(),
+        _ => None,
+    }) else {
         anyhow::bail!("the configuration file was not read");
     };
     let keys: Vec<&str> = file.keys().collect();
@@ -948,7 +989,29 @@ async fn serve_http(
     let address = listener
         .local_addr()
         .context("cannot read the bound HTTP address")?;
-    if !address.ip().is_loopback() && args.auth_token.is_none() {
+    let oauth = match (&args.oauth_issuer, &args.oauth_resource) {
+        (Some(issuer), Some(resource)) => {
+            let verifier = crate::auth::Verifier::new(crate::auth::OAuthConfig {
+                issuer: issuer.clone(),
+                resource: resource.clone(),
+                jwks_url: args.oauth_jwks_url.clone(),
+                scopes: args.oauth_scope.clone(),
+                plugin_scopes: Vec::new(),
+            })
+            .map_err(|e| anyhow::anyhow!(e))?;
+            let verifier = Arc::new(verifier);
+            tracing::info!(
+                issuer,
+                resource,
+                scopes = %args.oauth_scope.join(" "),
+                "HTTP requests need OAuth access tokens from the issuer"
+            );
+            verifier.prefetch().await;
+            Some(verifier)
+        }
+        _ => None,
+    };
+    if !address.ip().is_loopback() && args.auth_token.is_none() && oauth.is_none() {
         tracing::warn!(%address, "serving HTTP beyond loopback without --auth-token: anyone who can reach it can call every tool");
     }
     let config = HttpConfig {
@@ -960,6 +1023,7 @@ async fn serve_http(
         modern,
         loading,
         state: Some(state),
+        oauth,
         status_page: (!args.no_status_page).then(|| {
             let started = std::time::SystemTime::now();
             let plugins = Arc::clone(&plugins);

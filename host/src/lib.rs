@@ -5,11 +5,12 @@
 //! [`protocol`] decodes them, [`server`] runs the session and dispatches to the [`catalog`],
 //! which finds the plugin and calls it through the [`engine`] under its [`policy`] limits.
 //! A plugin's durable state lives in [`kv`] (the engine links `wasi:keyvalue` to it). Beside the
-//! data path: [`cli`] (the commands) with [`config`] (the configuration file), [`author`]
+//! data path: [`auth`] (OAuth for HTTP), [`cli`] (the commands) with [`config`] (the configuration file), [`author`]
 //! (`call`, `inspect`), [`scaffold`] (`new`), [`metrics`] (Prometheus, recorded along the data
 //! path) and [`watch`] (hot reload of plugins and of the configuration file). Each module's
 //! docs say what it owns and what it must not depend on.
 
+pub mod auth;
 pub mod author;
 pub mod catalog;
 pub mod cli;

@@ -319,13 +319,13 @@ impl Metrics {
         registry.register("plugins_loaded", "Plugins serving now", plugins.clone());
         // The bounded label sets start at zero, so that rates and dashboards see them at once.
         for transport in ["stdio", "http"] {
-            sessions.get_or_create(&TransportLabels { transport });
+            drop(sessions.get_or_create(&TransportLabels { transport }));
         }
         for outcome in ["added", "replaced", "removed", "failed"] {
-            reloads.get_or_create(&OutcomeLabels { outcome });
+            drop(reloads.get_or_create(&OutcomeLabels { outcome }));
         }
         for outcome in ["hit", "miss"] {
-            cache.get_or_create(&OutcomeLabels { outcome });
+            drop(cache.get_or_create(&OutcomeLabels { outcome }));
         }
         registry.register(
             "build",

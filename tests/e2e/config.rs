@@ -75,29 +75,47 @@ fn the_reference_file_names_every_flag_and_each_example_is_valid() {
         });
         assert!(named, "host/deploy/mcpbox.toml does not name `{flag}`");
     }
-    // Each commented example, uncommented on its own, is valid.
+    // Each commented example (a run of consecutive example lines together, such as the
+    // OAuth settings that need each other), uncommented, is valid.
     let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    fn example<'a>(line: &'a str, flags: &[String]) -> Option<&'a str> {
+        line.strip_prefix("# ").filter(|rest| {
+            rest.split_once(" = ")
+                .is_some_and(|(key, _)| flags.iter().any(|f| f == key))
+        })
+    }
     let mut examples = 0;
-    for (i, line) in text.lines().enumerate() {
-        let Some(example) = line.strip_prefix("# ") else {
-            continue;
-        };
-        let Some((key, _)) = example.split_once(" = ") else {
-            continue;
-        };
-        if !flags.iter().any(|f| f == key) {
+    let mut i = 0;
+    while i < lines.len() {
+        if example(lines[i], &flags).is_none() {
+            i += 1;
             continue;
         }
-        examples += 1;
-        let edited: Vec<&str> = text
-            .lines()
+        let start = i;
+        while i < lines.len() && example(lines[i], &flags).is_some() {
+            i += 1;
+        }
+        examples += i - start;
+        let edited: Vec<&str> = lines
+            .iter()
             .enumerate()
-            .map(|(j, l)| if j == i { example } else { l })
+            .map(|(j, l)| {
+                if (start..i).contains(&j) {
+                    example(l, &flags).unwrap_or(l)
+                } else {
+                    l
+                }
+            })
             .collect();
         let file = dir.path().join("mcpbox.toml");
         std::fs::write(&file, edited.join("\n")).unwrap();
         let (ok, out) = check(&file);
-        assert!(ok, "uncommenting `{example}` breaks the file: {out}");
+        assert!(
+            ok,
+            "uncommenting {:?} breaks the file: {out}",
+            &lines[start..i]
+        );
     }
     assert!(examples >= 10, "only {examples} commented examples");
 }

@@ -18,6 +18,7 @@ use crate::engine::{CompletionRef, PluginCode};
 use crate::metrics::{CallKind, CallOutcome, metrics};
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
+use crate::protocol::request::Method;
 use crate::server::{Backend, ListKind, MethodResult, Offers, RequestContext, ServerEvent};
 
 /// Whether the request's revision takes structured content of any JSON type (2026-07-28) or
@@ -49,6 +50,61 @@ impl Backend for PluginSet {
 
     fn startup_problems(&self) -> Vec<String> {
         PluginSet::startup_problems(self)
+    }
+
+    fn scopes_for(&self, method: &Method, params: Option<&RawValue>) -> Vec<String> {
+        #[derive(serde::Deserialize)]
+        struct Target {
+            name: Option<String>,
+            uri: Option<String>,
+            #[serde(rename = "ref")]
+            reference: Option<CompletionReference>,
+        }
+        let Some(target) = params.and_then(|p| serde_json::from_str::<Target>(p.get()).ok()) else {
+            return Vec::new();
+        };
+        let catalog = self.catalog();
+        let name = target.name.as_deref().unwrap_or_default();
+        let plugin = match (method, &target.reference) {
+            (Method::CallTool, _) => catalog.tools.index.get(name).map(|e| e.plugin),
+            (Method::GetPrompt, _)
+            | (Method::Complete, Some(CompletionReference::Prompt { .. })) => {
+                let name = match &target.reference {
+                    Some(CompletionReference::Prompt { name }) => name.as_str(),
+                    _ => name,
+                };
+                catalog.prompts.index.get(name).map(|e| e.plugin)
+            }
+            (Method::Complete, Some(CompletionReference::Resource { uri })) => catalog
+                .templates
+                .iter()
+                .find(|t| t.uri_template == *uri)
+                .map(|t| t.plugin),
+            (Method::ReadResource, _) => {
+                return target
+                    .uri
+                    .as_deref()
+                    .and_then(|uri| catalog.resource_owner(uri))
+                    .map(|p| p.policy().scopes.clone())
+                    .unwrap_or_default();
+            }
+            _ => None,
+        };
+        plugin
+            .and_then(|i| catalog.plugins.get(i))
+            .map(|p| p.policy().scopes.clone())
+            .unwrap_or_default()
+    }
+
+    fn plugin_scopes(&self) -> Vec<String> {
+        let mut scopes: Vec<String> = self
+            .plugins()
+            .iter()
+            .flat_map(|p| p.code.policy().scopes.clone())
+            .collect();
+        scopes.sort();
+        scopes.dedup();
+        scopes
     }
 
     fn list(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult {

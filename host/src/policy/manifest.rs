@@ -2,6 +2,7 @@
 //!
 //! ```toml
 //! title = "Weather"        # optional: a display name (the plugin's name is its file name)
+//! scopes = ["weather"]     # optional: OAuth scopes a caller's token must carry (HTTP + OAuth)
 //!
 //! [limits]                 # each key optional; the command line's values are the defaults
 //! fuel = 2_000_000_000
@@ -80,6 +81,8 @@ struct Manifest {
     #[serde(default)]
     http: HttpTable,
     keyvalue: Option<KeyValueTable>,
+    #[serde(default)]
+    scopes: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -196,7 +199,35 @@ pub fn parse_manifest(file: &Path, text: &str, defaults: Limits) -> Result<Polic
             .keyvalue
             .map(|table| keyvalue(file, table).map(Arc::new))
             .transpose()?,
+        scopes: scopes(file, manifest.scopes)?,
     })
+}
+
+/// OAuth scope tokens (RFC 6749 §3.3: printable ASCII but space, `"` and `\\`), once each.
+fn scopes(file: &Path, scopes: Vec<String>) -> Result<Vec<String>, PolicyError> {
+    let mut seen = HashSet::new();
+    for (i, scope) in scopes.iter().enumerate() {
+        let valid = !scope.is_empty()
+            && scope.len() <= 256
+            && scope
+                .bytes()
+                .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+        if !valid {
+            return Err(PolicyError::at(
+                file,
+                format!("scopes[{i}]"),
+                "a scope is 1 to 256 printable ASCII characters without spaces, quotes or backslashes",
+            ));
+        }
+        if !seen.insert(scope.as_str()) {
+            return Err(PolicyError::at(
+                file,
+                format!("scopes[{i}]"),
+                format!("`{scope}` is listed twice"),
+            ));
+        }
+    }
+    Ok(scopes)
 }
 
 /// Check the shape of every `[plugin.NAME]` section of the configuration file `file` (text

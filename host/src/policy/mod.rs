@@ -76,6 +76,8 @@ pub struct Policy {
     pub http: Vec<HttpGrant>,
     /// The key-value buckets it may open, and its quotas.
     pub keyvalue: Option<Arc<KvGrant>>,
+    /// OAuth scopes a caller's token must carry to use it (over HTTP with OAuth).
+    pub scopes: Vec<String>,
 }
 
 impl Policy {

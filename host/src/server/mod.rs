@@ -141,6 +141,22 @@ pub trait Backend: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The OAuth scopes a request (`method` with `params`) needs beyond the server's own: the
+    /// scopes of the plugin that would serve it.
+    fn scopes_for(
+        &self,
+        method: &crate::protocol::request::Method,
+        params: Option<&RawValue>,
+    ) -> Vec<String> {
+        let _ = (method, params);
+        Vec::new()
+    }
+
+    /// Every scope some plugin requires (for the OAuth metadata's `scopes_supported`).
+    fn plugin_scopes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// One page of a list: `cursor` is the previous page's `nextCursor`. An unknown cursor is
     /// -32602.
     fn list(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult;

@@ -56,6 +56,7 @@ use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 
 use self::streams::{LIVE_QUEUE, STANDALONE, Streams};
+use crate::auth::{Access, AuthError};
 use crate::protocol::error::{INTERNAL_ERROR, INVALID_REQUEST};
 use crate::protocol::jsonrpc::{Decoded, decode, encode_error};
 use crate::protocol::request::{Method, RequestMeta};
@@ -88,6 +89,8 @@ pub struct HttpConfig {
     pub state: Option<Arc<crate::kv::StateService>>,
     /// The status page served at `/` (none: 404).
     pub status_page: Option<StatusPage>,
+    /// OAuth: tokens are JWTs checked by this verifier (instead of `auth_token`).
+    pub oauth: Option<Arc<crate::auth::Verifier>>,
 }
 
 /// Renders the status page (HTML); the transport only serves it, behind the gate.
@@ -112,6 +115,7 @@ impl Default for HttpConfig {
             loading: Arc::default(),
             state: None,
             status_page: None,
+            oauth: None,
         }
     }
 }
@@ -244,8 +248,57 @@ impl<B: Backend> App<B> {
         });
     }
 
-    /// The gate every request passes: Host, Origin, and the bearer token.
-    fn check(&self, headers: &HeaderMap) -> Result<(), Refused> {
+    /// The gate every request passes: Host, Origin, and the bearer token (a static one, or
+    /// with OAuth a JWT whose access is returned).
+    async fn check(&self, headers: &HeaderMap) -> Result<Option<Access>, Refused> {
+        self.check_static(headers)?;
+        let Some(verifier) = &self.config.oauth else {
+            return Ok(None);
+        };
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        match verifier.verify(authorization).await {
+            Ok(access) => Ok(Some(access)),
+            Err(error) => Err(Box::new(oauth_refusal(verifier, &error))),
+        }
+    }
+
+    /// With OAuth: that `access` carries the scopes of every plugin the requests in `decoded`
+    /// would reach (403 `insufficient_scope` naming the missing ones).
+    fn check_scopes(&self, access: Option<&Access>, decoded: &Decoded) -> Result<(), Refused> {
+        let (Some(access), Some(verifier)) = (access, &self.config.oauth) else {
+            return Ok(());
+        };
+        let requests: Vec<&crate::protocol::Request> = match decoded {
+            Decoded::Single(Ok(Message::Request(request))) => vec![request],
+            Decoded::Batch(items) => items
+                .iter()
+                .filter_map(|item| match item {
+                    Ok(Message::Request(request)) => Some(request),
+                    _ => None,
+                })
+                .collect(),
+            Decoded::Single(_) => Vec::new(),
+        };
+        for request in requests {
+            let method = Method::from_name(&request.method);
+            let required = self.backend.scopes_for(&method, request.params.as_deref());
+            let missing = access.missing(&required);
+            if !missing.is_empty() {
+                let missing: Vec<String> = missing.into_iter().map(str::to_owned).collect();
+                tracing::info!(method = %request.method, scopes = %missing.join(" "), subject = access.subject.as_deref().unwrap_or(""), "refused: the token lacks a plugin's scopes");
+                return Err(Box::new(oauth_refusal(
+                    verifier,
+                    &AuthError::InsufficientScope(missing),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Host, Origin, and the static bearer token.
+    fn check_static(&self, headers: &HeaderMap) -> Result<(), Refused> {
         if let Some(host) = headers.get(header::HOST) {
             let host = host.to_str().unwrap_or("");
             if !self.allowed_authority(host) {
@@ -465,10 +518,14 @@ fn sse(rx: mpsc::Receiver<Event>, session_id: Option<&str>) -> Response {
 type Shared<B> = State<Arc<App<B>>>;
 
 async fn post_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(refused) = app.check(&headers) {
+    let access = match app.check(&headers).await {
+        Ok(access) => access,
+        Err(refused) => return *refused,
+    };
+    let decoded = decode(&body);
+    if let Err(refused) = app.check_scopes(access.as_ref(), &decoded) {
         return *refused;
     }
-    let decoded = decode(&body);
     let mirror = mirror_headers(&headers);
     if is_modern(&decoded, mirror.protocol_version.as_deref()) {
         return post_stateless(&app, &headers, decoded, mirror).await;
@@ -728,7 +785,7 @@ async fn stream_replies<B: Backend>(http: &Arc<HttpSession<B>>, decoded: Decoded
 }
 
 async fn get_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
-    if let Err(refused) = app.check(&headers) {
+    if let Err(refused) = app.check(&headers).await {
         return *refused;
     }
     if let Err(refused) = no_stateless_streams(&headers).and_then(|()| check_version(&headers)) {
@@ -763,7 +820,8 @@ async fn get_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Respo
 async fn delete_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
     if let Err(refused) = app
         .check(&headers)
-        .and_then(|()| no_stateless_streams(&headers))
+        .await
+        .and_then(|_| no_stateless_streams(&headers))
     {
         return *refused;
     }
@@ -791,7 +849,7 @@ async fn delete_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Re
 /// Legacy transport: `GET /sse` opens a session whose every message travels on this stream;
 /// the first event names the endpoint to POST messages to.
 async fn get_sse<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
-    if let Err(refused) = app.check(&headers) {
+    if let Err(refused) = app.check(&headers).await {
         return *refused;
     }
     let (id, http) = app.create_session();
@@ -816,17 +874,19 @@ async fn post_messages<B: Backend>(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(refused) = app.check(&headers) {
-        return *refused;
-    }
+    let access = match app.check(&headers).await {
+        Ok(access) => access,
+        Err(refused) => return *refused,
+    };
     let Some(http) = app.sessions().get(&query.session_id).cloned() else {
         return plain(StatusCode::NOT_FOUND, "unknown session");
     };
     http.touch();
-    let pending = http
-        .session
-        .accept(decode(&body), None, &http.standalone)
-        .await;
+    let decoded = decode(&body);
+    if let Err(refused) = app.check_scopes(access.as_ref(), &decoded) {
+        return *refused;
+    }
+    let pending = http.session.accept(decoded, None, &http.standalone).await;
     if let Some(pending) = pending {
         tokio::spawn(async move {
             if let Some(answer) = pending.work.await {
@@ -870,10 +930,113 @@ async fn readyz<B: Backend>(State(app): Shared<B>) -> Response {
     (StatusCode::OK, "ready\n").into_response()
 }
 
+/// The answer to a request OAuth refuses: 401 (no token, or an invalid one) or 403 (missing
+/// scopes) with `WWW-Authenticate` pointing at the resource metadata (RFC 6750, RFC 9728), or
+/// 503 when the issuer's keys cannot be fetched.
+fn oauth_refusal(verifier: &crate::auth::Verifier, error: &AuthError) -> Response {
+    let metadata = metadata_url(&verifier.config().resource);
+    let quoted = |text: &str| -> String {
+        text.chars()
+            .map(|c| {
+                if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' {
+                    c
+                } else {
+                    '\''
+                }
+            })
+            .take(300)
+            .collect()
+    };
+    let (status, challenge) = match error {
+        AuthError::Missing => {
+            let scopes = &verifier.config().scopes;
+            let scope = if scopes.is_empty() {
+                String::new()
+            } else {
+                format!(", scope=\"{}\"", quoted(&scopes.join(" ")))
+            };
+            (
+                StatusCode::UNAUTHORIZED,
+                format!("Bearer resource_metadata=\"{metadata}\"{scope}"),
+            )
+        }
+        AuthError::Invalid(why) => (
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{metadata}\"",
+                quoted(why)
+            ),
+        ),
+        AuthError::InsufficientScope(scopes) => (
+            StatusCode::FORBIDDEN,
+            format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{metadata}\"",
+                quoted(&scopes.join(" "))
+            ),
+        ),
+        AuthError::Unavailable(why) => {
+            tracing::warn!("refused a request: {why}");
+            return (StatusCode::SERVICE_UNAVAILABLE, format!("{error}\n")).into_response();
+        }
+    };
+    let mut response = (status, format!("{error}\n")).into_response();
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// Where the Protected Resource Metadata of `resource` is (RFC 9728 §3.1: the well-known
+/// path inserted between the origin and the resource's path).
+fn metadata_url(resource: &str) -> String {
+    let resource = resource.trim_end_matches('/');
+    let split = resource
+        .find("://")
+        .and_then(|i| resource[i + 3..].find('/').map(|j| i + 3 + j));
+    match split {
+        Some(at) => format!(
+            "{}/.well-known/oauth-protected-resource{}",
+            &resource[..at],
+            &resource[at..]
+        ),
+        None => format!("{resource}/.well-known/oauth-protected-resource"),
+    }
+}
+
+/// The Protected Resource Metadata (RFC 9728), public (clients read it to find the
+/// authorization server); 404 without OAuth.
+async fn resource_metadata<B: Backend>(State(app): Shared<B>) -> Response {
+    let Some(verifier) = &app.config.oauth else {
+        return plain(
+            StatusCode::NOT_FOUND,
+            "not found: OAuth is not configured\n",
+        );
+    };
+    let mut metadata = verifier.metadata();
+    let plugin_scopes = app.backend.plugin_scopes();
+    if let Some(scopes) = metadata["scopes_supported"].as_array_mut() {
+        for scope in plugin_scopes {
+            if !scopes.iter().any(|s| s.as_str() == Some(scope.as_str())) {
+                scopes.push(scope.into());
+            }
+        }
+    }
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        ],
+        metadata.to_string(),
+    )
+        .into_response()
+}
+
 /// Prometheus metrics ([`crate::metrics`]), behind the same gate as `/mcp` (Host, Origin,
 /// token): they name every plugin and tool.
 async fn metrics_endpoint<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
-    if let Err(refused) = app.check(&headers) {
+    if let Err(refused) = app.check(&headers).await {
         return *refused;
     }
     exposition()
@@ -881,7 +1044,7 @@ async fn metrics_endpoint<B: Backend>(State(app): Shared<B>, headers: HeaderMap)
 
 /// The status page, behind the same gate as `/mcp`; 404 when it is off.
 async fn status_page<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
-    if let Err(refused) = app.check(&headers) {
+    if let Err(refused) = app.check(&headers).await {
         return *refused;
     }
     let Some(page) = app.config.status_page.clone() else {
@@ -962,6 +1125,14 @@ pub async fn serve<B: Backend>(
         .route("/readyz", axum::routing::get(readyz::<B>))
         .route("/metrics", axum::routing::get(metrics_endpoint::<B>))
         .route("/", axum::routing::get(status_page::<B>))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            axum::routing::get(resource_metadata::<B>),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/{*path}",
+            axum::routing::get(resource_metadata::<B>),
+        )
         .route("/messages", axum::routing::post(post_messages::<B>))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(Arc::clone(&app));
