@@ -4,10 +4,11 @@
 //!
 //! A token must be signed with an asymmetric algorithm by a key in the issuer's JWKS (fetched
 //! from its metadata or `--oauth-jwks-url`, cached, and fetched again when a token names a key
-//! it does not hold, at most once a second), name the configured issuer, name this server's
-//! canonical URI in its audience (RFC 8707), and be within its `exp` and `nbf` (60 s of clock
-//! leeway). Its scopes (`scope`, space-separated, or `scp`) must include the server's
-//! required scopes. The token is only read here: it is never handed to plugins or sent on.
+//! it does not hold, at most once a second: later unknown keys wait for the next fetch), name
+//! the configured issuer, name this server's canonical URI in its audience (RFC 8707), and be
+//! within its `exp` and `nbf` (60 s of clock leeway). Its scopes (`scope`, space-separated, or
+//! `scp`) must include the server's required scopes. The token is only read here: it is never
+//! handed to plugins, logged, or sent on.
 //!
 //! Depends on nothing else in the crate; the transport asks [`Verifier::verify`] and maps the
 //! [`AuthError`] to 401 or 403 with `WWW-Authenticate`.
@@ -20,7 +21,7 @@ use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
-/// The least time between two fetches of the JWKS prompted by unknown key ids.
+/// The least time between two fetches of the JWKS (unknown key ids wait for the next one).
 const REFRESH_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a fetch from the authorization server may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -273,21 +274,28 @@ impl Verifier {
     /// was too recent).
     async fn refresh(&self, kid: Option<&str>) -> Result<(), AuthError> {
         let _one = self.fetching.lock().await;
-        let (url, recent) = {
+        let held = |keys: &Keys| {
+            kid.is_some_and(|kid| keys.set.as_ref().is_some_and(|s| s.find(kid).is_some()))
+        };
+        let (url, wait) = {
             let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-            let held =
-                kid.is_some_and(|kid| keys.set.as_ref().is_some_and(|s| s.find(kid).is_some()));
-            if held {
+            if held(&keys) {
                 return Ok(());
             }
             (
                 keys.jwks_url.clone(),
                 keys.fetched
-                    .is_some_and(|at| at.elapsed() < REFRESH_INTERVAL),
+                    .map(|at| REFRESH_INTERVAL.saturating_sub(at.elapsed())),
             )
         };
-        if recent {
-            return Ok(());
+        // At most one fetch a second, however many unknown key ids arrive: a later one waits
+        // its turn (behind the lock above) rather than being refused, so a key rotated in just
+        // after a fetch is still found.
+        if let Some(wait) = wait.filter(|w| !w.is_zero()) {
+            tokio::time::sleep(wait).await;
+            if held(&self.keys.lock().unwrap_or_else(PoisonError::into_inner)) {
+                return Ok(());
+            }
         }
         let url = match url {
             Some(url) => url,

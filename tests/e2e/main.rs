@@ -27,6 +27,7 @@ mod languages;
 mod loading;
 mod metrics;
 mod modern;
+mod oauth;
 mod python;
 mod reload;
 mod sandbox;

@@ -1,0 +1,288 @@
+//! OAuth 2.1 on HTTP against a real authorization server (npm's `oauth2-mock-server`, RS256,
+//! started by the test on loopback): the 401 challenge and the Protected Resource Metadata;
+//! real signed tokens that are valid, expired, not yet valid, for another audience, from
+//! another issuer, signed by an unpublished key, signed by a rotated-in key, and short of a
+//! server or plugin scope; an issuer that goes away; and the official Python SDK's OAuth client
+//! discovering everything, authorizing with PKCE and stepping up to a plugin's scope.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::support::{STEP, Stderr, mcpbox, plugin_dir};
+use crate::tools;
+
+const MOCK: &str = "oauth2-mock-server@9.3.0";
+const SDK: &str = "mcp==2.3.0";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The authorization server, killed when dropped.
+struct AuthorizationServer {
+    url: String,
+    /// Killed when dropped.
+    _child: Child,
+}
+
+impl AuthorizationServer {
+    async fn start(resource: &str) -> Self {
+        let prefix = tokio::task::spawn_blocking(|| tools::npm(&[MOCK]))
+            .await
+            .unwrap();
+        // ESM resolves packages beside the script, so it runs from the prefix.
+        let script = prefix.join("authorization_server.mjs");
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/e2e/oauth/authorization_server.mjs"),
+            &script,
+        )
+        .unwrap();
+        let port = free_port();
+        let mut child = Command::new("node")
+            .arg(&script)
+            .arg(port.to_string())
+            .arg(resource)
+            .env("PATH", tools::node_path(&prefix))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the authorization server");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = tokio::time::timeout(STEP, lines.next_line())
+            .await
+            .expect("the authorization server starts in time");
+        assert_eq!(ready.ok().flatten().as_deref(), Some("ready"));
+        Self {
+            url: format!("http://127.0.0.1:{port}"),
+            _child: child,
+        }
+    }
+
+    /// A token from the test route, with `query` (`scope=mcp&expires_in=-3600`, …).
+    async fn token(&self, query: &str) -> String {
+        reqwest::get(format!("{}/test/token?{query}", self.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+/// mcpbox over HTTP on a port chosen first (its canonical URI names the port), with OAuth.
+async fn serve(dir: &Path, issuer: &str, port: u16) -> (tokio::process::Child, Stderr) {
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let mut child = mcpbox(
+        dir,
+        &[
+            "--http",
+            &format!("127.0.0.1:{port}"),
+            "--oauth-issuer",
+            issuer,
+            "--oauth-resource",
+            &resource,
+            "--oauth-scope",
+            "mcp",
+        ],
+    )
+    .spawn()
+    .expect("start mcpbox");
+    let stderr = Stderr::collect(child.stderr.take().unwrap());
+    stderr.wait_for("serving MCP over HTTP").await;
+    (child, stderr)
+}
+
+fn plugins() -> tempfile::TempDir {
+    let dir = plugin_dir(&[
+        ("echo_tools", "echo_tools.wasm"),
+        ("hostile", "hostile.wasm"),
+    ]);
+    std::fs::write(dir.path().join("hostile.toml"), "scopes = [\"admin\"]\n").unwrap();
+    dir
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+const ADMIN: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ok","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
+/// POST a 2026-07-28 `tools/call` of `tool` with `token`: the status, `WWW-Authenticate`,
+/// and the body.
+async fn call(url: &str, tool: &str, body: &str, token: Option<&str>) -> (u16, String, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .body(body.to_owned());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, challenge, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn tokens_are_checked_against_a_real_authorization_server() {
+    let dir = plugins();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let authorization = AuthorizationServer::start(&url).await;
+    let (_mcpbox, stderr) = serve(dir.path(), &authorization.url, port).await;
+
+    // No token: 401 pointing at the metadata, with the scope to ask for.
+    let (status, challenge, _) = call(&url, "echo", INIT, None).await;
+    assert_eq!(status, 401);
+    let metadata_url = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
+    assert!(
+        challenge.contains(&format!("resource_metadata=\"{metadata_url}\""))
+            && challenge.contains("scope=\"mcp\""),
+        "{challenge}"
+    );
+    let metadata: Value = reqwest::get(&metadata_url)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(metadata["resource"], url.as_str());
+    assert_eq!(
+        metadata["authorization_servers"][0],
+        authorization.url.as_str()
+    );
+    let scopes: Vec<&str> = metadata["scopes_supported"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        scopes.contains(&"mcp") && scopes.contains(&"admin"),
+        "{metadata}"
+    );
+
+    let valid = authorization.token("scope=mcp").await;
+    let (status, _, body) = call(&url, "echo", INIT, Some(&valid)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"hi\""), "{body}");
+
+    for (query, status_wanted, needle) in [
+        ("scope=mcp&expires_in=-3600", 401, "expired"),
+        ("scope=mcp&nbf_in=3600", 401, "not valid yet"),
+        ("scope=mcp&aud=http://127.0.0.1:1/other", 401, "audience"),
+        ("scope=mcp&iss=http://127.0.0.1:1", 401, "issuer"),
+        ("scope=mcp&stranger=1", 401, "does not publish"),
+        ("scope=other", 403, "insufficient_scope"),
+    ] {
+        let token = authorization.token(query).await;
+        let (status, challenge, body) = call(&url, "echo", INIT, Some(&token)).await;
+        assert_eq!(status, status_wanted, "{query}: {body}");
+        assert!(
+            challenge.contains(needle) || body.contains(needle),
+            "{query}: `{needle}` in neither {challenge:?} nor {body:?}"
+        );
+        assert!(!body.contains(&token), "the token is never echoed");
+    }
+    let (_, challenge, _) = call(
+        &url,
+        "echo",
+        INIT,
+        Some(&authorization.token("scope=mcp&expires_in=-3600").await),
+    )
+    .await;
+    assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+
+    // A plugin's own scope: 403 naming it, until the token carries it.
+    let (status, challenge, _) = call(&url, "ok", ADMIN, Some(&valid)).await;
+    assert_eq!(status, 403);
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"admin\""),
+        "{challenge}"
+    );
+    let admin = authorization.token("scope=mcp%20admin").await;
+    let (status, _, body) = call(&url, "ok", ADMIN, Some(&admin)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("fine"), "{body}");
+
+    // The issuer rotates its keys: a token signed by the new key is accepted (fetched anew).
+    let kid = reqwest::get(format!("{}/test/rotate", authorization.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let rotated = authorization.token(&format!("scope=mcp&kid={kid}")).await;
+    let (status, _, body) = call(&url, "echo", INIT, Some(&rotated)).await;
+    assert_eq!(status, 200, "{body}");
+
+    // The issuer goes away: tokens of keys held still pass; an unknown key cannot be checked.
+    let stranger = authorization.token("scope=mcp&stranger=1").await;
+    drop(authorization);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (status, _, body) = call(&url, "echo", INIT, Some(&rotated)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = call(&url, "echo", INIT, Some(&stranger)).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("cannot check the token"), "{body}");
+    assert!(!stderr.text().contains(&valid), "tokens are never logged");
+}
+
+#[tokio::test]
+async fn the_python_sdk_discovers_authorizes_and_steps_up() {
+    let dir = plugins();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let authorization = AuthorizationServer::start(&url).await;
+    let (_mcpbox, stderr) = serve(dir.path(), &authorization.url, port).await;
+    let python = tokio::task::spawn_blocking(|| tools::python(&[SDK]))
+        .await
+        .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/oauth_client.py");
+    let output = tokio::time::timeout(
+        STEP,
+        Command::new(python)
+            .arg(&script)
+            .arg(&url)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the Python client finishes in time")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.ends_with("done\n"),
+        "the Python OAuth client failed:\n{stdout}\n{}\nmcpbox:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        stderr.text()
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.contains(&"token scope=mcp"), "{stdout}");
+    assert!(lines.contains(&"step-up ok"), "{stdout}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("token scope=") && l.contains("admin")),
+        "the second token carries the plugin's scope: {stdout}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| **l == "authorizing").count(),
+        2,
+        "{stdout}"
+    );
+}
