@@ -290,6 +290,12 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<String>,
 
+    /// Export OpenTelemetry traces over OTLP/HTTP to this collector (`http://127.0.0.1:4318`):
+    /// a span per request, parented on the client's `traceparent`, with the plugin call and
+    /// its host calls beneath it. Off by default (and free when off).
+    #[arg(long, env = "MCPBOX_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
     /// HTTP: require `Authorization: Bearer <TOKEN>` on every request.
     #[arg(
         long,
@@ -529,23 +535,46 @@ impl Cli {
         Ok(cli)
     }
 
-    /// Send logs to stderr at the chosen level.
-    pub fn init_logging(&self) -> anyhow::Result<()> {
+    /// Send logs to stderr at the chosen level, and for `serve --otlp-endpoint` traces to the
+    /// collector (the exporter is returned, to be shut down at exit).
+    pub fn init_logging(&self) -> anyhow::Result<Option<crate::telemetry::Telemetry>> {
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
         let filter = EnvFilter::builder().parse(&self.log).with_context(|| {
             format!(
                 "invalid log level or filter `{}` (from --log or MCPBOX_LOG)",
                 self.log
             )
         })?;
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(filter)
+        let fmt = tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .with_ansi(false);
-        match self.log_format {
-            LogFormat::Text => builder.try_init(),
-            LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        let fmt: Box<dyn tracing_subscriber::Layer<_> + Send + Sync> = match self.log_format {
+            LogFormat::Text => fmt.with_filter(filter).boxed(),
+            LogFormat::Json => fmt.json().flatten_event(true).with_filter(filter).boxed(),
+        };
+        let endpoint = match &self.command {
+            Command::Serve(serve) => serve.otlp_endpoint.as_deref(),
+            _ => None,
+        };
+        let (otel, telemetry) = match endpoint {
+            Some(endpoint) => {
+                let (layer, telemetry) =
+                    crate::telemetry::layer(endpoint).map_err(|e| anyhow::anyhow!(e))?;
+                (Some(layer), Some(telemetry))
+            }
+            None => (None, None),
+        };
+        tracing_subscriber::registry()
+            .with(fmt)
+            .with(otel)
+            .try_init()
+            .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))?;
+        if let Some(endpoint) = endpoint {
+            tracing::info!(endpoint, "exporting traces over OTLP");
         }
-        .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
+        Ok(telemetry)
     }
 }
 

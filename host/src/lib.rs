@@ -5,10 +5,11 @@
 //! [`protocol`] decodes them, [`server`] runs the session and dispatches to the [`catalog`],
 //! which finds the plugin and calls it through the [`engine`] under its [`policy`] limits.
 //! A plugin's durable state lives in [`kv`] (the engine links `wasi:keyvalue` to it). Beside the
-//! data path: [`auth`] (OAuth for HTTP), [`cli`] (the commands) with [`config`] (the configuration file), [`author`]
-//! (`call`, `inspect`), [`scaffold`] (`new`), [`metrics`] (Prometheus, recorded along the data
-//! path) and [`watch`] (hot reload of plugins and of the configuration file). Each module's
-//! docs say what it owns and what it must not depend on.
+//! data path: [`auth`] (OAuth for HTTP), [`cli`] (the commands) with [`config`] (the
+//! configuration file), [`author`] (`call`, `inspect`), [`scaffold`] (`new`), [`metrics`]
+//! (Prometheus) and [`telemetry`] (OpenTelemetry traces), both recorded along the data path,
+//! and [`watch`] (hot reload of plugins and of the configuration file). Each module's docs say
+//! what it owns and what it must not depend on.
 
 pub mod auth;
 pub mod author;
@@ -22,5 +23,6 @@ pub mod policy;
 pub mod protocol;
 pub mod scaffold;
 pub mod server;
+pub mod telemetry;
 pub mod transport;
 pub mod watch;

@@ -17,12 +17,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(e) = cli.init_logging() {
-        // Logging is not set up, so write the one line directly; stdout stays untouched.
-        let _ = writeln!(std::io::stderr(), "mcpbox: {e:#}");
-        return ExitCode::from(2);
+    let telemetry = match cli.init_logging() {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            // Logging is not set up, so write the one line directly; stdout stays untouched.
+            let _ = writeln!(std::io::stderr(), "mcpbox: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = run(cli);
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
     }
-    match run(cli) {
+    match outcome {
         Ok(outcome) => {
             if let Some(output) = outcome.output {
                 // `call`'s result: the one thing it writes to stdout.

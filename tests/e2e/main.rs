@@ -37,3 +37,4 @@ mod status;
 mod support;
 mod surface;
 mod tools;
+mod traces;

@@ -21,6 +21,8 @@ pub struct HttpGate {
     plugin: Arc<str>,
     grants: Arc<[HttpGrant]>,
     denied: Arc<AtomicBool>,
+    /// The span of the call (egress spans are its children in traces).
+    call: tracing::Span,
 }
 
 impl HttpGate {
@@ -31,6 +33,7 @@ impl HttpGate {
             plugin,
             grants,
             denied,
+            call: tracing::Span::current(),
         }
     }
 }
@@ -57,32 +60,45 @@ impl WasiHttpHooks for HttpGate {
         let plugin = Arc::clone(&self.plugin);
         let grants = Arc::clone(&self.grants);
         let denied = Arc::clone(&self.denied);
-        Box::new(async move {
-            match check(&grants, request.uri()).await {
-                Ok(()) => {}
-                Err(Refusal::Denied(why)) => {
-                    denied.store(true, Ordering::Relaxed);
-                    crate::metrics::metrics().denial(&plugin, crate::metrics::Grant::Http);
-                    tracing::warn!(plugin = &*plugin, uri = %request.uri(), "denied HTTP request: {why}");
-                    return Err(Error::HttpRequestDenied);
+        let span = tracing::trace_span!(
+            target: crate::telemetry::TARGET,
+            parent: &self.call,
+            "plugin.http",
+            otel.name = %format_args!("{} {}", request.method(), request.uri().host().unwrap_or("")),
+            http.request.method = %request.method(),
+            server.address = request.uri().host().unwrap_or(""),
+            mcpbox.plugin = &*self.plugin,
+        );
+        Box::new(tracing::Instrument::instrument(
+            async move {
+                match check(&grants, request.uri()).await {
+                    Ok(()) => {}
+                    Err(Refusal::Denied(why)) => {
+                        denied.store(true, Ordering::Relaxed);
+                        crate::metrics::metrics().denial(&plugin, crate::metrics::Grant::Http);
+                        tracing::warn!(plugin = &*plugin, uri = %request.uri(), "denied HTTP request: {why}");
+                        return Err(Error::HttpRequestDenied);
+                    }
+                    // Granted, but its name does not resolve: the plugin hears "could not
+                    // resolve", not "not granted".
+                    Err(Refusal::Unresolvable(why)) => {
+                        tracing::info!(plugin = &*plugin, uri = %request.uri(), "HTTP request failed: {why}");
+                        return Err(Error::DnsError {
+                            rcode: Some(why),
+                            info_code: None,
+                        });
+                    }
                 }
-                // Granted, but its name does not resolve: the plugin hears "could not
-                // resolve", not "not granted".
-                Err(Refusal::Unresolvable(why)) => {
-                    tracing::info!(plugin = &*plugin, uri = %request.uri(), "HTTP request failed: {why}");
-                    return Err(Error::DnsError {
-                        rcode: Some(why),
-                        info_code: None,
-                    });
-                }
-            }
-            tracing::debug!(plugin = &*plugin, method = %request.method(), uri = %request.uri(), "HTTP request");
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            Ok((
-                response.map(BodyExt::boxed_unsync),
-                Box::new(io) as Box<dyn Future<Output = _> + Send>,
-            ))
-        })
+                tracing::debug!(plugin = &*plugin, method = %request.method(), uri = %request.uri(), "HTTP request");
+                let (response, io) =
+                    wasmtime_wasi_http::default_send_request(request, options).await?;
+                Ok((
+                    response.map(BodyExt::boxed_unsync),
+                    Box::new(io) as Box<dyn Future<Output = _> + Send>,
+                ))
+            },
+            span,
+        ))
     }
 }
 

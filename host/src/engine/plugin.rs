@@ -448,6 +448,15 @@ impl PluginCode {
         is_error: impl FnOnce(&T) -> bool,
         work: impl Future<Output = Result<T, CallError>>,
     ) -> Result<T, CallError> {
+        let span = tracing::trace_span!(
+            target: crate::telemetry::TARGET,
+            "plugin.call",
+            otel.name = %format_args!("{} {}", meter.kind.as_str(), meter.plugin),
+            mcpbox.plugin = %meter.plugin,
+            mcpbox.call.kind = meter.kind.as_str(),
+            mcpbox.call.name = %meter.name,
+        );
+        let work = tracing::Instrument::instrument(work, span);
         let result =
             match tokio::time::timeout(self.limits.timeout + OUTER_TIMEOUT_GRACE, work).await {
                 Ok(result) => result,

@@ -156,6 +156,8 @@ pub struct RequestMeta {
     pub client_info: Option<Box<RawValue>>,
     /// `io.modelcontextprotocol/logLevel`, as sent.
     pub log_level: Option<Box<RawValue>>,
+    /// W3C trace context: `traceparent` and `tracestate`, when strings.
+    pub trace: Option<(String, Option<String>)>,
 }
 
 /// The `_meta` fields the server reads, borrowed from the request's text.
@@ -176,6 +178,10 @@ struct MetaFields<'a> {
     client_info: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "io.modelcontextprotocol/logLevel")]
     log_level: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    traceparent: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tracestate: Option<&'a RawValue>,
 }
 
 impl RequestMeta {
@@ -218,6 +224,15 @@ impl RequestMeta {
                 .map(ToOwned::to_owned),
             client_info: fields.client_info.map(ToOwned::to_owned),
             log_level: fields.log_level.map(ToOwned::to_owned),
+            trace: fields
+                .traceparent
+                .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+                .map(|parent| {
+                    let state = fields
+                        .tracestate
+                        .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+                    (parent, state)
+                }),
         }
     }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::watch;
+use tracing::Instrument as _;
 
 use super::context::{Cancellation, Outbound};
 use super::legacy::Legacy;
@@ -89,6 +90,22 @@ impl Answer {
             failed: true,
         }
     }
+}
+
+/// The trace span of one request (exported only with `--otlp-endpoint`), parented on the trace
+/// context in its `_meta`, else on the span it arrived in (an HTTP request's).
+fn request_span(request: &TypedRequest) -> tracing::Span {
+    let span = tracing::trace_span!(
+        target: crate::telemetry::TARGET,
+        "mcp.request",
+        otel.name = %request.method.label(),
+        mcp.method = %request.method.label(),
+        jsonrpc.id = %request.id,
+    );
+    if let Some((parent, state)) = &request.meta.trace {
+        crate::telemetry::set_parent(&span, parent, state.as_deref());
+    }
+    span
 }
 
 /// Counts one request in the metrics: its answer's outcome, or `cancelled` if it is dropped
@@ -294,11 +311,13 @@ impl<B: Backend> Session<B> {
             }
             Message::Request(request) => {
                 let request = TypedRequest::decode(request);
+                let span = request_span(&request);
                 let era = self.era(&request, headers.as_ref());
                 if era == Era::Legacy && request.method.changes_session() {
                     let meter = RequestMeter::start(&request.method);
                     let answer = self
                         .legacy_request(request, outbound.clone(), Arc::default())
+                        .instrument(span)
                         .await;
                     meter.answered(answer.as_ref());
                     return Some(Pending::ready(answer));
@@ -308,9 +327,10 @@ impl<B: Backend> Session<B> {
                 let session = Arc::clone(self);
                 let (outbound, cancel) = (outbound.clone(), Arc::clone(&cancellation));
                 Some(Pending {
-                    work: Box::pin(async move {
-                        session.run(request, era, headers, outbound, cancel).await
-                    }),
+                    work: Box::pin(
+                        async move { session.run(request, era, headers, outbound, cancel).await }
+                            .instrument(span),
+                    ),
                     cancellation: Some(cancellation),
                     settled: false,
                 })

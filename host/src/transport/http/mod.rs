@@ -54,6 +54,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
+use tracing::Instrument as _;
 
 use self::streams::{LIVE_QUEUE, STANDALONE, Streams};
 use crate::auth::{Access, AuthError};
@@ -518,6 +519,28 @@ fn sse(rx: mpsc::Receiver<Event>, session_id: Option<&str>) -> Response {
 type Shared<B> = State<Arc<App<B>>>;
 
 async fn post_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap, body: Bytes) -> Response {
+    let span = http_span(&headers, "/mcp");
+    post_mcp_in(app, headers, body).instrument(span).await
+}
+
+/// The trace span of an HTTP request (exported only with `--otlp-endpoint`), parented on its
+/// `traceparent` header.
+fn http_span(headers: &HeaderMap, route: &'static str) -> tracing::Span {
+    let span = tracing::trace_span!(
+        target: crate::telemetry::TARGET,
+        "mcp.http",
+        otel.name = %format_args!("POST {route}"),
+        http.request.method = "POST",
+        http.route = route,
+    );
+    if let Some(parent) = headers.get("traceparent").and_then(|v| v.to_str().ok()) {
+        let state = headers.get("tracestate").and_then(|v| v.to_str().ok());
+        crate::telemetry::set_parent(&span, parent, state);
+    }
+    span
+}
+
+async fn post_mcp_in<B: Backend>(app: Arc<App<B>>, headers: HeaderMap, body: Bytes) -> Response {
     let access = match app.check(&headers).await {
         Ok(access) => access,
         Err(refused) => return *refused,
