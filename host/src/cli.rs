@@ -547,6 +547,29 @@ impl Cli {
                 self.log
             )
         })?;
+        let endpoint = match &self.command {
+            Command::Serve(serve) => serve.otlp_endpoint.as_deref(),
+            _ => None,
+        };
+        let failed = |e: tracing_subscriber::util::TryInitError| {
+            anyhow::anyhow!("cannot set up logging: {e}")
+        };
+        let Some(endpoint) = endpoint else {
+            // No exporter: one global filter, so that every call site the filter turns off
+            // (the spans for traces among them) is never visited at all.
+            let builder = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(false);
+            match self.log_format {
+                LogFormat::Text => builder.finish().try_init(),
+                LogFormat::Json => builder.json().flatten_event(true).finish().try_init(),
+            }
+            .map_err(failed)?;
+            return Ok(None);
+        };
+        // With the exporter, each layer has its own filter: the log keeps `--log`, the
+        // exporter takes the spans of `mcpbox::otel`.
         let fmt = tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .with_ansi(false);
@@ -554,27 +577,15 @@ impl Cli {
             LogFormat::Text => fmt.with_filter(filter).boxed(),
             LogFormat::Json => fmt.json().flatten_event(true).with_filter(filter).boxed(),
         };
-        let endpoint = match &self.command {
-            Command::Serve(serve) => serve.otlp_endpoint.as_deref(),
-            _ => None,
-        };
-        let (otel, telemetry) = match endpoint {
-            Some(endpoint) => {
-                let (layer, telemetry) =
-                    crate::telemetry::layer(endpoint).map_err(|e| anyhow::anyhow!(e))?;
-                (Some(layer), Some(telemetry))
-            }
-            None => (None, None),
-        };
+        let (otel, telemetry) =
+            crate::telemetry::layer(endpoint).map_err(|e| anyhow::anyhow!(e))?;
         tracing_subscriber::registry()
             .with(fmt)
             .with(otel)
             .try_init()
-            .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))?;
-        if let Some(endpoint) = endpoint {
-            tracing::info!(endpoint, "exporting traces over OTLP");
-        }
-        Ok(telemetry)
+            .map_err(failed)?;
+        tracing::info!(endpoint, "exporting traces over OTLP");
+        Ok(Some(telemetry))
     }
 }
 
