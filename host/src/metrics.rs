@@ -24,125 +24,84 @@ use crate::protocol::request::Method;
 /// The content type of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// What kind of plugin call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CallKind {
-    /// `tools/call`.
-    Tool,
-    /// `prompts/get`.
-    Prompt,
-    /// `resources/read`.
-    Resource,
-    /// `completion/complete`.
-    Completion,
-    /// Reading a plugin's lists (at load, or when it says they changed).
-    List,
-}
-
-/// How a plugin call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CallOutcome {
-    /// It returned a result.
-    Ok,
-    /// It returned an error of its own (a tool's `isError`, a prompt's or resource's error).
-    IsError,
-    /// It returned an error after the host refused it a grant during the call.
-    Denied,
-    /// It ran out of fuel.
-    OutOfFuel,
-    /// It ran past its time limit.
-    Timeout,
-    /// It tried to grow past its memory limit.
-    OutOfMemory,
-    /// It trapped: a panic, a stack overflow, any other trap.
-    Trap,
-    /// It broke a host bound (handles, host-call data) or could not be run.
-    HostError,
-    /// The client cancelled it (or went away) before it finished.
-    Cancelled,
-    /// Refused before running: the arguments did not match the tool's input schema.
-    InvalidArguments,
-}
-
-/// Which grant a plugin was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Grant {
-    /// Outgoing HTTP (`wasi:http`).
-    Http,
-    /// A key-value bucket (`wasi:keyvalue`).
-    Keyvalue,
-}
-
-impl CallKind {
-    /// Its label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Tool => "tool",
-            Self::Prompt => "prompt",
-            Self::Resource => "resource",
-            Self::Completion => "completion",
-            Self::List => "list",
+/// An enum of label values: each variant with its documentation and the value it is exported as.
+macro_rules! label_values {
+    ($(#[$doc:meta])* pub enum $name:ident { $($(#[$vdoc:meta])* $variant:ident = $value:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)*
         }
-    }
-}
 
-impl EncodeLabelValue for CallKind {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        EncodeLabelValue::encode(&self.as_str(), encoder)
-    }
-}
+        impl $name {
+            /// Every value.
+            pub const ALL: [Self; [$($value),*].len()] = [$(Self::$variant),*];
 
-impl CallOutcome {
-    /// Every outcome.
-    pub const ALL: [Self; 10] = [
-        Self::Ok,
-        Self::IsError,
-        Self::Denied,
-        Self::OutOfFuel,
-        Self::Timeout,
-        Self::OutOfMemory,
-        Self::Trap,
-        Self::HostError,
-        Self::Cancelled,
-        Self::InvalidArguments,
-    ];
-
-    /// Its label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Ok => "ok",
-            Self::IsError => "is_error",
-            Self::Denied => "denied",
-            Self::OutOfFuel => "out_of_fuel",
-            Self::Timeout => "timeout",
-            Self::OutOfMemory => "out_of_memory",
-            Self::Trap => "trap",
-            Self::HostError => "host_error",
-            Self::Cancelled => "cancelled",
-            Self::InvalidArguments => "invalid_arguments",
+            /// Its label value.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $value,)*
+                }
+            }
         }
-    }
-}
 
-impl EncodeLabelValue for CallOutcome {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        EncodeLabelValue::encode(&self.as_str(), encoder)
-    }
-}
-
-impl Grant {
-    /// Its label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Http => "http",
-            Self::Keyvalue => "keyvalue",
+        impl EncodeLabelValue for $name {
+            fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+                EncodeLabelValue::encode(&self.as_str(), encoder)
+            }
         }
+    };
+}
+
+label_values! {
+    /// What kind of plugin call.
+    pub enum CallKind {
+        /// `tools/call`.
+        Tool = "tool",
+        /// `prompts/get`.
+        Prompt = "prompt",
+        /// `resources/read`.
+        Resource = "resource",
+        /// `completion/complete`.
+        Completion = "completion",
+        /// Reading a plugin's lists (at load, or when it says they changed).
+        List = "list",
     }
 }
 
-impl EncodeLabelValue for Grant {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        EncodeLabelValue::encode(&self.as_str(), encoder)
+label_values! {
+    /// How a plugin call ended.
+    pub enum CallOutcome {
+        /// It returned a result.
+        Ok = "ok",
+        /// It returned an error of its own (a tool's `isError`, a prompt's or resource's error).
+        IsError = "is_error",
+        /// It returned an error after the host refused it a grant during the call.
+        Denied = "denied",
+        /// It ran out of fuel.
+        OutOfFuel = "out_of_fuel",
+        /// It ran past its time limit.
+        Timeout = "timeout",
+        /// It tried to grow past its memory limit.
+        OutOfMemory = "out_of_memory",
+        /// It trapped: a panic, a stack overflow, any other trap.
+        Trap = "trap",
+        /// It broke a host bound (handles, host-call data) or could not be run.
+        HostError = "host_error",
+        /// The client cancelled it (or went away) before it finished.
+        Cancelled = "cancelled",
+        /// Refused before running: the arguments did not match the tool's input schema.
+        InvalidArguments = "invalid_arguments",
+    }
+}
+
+label_values! {
+    /// Which grant a plugin was refused.
+    pub enum Grant {
+        /// Outgoing HTTP (`wasi:http`).
+        Http = "http",
+        /// A key-value bucket (`wasi:keyvalue`).
+        Keyvalue = "keyvalue",
     }
 }
 

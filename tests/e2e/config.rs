@@ -7,12 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
 
-use crate::support::{STEP, Stderr, fresh_state_dir, plugin_dir, tool_text};
+use crate::support::{Stderr, connect_command, fresh_state_dir, plugin_dir, tool_text};
 
 fn reference() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/mcpbox.toml")
@@ -217,16 +216,7 @@ async fn serve(
     for (name, value) in env {
         command.env(name, value);
     }
-    let (transport, stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mcpbox");
-    let stderr = Stderr::collect(stderr.expect("stderr"));
-    let client = tokio::time::timeout(STEP, ().serve(transport))
-        .await
-        .expect("initialize in time")
-        .unwrap_or_else(|e| panic!("initialize failed: {e}\n{}", stderr.text()));
-    (client, stderr)
+    connect_command(command, ()).await
 }
 
 async fn page_len(client: &RunningService<RoleClient, ()>) -> usize {

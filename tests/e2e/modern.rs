@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{HttpServer, Raw, SseReader, plugin_dir};
+use crate::support::{HttpServer, Raw, SseReader, plugin_dir, post};
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
 const META_INFO: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"info"}"#;
@@ -90,23 +90,6 @@ async fn a_stdio_listen_ends_when_cancelled_and_both_revisions_share_the_process
         "nothing after the cancelled listen: {rest:?}"
     );
     assert!(status.success());
-}
-
-async fn post(
-    client: &reqwest::Client,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> reqwest::Response {
-    let mut request = client
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body.to_owned());
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    request.send().await.expect("POST")
 }
 
 #[tokio::test]

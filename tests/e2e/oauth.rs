@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::support::{STEP, Stderr, mcpbox, plugin_dir};
+use crate::support::{STEP, Stderr, mcpbox, modern_call_headers, plugin_dir, post};
 use crate::tools;
 
 const MOCK: &str = "oauth2-mock-server@9.3.0";
@@ -116,18 +116,12 @@ const ADMIN: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"
 /// POST a 2026-07-28 `tools/call` of `tool` with `token`: the status, `WWW-Authenticate`,
 /// and the body.
 async fn call(url: &str, tool: &str, body: &str, token: Option<&str>) -> (u16, String, String) {
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
-        .body(body.to_owned());
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = modern_call_headers(tool).to_vec();
+    if let Some(bearer) = &bearer {
+        headers.push(("authorization", bearer));
     }
-    let response = request.send().await.unwrap();
+    let response = post(&reqwest::Client::new(), url, &headers, body).await;
     let status = response.status().as_u16();
     let challenge = response
         .headers()

@@ -507,7 +507,16 @@ pub async fn connect_logged(
     extra: &[&str],
     handler: RecordingClient,
 ) -> (RunningService<RoleClient, RecordingClient>, Stderr) {
-    let (transport, stderr) = TokioChildProcess::builder(mcpbox(dir, extra))
+    connect_command(mcpbox(dir, extra), handler).await
+}
+
+/// Run `command` (an `mcpbox serve` over stdio) and connect `handler` as its client; also
+/// returns what the server logs.
+pub async fn connect_command<H: rmcp::ClientHandler>(
+    command: Command,
+    handler: H,
+) -> (RunningService<RoleClient, H>, Stderr) {
+    let (transport, stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::piped())
         .spawn()
         .expect("start mcpbox");
@@ -517,6 +526,33 @@ pub async fn connect_logged(
         .expect("initialize in time")
         .unwrap_or_else(|e| panic!("initialize failed: {e}\nstderr:\n{}", stderr.text()));
     (service, stderr)
+}
+
+/// POST `body` to `url` as JSON (accepting JSON or SSE) with extra `headers`.
+pub async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> reqwest::Response {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("POST")
+}
+
+/// The mirror headers of a 2026-07-28 `tools/call` of `tool`.
+pub fn modern_call_headers(tool: &str) -> [(&'static str, &str); 3] {
+    [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", tool),
+    ]
 }
 
 /// `mcpbox serve --http 127.0.0.1:0` on `dir`, with the address it bound.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{HttpServer, STEP, http_stub, plugin_dir};
+use crate::support::{HttpServer, STEP, http_stub, modern_call_headers, plugin_dir, post};
 
 /// Every span received, flattened from the OTLP JSON bodies.
 #[derive(Clone, Default)]
@@ -71,18 +71,11 @@ fn attribute<'a>(span: &'a Value, key: &str) -> Option<&'a Value> {
 }
 
 async fn call(url: &str, body: String, traceparent_header: Option<&str>) -> Value {
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "http_get")
-        .body(body);
+    let mut headers = modern_call_headers("http_get").to_vec();
     if let Some(parent) = traceparent_header {
-        request = request.header("traceparent", parent);
+        headers.push(("traceparent", parent));
     }
-    let response = request.send().await.unwrap();
+    let response = post(&reqwest::Client::new(), url, &headers, &body).await;
     assert_eq!(response.status(), 200);
     response.json().await.unwrap()
 }

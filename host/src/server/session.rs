@@ -353,8 +353,8 @@ impl<B: Backend> Session<B> {
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
     ) -> Option<Answer> {
-        let started = Instant::now();
         let meter = RequestMeter::start(&request.method);
+        let started = meter.started;
         let id = request.id.clone();
         let method = request.method.clone();
         let work = async {
