@@ -18,6 +18,7 @@ use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
 use crate::kv::StateConfig;
 use crate::policy::Limits;
 use crate::protocol::jsonrpc::decode;
+use crate::registry::trust::Trust;
 use crate::server::{Mode, Session};
 
 /// What to ask the plugin.
@@ -121,7 +122,8 @@ async fn load_from(
     limits: Limits,
 ) -> anyhow::Result<Vec<LoadedPlugin>> {
     if path.is_dir() {
-        let mut loaded = load_directory(runtime, path, limits, &Arc::default()).await?;
+        let mut loaded =
+            load_directory(runtime, path, limits, &Arc::default(), &Trust::default()).await?;
         for late in loaded.late.drain(..) {
             match late.await {
                 Ok((_, Ok(plugin))) => loaded.plugins.push(plugin),
@@ -133,7 +135,7 @@ async fn load_from(
         }
         return Ok(loaded.plugins);
     }
-    let source = read_source(path, &crate::policy::Sections::default())
+    let source = read_source(path, &crate::policy::Sections::default(), &Trust::default())
         .await
         .with_context(|| format!("cannot load {}", path.display()))?;
     let plugin = load_source(runtime, source, limits)

@@ -3,7 +3,7 @@
 //! `state` for operators).
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use crate::config::{ConfigError, ConfigFile};
 use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
 use crate::kv::{StateConfig, StateService};
 use crate::policy::{Limits, Sections};
+use crate::registry::trust::Trust;
 use crate::server::{Mode, ModernSettings, Session, StateKey};
 use crate::transport::http::{self, HttpConfig};
 use crate::transport::stdio::{self, StdioConfig};
@@ -75,6 +76,113 @@ pub enum Command {
     /// Check a configuration file (every key, value and plugin section) without serving;
     /// exit status 1 if it is invalid.
     Check(CheckArgs),
+    /// Fetch a plugin from an OCI registry into a plugin directory: checked against its digest
+    /// and the signature policy, recorded in the directory's lock file (`mcpbox.lock`).
+    Pull(PullArgs),
+    /// Publish a component to an OCI registry as a WebAssembly artifact (the layout `wkg`
+    /// uses).
+    Push(PushArgs),
+    /// Sign a component in a registry (a cosign signature stored beside it) or a component
+    /// file (a detached signature, `FILE.wasm.sig`).
+    Sign(SignArgs),
+    /// Make a key pair for signing (cosign's format): `PREFIX.key`, encrypted with
+    /// `COSIGN_PASSWORD`, and `PREFIX.pub`.
+    Keygen(KeygenArgs),
+}
+
+/// How to reach registries (`pull`, `push` and `sign` take the same flags). Credentials come
+/// from `MCPBOX_REGISTRY_USERNAME` and `MCPBOX_REGISTRY_PASSWORD` (or a bearer token in
+/// `MCPBOX_REGISTRY_TOKEN`), else from the Docker configuration (`docker login`), else none.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RegistryArgs {
+    /// A registry to reach over plain HTTP instead of HTTPS (`host` or `host:port`;
+    /// repeatable, or comma-separated in the variable). Only for a registry on a network you
+    /// trust: digests and signatures are still checked, but nothing else is private.
+    #[arg(
+        long = "insecure-registry",
+        value_name = "HOST",
+        env = "MCPBOX_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    pub insecure: Vec<String>,
+}
+
+/// Arguments of `mcpbox pull`.
+#[derive(Debug, clap::Args)]
+pub struct PullArgs {
+    /// What to pull: `REGISTRY/REPOSITORY:TAG` or `REGISTRY/REPOSITORY@sha256:DIGEST`. Without
+    /// it, `--locked` pulls every plugin the lock file holds, at its locked digest.
+    #[arg(value_name = "REF")]
+    pub reference: Option<String>,
+
+    /// The plugin directory to write `NAME.wasm` and `mcpbox.lock` into [default: the
+    /// configuration file's `plugins`].
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub to: Option<PathBuf>,
+
+    /// The plugin's name [default: the repository's last segment].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+
+    /// Refuse anything the lock file does not pin: the tag must still resolve to the digest it
+    /// recorded.
+    #[arg(long)]
+    pub locked: bool,
+
+    /// Require a signature by this public key (PEM; repeatable), besides what the
+    /// configuration's `[signatures]` requires.
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub key: Vec<PathBuf>,
+
+    /// The configuration file whose `[signatures]` policy and `plugins` directory apply.
+    #[arg(long, env = "MCPBOX_CONFIG", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub config: Option<PathBuf>,
+
+    /// How to reach registries.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// Arguments of `mcpbox push`.
+#[derive(Debug, clap::Args)]
+pub struct PushArgs {
+    /// The component.
+    #[arg(value_name = "FILE.wasm", value_hint = clap::ValueHint::FilePath)]
+    pub file: PathBuf,
+
+    /// Where to publish it: `REGISTRY/REPOSITORY:TAG`.
+    #[arg(value_name = "REF")]
+    pub reference: String,
+
+    /// How to reach registries.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// Arguments of `mcpbox sign`.
+#[derive(Debug, clap::Args)]
+pub struct SignArgs {
+    /// A component file (signed into `FILE.wasm.sig`) or a registry reference (signed in the
+    /// registry, beside the artifact).
+    #[arg(value_name = "FILE.wasm|REF")]
+    pub target: String,
+
+    /// The private key (cosign's encrypted PEM, password in `COSIGN_PASSWORD`; or an
+    /// unencrypted PKCS#8 PEM).
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub key: PathBuf,
+
+    /// How to reach registries.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// Arguments of `mcpbox keygen`.
+#[derive(Debug, clap::Args)]
+pub struct KeygenArgs {
+    /// Where to write the keys: `PREFIX.key` and `PREFIX.pub`.
+    #[arg(value_name = "PREFIX", default_value = "mcpbox")]
+    pub prefix: PathBuf,
 }
 
 /// Arguments of `mcpbox check`.
@@ -541,12 +649,18 @@ impl Cli {
         use tracing_subscriber::Layer as _;
         use tracing_subscriber::layer::SubscriberExt as _;
         use tracing_subscriber::util::SubscriberInitExt as _;
-        let filter = EnvFilter::builder().parse(&self.log).with_context(|| {
+        let mut filter = EnvFilter::builder().parse(&self.log).with_context(|| {
             format!(
                 "invalid log level or filter `{}` (from --log or MCPBOX_LOG)",
                 self.log
             )
         })?;
+        if !self.log.contains("sigstore") {
+            // sigstore reports at info that keyless verification is off: mcpbox never uses it.
+            if let Ok(quiet) = "sigstore=warn".parse() {
+                filter = filter.add_directive(quiet);
+            }
+        }
         let endpoint = match &self.command {
             Command::Serve(serve) => serve.otlp_endpoint.as_deref(),
             _ => None,
@@ -615,6 +729,36 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             });
         }
         Command::Check(args) => return check(&args),
+        Command::Pull(args) => {
+            let outcome = runtime.block_on(pull(args));
+            runtime.shutdown_timeout(Duration::from_millis(100));
+            return outcome;
+        }
+        Command::Push(args) => {
+            let registry = crate::registry::Registry::new(&args.registry.insecure);
+            let outcome = runtime.block_on(crate::registry::push(
+                &registry,
+                &args.file,
+                &args.reference,
+            ));
+            runtime.shutdown_timeout(Duration::from_millis(100));
+            return reported(outcome);
+        }
+        Command::Sign(args) => {
+            let outcome = if Path::new(&args.target).is_file() {
+                crate::registry::sign_file(Path::new(&args.target), &args.key)
+            } else {
+                let registry = crate::registry::Registry::new(&args.registry.insecure);
+                runtime.block_on(crate::registry::sign_reference(
+                    &registry,
+                    &args.target,
+                    &args.key,
+                ))
+            };
+            runtime.shutdown_timeout(Duration::from_millis(100));
+            return reported(outcome);
+        }
+        Command::Keygen(args) => return reported(crate::registry::keygen(&args.prefix)),
         Command::State(args) => {
             let outcome = runtime.block_on(state_command(args));
             runtime.shutdown_timeout(Duration::from_millis(100));
@@ -644,6 +788,52 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     // Do not wait for a blocked stdin reader thread on the way out.
     runtime.shutdown_timeout(Duration::from_millis(100));
     result.map(|()| Outcome::default())
+}
+
+/// A registry command's report, for stdout.
+fn reported(report: Result<String, crate::registry::RegistryError>) -> anyhow::Result<Outcome> {
+    Ok(Outcome {
+        output: Some(report?),
+        failed: false,
+    })
+}
+
+/// `mcpbox pull`: the policy is the configuration's `[signatures]` (with `--key`s added), the
+/// directory `--to` or the configuration's `plugins`.
+async fn pull(args: PullArgs) -> anyhow::Result<Outcome> {
+    let config = match &args.config {
+        Some(path) => Some(ConfigFile::load(path, &serve_command())?),
+        None => None,
+    };
+    let mut policy = config.as_ref().and_then(|c| c.signatures().cloned());
+    for key in &args.key {
+        let key = crate::registry::trust::TrustedKey::read(&key.display().to_string(), key)?;
+        policy
+            .get_or_insert_with(|| crate::registry::trust::TrustPolicy {
+                source: "--key".to_owned(),
+                ..Default::default()
+            })
+            .add_required_key(key);
+    }
+    let dir = match (
+        &args.to,
+        config.as_ref().and_then(|c| c.path_option("plugins")),
+    ) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(dir)) => dir,
+        (None, None) => anyhow::bail!(
+            "where to? give --to DIR, or --config FILE whose `plugins` is the plugin directory"
+        ),
+    };
+    let registry = crate::registry::Registry::new(&args.registry.insecure);
+    let request = crate::registry::PullRequest {
+        reference: args.reference,
+        dir,
+        name: args.name,
+        locked: args.locked,
+        policy,
+    };
+    reported(crate::registry::pull(&registry, request).await)
 }
 
 /// `mcpbox check --config FILE`: read and check the file as `serve` would, and say what it
@@ -866,7 +1056,28 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => Sections::default(),
     });
-    let loaded = load_directory(&engine, &dir, limits, &sections).await?;
+    let trust = Trust::new(
+        args.loaded_config
+            .as_ref()
+            .and_then(|c| c.signatures().cloned()),
+    );
+    if let Some(policy) = trust.policy() {
+        for (plugin, keys) in &policy.require {
+            tracing::info!(
+                config = %policy.source,
+                plugin = %plugin,
+                keys = %keys.join(", "),
+                "signature required (a plugin not signed by one of these keys is refused)"
+            );
+        }
+    }
+    if dir.join(crate::registry::lock::LOCK_FILE).exists() {
+        tracing::info!(
+            lock = %dir.join(crate::registry::lock::LOCK_FILE).display(),
+            "checking components against the lock file before loading them"
+        );
+    }
+    let loaded = load_directory(&engine, &dir, limits, &sections, &trust).await?;
     let watching = !args.no_watch;
     // The hub is how plugins and the plugin set reach sessions and the reloader.
     let (hub, relists) = EventHub::new();
@@ -937,6 +1148,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 dir.clone(),
                 limits,
                 Arc::clone(&sections),
+                trust,
                 Arc::clone(&plugins),
                 relists,
             )

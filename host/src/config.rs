@@ -1,6 +1,8 @@
 //! The configuration file (`serve --config mcpbox.toml`, `check --config`): every option of
 //! `serve` under its flag's long name (`fuel = 2_000_000_000` is `--fuel`), and `[plugin.NAME]`
-//! sections holding what a manifest beside the plugin would (limits and grants).
+//! sections holding what a manifest beside the plugin would (limits and grants), and a
+//! `[signatures]` table saying which plugins must be signed by which keys (read by
+//! `registry::trust`).
 //!
 //! This module reads the file, checks every key against the command line's own definitions
 //! (so the file and the flags cannot drift apart), and turns the file's options into arguments
@@ -19,6 +21,7 @@ use clap::ArgAction;
 use clap::parser::ValueSource;
 
 use crate::policy::{Limits, check_sections, parse_section};
+use crate::registry::trust::TrustPolicy;
 
 /// Why a configuration file was refused: the file, the line and key, and what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +56,9 @@ pub struct ConfigFile {
     path: PathBuf,
     options: BTreeMap<String, Setting>,
     sections: BTreeMap<String, String>,
+    signatures: Option<TrustPolicy>,
+    /// The `[signatures]` table as written, to tell when it changed.
+    signatures_text: Option<String>,
 }
 
 /// An option of `serve` (with the global ones) a file may set: every flag but these.
@@ -111,8 +117,24 @@ impl ConfigFile {
         check_sections(path, text)?;
         let mut options = BTreeMap::new();
         let mut sections = BTreeMap::new();
+        let mut signatures = None;
+        let mut signatures_text = None;
         for (key, value) in table {
             let line = lines.get(&key).copied().unwrap_or(1);
+            if key == "signatures" {
+                let toml::Value::Table(table) = value else {
+                    return Err(error(
+                        Some(line),
+                        Some("signatures"),
+                        "expected a table: [signatures] with `keys` and `require`".to_owned(),
+                    ));
+                };
+                let policy = TrustPolicy::from_table(path, &table)
+                    .map_err(|message| error(Some(line), Some("signatures"), message))?;
+                signatures_text = Some(table.to_string());
+                signatures = Some(policy);
+                continue;
+            }
             if key == "plugin" {
                 let toml::Value::Table(plugins) = value else {
                     return Err(error(
@@ -164,7 +186,27 @@ impl ConfigFile {
             path: path.to_owned(),
             options,
             sections,
+            signatures,
+            signatures_text,
         })
+    }
+
+    /// A path option's value (`plugins = "..."`), relative to the file.
+    pub fn path_option(&self, key: &str) -> Option<PathBuf> {
+        match &self.options.get(key)?.value {
+            toml::Value::String(value) => Some(PathBuf::from(self.relative_to_file(value))),
+            _ => None,
+        }
+    }
+
+    /// The signature policy (`[signatures]`), if the file has one.
+    pub fn signatures(&self) -> Option<&TrustPolicy> {
+        self.signatures.as_ref()
+    }
+
+    /// Whether `other` has a different signature policy (a restart applies it).
+    pub fn signatures_differ(&self, other: &Self) -> bool {
+        self.signatures_text != other.signatures_text
     }
 
     /// The file.

@@ -8,7 +8,8 @@
 //! data path: [`auth`] (OAuth for HTTP), [`cli`] (the commands) with [`config`] (the
 //! configuration file), [`author`] (`call`, `inspect`), [`scaffold`] (`new`), [`metrics`]
 //! (Prometheus) and [`telemetry`] (OpenTelemetry traces), both recorded along the data path,
-//! and [`watch`] (hot reload of plugins and of the configuration file). Each module's docs say
+//! [`registry`] (plugins from OCI registries: pull, push, signatures, the lock file) and
+//! [`watch`] (hot reload of plugins and of the configuration file). Each module's docs say
 //! what it owns and what it must not depend on.
 
 pub mod auth;
@@ -21,6 +22,7 @@ pub mod kv;
 pub mod metrics;
 pub mod policy;
 pub mod protocol;
+pub mod registry;
 pub mod scaffold;
 pub mod server;
 pub mod telemetry;

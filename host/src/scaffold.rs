@@ -85,6 +85,16 @@ fn sdk_dependency(sdk: Option<&Path>) -> anyhow::Result<String> {
     })
 }
 
+/// Whether `name` is a plugin name: 1 to 64 lower-case letters, digits, `_` and `-`, starting
+/// with a letter.
+pub fn valid_name(name: &str) -> bool {
+    name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
 /// Write a new `lang` project for the plugin `name` in `dir` (created; it must not exist or
 /// be empty). Returns what to do next, for the user.
 pub fn new_project(
@@ -93,12 +103,7 @@ pub fn new_project(
     dir: &Path,
     sdk: Option<&Path>,
 ) -> anyhow::Result<String> {
-    let valid = name.len() <= 64
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if !valid {
+    if !valid_name(name) {
         bail!(
             "invalid plugin name `{name}`: use 1 to 64 lower-case letters, digits, `_` and `-`, \
              starting with a letter (it becomes the component's file name and the plugin's \

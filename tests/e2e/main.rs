@@ -29,6 +29,7 @@ mod metrics;
 mod modern;
 mod oauth;
 mod python;
+mod registry;
 mod reload;
 mod sandbox;
 mod scale;

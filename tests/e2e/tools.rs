@@ -369,3 +369,107 @@ impl Drop for Prometheus {
         let _ = self.child.wait();
     }
 }
+
+/// How a [`DistributionRegistry`] authenticates: bearer tokens from `realm`, for `service`,
+/// issued by `issuer` and signed by the key of the certificate `certificate` (PEM).
+pub struct TokenAuth {
+    pub realm: String,
+    pub service: String,
+    pub issuer: String,
+    pub certificate: String,
+}
+
+/// A CNCF distribution registry of its own (Debian's `docker-registry`) on a free loopback
+/// port, storing in a temporary directory, anonymous or requiring bearer tokens; killed when
+/// dropped.
+pub struct DistributionRegistry {
+    pub port: u16,
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl DistributionRegistry {
+    /// Start one and wait until it answers `/v2/`.
+    pub fn start(token: Option<&TokenAuth>) -> Self {
+        let program = debian("docker-registry", "docker-registry");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let auth = match token {
+            Some(token) => {
+                let bundle = dir.path().join("token-issuer.pem");
+                std::fs::write(&bundle, &token.certificate).expect("write the certificate");
+                format!(
+                    "auth:\n  token:\n    realm: {}\n    service: {}\n    issuer: {}\n    rootcertbundle: {}\n",
+                    token.realm,
+                    token.service,
+                    token.issuer,
+                    bundle.display()
+                )
+            }
+            None => String::new(),
+        };
+        let config = format!(
+            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n  secret: mcpbox-tests\n{auth}",
+            dir.path().join("data").display()
+        );
+        let config_file = dir.path().join("config.yml");
+        std::fs::write(&config_file, config).expect("write config.yml");
+        let child = Command::new(program)
+            .arg("serve")
+            .arg(&config_file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start docker-registry");
+        let registry = Self { port, child, dir };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !registry.ready() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "docker-registry on port {port} was not ready within 30 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        registry
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Where the registry keeps the blob with `digest` (`sha256:HEX`) on disk.
+    pub fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
+        self.dir
+            .path()
+            .join("data/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+
+    fn ready(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(1)));
+        let mut answer = String::new();
+        stream
+            .write_all(b"GET /v2/ HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .is_ok()
+            && stream.read_to_string(&mut answer).is_ok()
+            && (answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.0 401"))
+    }
+}
+
+impl Drop for DistributionRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

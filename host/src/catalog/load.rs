@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::LoadedPlugin;
 use crate::engine::{LoadError, PluginCode, Runtime};
+use crate::registry::trust::{Trust, TrustError};
 use sha2::{Digest as _, Sha256};
 
 use crate::policy::{
@@ -50,6 +51,9 @@ pub enum FileError {
     /// The loading task failed.
     #[error("loading it was interrupted: {0}")]
     Join(String),
+    /// Its lock entry or signature refused it.
+    #[error("refused: {0}")]
+    Trust(#[from] TrustError),
 }
 
 /// The `*.wasm` files in `dir`, sorted by name (the order in which names are claimed).
@@ -102,6 +106,7 @@ pub async fn load_directory(
     dir: &Path,
     limits: Limits,
     sections: &Arc<Sections>,
+    trust: &Trust,
 ) -> Result<LoadedDirectory, DirectoryError> {
     let files = plugin_files(dir).await?;
     if files.is_empty() {
@@ -113,10 +118,11 @@ pub async fn load_directory(
         .map(|file| {
             let runtime = runtime.clone();
             let sections = Arc::clone(sections);
+            let trust = trust.clone();
             let (done_compiling, compiled_signal) = tokio::sync::oneshot::channel::<()>();
             compiled.push(compiled_signal);
             tokio::spawn(async move {
-                let result = match read_source(&file, &sections).await {
+                let result = match read_source(&file, &sections, &trust).await {
                     Ok(source) => match compile_source(&runtime, source, limits).await {
                         Ok(code) => {
                             let _ = done_compiling.send(());
@@ -236,9 +242,22 @@ pub struct PluginSource {
 }
 
 /// Read a plugin's component and policy: its section of the configuration file if `sections`
-/// has one (a manifest beside it is then ignored, with a warning), else its manifest.
-pub async fn read_source(file: &Path, sections: &Sections) -> Result<PluginSource, FileError> {
+/// has one (a manifest beside it is then ignored, with a warning), else its manifest. The
+/// component is checked by `trust` first: against the lock file beside it, if there is one, and
+/// for the signature the policy requires.
+pub async fn read_source(
+    file: &Path,
+    sections: &Sections,
+    trust: &Trust,
+) -> Result<PluginSource, FileError> {
     let wasm = tokio::fs::read(file).await.map_err(FileError::Read)?;
+    let name = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or(FileError::Name)?;
+    if let Some(signer) = trust.check(file, name, &wasm)? {
+        tracing::info!(plugin = name, signer, "signature verified");
+    }
     let manifest_file = manifest_path(file);
     let section = file.file_stem().and_then(|s| s.to_str()).and_then(|name| {
         sections

@@ -107,6 +107,12 @@ fn reread(
             "`{key}` changed in the configuration file: restart mcpbox to apply it (the running value stays)"
         );
     }
+    if previous.signatures_differ(&next) {
+        tracing::warn!(
+            config = %path.display(),
+            "[signatures] changed in the configuration file: restart mcpbox to apply it (the running policy stays)"
+        );
+    }
     let changed = sections.replace(next.sections().clone());
     if !changed.is_empty() {
         match plugins_watcher {

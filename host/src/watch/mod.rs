@@ -1,7 +1,9 @@
 //! Hot reload: watching the plugin directory and putting each change into effect.
 //!
-//! Depends on `catalog` (loading plugins, publishing catalogs), `engine` and `policy`; knows
-//! nothing of the protocol. A change to `name.wasm` or `name.toml` reloads that plugin only:
+//! Depends on `catalog` (loading plugins, publishing catalogs), `engine`, `policy` and
+//! `registry::trust` (lock entries and signatures are checked on every load); knows nothing of
+//! the protocol. A change to `name.wasm`, `name.toml` or `name.wasm.sig` reloads that plugin
+//! only:
 //!
 //! 1. file events are debounced, so a file is read once its writer has gone quiet (writers
 //!    should still write a temporary file and rename it into place: a rename is atomic, and a
@@ -48,6 +50,7 @@ use crate::catalog::{
 use crate::engine::Runtime;
 use crate::policy::{Limits, Sections};
 use crate::protocol::mcp::LogLevel;
+use crate::registry::trust::{Trust, signature_file};
 use crate::server::ServerEvent;
 
 /// The pause after relisting, during which further requests gather (and are coalesced): a
@@ -86,6 +89,7 @@ pub struct Reloader {
     dir: PathBuf,
     limits: Limits,
     sections: Arc<Sections>,
+    trust: Trust,
     plugins: Arc<PluginSet>,
     relists: RelistRequests,
     /// Plugins being reloaded, and whether another change arrived meanwhile.
@@ -94,12 +98,13 @@ pub struct Reloader {
     seen: Mutex<HashMap<String, Fingerprint>>,
 }
 
-/// The size and modification time of a plugin's component and manifest: when they are what
-/// they were, the files are not read again.
+/// The size and modification time of a plugin's component, manifest and detached signature:
+/// when they are what they were, the files are not read again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Fingerprint {
     wasm: Option<(u64, Option<SystemTime>)>,
     manifest: Option<(u64, Option<SystemTime>)>,
+    signature: Option<(u64, Option<SystemTime>)>,
 }
 
 impl Fingerprint {
@@ -111,6 +116,7 @@ impl Fingerprint {
         Self {
             wasm: stat(wasm).await,
             manifest: stat(&crate::policy::manifest_path(wasm)).await,
+            signature: stat(&signature_file(wasm)).await,
         }
     }
 }
@@ -128,13 +134,14 @@ fn is_change(kind: &EventKind) -> bool {
 
 impl Reloader {
     /// A reloader for `dir`, loading with `runtime`, default `limits` and the configuration's
-    /// plugin `sections` into `plugins`, and reading a plugin's lists again when it asks
-    /// (`relists`, from the plugins' event hub).
+    /// plugin `sections`, checking each component with `trust`, into `plugins`, and reading a
+    /// plugin's lists again when it asks (`relists`, from the plugins' event hub).
     pub fn new(
         runtime: Runtime,
         dir: PathBuf,
         limits: Limits,
         sections: Arc<Sections>,
+        trust: Trust,
         plugins: Arc<PluginSet>,
         relists: RelistRequests,
     ) -> Self {
@@ -143,6 +150,7 @@ impl Reloader {
             dir,
             limits,
             sections,
+            trust,
             plugins,
             relists,
             busy: Mutex::new(HashMap::new()),
@@ -248,15 +256,19 @@ impl Reloader {
         });
     }
 
-    /// The plugin a changed path belongs to: `name` for `name.wasm` or `name.toml` in the
-    /// directory (hidden and temporary files are ignored).
+    /// The plugin a changed path belongs to: `name` for `name.wasm`, `name.toml` or
+    /// `name.wasm.sig` in the directory (hidden and temporary files are ignored; so is the lock
+    /// file, which is read whenever a component is).
     fn plugin_name(&self, path: &Path) -> Option<String> {
         if path.parent() != Some(self.dir.as_path()) {
             return None;
         }
-        let name = path.file_stem()?.to_str()?;
-        let extension = path.extension()?.to_str()?;
-        (!name.starts_with('.') && matches!(extension, "wasm" | "toml")).then(|| name.to_owned())
+        let file = path.file_name()?.to_str()?;
+        let name = file
+            .strip_suffix(".wasm.sig")
+            .or_else(|| file.strip_suffix(".wasm"))
+            .or_else(|| file.strip_suffix(".toml"))?;
+        (!name.is_empty() && !name.starts_with('.')).then(|| name.to_owned())
     }
 
     /// Reload the plugin `name` from its files: add, replace, or remove it.
@@ -272,7 +284,7 @@ impl Reloader {
             return;
         }
         self.seen().insert(name.to_owned(), fingerprint);
-        let source = match read_source(&file, &self.sections).await {
+        let source = match read_source(&file, &self.sections, &self.trust).await {
             Ok(source) => source,
             Err(FileError::Read(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 self.seen().remove(name);

@@ -1,0 +1,838 @@
+//! Plugins from OCI registries, against a real one (Debian's `docker-registry`, the CNCF
+//! distribution server) on loopback: push and pull by tag and by digest in `wkg`'s layout,
+//! `--locked` and a moved tag, a tampered blob, cosign signatures (valid, by an unknown key,
+//! missing) under a policy, a registry that needs a token, a registry that is down, and the
+//! host's side: a pull into a watched directory announced to a client, a swapped component
+//! refused while the previous version keeps serving, a detached signature for a file placed by
+//! hand.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+
+use crate::support::{
+    RecordingClient, STEP, call, connect_command, connect_logged, example_plugins, mcpbox,
+    plugin_dir, tool_text,
+};
+use crate::tools::{DistributionRegistry, TokenAuth};
+
+/// A component of the examples, by name.
+fn component(name: &str) -> PathBuf {
+    example_plugins().join(format!("{name}.wasm"))
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{:x}", Sha256::digest(bytes))
+}
+
+/// Run `mcpbox ARGS` to completion with a clean environment for registries (no Docker
+/// configuration, no credentials but those in `env`).
+async fn mcpbox_cli(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let docker_config = tempfile::tempdir().expect("temp dir");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"));
+    command
+        .args(args)
+        .env("DOCKER_CONFIG", docker_config.path())
+        .env_remove("MCPBOX_CONFIG")
+        .env_remove("MCPBOX_LOG")
+        .env_remove("MCPBOX_INSECURE_REGISTRIES")
+        .env_remove("MCPBOX_REGISTRY_USERNAME")
+        .env_remove("MCPBOX_REGISTRY_PASSWORD")
+        .env_remove("MCPBOX_REGISTRY_TOKEN")
+        .env_remove("COSIGN_PASSWORD")
+        .envs(env.iter().copied())
+        .kill_on_drop(true);
+    tokio::time::timeout(STEP, command.output())
+        .await
+        .expect("mcpbox finished in time")
+        .expect("run mcpbox")
+}
+
+/// Run it and insist it succeeded; its stdout.
+async fn ok(args: &[&str], env: &[(&str, &str)]) -> String {
+    let output = mcpbox_cli(args, env).await;
+    assert!(
+        output.status.success(),
+        "mcpbox {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Run it and insist it failed; its stderr.
+async fn refused(args: &[&str], env: &[(&str, &str)]) -> String {
+    let output = mcpbox_cli(args, env).await;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success(),
+        "mcpbox {args:?} should have failed; stdout:\n{}\nstderr:\n{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "a failed command writes nothing to stdout"
+    );
+    stderr
+}
+
+/// Push `plugin` to `REGISTRY/plugins/REPO:TAG`; its manifest digest.
+async fn push(registry: &DistributionRegistry, plugin: &str, repo_tag: &str) -> String {
+    let file = component(plugin);
+    let reference = format!("{}/plugins/{repo_tag}", registry.host());
+    let out = ok(
+        &[
+            "push",
+            file.to_str().unwrap(),
+            &reference,
+            "--insecure-registry",
+            &registry.host(),
+        ],
+        &[],
+    )
+    .await;
+    let digest = out
+        .lines()
+        .find_map(|l| l.rsplit_once('@').map(|(_, d)| d.to_owned()))
+        .unwrap_or_else(|| panic!("push printed no digest reference: {out}"));
+    assert!(digest.starts_with("sha256:"), "{out}");
+    digest
+}
+
+fn lock(dir: &Path) -> toml::Table {
+    toml::from_str(&std::fs::read_to_string(dir.join("mcpbox.lock")).expect("a lock file"))
+        .expect("the lock file is TOML")
+}
+
+#[tokio::test]
+async fn push_then_pull_by_tag_and_by_digest_in_wkg_layout() {
+    let registry = DistributionRegistry::start(None);
+    let host = registry.host();
+    let digest = push(&registry, "echo_tools", "echo_tools:1.0").await;
+
+    // The layout: an OCI image manifest, the wasm config, one application/wasm layer.
+    let http = reqwest::Client::new();
+    let manifest: Value = http
+        .get(format!("http://{host}/v2/plugins/echo_tools/manifests/1.0"))
+        .header("Accept", "application/vnd.oci.image.manifest.v1+json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        manifest["mediaType"],
+        "application/vnd.oci.image.manifest.v1+json"
+    );
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.wasm.config.v0+json"
+    );
+    let layers = manifest["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 1, "{manifest}");
+    assert_eq!(layers[0]["mediaType"], "application/wasm");
+    let wasm = std::fs::read(component("echo_tools")).unwrap();
+    assert_eq!(layers[0]["digest"], sha256(&wasm));
+    let config: Value = http
+        .get(format!(
+            "http://{host}/v2/plugins/echo_tools/blobs/{}",
+            manifest["config"]["digest"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(config["architecture"], "wasm");
+    assert_eq!(config["os"], "wasip2");
+    assert_eq!(config["layerDigests"], json!([sha256(&wasm)]));
+    let exports = config["component"]["exports"].as_array().unwrap();
+    assert!(
+        exports
+            .iter()
+            .any(|e| e.as_str().unwrap().starts_with("mcpbox:")),
+        "{config}"
+    );
+
+    // By tag: the file, and a lock entry naming the resolved digest.
+    let dir = tempfile::tempdir().unwrap();
+    let tag = format!("{host}/plugins/echo_tools:1.0");
+    let out = ok(
+        &[
+            "pull",
+            &tag,
+            "--to",
+            dir.path().to_str().unwrap(),
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    assert!(out.contains(&digest), "{out}");
+    assert_eq!(
+        std::fs::read(dir.path().join("echo_tools.wasm")).unwrap(),
+        wasm
+    );
+    let locked = lock(dir.path());
+    let entry = &locked["plugin"]["echo_tools"];
+    assert_eq!(entry["reference"].as_str(), Some(tag.as_str()));
+    assert_eq!(entry["digest"].as_str(), Some(digest.as_str()));
+    assert_eq!(entry["component"].as_str(), Some(sha256(&wasm).as_str()));
+    assert!(entry.get("signed").is_none());
+
+    // By digest, under another name.
+    let pinned = format!("{host}/plugins/echo_tools@{digest}");
+    ok(
+        &[
+            "pull",
+            &pinned,
+            "--name",
+            "echo_again",
+            "--to",
+            dir.path().to_str().unwrap(),
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        std::fs::read(dir.path().join("echo_again.wasm")).unwrap(),
+        wasm
+    );
+    assert_eq!(
+        lock(dir.path())["plugin"]["echo_again"]["digest"].as_str(),
+        Some(digest.as_str())
+    );
+
+    // A digest that is not there, and HTTPS to a plain-HTTP registry: clear errors.
+    let missing = format!("{host}/plugins/echo_tools@sha256:{}", "0".repeat(64));
+    let error = refused(
+        &[
+            "pull",
+            &missing,
+            "--to",
+            dir.path().to_str().unwrap(),
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    assert!(error.contains("is not in the registry"), "{error}");
+    let error = refused(&["pull", &tag, "--to", dir.path().to_str().unwrap()], &[]).await;
+    assert!(error.contains("--insecure-registry"), "{error}");
+
+    // The pulled plugin serves.
+    let (service, _) = connect_logged(dir.path(), &[], RecordingClient::new(&json!({}))).await;
+    let result = service
+        .call_tool(call("echo", json!({"text": "pulled"})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result), ("pulled".to_owned(), false));
+}
+
+#[tokio::test]
+async fn locked_pull_refuses_a_moved_tag() {
+    let registry = DistributionRegistry::start(None);
+    let host = registry.host();
+    let first = push(&registry, "echo_tools", "echo_tools:stable").await;
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().to_str().unwrap();
+    let tag = format!("{host}/plugins/echo_tools:stable");
+    ok(
+        &["pull", &tag, "--to", to, "--insecure-registry", &host],
+        &[],
+    )
+    .await;
+    // Unmoved: --locked pulls.
+    ok(
+        &[
+            "pull",
+            &tag,
+            "--locked",
+            "--to",
+            to,
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    let before = std::fs::read(dir.path().join("echo_tools.wasm")).unwrap();
+
+    // The tag moves to another component.
+    let second = push(&registry, "quotes", "echo_tools:stable").await;
+    assert_ne!(first, second);
+    let error = refused(
+        &[
+            "pull",
+            &tag,
+            "--locked",
+            "--to",
+            to,
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    assert!(error.contains("the tag moved"), "{error}");
+    assert!(error.contains(&first) && error.contains(&second), "{error}");
+    let error = refused(
+        &["pull", "--locked", "--to", to, "--insecure-registry", &host],
+        &[],
+    )
+    .await;
+    assert!(error.contains("the tag moved"), "{error}");
+    assert_eq!(
+        std::fs::read(dir.path().join("echo_tools.wasm")).unwrap(),
+        before,
+        "nothing written"
+    );
+    assert_eq!(
+        lock(dir.path())["plugin"]["echo_tools"]["digest"].as_str(),
+        Some(first.as_str())
+    );
+
+    // Nothing locked under that name: --locked refuses too.
+    let error = refused(
+        &[
+            "pull",
+            &tag,
+            "--name",
+            "other",
+            "--locked",
+            "--to",
+            to,
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    assert!(error.contains("has no entry for `other`"), "{error}");
+
+    // Without --locked, the new digest is accepted and recorded.
+    ok(
+        &["pull", &tag, "--to", to, "--insecure-registry", &host],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        lock(dir.path())["plugin"]["echo_tools"]["digest"].as_str(),
+        Some(second.as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_tampered_blob_is_refused_and_nothing_is_written() {
+    let registry = DistributionRegistry::start(None);
+    let host = registry.host();
+    push(&registry, "echo_tools", "echo_tools:1.0").await;
+    let wasm = std::fs::read(component("echo_tools")).unwrap();
+    let blob = registry.blob_file(&sha256(&wasm));
+    let mut tampered = wasm.clone();
+    let middle = tampered.len() / 2;
+    tampered[middle] ^= 0xff;
+    std::fs::write(&blob, &tampered).expect("tamper with the stored blob");
+
+    let dir = tempfile::tempdir().unwrap();
+    let error = refused(
+        &[
+            "pull",
+            &format!("{host}/plugins/echo_tools:1.0"),
+            "--to",
+            dir.path().to_str().unwrap(),
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    assert!(error.contains("tampered with or corrupted"), "{error}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "neither the component nor a lock file is written"
+    );
+}
+
+/// A key pair made by `mcpbox keygen` in `dir`: (private, public).
+async fn keygen(dir: &Path, name: &str) -> (String, String) {
+    let prefix = dir.join(name);
+    ok(
+        &["keygen", prefix.to_str().unwrap()],
+        &[("COSIGN_PASSWORD", "correct horse")],
+    )
+    .await;
+    let private = format!("{}.key", prefix.display());
+    let public = format!("{}.pub", prefix.display());
+    assert!(
+        std::fs::read_to_string(&private)
+            .unwrap()
+            .contains("ENCRYPTED SIGSTORE PRIVATE KEY"),
+        "cosign's encrypted key format"
+    );
+    (private, public)
+}
+
+#[tokio::test]
+async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
+    let registry = DistributionRegistry::start(None);
+    let host = registry.host();
+    let keys = tempfile::tempdir().unwrap();
+    let (trusted_key, _) = keygen(keys.path(), "acme").await;
+    let (unknown_key, _) = keygen(keys.path(), "stranger").await;
+    let digest = push(&registry, "echo_tools", "echo_tools:1.0").await;
+    let reference = format!("{host}/plugins/echo_tools:1.0");
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = keys.path().join("mcpbox.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "plugins = \"{}\"\n\n[signatures.keys]\nacme = \"acme.pub\"\n\n[signatures.require]\necho_tools = [\"acme\"]\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let pull = [
+        "pull",
+        reference.as_str(),
+        "--config",
+        config,
+        "--insecure-registry",
+        &host,
+    ];
+    let password = [("COSIGN_PASSWORD", "correct horse")];
+
+    // No signature at all.
+    let error = refused(&pull, &[]).await;
+    assert!(
+        error.contains("requires `echo_tools` to be signed by the key `acme`")
+            && error.contains("it is not signed"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+
+    // Signed, but by a key the policy does not name.
+    let signed = ok(
+        &[
+            "sign",
+            &reference,
+            "--key",
+            &unknown_key,
+            "--insecure-registry",
+            &host,
+        ],
+        &password,
+    )
+    .await;
+    assert!(signed.contains(&digest), "{signed}");
+    let error = refused(&pull, &[]).await;
+    assert!(
+        error.contains("holds 1 signature(s) of it, none by that key"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+
+    // A wrong password is named as such.
+    let error = refused(
+        &[
+            "sign",
+            &reference,
+            "--key",
+            &trusted_key,
+            "--insecure-registry",
+            &host,
+        ],
+        &[("COSIGN_PASSWORD", "wrong")],
+    )
+    .await;
+    assert!(error.contains("COSIGN_PASSWORD"), "{error}");
+
+    // Signed by the trusted key too (beside the other signature): pulled, signer recorded.
+    ok(
+        &[
+            "sign",
+            &reference,
+            "--key",
+            &trusted_key,
+            "--insecure-registry",
+            &host,
+        ],
+        &password,
+    )
+    .await;
+    let out = ok(&pull, &[]).await;
+    assert!(out.contains("signed by `acme`"), "{out}");
+    let locked = lock(dir.path());
+    assert_eq!(
+        locked["plugin"]["echo_tools"]["signed"]["signer"].as_str(),
+        Some("acme")
+    );
+    // An ad-hoc --key works the same way, with no configuration.
+    let other = tempfile::tempdir().unwrap();
+    let public = keys.path().join("acme.pub");
+    ok(
+        &[
+            "pull",
+            &reference,
+            "--to",
+            other.path().to_str().unwrap(),
+            "--key",
+            public.to_str().unwrap(),
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    // Several keys are alternatives (any one of them); a key that signed nothing refuses.
+    let stranger = keys.path().join("stranger.pub");
+    let (_, third) = keygen(keys.path(), "third").await;
+    ok(
+        &[
+            "pull",
+            &reference,
+            "--name",
+            "either",
+            "--to",
+            other.path().to_str().unwrap(),
+            "--key",
+            &third,
+            "--key",
+            stranger.to_str().unwrap(),
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    let error = refused(
+        &[
+            "pull",
+            &format!("{host}/plugins/echo_tools@{digest}"),
+            "--name",
+            "strict",
+            "--to",
+            other.path().to_str().unwrap(),
+            "--key",
+            &third,
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    assert!(error.contains("requires `strict` to be signed"), "{error}");
+
+    // The host checks the recorded chain again at load, offline: served.
+    let mut command = mcpbox(dir.path(), &["--config", config]);
+    command.arg("--log").arg("info");
+    let (service, log) = connect_command(command, RecordingClient::new(&json!({}))).await;
+    let result = service
+        .call_tool(call("echo", json!({"text": "signed"})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result), ("signed".to_owned(), false));
+    assert!(log.text().contains("signature verified"), "{}", log.text());
+    drop(service);
+
+    // A lock entry whose recorded signature was altered is refused at load.
+    let text = std::fs::read_to_string(dir.path().join("mcpbox.lock")).unwrap();
+    let mut table: toml::Table = toml::from_str(&text).unwrap();
+    let signed = table["plugin"]["echo_tools"]["signed"].clone();
+    let mut signed = signed.as_table().unwrap().clone();
+    let forged = signed["signature"].as_str().unwrap().replace('A', "B");
+    signed.insert("signature".into(), forged.into());
+    table["plugin"].as_table_mut().unwrap()["echo_tools"]
+        .as_table_mut()
+        .unwrap()
+        .insert("signed".into(), signed.into());
+    std::fs::write(
+        dir.path().join("mcpbox.lock"),
+        toml::to_string(&table).unwrap(),
+    )
+    .unwrap();
+    let mut command = mcpbox(dir.path(), &["--config", config]);
+    command.arg("--log").arg("info");
+    let (service, log) = connect_command(command, RecordingClient::new(&json!({}))).await;
+    assert!(service.list_all_tools().await.unwrap().is_empty());
+    assert!(
+        log.text().contains("is not by any of them"),
+        "{}",
+        log.text()
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_placed_by_hand_needs_its_detached_signature_under_the_policy() {
+    let keys = tempfile::tempdir().unwrap();
+    let (private, _) = keygen(keys.path(), "acme").await;
+    let (_, _) = keygen(keys.path(), "stranger").await;
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let config = keys.path().join("mcpbox.toml");
+    std::fs::write(
+        &config,
+        "[signatures.keys]\nacme = \"acme.pub\"\n\n[signatures.require]\n\"*\" = [\"acme\"]\n",
+    )
+    .unwrap();
+    let client = RecordingClient::new(&json!({}));
+    let mut command = mcpbox(dir.path(), &["--config", config.to_str().unwrap()]);
+    command.arg("--log").arg("info");
+    let (service, log) = connect_command(command, client.clone()).await;
+    assert!(service.list_all_tools().await.unwrap().is_empty());
+    assert!(
+        log.text()
+            .contains("requires `echo_tools` to be signed by the key `acme`, and it is not signed"),
+        "{}",
+        log.text()
+    );
+
+    // The author signs the file: the signature appears beside it, and the plugin loads.
+    let file = dir.path().join("echo_tools.wasm");
+    let out = ok(
+        &["sign", file.to_str().unwrap(), "--key", &private],
+        &[("COSIGN_PASSWORD", "correct horse")],
+    )
+    .await;
+    assert!(out.contains("echo_tools.wasm.sig"), "{out}");
+    client.wait_for("tools/list_changed", 1).await;
+    let result = service
+        .call_tool(call("echo", json!({"text": "by hand"})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result), ("by hand".to_owned(), false));
+    drop(service);
+
+    // A signature by another key is refused, naming what was found.
+    let stranger = keys.path().join("stranger.key");
+    ok(
+        &[
+            "sign",
+            file.to_str().unwrap(),
+            "--key",
+            stranger.to_str().unwrap(),
+        ],
+        &[("COSIGN_PASSWORD", "correct horse")],
+    )
+    .await;
+    let mut command = mcpbox(dir.path(), &["--config", config.to_str().unwrap()]);
+    command.arg("--log").arg("info");
+    let (service, log) = connect_command(command, RecordingClient::new(&json!({}))).await;
+    assert!(service.list_all_tools().await.unwrap().is_empty());
+    assert!(
+        log.text()
+            .contains("is not a signature of it by any of them"),
+        "{}",
+        log.text()
+    );
+}
+
+#[tokio::test]
+async fn a_pull_into_a_watched_directory_is_announced_and_a_swapped_file_refused() {
+    let registry = DistributionRegistry::start(None);
+    let host = registry.host();
+    push(&registry, "echo_tools", "echo_tools:1.0").await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = RecordingClient::new(&json!({}));
+    let (service, log) = connect_logged(dir.path(), &["--log", "info"], client.clone()).await;
+    assert!(service.list_all_tools().await.unwrap().is_empty());
+
+    ok(
+        &[
+            "pull",
+            &format!("{host}/plugins/echo_tools:1.0"),
+            "--to",
+            dir.path().to_str().unwrap(),
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    client.wait_for("tools/list_changed", 1).await;
+    let result = service
+        .call_tool(call("echo", json!({"text": "live"})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result), ("live".to_owned(), false));
+
+    // Another component swapped in under the pulled name: refused, the pulled one serves on.
+    let temporary = dir.path().join(".swap.tmp");
+    std::fs::copy(component("quotes"), &temporary).unwrap();
+    std::fs::rename(&temporary, dir.path().join("echo_tools.wasm")).unwrap();
+    log.wait_for("the file was replaced after it was pulled")
+        .await;
+    assert!(
+        log.text().contains("the previous version keeps serving"),
+        "{}",
+        log.text()
+    );
+    let result = service
+        .call_tool(call("echo", json!({"text": "still"})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result), ("still".to_owned(), false));
+}
+
+#[tokio::test]
+async fn a_registry_that_is_down_is_named_and_running_plugins_are_unaffected() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let (service, _) = connect_logged(dir.path(), &[], RecordingClient::new(&json!({}))).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    let host = format!("127.0.0.1:{closed}");
+    let error = refused(
+        &[
+            "pull",
+            &format!("{host}/plugins/echo_tools:1.0"),
+            "--to",
+            dir.path().to_str().unwrap(),
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    assert!(
+        error.contains(&format!("cannot reach the registry {host}")),
+        "{error}"
+    );
+    assert!(!dir.path().join("mcpbox.lock").exists());
+    let result = service
+        .call_tool(call("echo", json!({"text": "unaffected"})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result), ("unaffected".to_owned(), false));
+}
+
+/// A token service for the distribution registry: checks Basic credentials `tester`/`secret`
+/// and issues ES256 tokens granting what was asked, signed by a self-signed certificate's key.
+async fn token_service(service: &str, issuer: &str) -> (String, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["token-issuer".to_owned()]).unwrap();
+    let certificate = params.self_signed(&key).unwrap();
+    let encoding = jsonwebtoken::EncodingKey::from_ec_der(&key.serialize_der());
+    let x5c = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(certificate.der())
+    };
+    let (service, issuer) = (service.to_owned(), issuer.to_owned());
+    let app = axum::Router::new().route(
+        "/token",
+        axum::routing::get(
+            async move |headers: axum::http::HeaderMap, query: axum::extract::RawQuery| {
+                use axum::response::IntoResponse as _;
+                let authorized = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Basic "))
+                    .and_then(|v| {
+                        use base64::Engine as _;
+                        base64::engine::general_purpose::STANDARD.decode(v).ok()
+                    })
+                    .is_some_and(|v| v == b"tester:secret");
+                if !authorized {
+                    return (axum::http::StatusCode::UNAUTHORIZED, "bad credentials")
+                        .into_response();
+                }
+                let access: Vec<Value> =
+                    url::form_urlencoded::parse(query.0.unwrap_or_default().as_bytes())
+                        .filter(|(k, _)| k == "scope")
+                        .filter_map(|(_, scope)| {
+                            let mut parts = scope.splitn(3, ':');
+                            let (kind, name, actions) = (parts.next()?, parts.next()?, parts.next()?);
+                            Some(json!({"type": kind, "name": name, "actions": actions.split(',').collect::<Vec<_>>()}))
+                        })
+                        .collect();
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs();
+                let claims = json!({
+                    "iss": issuer, "sub": "tester", "aud": service,
+                    "exp": now + 300, "nbf": now - 10, "iat": now,
+                    "jti": format!("{now}-{}", access.len()), "access": access,
+                });
+                let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+                header.x5c = Some(vec![x5c.clone()]);
+                let token = jsonwebtoken::encode(&header, &claims, &encoding).unwrap();
+                let body = json!({"token": token, "access_token": token, "expires_in": 300});
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    body.to_string(),
+                )
+                    .into_response()
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let realm = format!("http://{}/token", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (realm, certificate.pem())
+}
+
+#[tokio::test]
+async fn a_registry_that_needs_a_token() {
+    let (realm, certificate) = token_service("mcpbox-registry", "mcpbox-token-issuer").await;
+    let registry = DistributionRegistry::start(Some(&TokenAuth {
+        realm,
+        service: "mcpbox-registry".to_owned(),
+        issuer: "mcpbox-token-issuer".to_owned(),
+        certificate,
+    }));
+    let host = registry.host();
+    let reference = format!("{host}/plugins/echo_tools:1.0");
+    let file = component("echo_tools");
+    let push = [
+        "push",
+        file.to_str().unwrap(),
+        &reference,
+        "--insecure-registry",
+        &host,
+    ];
+
+    // Anonymous and wrong credentials: refused, saying how to give credentials.
+    let error = refused(&push, &[]).await;
+    assert!(error.contains("refused access"), "{error}");
+    assert!(error.contains("MCPBOX_REGISTRY_USERNAME"), "{error}");
+    let wrong = [
+        ("MCPBOX_REGISTRY_USERNAME", "tester"),
+        ("MCPBOX_REGISTRY_PASSWORD", "guess"),
+    ];
+    let error = refused(&push, &wrong).await;
+    assert!(error.contains("refused access"), "{error}");
+
+    // With credentials: the token dance, then push and pull.
+    let good = [
+        ("MCPBOX_REGISTRY_USERNAME", "tester"),
+        ("MCPBOX_REGISTRY_PASSWORD", "secret"),
+    ];
+    ok(&push, &good).await;
+    let dir = tempfile::tempdir().unwrap();
+    let pull = [
+        "pull",
+        reference.as_str(),
+        "--to",
+        dir.path().to_str().unwrap(),
+        "--insecure-registry",
+        &host,
+    ];
+    let error = refused(&pull, &[]).await;
+    assert!(error.contains("refused access"), "{error}");
+    ok(&pull, &good).await;
+    assert_eq!(
+        std::fs::read(dir.path().join("echo_tools.wasm")).unwrap(),
+        std::fs::read(&file).unwrap()
+    );
+}
