@@ -884,6 +884,23 @@ fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
             format!(" ({})", sections.join(", "))
         },
     );
+    if let Some(policy) = file.signatures() {
+        let required: Vec<String> = policy
+            .require
+            .iter()
+            .map(|(plugin, keys)| format!("{plugin} by {}", keys.join(" or ")))
+            .collect();
+        report.push_str(&format!(
+            "\nsignatures: {} keys ({}); required: {}",
+            policy.keys.len(),
+            policy.keys.keys().cloned().collect::<Vec<_>>().join(", "),
+            if required.is_empty() {
+                "none".to_owned()
+            } else {
+                required.join(", ")
+            }
+        ));
+    }
     if !keys.contains(&"plugins") {
         report.push_str(
             "\nnote: it sets no `plugins` directory; give --plugins or MCPBOX_PLUGINS when serving",

@@ -129,6 +129,14 @@ fn check_names_the_file_line_and_key_of_every_mistake() {
             &["line 2", "`fule`", "unknown key", "fuel"],
         ),
         ("fuel = \"lots\"\n", &["line 1", "`fuel`", "invalid value"]),
+        (
+            "fuel = 1\n[signatures.require]\nweather = [\"acme\"]\n",
+            &["line 2", "`signatures`", "`acme`", "does not define"],
+        ),
+        (
+            "[signatures.keys]\nacme = \"nowhere.pub\"\n",
+            &["line 1", "`signatures.keys.acme`", "cannot read it"],
+        ),
         ("page-size = 0\n", &["line 1", "`page-size`"]),
         (
             "no-watch = \"yes\"\n",

@@ -402,6 +402,11 @@ async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
     )
     .unwrap();
     let config = config.to_str().unwrap();
+    let checked = ok(&["check", "--config", config], &[]).await;
+    assert!(
+        checked.contains("required: echo_tools by acme"),
+        "{checked}"
+    );
     let pull = [
         "pull",
         reference.as_str(),

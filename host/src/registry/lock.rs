@@ -151,3 +151,52 @@ pub fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     temporary.persist(file).map_err(|e| e.error)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_what_it_does_not_know() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(LOCK_FILE);
+        assert!(LockFile::read(&file).unwrap().is_none());
+        let mut lock = LockFile::new();
+        lock.plugins.insert(
+            "weather".to_owned(),
+            LockEntry {
+                reference: "ghcr.io/acme/weather:1.2".to_owned(),
+                digest: "sha256:aa".to_owned(),
+                component: "sha256:bb".to_owned(),
+                manifest: "e30=".to_owned(),
+                signed: Some(Signed {
+                    signer: "acme".to_owned(),
+                    key: "sha256:cc".to_owned(),
+                    payload: "e30=".to_owned(),
+                    signature: "MEUC".to_owned(),
+                }),
+            },
+        );
+        lock.write(&file).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.starts_with("# Written by `mcpbox pull`"), "{text}");
+        let read = LockFile::read(&file).unwrap().unwrap();
+        assert_eq!(read.plugins, lock.plugins);
+        // No temporary file is left behind.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+        for (bad, expected) in [
+            ("version = 2\n", "version 2 is not one this mcpbox reads"),
+            (
+                "version = 1\n[plugin.x]\nreference = \"r\"\n",
+                "missing field",
+            ),
+            ("version = 1\nextra = true\n", "unknown field"),
+            ("not toml", "every plugin in its directory is refused"),
+        ] {
+            std::fs::write(&file, bad).unwrap();
+            let error = LockFile::read(&file).unwrap_err().to_string();
+            assert!(error.contains(expected), "{bad}: {error}");
+        }
+    }
+}

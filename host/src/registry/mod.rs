@@ -931,7 +931,7 @@ pub async fn sign_reference(
     reference_text: &str,
     key: &Path,
 ) -> Result<String, RegistryError> {
-    let (signer, fingerprint) = trust::read_signer(key)?;
+    let (signer, fingerprint) = trust::read_signer(key, &trust::password())?;
     let reference = parse_reference(reference_text)?;
     let auth = Registry::auth(&reference);
     let digest = registry.resolve(&reference, &auth).await?;
@@ -978,7 +978,7 @@ pub async fn sign_reference(
 /// `mcpbox sign FILE.wasm --key KEY`: a detached signature of the file's bytes in
 /// `FILE.wasm.sig` (what `cosign sign-blob` writes).
 pub fn sign_file(file: &Path, key: &Path) -> Result<String, RegistryError> {
-    let (signer, fingerprint) = trust::read_signer(key)?;
+    let (signer, fingerprint) = trust::read_signer(key, &trust::password())?;
     let wasm = std::fs::read(file).map_err(|source| RegistryError::Io {
         path: file.to_owned(),
         source,
@@ -1008,8 +1008,8 @@ pub fn sign_file(file: &Path, key: &Path) -> Result<String, RegistryError> {
 /// `mcpbox keygen PREFIX`: a new key pair, `PREFIX.key` (encrypted with `COSIGN_PASSWORD`,
 /// cosign's format, readable by its owner only) and `PREFIX.pub`.
 pub fn keygen(prefix: &Path) -> Result<String, RegistryError> {
-    let password = std::env::var(trust::PASSWORD_VARIABLE).unwrap_or_default();
-    let (private, public) = trust::generate_key_pair(password.as_bytes())?;
+    let password = trust::password();
+    let (private, public) = trust::generate_key_pair(&password)?;
     let with = |extension: &str| {
         let mut path = prefix.as_os_str().to_owned();
         path.push(extension);
