@@ -558,7 +558,7 @@ mod tests {
         (
             LockEntry {
                 reference: "registry.example/acme/weather:1".to_owned(),
-                digest: digest.clone(),
+                digest,
                 component: digest_string(wasm),
                 manifest: BASE64.encode(&manifest),
                 signed,
@@ -589,7 +589,7 @@ mod tests {
         let mut swapped = good.clone();
         swapped.manifest = BASE64.encode(b"{}");
         assert!(verify_locked(&[&acme], &swapped, &signed, &component).is_err());
-        let mut forged = signed.clone();
+        let mut forged = signed;
         forged.payload = BASE64.encode(payload.replace("weather", "wether"));
         assert!(verify_locked(&[&acme], &good, &forged, &component).is_err());
         // A payload for another manifest, validly signed, does not transfer.
