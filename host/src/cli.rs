@@ -745,8 +745,14 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             return reported(outcome);
         }
         Command::Sign(args) => {
-            let outcome = if Path::new(&args.target).is_file() {
-                crate::registry::sign_file(Path::new(&args.target), &args.key)
+            let target = Path::new(&args.target);
+            let outcome = if target.is_file() {
+                crate::registry::sign_file(target, &args.key)
+            } else if target.extension().is_some_and(|e| e == "wasm") {
+                Err(crate::registry::RegistryError::Usage(format!(
+                    "{} is not a file (to sign a component in a registry, give its reference)",
+                    target.display()
+                )))
             } else {
                 let registry = crate::registry::Registry::new(&args.registry.insecure);
                 runtime.block_on(crate::registry::sign_reference(

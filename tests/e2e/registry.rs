@@ -107,7 +107,7 @@ fn lock(dir: &Path) -> toml::Table {
 
 #[tokio::test]
 async fn push_then_pull_by_tag_and_by_digest_in_wkg_layout() {
-    let registry = DistributionRegistry::start(None);
+    let registry = DistributionRegistry::start(None, None);
     let host = registry.host();
     let digest = push(&registry, "echo_tools", "echo_tools:1.0").await;
 
@@ -238,7 +238,7 @@ async fn push_then_pull_by_tag_and_by_digest_in_wkg_layout() {
 
 #[tokio::test]
 async fn locked_pull_refuses_a_moved_tag() {
-    let registry = DistributionRegistry::start(None);
+    let registry = DistributionRegistry::start(None, None);
     let host = registry.host();
     let first = push(&registry, "echo_tools", "echo_tools:stable").await;
     let dir = tempfile::tempdir().unwrap();
@@ -331,7 +331,7 @@ async fn locked_pull_refuses_a_moved_tag() {
 
 #[tokio::test]
 async fn a_tampered_blob_is_refused_and_nothing_is_written() {
-    let registry = DistributionRegistry::start(None);
+    let registry = DistributionRegistry::start(None, None);
     let host = registry.host();
     push(&registry, "echo_tools", "echo_tools:1.0").await;
     let wasm = std::fs::read(component("echo_tools")).unwrap();
@@ -383,7 +383,7 @@ async fn keygen(dir: &Path, name: &str) -> (String, String) {
 
 #[tokio::test]
 async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
-    let registry = DistributionRegistry::start(None);
+    let registry = DistributionRegistry::start(None, None);
     let host = registry.host();
     let keys = tempfile::tempdir().unwrap();
     let (trusted_key, _) = keygen(keys.path(), "acme").await;
@@ -643,7 +643,7 @@ async fn a_plugin_placed_by_hand_needs_its_detached_signature_under_the_policy()
 
 #[tokio::test]
 async fn a_pull_into_a_watched_directory_is_announced_and_a_swapped_file_refused() {
-    let registry = DistributionRegistry::start(None);
+    let registry = DistributionRegistry::start(None, None);
     let host = registry.host();
     push(&registry, "echo_tools", "echo_tools:1.0").await;
     let dir = tempfile::tempdir().unwrap();
@@ -790,12 +790,15 @@ async fn token_service(service: &str, issuer: &str) -> (String, String) {
 #[tokio::test]
 async fn a_registry_that_needs_a_token() {
     let (realm, certificate) = token_service("mcpbox-registry", "mcpbox-token-issuer").await;
-    let registry = DistributionRegistry::start(Some(&TokenAuth {
-        realm,
-        service: "mcpbox-registry".to_owned(),
-        issuer: "mcpbox-token-issuer".to_owned(),
-        certificate,
-    }));
+    let registry = DistributionRegistry::start(
+        Some(&TokenAuth {
+            realm,
+            service: "mcpbox-registry".to_owned(),
+            issuer: "mcpbox-token-issuer".to_owned(),
+            certificate,
+        }),
+        None,
+    );
     let host = registry.host();
     let reference = format!("{host}/plugins/echo_tools:1.0");
     let file = component("echo_tools");
@@ -836,6 +839,122 @@ async fn a_registry_that_needs_a_token() {
     let error = refused(&pull, &[]).await;
     assert!(error.contains("refused access"), "{error}");
     ok(&pull, &good).await;
+    assert_eq!(
+        std::fs::read(dir.path().join("echo_tools.wasm")).unwrap(),
+        std::fs::read(&file).unwrap()
+    );
+}
+
+#[tokio::test]
+async fn components_travel_both_ways_between_mcpbox_and_wkgs_library() {
+    use oci_client_wkg::client::{ClientConfig, ClientProtocol};
+    use oci_client_wkg::secrets::RegistryAuth;
+    let registry = DistributionRegistry::start(None, None);
+    let host = registry.host();
+    let wkg = oci_wasm::WasmClient::new(oci_client_wkg::Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(vec![host.clone()]),
+        ..ClientConfig::default()
+    }));
+
+    // Pushed by wkg's library, pulled by mcpbox.
+    let quotes = std::fs::read(component("quotes")).unwrap();
+    let (config, layer) =
+        oci_wasm::WasmConfig::from_raw_component(quotes.clone(), Some("acme".to_owned())).unwrap();
+    let reference: oci_client_wkg::Reference = format!("{host}/wkg/quotes:0.1.0").parse().unwrap();
+    wkg.push(&reference, &RegistryAuth::Anonymous, layer, config, None)
+        .await
+        .expect("wkg's library pushes");
+    let dir = tempfile::tempdir().unwrap();
+    ok(
+        &[
+            "pull",
+            &format!("{host}/wkg/quotes:0.1.0"),
+            "--to",
+            dir.path().to_str().unwrap(),
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        std::fs::read(dir.path().join("quotes.wasm")).unwrap(),
+        quotes
+    );
+
+    // Pushed by mcpbox, pulled (and its config read) by wkg's library.
+    push(&registry, "echo_tools", "echo_tools:2.0").await;
+    let reference: oci_client_wkg::Reference =
+        format!("{host}/plugins/echo_tools:2.0").parse().unwrap();
+    let (_, config, _) = wkg
+        .pull_manifest_and_config(&reference, &RegistryAuth::Anonymous)
+        .await
+        .expect("wkg's library reads mcpbox's manifest and config");
+    assert_eq!(config.os, "wasip2");
+    let pulled = wkg
+        .pull(&reference, &RegistryAuth::Anonymous)
+        .await
+        .expect("wkg's library pulls");
+    assert_eq!(
+        pulled.layers[0].data.as_ref(),
+        std::fs::read(component("echo_tools")).unwrap().as_slice()
+    );
+}
+
+#[tokio::test]
+async fn https_is_the_default_and_a_private_ca_is_trusted_through_ssl_cert_file() {
+    // A private CA, and the registry's certificate for 127.0.0.1 signed by it.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "mcpbox test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let server_key = rcgen::KeyPair::generate().unwrap();
+    let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&server_key, &issuer)
+        .unwrap();
+    let registry =
+        DistributionRegistry::start(None, Some((&server.pem(), &server_key.serialize_pem())));
+    let host = registry.host();
+    let trust = tempfile::tempdir().unwrap();
+    let ca_file = trust.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let trusted = [("SSL_CERT_FILE", ca_file.to_str().unwrap())];
+    let file = component("echo_tools");
+    let reference = format!("{host}/plugins/echo_tools:tls");
+
+    // Not trusted: refused, saying why.
+    let error = refused(&["push", file.to_str().unwrap(), &reference], &[]).await;
+    assert!(error.contains("certificate"), "{error}");
+    assert!(error.contains("SSL_CERT_FILE"), "{error}");
+
+    // Trusted: push, sign and pull over HTTPS, no --insecure-registry anywhere.
+    ok(&["push", file.to_str().unwrap(), &reference], &trusted).await;
+    let keys = tempfile::tempdir().unwrap();
+    let (private, public) = keygen(keys.path(), "acme").await;
+    ok(
+        &["sign", &reference, "--key", &private],
+        &[trusted[0], ("COSIGN_PASSWORD", "correct horse")],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = ok(
+        &[
+            "pull",
+            &reference,
+            "--to",
+            dir.path().to_str().unwrap(),
+            "--key",
+            &public,
+        ],
+        &trusted,
+    )
+    .await;
+    assert!(out.contains("signed by"), "{out}");
     assert_eq!(
         std::fs::read(dir.path().join("echo_tools.wasm")).unwrap(),
         std::fs::read(&file).unwrap()

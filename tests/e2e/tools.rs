@@ -380,8 +380,8 @@ pub struct TokenAuth {
 }
 
 /// A CNCF distribution registry of its own (Debian's `docker-registry`) on a free loopback
-/// port, storing in a temporary directory, anonymous or requiring bearer tokens; killed when
-/// dropped.
+/// port, storing in a temporary directory, anonymous or requiring bearer tokens, over plain
+/// HTTP or HTTPS (with the given certificate and key, PEM); killed when dropped.
 pub struct DistributionRegistry {
     pub port: u16,
     child: std::process::Child,
@@ -390,7 +390,7 @@ pub struct DistributionRegistry {
 
 impl DistributionRegistry {
     /// Start one and wait until it answers `/v2/`.
-    pub fn start(token: Option<&TokenAuth>) -> Self {
+    pub fn start(token: Option<&TokenAuth>, tls: Option<(&str, &str)>) -> Self {
         let program = debian("docker-registry", "docker-registry");
         let dir = tempfile::tempdir().expect("temp dir");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -411,8 +411,22 @@ impl DistributionRegistry {
             }
             None => String::new(),
         };
+        let tls = match tls {
+            Some((certificate, key)) => {
+                let (cert_file, key_file) =
+                    (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+                std::fs::write(&cert_file, certificate).expect("write the certificate");
+                std::fs::write(&key_file, key).expect("write the key");
+                format!(
+                    "  tls:\n    certificate: {}\n    key: {}\n",
+                    cert_file.display(),
+                    key_file.display()
+                )
+            }
+            None => String::new(),
+        };
         let config = format!(
-            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n  secret: mcpbox-tests\n{auth}",
+            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n  secret: mcpbox-tests\n{tls}{auth}",
             dir.path().join("data").display()
         );
         let config_file = dir.path().join("config.yml");
@@ -463,7 +477,9 @@ impl DistributionRegistry {
             .write_all(b"GET /v2/ HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
             .is_ok()
             && stream.read_to_string(&mut answer).is_ok()
-            && (answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.0 401"))
+            // 200 or 401 in plain HTTP; over TLS, Go's "400: an HTTP request to an HTTPS
+            // server" says it is listening.
+            && answer.starts_with("HTTP/1.")
     }
 }
 

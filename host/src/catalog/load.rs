@@ -255,7 +255,8 @@ pub async fn read_source(
         .file_stem()
         .and_then(|s| s.to_str())
         .ok_or(FileError::Name)?;
-    if let Some(signer) = trust.check(file, name, &wasm)? {
+    let component_digest: [u8; 32] = Sha256::digest(&wasm).into();
+    if let Some(signer) = trust.check(file, name, &wasm, &component_digest)? {
         tracing::info!(plugin = name, signer, "signature verified");
     }
     let manifest_file = manifest_path(file);
@@ -286,7 +287,6 @@ pub async fn read_source(
             }
         },
     };
-    let component_digest: [u8; 32] = Sha256::digest(&wasm).into();
     let mut hasher = Sha256::new();
     hasher.update(component_digest);
     match &policy {

@@ -462,14 +462,12 @@ fn failure(reference: &Reference, doing: &str, error: OciDistributionError) -> R
     match error {
         OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
             let reason = error_chain(&e);
-            let hint = if reason.contains("InvalidContentType")
-                || reason.contains("tls")
-                || reason.contains("TLS")
-                || reason.contains("certificate")
-            {
+            let hint = if reason.contains("InvalidContentType") {
                 format!(
-                    " (if it serves plain HTTP, mark it with --insecure-registry {registry}; only for a registry on a network you trust)"
+                    " (it seems to speak plain HTTP: if so, mark it with --insecure-registry {registry}, only for a registry on a network you trust)"
                 )
+            } else if reason.contains("certificate") || reason.contains("UnknownIssuer") {
+                " (its certificate is not trusted here: if a private CA signed it, point SSL_CERT_FILE at a PEM bundle holding that CA)".to_owned()
             } else {
                 String::new()
             };
@@ -762,9 +760,15 @@ async fn pull_one(
         manifest: base64::engine::general_purpose::STANDARD.encode(&manifest),
         signed: signed.clone(),
     };
+    let target = request.dir.join(format!("{name}.wasm"));
+    if !lock.plugins.contains_key(name) && target.exists() {
+        tracing::warn!(
+            file = %target.display(),
+            "replacing a plugin the lock file did not describe (placed by hand?)"
+        );
+    }
     let previous = lock.plugins.insert(name.to_owned(), entry);
     lock.write(&lock_file).map_err(TrustError::from)?;
-    let target = request.dir.join(format!("{name}.wasm"));
     if let Err(source) = write_atomically(&target, &wasm) {
         // Put the lock back as it was, so it still describes the file that is there.
         match previous {

@@ -142,7 +142,12 @@ impl TrustedKey {
 
 /// `sha256:HEX` of `bytes`.
 pub fn digest_string(bytes: &[u8]) -> String {
-    format!("sha256:{:x}", Sha256::digest(bytes))
+    format!("sha256:{}", hex(&Sha256::digest(bytes).into()))
+}
+
+/// Lower-case hex of a SHA-256.
+fn hex(digest: &[u8; 32]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Which plugins must be signed, by which keys: the `[signatures]` table of the configuration.
@@ -296,18 +301,19 @@ impl Trust {
         self.policy.as_deref()
     }
 
-    /// Check the component `wasm` of the plugin `name`, read from `file`: the digest its lock
-    /// entry records, then its signature. Returns the name of the key that signed it, when one
-    /// was required.
+    /// Check the component `wasm` of the plugin `name`, read from `file`, whose SHA-256 is
+    /// `digest`: the digest its lock entry records, then its signature. Returns the name of the
+    /// key that signed it, when one was required.
     pub fn check(
         &self,
         file: &Path,
         name: &str,
         wasm: &[u8],
+        digest: &[u8; 32],
     ) -> Result<Option<String>, TrustError> {
         let dir = file.parent().unwrap_or(Path::new("."));
         let lock = LockFile::read(&dir.join(LOCK_FILE))?;
-        let actual = digest_string(wasm);
+        let actual = format!("sha256:{}", hex(digest));
         let entry = lock.as_ref().and_then(|lock| lock.plugins.get(name));
         if let Some(entry) = entry
             && entry.component != actual
@@ -598,6 +604,10 @@ mod tests {
         assert!(verify_locked(&[&acme], &good, &moved, &component).is_err());
     }
 
+    fn sha(bytes: &[u8]) -> [u8; 32] {
+        Sha256::digest(bytes).into()
+    }
+
     #[test]
     fn loading_checks_the_lock_then_the_signature() {
         let dir = tempfile::tempdir().unwrap();
@@ -615,18 +625,28 @@ mod tests {
         let lax = Trust::default();
 
         // No lock, no signature: fine without a policy, refused under one.
-        assert_eq!(lax.check(&file, "weather", &wasm).unwrap(), None);
-        let error = strict.check(&file, "weather", &wasm).unwrap_err();
+        assert_eq!(
+            lax.check(&file, "weather", &wasm, &sha(&wasm)).unwrap(),
+            None
+        );
+        let error = strict
+            .check(&file, "weather", &wasm, &sha(&wasm))
+            .unwrap_err();
         assert!(matches!(error, TrustError::Unsigned { .. }), "{error}");
 
         // A detached signature of the file.
         std::fs::write(signature_file(&file), sign_bytes(&signer, &wasm).unwrap()).unwrap();
         assert_eq!(
-            strict.check(&file, "weather", &wasm).unwrap().as_deref(),
+            strict
+                .check(&file, "weather", &wasm, &sha(&wasm))
+                .unwrap()
+                .as_deref(),
             Some("acme")
         );
         std::fs::write(signature_file(&file), sign_bytes(&signer, b"else").unwrap()).unwrap();
-        let error = strict.check(&file, "weather", &wasm).unwrap_err();
+        let error = strict
+            .check(&file, "weather", &wasm, &sha(&wasm))
+            .unwrap_err();
         assert!(matches!(error, TrustError::WrongSigner { .. }), "{error}");
         std::fs::remove_file(signature_file(&file)).unwrap();
 
@@ -637,24 +657,34 @@ mod tests {
             .insert("weather".to_owned(), entry(&wasm, Some(&signer)).0);
         lock.write(&dir.path().join(LOCK_FILE)).unwrap();
         assert_eq!(
-            strict.check(&file, "weather", &wasm).unwrap().as_deref(),
+            strict
+                .check(&file, "weather", &wasm, &sha(&wasm))
+                .unwrap()
+                .as_deref(),
             Some("acme")
         );
         let swapped = b"\0asm not weather";
         for trust in [&lax, &strict] {
-            let error = trust.check(&file, "weather", swapped).unwrap_err();
+            let error = trust
+                .check(&file, "weather", swapped, &sha(swapped))
+                .unwrap_err();
             assert!(matches!(error, TrustError::Swapped { .. }), "{error}");
         }
         // Plugins the lock does not name are not its business.
         assert_eq!(
-            lax.check(&dir.path().join("other.wasm"), "other", swapped)
-                .unwrap(),
+            lax.check(
+                &dir.path().join("other.wasm"),
+                "other",
+                swapped,
+                &sha(swapped)
+            )
+            .unwrap(),
             None
         );
 
         // An unreadable lock file refuses every plugin beside it.
         std::fs::write(dir.path().join(LOCK_FILE), "version = 99\n").unwrap();
-        let error = lax.check(&file, "weather", &wasm).unwrap_err();
+        let error = lax.check(&file, "weather", &wasm, &sha(&wasm)).unwrap_err();
         assert!(error.to_string().contains("version 99"), "{error}");
     }
 }
