@@ -209,6 +209,32 @@ async fn push_then_pull_by_tag_and_by_digest_in_wkg_layout() {
         Some(digest.as_str())
     );
 
+    // Pulls into one directory at the same time keep each other's lock entries.
+    let many = tempfile::tempdir().unwrap();
+    let to = many.path().to_str().unwrap();
+    let pulls: Vec<_> = ["one", "two", "three", "four"]
+        .into_iter()
+        .map(|name| {
+            let args = [
+                "pull".to_owned(),
+                tag.clone(),
+                "--name".to_owned(),
+                name.to_owned(),
+                "--to".to_owned(),
+                to.to_owned(),
+                "--insecure-registry".to_owned(),
+                host.clone(),
+            ];
+            async move {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                ok(&args, &[]).await
+            }
+        })
+        .collect();
+    futures::future::join_all(pulls).await;
+    let plugins = lock(many.path())["plugin"].as_table().unwrap().clone();
+    assert_eq!(plugins.len(), 4, "{plugins:?}");
+
     // A digest that is not there, and HTTPS to a plain-HTTP registry: clear errors.
     let missing = format!("{host}/plugins/echo_tools@sha256:{}", "0".repeat(64));
     let error = refused(
@@ -959,4 +985,97 @@ async fn https_is_the_default_and_a_private_ca_is_trusted_through_ssl_cert_file(
         std::fs::read(dir.path().join("echo_tools.wasm")).unwrap(),
         std::fs::read(&file).unwrap()
     );
+}
+
+/// A component of more than a megabyte: echo_tools with a 3 MiB custom section appended.
+fn large_component(dir: &Path) -> PathBuf {
+    fn leb128(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = u8::try_from(n & 0x7f).unwrap();
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut wasm = std::fs::read(component("echo_tools")).unwrap();
+    let mut body = Vec::new();
+    leb128(7, &mut body);
+    body.extend_from_slice(b"padding");
+    body.extend(std::iter::repeat_n(0u8, 3 * 1024 * 1024));
+    wasm.push(0);
+    leb128(body.len(), &mut wasm);
+    wasm.extend_from_slice(&body);
+    let file = dir.join("large.wasm");
+    std::fs::write(&file, wasm).unwrap();
+    file
+}
+
+/// Run `mcpbox ARGS` on a pseudo-terminal (`script`, from Debian's bsdutils): everything it
+/// drew there.
+async fn on_a_terminal(args: &[&str]) -> String {
+    let script = crate::tools::debian("script", "bsdutils");
+    let command = std::iter::once(env!("CARGO_BIN_EXE_mcpbox"))
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let output = tokio::time::timeout(
+        STEP,
+        tokio::process::Command::new(script)
+            .args(["-qec", &command, "/dev/null"])
+            .env_remove("MCPBOX_LOG")
+            .output(),
+    )
+    .await
+    .expect("mcpbox finished in time")
+    .expect("run script");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "mcpbox {args:?} failed:\n{text}");
+    text
+}
+
+#[tokio::test]
+async fn large_transfers_show_progress_on_a_terminal_only() {
+    let registry = DistributionRegistry::start(None, None);
+    let host = registry.host();
+    let work = tempfile::tempdir().unwrap();
+    let large = large_component(work.path());
+    let reference = format!("{host}/plugins/large:1.0");
+    let drawn = on_a_terminal(&[
+        "push",
+        large.to_str().unwrap(),
+        &reference,
+        "--insecure-registry",
+        &host,
+    ])
+    .await;
+    assert!(
+        drawn.contains("pushing") && drawn.contains("/3.22 MiB"),
+        "{drawn}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().to_str().unwrap();
+    let drawn =
+        on_a_terminal(&["pull", &reference, "--to", to, "--insecure-registry", &host]).await;
+    assert!(
+        drawn.contains("pulling") && drawn.contains("/3.22 MiB"),
+        "{drawn}"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("large.wasm")).unwrap(),
+        std::fs::read(&large).unwrap()
+    );
+    // Not a terminal: no progress drawn, only the report.
+    let output = mcpbox_cli(
+        &["pull", &reference, "--to", to, "--insecure-registry", &host],
+        &[],
+    )
+    .await;
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("pulling"), "{stderr}");
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("pulled "));
 }

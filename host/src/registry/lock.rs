@@ -138,6 +138,31 @@ impl LockFile {
     }
 }
 
+/// Held while `pull` updates a plugin directory: one writer at a time, so concurrent pulls keep
+/// each other's lock entries. An advisory lock on a hidden file beside the lock file (hidden
+/// files are ignored by the watcher), released when dropped or when the process ends.
+pub struct WriteGuard(#[expect(dead_code, reason = "held for its lock")] std::fs::File);
+
+impl WriteGuard {
+    /// Wait for and take the directory's write lock.
+    pub fn acquire(dir: &Path) -> Result<Self, LockError> {
+        let path = dir.join(".mcpbox.lock.guard");
+        let error = |source| LockError::Io {
+            file: path.clone(),
+            source,
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(error)?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| error(e.into()))?;
+        Ok(Self(file))
+    }
+}
+
 /// Write `bytes` to `file` atomically: a hidden temporary file in the same directory (so the
 /// watcher ignores it), synced, then renamed over `file`.
 pub fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -32,7 +32,7 @@ use sigstore::cosign::constraint::{Constraint as _, PrivateKeySigner};
 use sigstore::cosign::{ClientBuilder, CosignCapabilities as _, SignatureLayer};
 use sigstore::registry::{Auth, OciReference};
 
-use self::lock::{LOCK_FILE, LockEntry, LockFile, Signed, write_atomically};
+use self::lock::{LOCK_FILE, LockEntry, LockFile, Signed, WriteGuard, write_atomically};
 use self::trust::{TrustError, TrustPolicy, digest_string, key_names, verify_payload};
 
 /// The manifest media type of a component artifact (an OCI image manifest).
@@ -659,7 +659,7 @@ async fn pull_one(
     }
     let reference = parse_reference(reference_text)?;
     let lock_file = request.dir.join(LOCK_FILE);
-    let mut lock = LockFile::read(&lock_file)
+    let lock = LockFile::read(&lock_file)
         .map_err(TrustError::from)?
         .unwrap_or_else(LockFile::new);
     let auth = Registry::auth(&reference);
@@ -716,7 +716,7 @@ async fn pull_one(
                         name: name.to_owned(),
                         policy: policy.source.clone(),
                         keys: key_names(&keys),
-                        sig: "signature".to_owned(),
+                        looked: format!("the registry holds no signature of {digest}"),
                     }
                 } else {
                     TrustError::WrongSigner {
@@ -761,6 +761,12 @@ async fn pull_one(
         signed: signed.clone(),
     };
     let target = request.dir.join(format!("{name}.wasm"));
+    // One writer at a time: read the lock again under the guard, so that concurrent pulls into
+    // one directory keep each other's entries.
+    let _guard = WriteGuard::acquire(&request.dir).map_err(TrustError::from)?;
+    let mut lock = LockFile::read(&lock_file)
+        .map_err(TrustError::from)?
+        .unwrap_or_else(LockFile::new);
     if !lock.plugins.contains_key(name) && target.exists() {
         tracing::warn!(
             file = %target.display(),

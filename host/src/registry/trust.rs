@@ -54,7 +54,7 @@ pub enum TrustError {
     },
     /// The policy requires a signature and there is none.
     #[error(
-        "the signature policy in {policy} requires `{name}` to be signed by {keys}, and it is not signed (no signature in the registry when pulled, no {sig} beside it)"
+        "the signature policy in {policy} requires `{name}` to be signed by {keys}, and it is not signed ({looked})"
     )]
     Unsigned {
         /// The plugin.
@@ -63,8 +63,8 @@ pub enum TrustError {
         policy: String,
         /// The keys it accepts.
         keys: String,
-        /// The detached signature file looked for.
-        sig: String,
+        /// Where signatures were looked for.
+        looked: String,
     },
     /// Signatures exist, none by an accepted key.
     #[error(
@@ -358,7 +358,11 @@ impl Trust {
                 name: name.to_owned(),
                 policy: policy.source.clone(),
                 keys: key_names(&keys),
-                sig: sig_file.display().to_string(),
+                looked: format!(
+                    "no signature recorded for it in {}, no {} beside it",
+                    dir.join(LOCK_FILE).display(),
+                    sig_file.display()
+                ),
             })
         } else {
             Err(TrustError::WrongSigner {
