@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::support::{
-    RecordingClient, STEP, call, connect_command, connect_logged, example_plugins, mcpbox,
-    plugin_dir, tool_text,
+    HttpServer, RecordingClient, STEP, call, connect_command, connect_logged, example_plugins,
+    mcpbox, plugin_dir, tool_text,
 };
 use crate::tools::{DistributionRegistry, TokenAuth};
 
@@ -575,6 +575,21 @@ async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
     assert_eq!(tool_text(&result), ("signed".to_owned(), false));
     assert!(log.text().contains("signature verified"), "{}", log.text());
     drop(service);
+    // The status page says where it came from and who signed it.
+    let server = HttpServer::start(dir.path(), &["--config", config]).await;
+    let page = reqwest::get(format!("http://127.0.0.1:{}/", server.port))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("pulled from"), "{page}");
+    assert!(
+        page.contains(&reference) && page.contains(&digest),
+        "{page}"
+    );
+    assert!(page.contains("signed by"), "{page}");
+    drop(server);
 
     // A lock entry whose recorded signature was altered is refused at load.
     let text = std::fs::read_to_string(dir.path().join("mcpbox.lock")).unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::LoadedPlugin;
 use crate::engine::{LoadError, PluginCode, Runtime};
-use crate::registry::trust::{Trust, TrustError};
+use crate::registry::trust::{Provenance, Trust, TrustError};
 use sha2::{Digest as _, Sha256};
 
 use crate::policy::{
@@ -239,6 +239,8 @@ pub struct PluginSource {
     /// SHA-256 of the component's digest and the policy text: equal digests mean nothing
     /// changed.
     pub digest: [u8; 32],
+    /// Where it was pulled from and who signed it.
+    provenance: Provenance,
 }
 
 /// Read a plugin's component and policy: its section of the configuration file if `sections`
@@ -256,7 +258,8 @@ pub async fn read_source(
         .and_then(|s| s.to_str())
         .ok_or(FileError::Name)?;
     let component_digest: [u8; 32] = Sha256::digest(&wasm).into();
-    if let Some(signer) = trust.check(file, name, &wasm, &component_digest)? {
+    let provenance = trust.check(file, name, &wasm, &component_digest)?;
+    if let Some(signer) = &provenance.signer {
         tracing::info!(plugin = name, signer, "signature verified");
     }
     let manifest_file = manifest_path(file);
@@ -303,6 +306,7 @@ pub async fn read_source(
         policy,
         component_digest,
         digest: hasher.finalize().into(),
+        provenance,
     })
 }
 
@@ -321,13 +325,21 @@ pub struct Compiled {
     code: PluginCode,
     file: PathBuf,
     digest: [u8; 32],
+    provenance: Provenance,
 }
 
 /// Read a compiled plugin's lists (in a fresh instance, under its call limits).
 async fn list_plugin(compiled: Compiled) -> Result<LoadedPlugin, FileError> {
-    let Compiled { code, file, digest } = compiled;
+    let Compiled {
+        code,
+        file,
+        digest,
+        provenance,
+    } = compiled;
     let lists = code.read_lists().await.map_err(LoadError::List)?;
-    Ok(LoadedPlugin::new(code, file, lists, digest))
+    let mut plugin = LoadedPlugin::new(code, file, lists, digest);
+    plugin.provenance = provenance;
+    Ok(plugin)
 }
 
 /// Compile (on a blocking thread) and link a plugin from its files.
@@ -357,5 +369,6 @@ async fn compile_source(
         code,
         file,
         digest: source.digest,
+        provenance: source.provenance,
     })
 }

@@ -96,6 +96,9 @@ pub struct LoadedPlugin {
     pub lists: PluginLists,
     /// The digest of its component and manifest.
     pub digest: [u8; 32],
+    /// Where it was pulled from and who signed it (empty for a plugin placed by hand under no
+    /// signature policy).
+    pub provenance: crate::registry::trust::Provenance,
     /// Its lists, checked and ready for the catalog.
     prepared: Prepared,
 }
@@ -109,6 +112,7 @@ impl LoadedPlugin {
             file,
             lists,
             digest,
+            provenance: Default::default(),
             prepared,
         }
     }

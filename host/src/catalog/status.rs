@@ -122,6 +122,12 @@ fn plugin_section(plugin: &LoadedPlugin) -> Markup {
             dl {
                 dt { "version" } dd { code { (digest) } " (SHA-256 of component and policy, first 8 bytes)" }
                 dt { "file" } dd { code { (plugin.file.display().to_string()) } }
+                @if let Some((reference, digest)) = &plugin.provenance.pulled {
+                    dt { "pulled from" } dd { code { (reference) } " (" code { (digest) } ")" }
+                }
+                @if let Some(signer) = &plugin.provenance.signer {
+                    dt { "signed by" } dd { "the key " code { (signer) } " (verified at load)" }
+                }
                 dt { "tools" } dd { (names(lists.tools.iter().map(|t| t.name.as_str()))) }
                 dt { "prompts" } dd { (names(lists.prompts.iter().map(|p| p.name.as_str()))) }
                 dt { "resources" } dd {

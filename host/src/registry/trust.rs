@@ -281,6 +281,16 @@ pub fn verify_payload<'k>(
         .copied()
 }
 
+/// Where a loaded component came from and who signed it, as the checks before loading found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Provenance {
+    /// The reference it was pulled from and the manifest digest that resolved to (its lock
+    /// entry), if it was pulled.
+    pub pulled: Option<(String, String)>,
+    /// The key that verified its signature, when the policy required one.
+    pub signer: Option<String>,
+}
+
 /// What the host checks before loading a plugin: its lock entry (when its directory has a lock
 /// file) and its signature (when the policy requires one).
 #[derive(Debug, Clone, Default)]
@@ -302,15 +312,15 @@ impl Trust {
     }
 
     /// Check the component `wasm` of the plugin `name`, read from `file`, whose SHA-256 is
-    /// `digest`: the digest its lock entry records, then its signature. Returns the name of the
-    /// key that signed it, when one was required.
+    /// `digest`: the digest its lock entry records, then its signature. Returns where it came
+    /// from and the key that signed it, when one was required.
     pub fn check(
         &self,
         file: &Path,
         name: &str,
         wasm: &[u8],
         digest: &[u8; 32],
-    ) -> Result<Option<String>, TrustError> {
+    ) -> Result<Provenance, TrustError> {
         let dir = file.parent().unwrap_or(Path::new("."));
         let lock = LockFile::read(&dir.join(LOCK_FILE))?;
         let actual = format!("sha256:{}", hex(digest));
@@ -326,11 +336,15 @@ impl Trust {
                 reference: entry.reference.clone(),
             });
         }
+        let mut provenance = Provenance {
+            pulled: entry.map(|e| (e.reference.clone(), e.digest.clone())),
+            signer: None,
+        };
         let Some(policy) = self.policy.as_deref() else {
-            return Ok(None);
+            return Ok(provenance);
         };
         let Some(keys) = policy.required(name) else {
-            return Ok(None);
+            return Ok(provenance);
         };
         let sig_file = signature_file(file);
         let mut found = Vec::new();
@@ -338,13 +352,19 @@ impl Trust {
             && let Some(signed) = &entry.signed
         {
             match verify_locked(&keys, entry, signed, &actual) {
-                Ok(key) => return Ok(Some(key.name.clone())),
+                Ok(key) => {
+                    provenance.signer = Some(key.name.clone());
+                    return Ok(provenance);
+                }
                 Err(why) => found.push(why),
             }
         }
         match std::fs::read_to_string(&sig_file) {
             Ok(signature) => match keys.iter().find(|k| k.verifies(&signature, wasm)) {
-                Some(key) => return Ok(Some(key.name.clone())),
+                Some(key) => {
+                    provenance.signer = Some(key.name.clone());
+                    return Ok(provenance);
+                }
                 None => found.push(format!(
                     "{} is not a signature of it by any of them",
                     sig_file.display()
@@ -631,7 +651,7 @@ mod tests {
         // No lock, no signature: fine without a policy, refused under one.
         assert_eq!(
             lax.check(&file, "weather", &wasm, &sha(&wasm)).unwrap(),
-            None
+            Provenance::default()
         );
         let error = strict
             .check(&file, "weather", &wasm, &sha(&wasm))
@@ -644,6 +664,7 @@ mod tests {
             strict
                 .check(&file, "weather", &wasm, &sha(&wasm))
                 .unwrap()
+                .signer
                 .as_deref(),
             Some("acme")
         );
@@ -661,11 +682,14 @@ mod tests {
             .insert("weather".to_owned(), entry(&wasm, Some(&signer)).0);
         lock.write(&dir.path().join(LOCK_FILE)).unwrap();
         assert_eq!(
-            strict
-                .check(&file, "weather", &wasm, &sha(&wasm))
-                .unwrap()
-                .as_deref(),
-            Some("acme")
+            strict.check(&file, "weather", &wasm, &sha(&wasm)).unwrap(),
+            Provenance {
+                pulled: Some((
+                    "registry.example/acme/weather:1".to_owned(),
+                    lock.plugins["weather"].digest.clone()
+                )),
+                signer: Some("acme".to_owned()),
+            }
         );
         let swapped = b"\0asm not weather";
         for trust in [&lax, &strict] {
@@ -683,7 +707,7 @@ mod tests {
                 &sha(swapped)
             )
             .unwrap(),
-            None
+            Provenance::default()
         );
 
         // An unreadable lock file refuses every plugin beside it.

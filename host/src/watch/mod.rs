@@ -330,12 +330,13 @@ impl Reloader {
         };
         match current.code.read_lists().await {
             Ok(lists) => {
-                let plugin = LoadedPlugin::new(
+                let mut plugin = LoadedPlugin::new(
                     current.code.clone(),
                     current.file.clone(),
                     lists,
                     current.digest,
                 );
+                plugin.provenance = current.provenance.clone();
                 self.plugins.update(&current.file, Some(Arc::new(plugin)));
                 tracing::debug!(plugin = name, "read the plugin's lists again");
             }
