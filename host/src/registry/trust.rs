@@ -296,6 +296,23 @@ pub struct Provenance {
 #[derive(Debug, Clone, Default)]
 pub struct Trust {
     policy: Option<Arc<TrustPolicy>>,
+    /// The lock file last read, by its identity (device, inode, size, modification time):
+    /// loading many plugins from one directory parses it once, and a lock file rewritten (a
+    /// new file renamed into place) is read again.
+    lock: Arc<std::sync::Mutex<CachedLock>>,
+}
+
+/// The lock file last read: which version, and its content (`None`: there was none).
+type CachedLock = Option<(LockIdentity, Option<Arc<LockFile>>)>;
+
+/// What identifies one version of a lock file without reading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LockIdentity {
+    path: PathBuf,
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified: Option<std::time::SystemTime>,
 }
 
 impl Trust {
@@ -303,7 +320,41 @@ impl Trust {
     pub fn new(policy: Option<TrustPolicy>) -> Self {
         Self {
             policy: policy.map(Arc::new),
+            lock: Arc::default(),
         }
+    }
+
+    /// The lock file at `path` (`None` if there is none), parsed once per version.
+    fn lock_file(&self, path: &Path) -> Result<Option<Arc<LockFile>>, LockError> {
+        use std::os::unix::fs::MetadataExt as _;
+        let identity = match std::fs::metadata(path) {
+            Ok(meta) => LockIdentity {
+                path: path.to_owned(),
+                device: meta.dev(),
+                inode: meta.ino(),
+                size: meta.len(),
+                modified: meta.modified().ok(),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(LockError::Io {
+                    file: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        let mut cached = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((known, lock)) = cached.as_ref()
+            && *known == identity
+        {
+            return Ok(lock.clone());
+        }
+        let lock = LockFile::read(path)?.map(Arc::new);
+        *cached = Some((identity, lock.clone()));
+        Ok(lock)
     }
 
     /// The signature policy, if any.
@@ -322,7 +373,7 @@ impl Trust {
         digest: &[u8; 32],
     ) -> Result<Provenance, TrustError> {
         let dir = file.parent().unwrap_or(Path::new("."));
-        let lock = LockFile::read(&dir.join(LOCK_FILE))?;
+        let lock = self.lock_file(&dir.join(LOCK_FILE))?;
         let actual = format!("sha256:{}", hex(digest));
         let entry = lock.as_ref().and_then(|lock| lock.plugins.get(name));
         if let Some(entry) = entry
