@@ -622,11 +622,42 @@ pub async fn pull(registry: &Registry, request: PullRequest) -> Result<String, R
             ));
         }
     };
-    let mut report = Vec::new();
-    for (name, reference) in jobs {
-        report.push(pull_one(registry, &request, &name, &reference).await?);
+    match jobs.as_slice() {
+        [] => {
+            return Ok(format!(
+                "nothing to pull: {} holds no plugins",
+                lock_file.display()
+            ));
+        }
+        [(name, reference)] => return pull_one(registry, &request, name, reference).await,
+        _ => {}
     }
-    Ok(report.join("\n"))
+    // Everything the lock holds: try each, so one that fails does not keep the others away.
+    let mut report = Vec::new();
+    let mut failed = Vec::new();
+    for (name, reference) in &jobs {
+        match pull_one(registry, &request, name, reference).await {
+            Ok(line) => {
+                tracing::info!("{line}");
+                report.push(line);
+            }
+            Err(e) => {
+                tracing::error!(plugin = %name, "{e}");
+                failed.push(name.as_str());
+            }
+        }
+    }
+    if failed.is_empty() {
+        Ok(report.join("\n"))
+    } else {
+        Err(RegistryError::Usage(format!(
+            "pulled {} of the {} plugins in {}; could not pull {} (see above)",
+            report.len(),
+            jobs.len(),
+            lock_file.display(),
+            failed.join(", ")
+        )))
+    }
 }
 
 /// The plugin name a reference gives: its repository's last segment.
