@@ -100,6 +100,24 @@ async fn push(registry: &DistributionRegistry, plugin: &str, repo_tag: &str) -> 
     digest
 }
 
+/// `pull REF --to DIR EXTRA… --insecure-registry HOST`, as arguments.
+fn pull_args<'a>(
+    reference: &'a str,
+    dir: &'a str,
+    extra: &[&'a str],
+    host: &'a str,
+) -> Vec<&'a str> {
+    let mut args = vec!["pull", reference, "--to", dir];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--insecure-registry", host]);
+    args
+}
+
+/// `sign REF --key KEY --insecure-registry HOST`, as arguments.
+fn sign_args<'a>(reference: &'a str, key: &'a str, host: &'a str) -> [&'a str; 6] {
+    ["sign", reference, "--key", key, "--insecure-registry", host]
+}
+
 fn lock(dir: &Path) -> toml::Table {
     toml::from_str(&std::fs::read_to_string(dir.join("mcpbox.lock")).expect("a lock file"))
         .expect("the lock file is TOML")
@@ -161,14 +179,7 @@ async fn push_then_pull_by_tag_and_by_digest_in_wkg_layout() {
     let dir = tempfile::tempdir().unwrap();
     let tag = format!("{host}/plugins/echo_tools:1.0");
     let out = ok(
-        &[
-            "pull",
-            &tag,
-            "--to",
-            dir.path().to_str().unwrap(),
-            "--insecure-registry",
-            &host,
-        ],
+        &pull_args(&tag, dir.path().to_str().unwrap(), &[], &host),
         &[],
     )
     .await;
@@ -187,16 +198,12 @@ async fn push_then_pull_by_tag_and_by_digest_in_wkg_layout() {
     // By digest, under another name.
     let pinned = format!("{host}/plugins/echo_tools@{digest}");
     ok(
-        &[
-            "pull",
+        &pull_args(
             &pinned,
-            "--name",
-            "echo_again",
-            "--to",
             dir.path().to_str().unwrap(),
-            "--insecure-registry",
+            &["--name", "echo_again"],
             &host,
-        ],
+        ),
         &[],
     )
     .await;
@@ -238,14 +245,7 @@ async fn push_then_pull_by_tag_and_by_digest_in_wkg_layout() {
     // A digest that is not there, and HTTPS to a plain-HTTP registry: clear errors.
     let missing = format!("{host}/plugins/echo_tools@sha256:{}", "0".repeat(64));
     let error = refused(
-        &[
-            "pull",
-            &missing,
-            "--to",
-            dir.path().to_str().unwrap(),
-            "--insecure-registry",
-            &host,
-        ],
+        &pull_args(&missing, dir.path().to_str().unwrap(), &[], &host),
         &[],
     )
     .await;
@@ -270,43 +270,15 @@ async fn locked_pull_refuses_a_moved_tag() {
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().to_str().unwrap();
     let tag = format!("{host}/plugins/echo_tools:stable");
-    ok(
-        &["pull", &tag, "--to", to, "--insecure-registry", &host],
-        &[],
-    )
-    .await;
+    ok(&pull_args(&tag, to, &[], &host), &[]).await;
     // Unmoved: --locked pulls.
-    ok(
-        &[
-            "pull",
-            &tag,
-            "--locked",
-            "--to",
-            to,
-            "--insecure-registry",
-            &host,
-        ],
-        &[],
-    )
-    .await;
+    ok(&pull_args(&tag, to, &["--locked"], &host), &[]).await;
     let before = std::fs::read(dir.path().join("echo_tools.wasm")).unwrap();
 
     // The tag moves to another component.
     let second = push(&registry, "quotes", "echo_tools:stable").await;
     assert_ne!(first, second);
-    let error = refused(
-        &[
-            "pull",
-            &tag,
-            "--locked",
-            "--to",
-            to,
-            "--insecure-registry",
-            &host,
-        ],
-        &[],
-    )
-    .await;
+    let error = refused(&pull_args(&tag, to, &["--locked"], &host), &[]).await;
     assert!(error.contains("the tag moved"), "{error}");
     assert!(error.contains(&first) && error.contains(&second), "{error}");
     let error = refused(
@@ -327,28 +299,14 @@ async fn locked_pull_refuses_a_moved_tag() {
 
     // Nothing locked under that name: --locked refuses too.
     let error = refused(
-        &[
-            "pull",
-            &tag,
-            "--name",
-            "other",
-            "--locked",
-            "--to",
-            to,
-            "--insecure-registry",
-            &host,
-        ],
+        &pull_args(&tag, to, &["--name", "other", "--locked"], &host),
         &[],
     )
     .await;
     assert!(error.contains("has no entry for `other`"), "{error}");
 
     // Without --locked, the new digest is accepted and recorded.
-    ok(
-        &["pull", &tag, "--to", to, "--insecure-registry", &host],
-        &[],
-    )
-    .await;
+    ok(&pull_args(&tag, to, &[], &host), &[]).await;
     assert_eq!(
         lock(dir.path())["plugin"]["echo_tools"]["digest"].as_str(),
         Some(second.as_str())
@@ -369,14 +327,12 @@ async fn a_tampered_blob_is_refused_and_nothing_is_written() {
 
     let dir = tempfile::tempdir().unwrap();
     let error = refused(
-        &[
-            "pull",
+        &pull_args(
             &format!("{host}/plugins/echo_tools:1.0"),
-            "--to",
             dir.path().to_str().unwrap(),
-            "--insecure-registry",
+            &[],
             &host,
-        ],
+        ),
         &[],
     )
     .await;
@@ -453,18 +409,7 @@ async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 
     // Signed, but by a key the policy does not name.
-    let signed = ok(
-        &[
-            "sign",
-            &reference,
-            "--key",
-            &unknown_key,
-            "--insecure-registry",
-            &host,
-        ],
-        &password,
-    )
-    .await;
+    let signed = ok(&sign_args(&reference, &unknown_key, &host), &password).await;
     assert!(signed.contains(&digest), "{signed}");
     let error = refused(&pull, &[]).await;
     assert!(
@@ -475,32 +420,14 @@ async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
 
     // A wrong password is named as such.
     let error = refused(
-        &[
-            "sign",
-            &reference,
-            "--key",
-            &trusted_key,
-            "--insecure-registry",
-            &host,
-        ],
+        &sign_args(&reference, &trusted_key, &host),
         &[("COSIGN_PASSWORD", "wrong")],
     )
     .await;
     assert!(error.contains("COSIGN_PASSWORD"), "{error}");
 
     // Signed by the trusted key too (beside the other signature): pulled, signer recorded.
-    ok(
-        &[
-            "sign",
-            &reference,
-            "--key",
-            &trusted_key,
-            "--insecure-registry",
-            &host,
-        ],
-        &password,
-    )
-    .await;
+    ok(&sign_args(&reference, &trusted_key, &host), &password).await;
     let out = ok(&pull, &[]).await;
     assert!(out.contains("signed by `acme`"), "{out}");
     let locked = lock(dir.path());
@@ -512,16 +439,12 @@ async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
     let other = tempfile::tempdir().unwrap();
     let public = keys.path().join("acme.pub");
     ok(
-        &[
-            "pull",
+        &pull_args(
             &reference,
-            "--to",
             other.path().to_str().unwrap(),
-            "--key",
-            public.to_str().unwrap(),
-            "--insecure-registry",
+            &["--key", public.to_str().unwrap()],
             &host,
-        ],
+        ),
         &[],
     )
     .await;
@@ -529,36 +452,29 @@ async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
     let stranger = keys.path().join("stranger.pub");
     let (_, third) = keygen(keys.path(), "third").await;
     ok(
-        &[
-            "pull",
+        &pull_args(
             &reference,
-            "--name",
-            "either",
-            "--to",
             other.path().to_str().unwrap(),
-            "--key",
-            &third,
-            "--key",
-            stranger.to_str().unwrap(),
-            "--insecure-registry",
+            &[
+                "--name",
+                "either",
+                "--key",
+                &third,
+                "--key",
+                stranger.to_str().unwrap(),
+            ],
             &host,
-        ],
+        ),
         &[],
     )
     .await;
     let error = refused(
-        &[
-            "pull",
+        &pull_args(
             &format!("{host}/plugins/echo_tools@{digest}"),
-            "--name",
-            "strict",
-            "--to",
             other.path().to_str().unwrap(),
-            "--key",
-            &third,
-            "--insecure-registry",
+            &["--name", "strict", "--key", &third],
             &host,
-        ],
+        ),
         &[],
     )
     .await;
@@ -693,14 +609,12 @@ async fn a_pull_into_a_watched_directory_is_announced_and_a_swapped_file_refused
     assert!(service.list_all_tools().await.unwrap().is_empty());
 
     ok(
-        &[
-            "pull",
+        &pull_args(
             &format!("{host}/plugins/echo_tools:1.0"),
-            "--to",
             dir.path().to_str().unwrap(),
-            "--insecure-registry",
+            &[],
             &host,
-        ],
+        ),
         &[],
     )
     .await;
@@ -739,14 +653,12 @@ async fn a_registry_that_is_down_is_named_and_running_plugins_are_unaffected() {
         .unwrap();
     let host = format!("127.0.0.1:{closed}");
     let error = refused(
-        &[
-            "pull",
+        &pull_args(
             &format!("{host}/plugins/echo_tools:1.0"),
-            "--to",
             dir.path().to_str().unwrap(),
-            "--insecure-registry",
+            &[],
             &host,
-        ],
+        ),
         &[],
     )
     .await;
@@ -907,14 +819,12 @@ async fn components_travel_both_ways_between_mcpbox_and_wkgs_library() {
         .expect("wkg's library pushes");
     let dir = tempfile::tempdir().unwrap();
     ok(
-        &[
-            "pull",
+        &pull_args(
             &format!("{host}/wkg/quotes:0.1.0"),
-            "--to",
             dir.path().to_str().unwrap(),
-            "--insecure-registry",
+            &[],
             &host,
-        ],
+        ),
         &[],
     )
     .await;
@@ -1073,8 +983,7 @@ async fn large_transfers_show_progress_on_a_terminal_only() {
     );
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().to_str().unwrap();
-    let drawn =
-        on_a_terminal(&["pull", &reference, "--to", to, "--insecure-registry", &host]).await;
+    let drawn = on_a_terminal(&pull_args(&reference, to, &[], &host)).await;
     assert!(
         drawn.contains("pulling") && drawn.contains("/3.22 MiB"),
         "{drawn}"
@@ -1084,11 +993,7 @@ async fn large_transfers_show_progress_on_a_terminal_only() {
         std::fs::read(&large).unwrap()
     );
     // Not a terminal: no progress drawn, only the report.
-    let output = mcpbox_cli(
-        &["pull", &reference, "--to", to, "--insecure-registry", &host],
-        &[],
-    )
-    .await;
+    let output = mcpbox_cli(&pull_args(&reference, to, &[], &host), &[]).await;
     assert!(output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stderr.contains("pulling"), "{stderr}");

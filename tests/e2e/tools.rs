@@ -306,29 +306,12 @@ impl Prometheus {
             child,
             _data: data,
         };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !prometheus.ready() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "prometheus on port {port} was not ready within 30 s"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        wait_until(&format!("prometheus on port {port}"), || prometheus.ready());
         prometheus
     }
 
     fn ready(&self) -> bool {
-        use std::io::{Read, Write};
-        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(1)));
-        let mut answer = String::new();
-        stream
-            .write_all(b"GET /-/ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-            .is_ok()
-            && stream.read_to_string(&mut answer).is_ok()
-            && answer.starts_with("HTTP/1.0 200")
+        http_answer(self.port, "/-/ready").is_some_and(|a| a.starts_with("HTTP/1.0 200"))
     }
 
     /// The instant query `query`'s samples: each series' labels and value.
@@ -439,14 +422,9 @@ impl DistributionRegistry {
             .spawn()
             .expect("start docker-registry");
         let registry = Self { port, child, dir };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !registry.ready() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "docker-registry on port {port} was not ready within 30 s"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        wait_until(&format!("docker-registry on port {port}"), || {
+            registry.ready()
+        });
         registry
     }
 
@@ -467,19 +445,9 @@ impl DistributionRegistry {
     }
 
     fn ready(&self) -> bool {
-        use std::io::{Read, Write};
-        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(1)));
-        let mut answer = String::new();
-        stream
-            .write_all(b"GET /v2/ HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-            .is_ok()
-            && stream.read_to_string(&mut answer).is_ok()
-            // 200 or 401 in plain HTTP; over TLS, Go's "400: an HTTP request to an HTTPS
-            // server" says it is listening.
-            && answer.starts_with("HTTP/1.")
+        // 200 or 401 in plain HTTP; over TLS, Go's "400: an HTTP request to an HTTPS server"
+        // says it is listening.
+        http_answer(self.port, "/v2/").is_some_and(|a| a.starts_with("HTTP/1."))
     }
 }
 
@@ -488,4 +456,29 @@ impl Drop for DistributionRegistry {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Wait (30 s at most, else fail naming `what`) until `ready`.
+fn wait_until(what: &str, ready: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} was not ready within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The whole answer of a server on loopback `port` to `GET path` (HTTP/1.0), if it answers.
+fn http_answer(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(1)));
+    let mut answer = String::new();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .ok()?;
+    stream.read_to_string(&mut answer).ok()?;
+    Some(answer)
 }
