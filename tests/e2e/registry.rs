@@ -512,7 +512,14 @@ async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
     let mut table: toml::Table = toml::from_str(&text).unwrap();
     let signed = table["plugin"]["echo_tools"]["signed"].clone();
     let mut signed = signed.as_table().unwrap().clone();
-    let forged = signed["signature"].as_str().unwrap().replace('A', "B");
+    let forged = {
+        use base64::Engine as _;
+        let base64 = base64::engine::general_purpose::STANDARD;
+        let mut bytes = base64.decode(signed["signature"].as_str().unwrap()).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        base64.encode(bytes)
+    };
     signed.insert("signature".into(), forged.into());
     table["plugin"].as_table_mut().unwrap()["echo_tools"]
         .as_table_mut()
