@@ -515,7 +515,9 @@ async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
     let forged = {
         use base64::Engine as _;
         let base64 = base64::engine::general_purpose::STANDARD;
-        let mut bytes = base64.decode(signed["signature"].as_str().unwrap()).unwrap();
+        let mut bytes = base64
+            .decode(signed["signature"].as_str().unwrap())
+            .unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         base64.encode(bytes)

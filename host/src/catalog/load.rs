@@ -1,6 +1,8 @@
 //! Loading the plugin directory: every `*.wasm` file with its manifest (`*.toml`, optional),
-//! compiled in parallel off the async executor, linked, and listed. A plugin that fails (its
-//! manifest included) is reported with its file and reason and skipped; the others load.
+//! checked against the directory's lock file and the signature policy (`registry::trust`)
+//! before anything else, compiled in parallel off the async executor, linked, and listed. A
+//! plugin that fails (its manifest included) is reported with its file and reason and skipped;
+//! the others load.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

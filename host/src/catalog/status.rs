@@ -1,7 +1,7 @@
 //! The status page (`GET /` over HTTP): plain server-rendered HTML, readable without
-//! JavaScript, of the loaded plugins (version digest, tools, prompts, resources, grants and
-//! limits, calls by outcome from the metrics), the names refused, and recent loads, reloads
-//! and failures. Everything a plugin supplies is escaped (maud escapes every interpolation).
+//! JavaScript, of the loaded plugins (version digest, where each was pulled from and which key
+//! signed it, tools, prompts, resources, grants and limits, calls by outcome from the
+//! metrics), the names refused, and recent loads, reloads and failures. Everything a plugin supplies is escaped (maud escapes every interpolation).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
