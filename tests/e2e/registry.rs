@@ -16,7 +16,7 @@ use crate::support::{
     HttpServer, RecordingClient, STEP, call, connect_command, connect_logged, example_plugins,
     mcpbox, plugin_dir, tool_text,
 };
-use crate::tools::{DistributionRegistry, TokenAuth};
+use crate::tools::{DistributionRegistry, RegistrySetup, TokenAuth};
 
 /// A component of the examples, by name.
 fn component(name: &str) -> PathBuf {
@@ -125,7 +125,7 @@ fn lock(dir: &Path) -> toml::Table {
 
 #[tokio::test]
 async fn push_then_pull_by_tag_and_by_digest_in_wkg_layout() {
-    let registry = DistributionRegistry::start(None, None);
+    let registry = DistributionRegistry::start(RegistrySetup::default());
     let host = registry.host();
     let digest = push(&registry, "echo_tools", "echo_tools:1.0").await;
 
@@ -264,7 +264,7 @@ async fn push_then_pull_by_tag_and_by_digest_in_wkg_layout() {
 
 #[tokio::test]
 async fn locked_pull_refuses_a_moved_tag() {
-    let registry = DistributionRegistry::start(None, None);
+    let registry = DistributionRegistry::start(RegistrySetup::default());
     let host = registry.host();
     let first = push(&registry, "echo_tools", "echo_tools:stable").await;
     let dir = tempfile::tempdir().unwrap();
@@ -315,7 +315,7 @@ async fn locked_pull_refuses_a_moved_tag() {
 
 #[tokio::test]
 async fn a_tampered_blob_is_refused_and_nothing_is_written() {
-    let registry = DistributionRegistry::start(None, None);
+    let registry = DistributionRegistry::start(RegistrySetup::default());
     let host = registry.host();
     push(&registry, "echo_tools", "echo_tools:1.0").await;
     let wasm = std::fs::read(component("echo_tools")).unwrap();
@@ -365,7 +365,7 @@ async fn keygen(dir: &Path, name: &str) -> (String, String) {
 
 #[tokio::test]
 async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
-    let registry = DistributionRegistry::start(None, None);
+    let registry = DistributionRegistry::start(RegistrySetup::default());
     let host = registry.host();
     let keys = tempfile::tempdir().unwrap();
     let (trusted_key, _) = keygen(keys.path(), "acme").await;
@@ -609,7 +609,7 @@ async fn a_plugin_placed_by_hand_needs_its_detached_signature_under_the_policy()
 
 #[tokio::test]
 async fn a_pull_into_a_watched_directory_is_announced_and_a_swapped_file_refused() {
-    let registry = DistributionRegistry::start(None, None);
+    let registry = DistributionRegistry::start(RegistrySetup::default());
     let host = registry.host();
     push(&registry, "echo_tools", "echo_tools:1.0").await;
     let dir = tempfile::tempdir().unwrap();
@@ -752,15 +752,16 @@ async fn token_service(service: &str, issuer: &str) -> (String, String) {
 #[tokio::test]
 async fn a_registry_that_needs_a_token() {
     let (realm, certificate) = token_service("mcpbox-registry", "mcpbox-token-issuer").await;
-    let registry = DistributionRegistry::start(
-        Some(&TokenAuth {
-            realm,
-            service: "mcpbox-registry".to_owned(),
-            issuer: "mcpbox-token-issuer".to_owned(),
-            certificate,
-        }),
-        None,
-    );
+    let token = TokenAuth {
+        realm: realm.clone(),
+        service: "mcpbox-registry".to_owned(),
+        issuer: "mcpbox-token-issuer".to_owned(),
+        certificate,
+    };
+    let registry = DistributionRegistry::start(RegistrySetup {
+        token: Some(&token),
+        ..RegistrySetup::default()
+    });
     let host = registry.host();
     let reference = format!("{host}/plugins/echo_tools:1.0");
     let file = component("echo_tools");
@@ -805,13 +806,30 @@ async fn a_registry_that_needs_a_token() {
         std::fs::read(dir.path().join("echo_tools.wasm")).unwrap(),
         std::fs::read(&file).unwrap()
     );
+
+    // A bearer token obtained elsewhere, given as it is.
+    let issued: Value = reqwest::Client::new()
+        .get(format!(
+            "{realm}?service=mcpbox-registry&scope=repository:plugins/echo_tools:pull"
+        ))
+        .basic_auth("tester", Some("secret"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = issued["token"].as_str().unwrap();
+    std::fs::remove_file(dir.path().join("echo_tools.wasm")).unwrap();
+    ok(&pull, &[("MCPBOX_REGISTRY_TOKEN", token)]).await;
+    assert!(dir.path().join("echo_tools.wasm").exists());
 }
 
 #[tokio::test]
 async fn components_travel_both_ways_between_mcpbox_and_wkgs_library() {
     use oci_client_wkg::client::{ClientConfig, ClientProtocol};
     use oci_client_wkg::secrets::RegistryAuth;
-    let registry = DistributionRegistry::start(None, None);
+    let registry = DistributionRegistry::start(RegistrySetup::default());
     let host = registry.host();
     let wkg = oci_wasm::WasmClient::new(oci_client_wkg::Client::new(ClientConfig {
         protocol: ClientProtocol::HttpsExcept(vec![host.clone()]),
@@ -861,9 +879,8 @@ async fn components_travel_both_ways_between_mcpbox_and_wkgs_library() {
     );
 }
 
-#[tokio::test]
-async fn https_is_the_default_and_a_private_ca_is_trusted_through_ssl_cert_file() {
-    // A private CA, and the registry's certificate for 127.0.0.1 signed by it.
+/// A private CA (PEM) and a certificate and key for 127.0.0.1 it signed (PEM).
+fn private_ca() -> (String, String, String) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -877,12 +894,20 @@ async fn https_is_the_default_and_a_private_ca_is_trusted_through_ssl_cert_file(
         .unwrap()
         .signed_by(&server_key, &issuer)
         .unwrap();
-    let registry =
-        DistributionRegistry::start(None, Some((&server.pem(), &server_key.serialize_pem())));
+    (ca.pem(), server.pem(), server_key.serialize_pem())
+}
+
+#[tokio::test]
+async fn https_is_the_default_and_a_private_ca_is_trusted_through_ssl_cert_file() {
+    let (ca, certificate, key) = private_ca();
+    let registry = DistributionRegistry::start(RegistrySetup {
+        tls: Some((&certificate, &key)),
+        ..RegistrySetup::default()
+    });
     let host = registry.host();
     let trust = tempfile::tempdir().unwrap();
     let ca_file = trust.path().join("ca.pem");
-    std::fs::write(&ca_file, ca.pem()).unwrap();
+    std::fs::write(&ca_file, ca).unwrap();
     let trusted = [("SSL_CERT_FILE", ca_file.to_str().unwrap())];
     let file = component("echo_tools");
     let reference = format!("{host}/plugins/echo_tools:tls");
@@ -973,7 +998,7 @@ async fn on_a_terminal(args: &[&str]) -> String {
 
 #[tokio::test]
 async fn large_transfers_show_progress_on_a_terminal_only() {
-    let registry = DistributionRegistry::start(None, None);
+    let registry = DistributionRegistry::start(RegistrySetup::default());
     let host = registry.host();
     let work = tempfile::tempdir().unwrap();
     let large = large_component(work.path());
@@ -1007,4 +1032,76 @@ async fn large_transfers_show_progress_on_a_terminal_only() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stderr.contains("pulling"), "{stderr}");
     assert!(String::from_utf8_lossy(&output.stdout).starts_with("pulled "));
+}
+
+#[tokio::test]
+async fn a_registry_with_basic_auth_over_https() {
+    let htpasswd = std::process::Command::new(crate::tools::debian("htpasswd", "apache2-utils"))
+        .args(["-Bbn", "tester", "secret"])
+        .output()
+        .expect("run htpasswd");
+    assert!(htpasswd.status.success());
+    let htpasswd = String::from_utf8(htpasswd.stdout).unwrap();
+    let (ca, certificate, key) = private_ca();
+    let registry = DistributionRegistry::start(RegistrySetup {
+        htpasswd: Some(&htpasswd),
+        tls: Some((&certificate, &key)),
+        ..RegistrySetup::default()
+    });
+    let host = registry.host();
+    let work = tempfile::tempdir().unwrap();
+    let ca_file = work.path().join("ca.pem");
+    std::fs::write(&ca_file, ca).unwrap();
+    let ca_file = ca_file.to_str().unwrap();
+    let file = component("echo_tools");
+    let reference = format!("{host}/plugins/echo_tools:1.0");
+    let push = ["push", file.to_str().unwrap(), &reference];
+
+    let error = refused(&push, &[("SSL_CERT_FILE", ca_file)]).await;
+    assert!(error.contains("refused access"), "{error}");
+    let error = refused(
+        &push,
+        &[
+            ("SSL_CERT_FILE", ca_file),
+            ("MCPBOX_REGISTRY_USERNAME", "tester"),
+            ("MCPBOX_REGISTRY_PASSWORD", "guess"),
+        ],
+    )
+    .await;
+    assert!(error.contains("refused access"), "{error}");
+    ok(
+        &push,
+        &[
+            ("SSL_CERT_FILE", ca_file),
+            ("MCPBOX_REGISTRY_USERNAME", "tester"),
+            ("MCPBOX_REGISTRY_PASSWORD", "secret"),
+        ],
+    )
+    .await;
+
+    // The credentials `docker login` stores are used when the environment gives none.
+    let docker = work.path().join("docker");
+    std::fs::create_dir(&docker).unwrap();
+    let auth = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode("tester:secret")
+    };
+    std::fs::write(
+        docker.join("config.json"),
+        json!({"auths": {host.clone(): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    ok(
+        &["pull", &reference, "--to", dir.path().to_str().unwrap()],
+        &[
+            ("SSL_CERT_FILE", ca_file),
+            ("DOCKER_CONFIG", docker.to_str().unwrap()),
+        ],
+    )
+    .await;
+    assert_eq!(
+        std::fs::read(dir.path().join("echo_tools.wasm")).unwrap(),
+        std::fs::read(&file).unwrap()
+    );
 }

@@ -362,9 +362,19 @@ pub struct TokenAuth {
     pub certificate: String,
 }
 
+/// How a [`DistributionRegistry`] is set up: anonymous unless `token` or `htpasswd` (an
+/// `htpasswd` file's text: basic auth) is given; plain HTTP unless `tls` (certificate and key,
+/// PEM) is.
+#[derive(Default, Clone, Copy)]
+pub struct RegistrySetup<'a> {
+    pub token: Option<&'a TokenAuth>,
+    pub htpasswd: Option<&'a str>,
+    pub tls: Option<(&'a str, &'a str)>,
+}
+
 /// A CNCF distribution registry of its own (Debian's `docker-registry`) on a free loopback
-/// port, storing in a temporary directory, anonymous or requiring bearer tokens, over plain
-/// HTTP or HTTPS (with the given certificate and key, PEM); killed when dropped.
+/// port, storing in a temporary directory, set up as [`RegistrySetup`] says; killed when
+/// dropped.
 pub struct DistributionRegistry {
     pub port: u16,
     child: std::process::Child,
@@ -373,15 +383,23 @@ pub struct DistributionRegistry {
 
 impl DistributionRegistry {
     /// Start one and wait until it answers `/v2/`.
-    pub fn start(token: Option<&TokenAuth>, tls: Option<(&str, &str)>) -> Self {
+    pub fn start(setup: RegistrySetup) -> Self {
         let program = debian("docker-registry", "docker-registry");
         let dir = tempfile::tempdir().expect("temp dir");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("a free port");
-        let auth = match token {
-            Some(token) => {
+        let auth = match (setup.token, setup.htpasswd) {
+            (_, Some(htpasswd)) => {
+                let file = dir.path().join("htpasswd");
+                std::fs::write(&file, htpasswd).expect("write htpasswd");
+                format!(
+                    "auth:\n  htpasswd:\n    realm: mcpbox-tests\n    path: {}\n",
+                    file.display()
+                )
+            }
+            (Some(token), None) => {
                 let bundle = dir.path().join("token-issuer.pem");
                 std::fs::write(&bundle, &token.certificate).expect("write the certificate");
                 format!(
@@ -392,9 +410,9 @@ impl DistributionRegistry {
                     bundle.display()
                 )
             }
-            None => String::new(),
+            (None, None) => String::new(),
         };
-        let tls = match tls {
+        let tls = match setup.tls {
             Some((certificate, key)) => {
                 let (cert_file, key_file) =
                     (dir.path().join("tls.crt"), dir.path().join("tls.key"));

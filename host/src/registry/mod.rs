@@ -482,6 +482,19 @@ fn failure(reference: &Reference, doing: &str, error: OciDistributionError) -> R
             reference: reference.whole(),
             reason,
         },
+        OciDistributionError::ServerError {
+            code: 401 | 403,
+            message,
+            ..
+        } => RegistryError::Denied {
+            registry,
+            reference: reference.whole(),
+            reason: serde_json::from_str::<oci_client::errors::OciEnvelope>(&message)
+                .ok()
+                .and_then(|e| e.errors.into_iter().next())
+                .map(|e| e.message)
+                .unwrap_or(message),
+        },
         OciDistributionError::UnauthorizedError { .. } => RegistryError::Denied {
             registry,
             reference: reference.whole(),

@@ -430,7 +430,7 @@ impl Trust {
                 policy: policy.source.clone(),
                 keys: key_names(&keys),
                 looked: format!(
-                    "no signature recorded for it in {}, no {} beside it",
+                    "no signature recorded for it in {} (`mcpbox pull --config` with this policy records one), no {} beside it",
                     dir.join(LOCK_FILE).display(),
                     sig_file.display()
                 ),
