@@ -744,6 +744,27 @@ async fn startup_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> anyh
         report.push(row);
         idle_rss.push(median(&rss));
     }
+    // The same plugins, each with a detached signature, under a policy requiring every plugin
+    // to be signed: what checking signatures before loading adds to a warm start.
+    let config = sign_every_plugin(bench, many).await?;
+    let config = config.to_string_lossy().into_owned();
+    let launch = bench.mcpbox_with_cache(
+        &bench.many_dir,
+        &bench.cache("start-signed"),
+        Transport::Stdio,
+        &["--config", &config],
+    );
+    first_list(&launch, many * 2).await?;
+    let mut signed = Vec::new();
+    for _ in 0..sizes.starts {
+        signed.push(first_list(&launch, many * 2).await?.0);
+    }
+    report.push(Row::new(
+        format!("{many} plugins, cache warm, each signature verified"),
+        "ms",
+        Some(native),
+        median(&signed),
+    ));
     let per_plugin = (idle_rss[1] - idle_rss[0]) / (many - 1) as f64 / (1024.0 * 1024.0);
     report.push(
         Row::new(
@@ -755,6 +776,44 @@ async fn startup_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> anyh
         .target(Target::AtMost(2.0)),
     );
     Ok(())
+}
+
+/// Sign each of the `many` plugins with a new key (`mcpbox keygen`, `mcpbox sign`); the path of
+/// a configuration file requiring every plugin to be signed by it.
+async fn sign_every_plugin(bench: &Bench, many: usize) -> anyhow::Result<PathBuf> {
+    let run = |args: Vec<String>| async move {
+        let output = tokio::process::Command::new(&bench.mcpbox)
+            .args(&args)
+            .env("COSIGN_PASSWORD", "bench")
+            .output()
+            .await
+            .with_context(|| format!("running mcpbox {args:?}"))?;
+        if !output.status.success() {
+            bail!(
+                "mcpbox {args:?} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        anyhow::Ok(())
+    };
+    let key = bench.work.join("bench-key");
+    run(vec!["keygen".into(), key.to_string_lossy().into_owned()]).await?;
+    for i in 0..many {
+        let file = bench.many_dir.join(format!("bench{i:02}.wasm"));
+        run(vec![
+            "sign".into(),
+            file.to_string_lossy().into_owned(),
+            "--key".into(),
+            format!("{}.key", key.display()),
+        ])
+        .await?;
+    }
+    let config = bench.work.join("signed.toml");
+    std::fs::write(
+        &config,
+        "[signatures.keys]\nbench = \"bench-key.pub\"\n\n[signatures.require]\n\"*\" = [\"bench\"]\n",
+    )?;
+    Ok(config)
 }
 
 // ---- tools/list over many tools ----
