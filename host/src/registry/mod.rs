@@ -210,12 +210,26 @@ pub fn component_layer(manifest: &[u8]) -> Result<OciDescriptor, String> {
         .into_iter()
         .filter(|l| l.media_type == LAYER_MEDIA_TYPE);
     match (wasm.next(), wasm.next()) {
+        (Some(layer), None) if !is_sha256(&layer.digest) => Err(format!(
+            "its component's digest `{}` is not `sha256:` and 64 hex digits, the only kind mcpbox checks",
+            layer.digest
+        )),
         (Some(layer), None) => Ok(layer),
         (None, _) => Err(format!("it has no `{LAYER_MEDIA_TYPE}` layer")),
         (Some(_), Some(_)) => Err(format!(
             "it has more than one `{LAYER_MEDIA_TYPE}` layer; a plugin is one component"
         )),
     }
+}
+
+/// Whether `digest` is `sha256:` and 64 lower-case hex digits.
+fn is_sha256(digest: &str) -> bool {
+    digest.strip_prefix("sha256:").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// A registry client: which hosts are plain HTTP, and where credentials come from.
@@ -305,13 +319,23 @@ impl Registry {
         reference: &Reference,
         auth: &RegistryAuth,
     ) -> Result<String, RegistryError> {
-        if let Some(digest) = reference.digest() {
-            return Ok(digest.to_owned());
+        let digest = match reference.digest() {
+            Some(digest) => digest.to_owned(),
+            None => self
+                .client
+                .fetch_manifest_digest(reference, auth)
+                .await
+                .map_err(|e| failure(reference, "resolving the tag", e))?,
+        };
+        if !is_sha256(&digest) {
+            return Err(RegistryError::Reference {
+                reference: reference.whole(),
+                reason: format!(
+                    "its digest `{digest}` is not `sha256:` and 64 hex digits, the only kind mcpbox checks"
+                ),
+            });
         }
-        self.client
-            .fetch_manifest_digest(reference, auth)
-            .await
-            .map_err(|e| failure(reference, "resolving the tag", e))
+        Ok(digest)
     }
 
     /// The manifest at `pinned` (a digest reference), checked against its digest, and its
@@ -1097,4 +1121,77 @@ pub fn keygen(prefix: &Path) -> Result<String, RegistryError> {
         private_file.display(),
         public_file.display()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(config: &str, layers: &[(&str, &str)]) -> Vec<u8> {
+        serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "config": {"mediaType": config, "digest": format!("sha256:{}", "1".repeat(64)), "size": 2},
+            "layers": layers.iter().map(|(media_type, digest)| serde_json::json!({
+                "mediaType": media_type, "digest": digest, "size": 8,
+            })).collect::<Vec<_>>(),
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    #[test]
+    fn only_wkgs_layout_with_one_sha256_component_is_a_plugin() {
+        let good = format!("sha256:{}", "a".repeat(64));
+        let layer = component_layer(&manifest(CONFIG_MEDIA_TYPE, &[(LAYER_MEDIA_TYPE, &good)]));
+        assert_eq!(layer.unwrap().digest, good);
+        // Other layers (an SBOM, say) beside the component are fine.
+        let with_other = manifest(
+            CONFIG_MEDIA_TYPE,
+            &[("application/spdx+json", &good), (LAYER_MEDIA_TYPE, &good)],
+        );
+        assert!(component_layer(&with_other).is_ok());
+        for (bytes, expected) in [
+            (
+                manifest(
+                    "application/vnd.oci.image.config.v1+json",
+                    &[(LAYER_MEDIA_TYPE, &good)],
+                ),
+                "its config is",
+            ),
+            (
+                manifest(CONFIG_MEDIA_TYPE, &[]),
+                "no `application/wasm` layer",
+            ),
+            (
+                manifest(
+                    CONFIG_MEDIA_TYPE,
+                    &[(LAYER_MEDIA_TYPE, &good), (LAYER_MEDIA_TYPE, &good)],
+                ),
+                "more than one",
+            ),
+            (
+                manifest(
+                    CONFIG_MEDIA_TYPE,
+                    &[(LAYER_MEDIA_TYPE, &format!("sha512:{}", "a".repeat(128)))],
+                ),
+                "not `sha256:`",
+            ),
+            (b"{}".to_vec(), "not an OCI image manifest"),
+        ] {
+            let error = component_layer(&bytes).unwrap_err();
+            assert!(error.contains(expected), "{error}");
+        }
+        assert!(!is_sha256(&format!("sha256:{}", "A".repeat(64))));
+        assert!(!is_sha256("sha256:abc"));
+    }
+
+    #[test]
+    fn a_core_module_is_not_a_component() {
+        let core_module = b"\0asm\x01\0\0\0";
+        let error = component_interfaces(core_module).unwrap_err();
+        assert!(error.contains("core module"), "{error}");
+        let error = component_interfaces(b"not wasm").unwrap_err();
+        assert!(error.contains("not a WebAssembly component"), "{error}");
+    }
 }
