@@ -906,6 +906,8 @@ pub async fn push(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let layer_annotations = BTreeMap::from([("org.opencontainers.image.title".to_owned(), title)]);
+    // Shared, not copied: the layer, the chunks and the digest all read the one buffer.
+    let wasm = bytes::Bytes::from(wasm);
     let layer = oci_client::client::ImageLayer::new(
         wasm.clone(),
         LAYER_MEDIA_TYPE.to_owned(),
@@ -926,9 +928,10 @@ pub async fn push(
     // The component in chunks, so a terminal shows progress.
     let size = wasm.len() as u64;
     let progress = progress_bar(size, "pushing");
-    let chunks: Vec<bytes::Bytes> = bytes::Bytes::from(wasm)
-        .chunks(1024 * 1024)
-        .map(bytes::Bytes::copy_from_slice)
+    const CHUNK: usize = 1024 * 1024;
+    let chunks: Vec<bytes::Bytes> = (0..wasm.len())
+        .step_by(CHUNK)
+        .map(|start| wasm.slice(start..(start + CHUNK).min(wasm.len())))
         .collect();
     let bar = progress.clone();
     let stream = futures::stream::iter(chunks).map(move |chunk| {
