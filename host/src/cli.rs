@@ -1,6 +1,8 @@
 //! The command line: arguments (each flag with an `MCPBOX_*` environment fallback), logging
-//! set-up, and running a command (`serve`; `call`, `inspect` and `new` for plugin authors;
-//! `state` for operators).
+//! set-up, and running a command (`serve`; `call`, `inspect`, `new`, `push`, `sign` and
+//! `keygen` for plugin authors; `state`, `check` and `pull` for operators). The registry
+//! commands' work is `registry`'s; this module parses their arguments and reads the
+//! configuration's policy for `pull`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
