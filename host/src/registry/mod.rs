@@ -22,6 +22,8 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use futures::StreamExt as _;
 use oci_client::client::{ClientConfig, ClientProtocol, Config};
 use oci_client::errors::OciDistributionError;
@@ -448,11 +450,20 @@ impl Registry {
         client
             .trusted_signature_layers(&Self::sigstore_auth(auth), &reference)
             .await
-            .map_err(|e| RegistryError::Other {
-                registry: pinned.resolve_registry().to_owned(),
-                doing: "fetching signatures".to_owned(),
-                reason: e.to_string(),
-            })
+            .map_err(sigstore_failure(pinned, "fetching signatures"))
+    }
+}
+
+/// A sigstore failure while talking to `reference`'s registry, with what was being done.
+fn sigstore_failure(
+    reference: &Reference,
+    doing: &str,
+) -> impl FnOnce(sigstore::errors::SigstoreError) -> RegistryError {
+    let (registry, doing) = (reference.resolve_registry().to_owned(), doing.to_owned());
+    move |e| RegistryError::Other {
+        registry,
+        doing,
+        reason: e.to_string(),
     }
 }
 
@@ -769,12 +780,10 @@ async fn pull_one(
             });
         match found {
             Some((layer, signature, key)) => {
-                use base64::Engine as _;
-                let base64 = base64::engine::general_purpose::STANDARD;
                 signed = Some(Signed {
                     signer: key.name.clone(),
                     key: key.fingerprint.clone(),
-                    payload: base64.encode(&layer.raw_data),
+                    payload: BASE64.encode(&layer.raw_data),
                     signature: signature.to_owned(),
                 });
             }
@@ -820,12 +829,11 @@ async fn pull_one(
 
     // The lock entry first, then the component: a watching host reads the lock when the
     // component changes, so it never sees a component its lock does not describe.
-    use base64::Engine as _;
     let entry = LockEntry {
         reference: reference_text.to_owned(),
         digest: digest.clone(),
         component: layer.digest.clone(),
-        manifest: base64::engine::general_purpose::STANDARD.encode(&manifest),
+        manifest: BASE64.encode(&manifest),
         signed: signed.clone(),
     };
     let target = request.dir.join(format!("{name}.wasm"));
@@ -1025,17 +1033,12 @@ pub async fn sign_reference(
     let (signature_image, _) = client
         .triangulate(&source, &sigstore_auth)
         .await
-        .map_err(|e| RegistryError::Other {
-            registry: reference.resolve_registry().to_owned(),
-            doing: "finding where signatures go".to_owned(),
-            reason: e.to_string(),
-        })?;
+        .map_err(sigstore_failure(&reference, "finding where signatures go"))?;
     let mut layers = registry
         .signatures(&pinned, &auth)
         .await
         .unwrap_or_default();
-    let identity = oci_reference(&reference.clone_with_digest(digest.clone()));
-    let mut layer = SignatureLayer::new_unsigned(&identity, &digest)
+    let mut layer = SignatureLayer::new_unsigned(&source, &digest)
         .map_err(|e| RegistryError::Usage(format!("cannot build the signature: {e}")))?;
     PrivateKeySigner::new_with_signer(signer)
         .add_constraint(&mut layer)
@@ -1044,11 +1047,7 @@ pub async fn sign_reference(
     client
         .push_signature(None, &sigstore_auth, &signature_image, layers)
         .await
-        .map_err(|e| RegistryError::Other {
-            registry: reference.resolve_registry().to_owned(),
-            doing: "storing the signature".to_owned(),
-            reason: e.to_string(),
-        })?;
+        .map_err(sigstore_failure(&reference, "storing the signature"))?;
     Ok(format!(
         "signed {reference_text} ({digest}) with {} ({fingerprint}); the signature is at {}",
         key.display(),
