@@ -20,7 +20,7 @@ use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
 use crate::kv::{StateConfig, StateService};
 use crate::policy::{Limits, Sections};
 use crate::registry::trust::Trust;
-use crate::server::{Mode, ModernSettings, Session, StateKey};
+use crate::server::{HostLimits, Mode, ModernSettings, Session, StateKey};
 use crate::transport::http::{self, HttpConfig};
 use crate::transport::stdio::{self, StdioConfig};
 use crate::watch::Reloader;
@@ -485,6 +485,23 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_NO_STATUS_PAGE")]
     pub no_status_page: bool,
 
+    /// HTTP: the most 2025-11-25 and legacy SSE sessions open at once; past it, `initialize`
+    /// and `GET /sse` get 503 with `Retry-After`.
+    #[arg(long, env = "MCPBOX_MAX_SESSIONS", default_value_t = crate::server::DEFAULT_MAX_SESSIONS)]
+    pub max_sessions: usize,
+
+    /// The most listen streams open at once (2026-07-28 `subscriptions/listen`, 2025-11-25
+    /// GET streams); fewer when the open-descriptor limit leaves less after its reserve for
+    /// calls. Past it: 503 with `Retry-After`, or a JSON-RPC error on stdio.
+    #[arg(long, env = "MCPBOX_MAX_LISTEN_STREAMS", default_value_t = crate::server::DEFAULT_MAX_LISTEN_STREAMS)]
+    pub max_listen_streams: usize,
+
+    /// The most bytes of requests being read or served at once, in bytes (an HTTP request
+    /// counts its declared length, or --max-message-bytes). Past it: 503 with `Retry-After`,
+    /// or a JSON-RPC error on stdio.
+    #[arg(long, env = "MCPBOX_MAX_REQUEST_BYTES_IN_FLIGHT", default_value_t = crate::server::DEFAULT_MAX_REQUEST_BYTES)]
+    pub max_request_bytes_in_flight: usize,
+
     /// HTTP: end sessions idle this long, in seconds.
     #[arg(long, env = "MCPBOX_SESSION_IDLE_SECS", default_value_t = 1800)]
     pub session_idle_secs: u64,
@@ -554,6 +571,11 @@ pub struct ServeArgs {
     )]
     pub state_key: Option<String>,
 
+    /// 2026-07-28: the most rounds of input requests (`input_required`) one request may make;
+    /// past that, a plugin's questions to the client fail.
+    #[arg(long, env = "MCPBOX_MAX_INPUT_ROUNDS", default_value_t = crate::server::DEFAULT_MAX_INPUT_ROUNDS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_input_rounds: u32,
+
     /// 2026-07-28: `ttlMs` on `server/discover` and list results, in milliseconds.
     #[arg(long, env = "MCPBOX_LIST_TTL_MS", default_value_t = 60_000)]
     pub list_ttl_ms: u64,
@@ -587,6 +609,15 @@ impl ServeArgs {
             state_key,
             list_ttl_ms: self.list_ttl_ms,
             read_ttl_ms: self.read_ttl_ms,
+            max_input_rounds: self.max_input_rounds,
+            limits: Arc::new(HostLimits::new(
+                self.max_sessions,
+                crate::transport::http::listen_stream_budget(
+                    self.max_listen_streams,
+                    crate::transport::http::raise_descriptor_limit(),
+                ),
+                self.max_request_bytes_in_flight,
+            )),
             ..ModernSettings::default()
         })
     }

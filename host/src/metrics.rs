@@ -105,6 +105,24 @@ label_values! {
     }
 }
 
+label_values! {
+    /// A global bound on what clients can make the host hold.
+    pub enum Bound {
+        /// Open 2025-11-25 and legacy SSE sessions over HTTP (`--max-sessions`).
+        Sessions = "sessions",
+        /// Open listen streams: 2026-07-28 `subscriptions/listen` and 2025-11-25 GET streams
+        /// (`--max-listen-streams`, and the descriptors left after the reserve).
+        ListenStreams = "listen_streams",
+        /// Bytes of requests being read or served (`--max-request-bytes-in-flight`).
+        RequestBytes = "request_bytes",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BoundLabels {
+    limit: Bound,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
     method: &'static str,
@@ -174,6 +192,9 @@ pub struct Metrics {
     reloads: Family<OutcomeLabels, Counter>,
     cache: Family<OutcomeLabels, Counter>,
     plugins: Gauge,
+    bound_max: Family<BoundLabels, Gauge>,
+    bound_in_use: Family<BoundLabels, Gauge>,
+    bound_refusals: Family<BoundLabels, Counter>,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -276,6 +297,29 @@ impl Metrics {
         );
         let plugins = Gauge::default();
         registry.register("plugins_loaded", "Plugins serving now", plugins.clone());
+        let bound_max = Family::<BoundLabels, Gauge>::default();
+        registry.register(
+            "limit",
+            "A global bound on what clients can make the host hold, by limit (sessions, listen_streams, request_bytes)",
+            bound_max.clone(),
+        );
+        let bound_in_use = Family::<BoundLabels, Gauge>::default();
+        registry.register(
+            "limit_in_use",
+            "How much of each global bound is in use, by limit",
+            bound_in_use.clone(),
+        );
+        let bound_refusals = Family::<BoundLabels, Counter>::default();
+        registry.register(
+            "limit_refusals",
+            "Requests refused because a global bound was reached, by limit",
+            bound_refusals.clone(),
+        );
+        for limit in Bound::ALL {
+            drop(bound_max.get_or_create(&BoundLabels { limit }));
+            drop(bound_in_use.get_or_create(&BoundLabels { limit }));
+            drop(bound_refusals.get_or_create(&BoundLabels { limit }));
+        }
         // The bounded label sets start at zero, so that rates and dashboards see them at once.
         for transport in ["stdio", "http"] {
             drop(sessions.get_or_create(&TransportLabels { transport }));
@@ -308,7 +352,31 @@ impl Metrics {
             reloads,
             cache,
             plugins,
+            bound_max,
+            bound_in_use,
+            bound_refusals,
         }
+    }
+
+    /// A global bound's maximum.
+    pub fn set_bound(&self, limit: Bound, max: usize) {
+        self.bound_max
+            .get_or_create(&BoundLabels { limit })
+            .set(i64::try_from(max).unwrap_or(i64::MAX));
+    }
+
+    /// How much of a global bound is in use now.
+    pub fn bound_in_use(&self, limit: Bound, used: usize) {
+        self.bound_in_use
+            .get_or_create(&BoundLabels { limit })
+            .set(i64::try_from(used).unwrap_or(i64::MAX));
+    }
+
+    /// A request refused at a global bound.
+    pub fn bound_refused(&self, limit: Bound) {
+        self.bound_refusals
+            .get_or_create(&BoundLabels { limit })
+            .inc();
     }
 
     /// The text exposition (OpenMetrics), for a scrape.

@@ -14,6 +14,7 @@
 
 mod author;
 mod bad_input;
+mod bounds;
 mod client;
 mod config;
 mod conformance;

@@ -366,7 +366,7 @@ async fn compile_source(
     let component = tokio::task::spawn_blocking(move || compiler.compile(&wasm, &component_digest))
         .await
         .map_err(|e| FileError::Join(e.to_string()))??;
-    let code = PluginCode::prepare(runtime, name, &component, policy)?;
+    let code = PluginCode::prepare(runtime, name, &component, &component_digest, policy)?;
     Ok(Compiled {
         code,
         file,

@@ -142,6 +142,7 @@ impl Backend for PluginSet {
             );
             return PluginFailure::InvalidArguments(problem).into_mcp(plugin.name(), Request::Tool);
         }
+        ctx.bind_plugin(plugin.component_digest())?;
         let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = name);
         let any_structured = ctx_accepts_any_structured(&ctx);
         let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
@@ -210,6 +211,7 @@ impl Backend for PluginSet {
         }
         let plugin = &catalog.plugins[entry.plugin];
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
+        ctx.bind_plugin(plugin.component_digest())?;
         let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
         let request = Request::Prompt;
         match plugin.get_prompt(name, &arguments, host).await {
@@ -228,6 +230,7 @@ impl Backend for PluginSet {
         let Some(plugin) = catalog.resource_owner(uri) else {
             return Err(convert::resource_not_found(uri));
         };
+        ctx.bind_plugin(plugin.component_digest())?;
         let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
         let request = Request::Resource(uri);
         match plugin.read_resource(uri, host).await {
@@ -289,14 +292,23 @@ impl Backend for PluginSet {
 /// never holds up the async workers (and with them every other request).
 const INLINE_VALIDATION_BYTES: usize = 64 << 10;
 
-/// Run `check` here when the input is small, else on a blocking thread.
+/// Large validations running at once: each builds a tree several times its input's size, so
+/// a flood of large calls waits its turn rather than multiplying the host's memory.
+const LARGE_VALIDATIONS: usize = 2;
+
+/// Run `check` here when the input is small, else on a blocking thread, at most
+/// [`LARGE_VALIDATIONS`] at a time.
 async fn off_the_workers(
     size: usize,
     check: impl FnOnce() -> Result<(), String> + Send + 'static,
 ) -> Result<(), String> {
+    static TURNS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(LARGE_VALIDATIONS);
     if size < INLINE_VALIDATION_BYTES {
         return check();
     }
+    let Ok(_turn) = TURNS.acquire().await else {
+        return Err("validation failed: the host is shutting down".to_owned());
+    };
     tokio::task::spawn_blocking(check)
         .await
         .unwrap_or_else(|e| Err(format!("validation failed: {e}")))

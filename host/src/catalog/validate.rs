@@ -135,7 +135,14 @@ impl ToolSchemas {
     }
 
     /// Check arguments against the input schema; the problems, if any, as one message.
+    /// Arguments of more than [`MAX_ARGUMENT_VALUES`] values are refused before any tree is
+    /// built (a tree costs tens of bytes per value, hundreds per small object).
     pub fn check_arguments(&self, tool: &str, arguments: &RawValue) -> Result<(), String> {
+        let text = arguments.get();
+        if text.len() > MAX_ARGUMENT_VALUES {
+            count_values(text, MAX_ARGUMENT_VALUES)
+                .map_err(|e| format!("invalid arguments for tool `{tool}`: {e}"))?;
+        }
         let value: Value = serde_json::from_str(arguments.get())
             .map_err(|e| format!("invalid arguments for tool `{tool}`: {e}"))?;
         problems(&self.input, &value)
@@ -161,6 +168,86 @@ impl ToolSchemas {
             format!("returned structured content that does not match its output schema: {p}")
         })
     }
+}
+
+/// The most JSON values (objects, arrays, strings, numbers, booleans, nulls) a tool's
+/// arguments may hold.
+pub const MAX_ARGUMENT_VALUES: usize = 65_536;
+
+/// Count the values in JSON `text` without building anything, refusing past `most`.
+fn count_values(text: &str, most: usize) -> Result<usize, String> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use std::cell::Cell;
+
+    struct Counter<'a> {
+        count: &'a Cell<usize>,
+        most: usize,
+    }
+    impl Counter<'_> {
+        fn one<E: serde::de::Error>(&self) -> Result<(), E> {
+            self.count.set(self.count.get() + 1);
+            if self.count.get() > self.most {
+                return Err(E::custom(format!(
+                    "more than {} values (the most a tool call may carry)",
+                    self.most
+                )));
+            }
+            Ok(())
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Counter<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Counter<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+            self.one()
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+            self.one()
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+            self.one()
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+            self.one()
+        }
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+            self.one()
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+            self.one()
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            self.one()?;
+            let (count, most) = (self.count, self.most);
+            while seq.next_element_seed(Counter { count, most })?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            self.one()?;
+            let (count, most) = (self.count, self.most);
+            while map.next_key::<IgnoredAny>()?.is_some() {
+                map.next_value_seed(Counter { count, most })?;
+            }
+            Ok(())
+        }
+    }
+    let count = Cell::new(0);
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    Counter {
+        count: &count,
+        most,
+    }
+    .deserialize(&mut deserializer)
+    .map_err(|e| e.to_string())?;
+    Ok(count.get())
 }
 
 fn problems(validator: &Validator, value: &Value) -> Result<(), String> {
@@ -189,6 +276,27 @@ fn problems(validator: &Validator, value: &Value) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_are_counted_without_building_and_bounded() {
+        assert_eq!(
+            count_values(r#"{"a":[1,2,{"b":null}],"c":"x"}"#, 100),
+            Ok(7)
+        );
+        let many = format!("[{}]", vec!["{}"; 100].join(","));
+        assert!(
+            count_values(&many, 50)
+                .unwrap_err()
+                .contains("more than 50 values")
+        );
+        let schemas = ToolSchemas::compile(&tool(r#"{"type":"object"}"#, None)).unwrap();
+        let entries: Vec<String> = (0..40_000)
+            .map(|i| format!(r#""k{i}":{{"a":1}}"#))
+            .collect();
+        let big = raw(&format!("{{{}}}", entries.join(",")));
+        let refused = schemas.check_arguments("t", &big).unwrap_err();
+        assert!(refused.contains("more than 65536 values"), "{refused}");
+    }
 
     fn tool(input: &str, output: Option<&str>) -> Tool {
         Tool {

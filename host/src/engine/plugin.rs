@@ -77,6 +77,8 @@ pub struct PluginCode {
     policy: Arc<Policy>,
     http_grants: Arc<[HttpGrant]>,
     limits: Limits,
+    /// SHA-256 of the component, in hex: which version of the plugin this is.
+    component_digest: Arc<str>,
 }
 
 /// Why a call into a plugin failed. The plugin's own errors (its `error` results) are not
@@ -229,6 +231,7 @@ impl PluginCode {
         runtime: &Runtime,
         name: Arc<str>,
         component: &Component,
+        component_digest: &[u8; 32],
         policy: Policy,
     ) -> Result<Self, LoadError> {
         let pre = runtime
@@ -271,6 +274,11 @@ impl PluginCode {
             http_grants: policy.http.clone().into(),
             policy: Arc::new(policy),
             limits,
+            component_digest: component_digest
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+                .into(),
         })
     }
 
@@ -286,6 +294,11 @@ impl PluginCode {
     /// The plugin's name.
     pub fn name(&self) -> &Arc<str> {
         &self.name
+    }
+
+    /// SHA-256 of its component, in hex: the same for the same build on every replica.
+    pub fn component_digest(&self) -> &str {
+        &self.component_digest
     }
 
     /// Which interfaces it exports.

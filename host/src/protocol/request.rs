@@ -243,13 +243,14 @@ impl RequestMeta {
 }
 
 /// The params of `tools/call`, `prompts/get` and `resources/read` retries (2026-07-28 input
-/// requests): the client's answers and the state it echoes.
+/// requests): the client's answers and the state it echoes, as sent (JSON text, parsed only by
+/// the input round that uses them, within its bounds).
 #[derive(Debug, Default, Clone)]
 pub struct RetryParams {
     /// `inputResponses`: `Some` when the key is present, holding its value as sent.
-    pub input_responses: Option<Value>,
-    /// `requestState`: `Some` when the key is present.
-    pub request_state: Option<Value>,
+    pub input_responses: Option<Box<RawValue>>,
+    /// `requestState`: `Some` when the key is present, holding its value as sent.
+    pub request_state: Option<Box<RawValue>>,
 }
 
 /// The fields of params every request may carry, borrowed in one pass: `_meta`, the retry
@@ -345,8 +346,8 @@ impl TypedRequest {
             .unwrap_or_default();
         let meta = RequestMeta::from_raw(common.meta);
         let retry = RetryParams {
-            input_responses: value(common.input_responses),
-            request_state: value(common.request_state),
+            input_responses: common.input_responses.map(ToOwned::to_owned),
+            request_state: common.request_state.map(ToOwned::to_owned),
         };
         let target = match method.name_param() {
             Some("name") => value(common.name),
@@ -493,7 +494,13 @@ mod tests {
         let r = request(
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","inputResponses":null,"requestState":"s"}}"#,
         );
-        assert_eq!(r.retry.input_responses, Some(Value::Null));
-        assert_eq!(r.retry.request_state, Some(Value::String("s".to_owned())));
+        assert_eq!(
+            r.retry.input_responses.as_deref().map(RawValue::get),
+            Some("null")
+        );
+        assert_eq!(
+            r.retry.request_state.as_deref().map(RawValue::get),
+            Some(r#""s""#)
+        );
     }
 }

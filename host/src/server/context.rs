@@ -362,6 +362,19 @@ impl RequestContext {
         matches!(self.client, Client::Stateless(_))
     }
 
+    /// The request reached the plugin whose component has this digest: a 2026-07-28 retry
+    /// must reach the version that asked the questions it answers (-32602 otherwise, before
+    /// the plugin runs). Other requests accept any.
+    pub fn bind_plugin(&self, component_digest: &str) -> Result<(), ErrorObject> {
+        match &self.client {
+            Client::Stateless(stateless) => stateless
+                .inputs
+                .as_ref()
+                .map_or(Ok(()), |inputs| inputs.bind_plugin(component_digest)),
+            Client::Session(_) => Ok(()),
+        }
+    }
+
     /// Whether the client cancelled this request.
     pub fn is_cancelled(&self) -> bool {
         self.cancellation.is_cancelled()

@@ -12,10 +12,10 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::context::{Cancellation, Outbound};
 use super::legacy::to_raw;
-use super::session::{Answer, Era, Session, answer};
+use super::session::{Answer, Era, Session, Status, answer};
 use super::{Backend, ServerEvent};
 use crate::protocol::RequestId;
-use crate::protocol::jsonrpc::encode_notification;
+use crate::protocol::jsonrpc::{encode_error, encode_notification};
 use crate::protocol::mcp::ListenFilter;
 use crate::protocol::result::ChangedList;
 use crate::protocol::v2026::{self, ACKNOWLEDGED, subscription_meta};
@@ -44,6 +44,16 @@ impl<B: Backend> Session<B> {
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
     ) -> Option<Answer> {
+        let _stream = match self.settings.limits.listen_streams.take(1) {
+            Ok(share) => share,
+            Err(at_limit) => {
+                tracing::debug!(%id, "refused a listen stream: {at_limit}");
+                return Some(Answer::refused(
+                    encode_error(Some(&id), &at_limit.error()),
+                    Status::Unavailable,
+                ));
+            }
+        };
         let offers = self.backend().offers();
         let honoured = ListenFilter {
             tools_list_changed: asked.tools_list_changed && offers.list_changed && offers.tools,
@@ -130,7 +140,8 @@ async fn next_event(
     }
 }
 
-/// Send `event` if the subscription asked for it; false once the client is gone.
+/// Send `event` if the subscription asked for it; false once the client is gone or has fallen
+/// a whole queue behind.
 async fn send(
     id: &RequestId,
     filter: &ListenFilter,
@@ -161,5 +172,37 @@ async fn send(
         // Host messages and logs never travel on a listen stream.
         ServerEvent::HostLog { .. } => return true,
     };
-    outbound.send(message).await.is_ok()
+    // A client that does not read its stream is dropped once its queue is full, rather than
+    // have the host hold an ever-growing backlog for it (it can listen again).
+    match outbound.try_send(message) {
+        Ok(()) => true,
+        Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+            tracing::info!(%id, "dropped a listen stream whose client is not reading it");
+            false
+        }
+        Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_client_a_whole_queue_behind_is_dropped() {
+        let (outbound, mut queue) = tokio::sync::mpsc::channel(2);
+        let id = RequestId::Number(1.into());
+        let filter = ListenFilter {
+            tools_list_changed: true,
+            ..ListenFilter::default()
+        };
+        let event = ServerEvent::ListChanged(ChangedList::Tools);
+        assert!(send(&id, &filter, &event, &outbound).await);
+        assert!(send(&id, &filter, &event, &outbound).await);
+        // Full: the stream is given up rather than waited on.
+        assert!(!send(&id, &filter, &event, &outbound).await);
+        // Read again, it would pass.
+        let _ = queue.recv().await;
+        assert!(send(&id, &filter, &event, &outbound).await);
+    }
 }

@@ -7,6 +7,7 @@
 //! knows nothing of plugins, wasmtime or files; and it knows nothing of byte framing, so the
 //! same session serves stdio and HTTP.
 
+mod bounds;
 mod context;
 mod dispatch;
 mod events;
@@ -27,11 +28,18 @@ use crate::protocol::mcp::{CompleteParams, LogLevel};
 use crate::protocol::result::{Empty, ListCapability, ResourcesCapability, ServerCapabilities};
 
 pub use crate::protocol::result::ChangedList;
+pub use bounds::{
+    AT_LIMIT, AtLimit, Capacity, DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_SESSIONS, HostLimits, RETRY_AFTER_SECS, Share,
+};
 pub use context::{Cancellation, ClientRequest, Outbound, RequestContext};
 pub use events::forward_events;
 pub use mrtr::{INPUT_KEY_META, StateKey};
 pub use rate::{Admission, RateLimit};
 pub use session::{Answer, Era, Mode, Pending, Session, Status};
+
+/// The most rounds of input requests one request may make, by default.
+pub const DEFAULT_MAX_INPUT_ROUNDS: u32 = 8;
 
 /// Settings of the 2026-07-28 side, shared by every session of a process.
 #[derive(Debug, Clone)]
@@ -40,6 +48,10 @@ pub struct ModernSettings {
     pub state_key: StateKey,
     /// How long a `requestState` stays valid.
     pub state_lifetime: std::time::Duration,
+    /// The most rounds of input requests one request may make (each `input_required` is one).
+    pub max_input_rounds: u32,
+    /// The global bounds every session and transport of the process shares.
+    pub limits: std::sync::Arc<HostLimits>,
     /// `ttlMs` of `server/discover` and list results.
     pub list_ttl_ms: u64,
     /// `ttlMs` of `resources/read` results.
@@ -51,6 +63,8 @@ impl Default for ModernSettings {
         Self {
             state_key: StateKey::random(),
             state_lifetime: std::time::Duration::from_secs(10 * 60),
+            max_input_rounds: DEFAULT_MAX_INPUT_ROUNDS,
+            limits: std::sync::Arc::default(),
             list_ttl_ms: 60_000,
             read_ttl_ms: 0,
         }

@@ -98,6 +98,7 @@ impl<B: Backend> Session<B> {
                     binding,
                     meta.client_capabilities.take(),
                     &settings.state_key,
+                    settings.max_input_rounds,
                 ) {
                     Ok(round) => Arc::new(round),
                     Err(error) => return Some(answer(&id, Err(error), Era::Modern)),
@@ -137,6 +138,7 @@ impl<B: Backend> Session<B> {
                         Err(v2026::missing_capabilities(&missing))
                     }
                     RoundEnd::InvalidAnswer(problem) => Err(ErrorObject::invalid_params(problem)),
+                    RoundEnd::Refused(error) => Err(error),
                 }
             }
             body => {

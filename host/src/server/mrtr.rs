@@ -5,21 +5,40 @@
 //! its questions from what was gathered.
 //!
 //! `requestState` is attacker input. It is `base64url(JSON) "." base64url(HMAC-SHA256)` under
-//! the process's [`StateKey`], binding the method, the target and the params (a digest of
-//! their canonical JSON), the answers gathered so far, and an expiry. Anything that fails
-//! verification is -32602 naming what was wrong.
+//! the process's [`StateKey`], and it binds everything the client was shown and answered:
+//!
+//! - the method, the target and the params: a digest of the params' canonical JSON without
+//!   `_meta` and the retry fields. Params that cannot be read as a JSON tree (nested deeper than
+//!   serde's limit of 128, a number out of range) cannot be bound, and a request carrying them
+//!   that would need a state is refused with -32602: nothing is ever bound as "no params";
+//! - the plugin that asked: the digest of its component and policy. After a reload, answers
+//!   to the old version's questions are refused (-32602; the client starts again and is asked
+//!   anew), never applied to the new version's questions;
+//! - each answer with the digest of the question it answers. An answer is used only for the
+//!   same question; answers to questions that were not asked are dropped, never signed into
+//!   the next state;
+//! - the round: a request asks the client in at most [`ModernSettings::max_input_rounds`]
+//!   rounds (8 by default); past that, the plugin's questions fail as unanswerable;
+//! - an expiry.
+//!
+//! Anything that fails verification is -32602 naming what was wrong.
 //!
 //! Questions are keyed: a plugin may name the key with `_meta["mcpbox/inputKey"]` in the
 //! request it passes (the host removes it before asking); otherwise the key is the kind and
 //! the question's position (`elicitation-1`, `sampling-2`, `roots-3`), stable as long as the
-//! plugin asks in the same order.
+//! plugin asks in the same order. A first request may carry answers by key with no state (the
+//! client knows the question's key): they are used for whatever the plugin asks under that key.
+//!
+//! [`ModernSettings::max_input_rounds`]: super::ModernSettings::max_input_rounds
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use hmac::{Hmac, Mac};
+use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -35,6 +54,14 @@ type HmacSha256 = Hmac<Sha256>;
 pub const MAX_QUESTIONS_PER_ROUND: usize = 16;
 /// The most bytes of questions one round sends the client.
 pub const MAX_QUESTION_BYTES_PER_ROUND: usize = 1 << 20;
+/// The most entries one request's `inputResponses` may have (a round asks at most
+/// [`MAX_QUESTIONS_PER_ROUND`]; the rest is room for keys a client sends unasked).
+pub const MAX_INPUT_RESPONSES: usize = 64;
+/// The most bytes one request's `inputResponses` may have.
+pub const MAX_INPUT_RESPONSE_BYTES: usize = 1 << 20;
+/// The most bytes of `requestState` accepted (the server never issues more: its answers are
+/// bounded by the two limits above).
+pub const MAX_REQUEST_STATE_BYTES: usize = 4 << 20;
 
 /// The `_meta` key a plugin may use to name its question's key.
 pub const INPUT_KEY_META: &str = "mcpbox/inputKey";
@@ -69,6 +96,15 @@ impl StateKey {
     }
 }
 
+/// An answer, with the digest of the question it answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Answered {
+    /// SHA-256 of the question's canonical JSON (`{method, params}` as sent to the client).
+    q: String,
+    /// The client's answer.
+    a: Value,
+}
+
 /// What a `requestState` carries.
 #[derive(Debug, Serialize, Deserialize)]
 struct State {
@@ -76,8 +112,14 @@ struct State {
     on: String,
     /// SHA-256 of the params' canonical JSON (without `_meta` and the retry fields).
     params: String,
-    /// Answers gathered so far, by key.
-    answers: Map<String, Value>,
+    /// The digest of the plugin (component and policy) whose questions these are.
+    plugin: String,
+    /// How many rounds have ended with `input_required`, this one included.
+    round: u32,
+    /// The questions this state's round asked, by key: the digest of each.
+    asked: BTreeMap<String, String>,
+    /// Answers gathered in earlier rounds, by key.
+    answers: BTreeMap<String, Answered>,
     /// Expiry, in milliseconds since the Unix epoch.
     expires: u64,
 }
@@ -89,26 +131,42 @@ pub struct Binding {
 }
 
 impl Binding {
-    /// The binding of a request for `method` on `target` with `params`.
-    pub fn new(method: &Method, target: Option<&Value>, params: Option<&RawValue>) -> Self {
+    /// The binding of a request for `method` on `target` with `params`; -32602 when the params
+    /// cannot be read as a JSON tree (they could not be bound, so no state may cover them).
+    pub fn new(
+        method: &Method,
+        target: Option<&Value>,
+        params: Option<&RawValue>,
+    ) -> Result<Self, ErrorObject> {
         let target = match target {
             Some(Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),
             None => String::new(),
         };
-        let mut params: Map<String, Value> = params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or_default();
+        let mut params: Map<String, Value> = match params {
+            None => Map::new(),
+            Some(p) => serde_json::from_str(p.get()).map_err(|e| {
+                ErrorObject::invalid_params(format!(
+                    "the params cannot be bound to an input request's state ({e}): send JSON \
+                     nested at most 128 deep, with numbers within the range of a 64-bit float"
+                ))
+            })?,
+        };
         for key in ["_meta", "inputResponses", "requestState"] {
             params.remove(key);
         }
-        let mut canonical = String::new();
-        write_canonical(&Value::Object(params), &mut canonical);
-        Self {
+        Ok(Self {
             on: format!("{} {target}", method.as_str()),
-            params: hex(&Sha256::digest(canonical.as_bytes())),
-        }
+            params: digest(&Value::Object(params)),
+        })
     }
+}
+
+/// SHA-256 of `value`'s canonical JSON, in hex.
+fn digest(value: &Value) -> String {
+    let mut canonical = String::new();
+    write_canonical(value, &mut canonical);
+    hex(&Sha256::digest(canonical.as_bytes()))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -188,10 +246,23 @@ impl StateKey {
     }
 }
 
+/// An answer the client gave in this request.
+struct Given {
+    /// The digest of the question it answers (`None`: given by key alone, with no state).
+    question: Option<String>,
+    answer: Value,
+}
+
 /// One round of a request that may ask the client for input. Its binding is computed only
 /// when a state is verified or issued: a call that asks nothing costs nothing more.
 pub struct InputRound {
-    answers: Map<String, Value>,
+    answers: BTreeMap<String, Given>,
+    /// Rounds that ended with `input_required` before this one.
+    round: u32,
+    /// The plugin whose questions the state's answers answer (`None`: no state).
+    plugin: Option<String>,
+    /// The most rounds a request may ask the client in.
+    max_rounds: u32,
     /// The request's declared capabilities, as sent; parsed at the first question.
     capabilities: Option<Box<RawValue>>,
     inner: Mutex<Asked>,
@@ -203,8 +274,14 @@ struct Asked {
     /// The size of the questions recorded so far.
     bytes: usize,
     requests: Map<String, Value>,
+    /// The digest of each question in `requests`.
+    digests: BTreeMap<String, String>,
+    /// Answers used in this round, each with the question it answered.
+    used: BTreeMap<String, Answered>,
     refused: Map<String, Value>,
     invalid: Option<String>,
+    /// The digest of the plugin this round runs.
+    plugin: Option<String>,
 }
 
 /// How a round ended.
@@ -217,43 +294,135 @@ pub enum RoundEnd {
     MissingCapabilities(Map<String, Value>),
     /// An answer the client gave does not fit the question.
     InvalidAnswer(String),
+    /// The request cannot be given a state (its params cannot be bound).
+    Refused(ErrorObject),
+}
+
+/// `inputResponses` read within its bounds: an object of at most [`MAX_INPUT_RESPONSES`]
+/// entries, each kept as sent; the count is checked while reading, before anything is built.
+struct Responses(Vec<(String, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for Responses {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> Visitor<'de> for Entries {
+            type Value = Responses;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of answers by key")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Responses, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if entries.len() == MAX_INPUT_RESPONSES {
+                        return Err(serde::de::Error::custom(format!(
+                            "more than {MAX_INPUT_RESPONSES} answers"
+                        )));
+                    }
+                    entries.push((key, map.next_value::<Box<RawValue>>()?));
+                }
+                Ok(Responses(entries))
+            }
+        }
+        d.deserialize_map(Entries)
+    }
+}
+
+/// The answers of `inputResponses`, refused with -32602 unless an object within the bounds.
+fn read_responses(raw: &RawValue) -> Result<Vec<(String, Value)>, ErrorObject> {
+    let text = raw.get();
+    if text.len() > MAX_INPUT_RESPONSE_BYTES {
+        return Err(ErrorObject::invalid_params(format!(
+            "`inputResponses` is {} bytes; at most {MAX_INPUT_RESPONSE_BYTES} are accepted",
+            text.len()
+        )));
+    }
+    if !text.starts_with('{') {
+        return Err(ErrorObject::invalid_params(format!(
+            "`inputResponses` must be an object of answers by key, not {}",
+            text.chars().take(40).collect::<String>()
+        )));
+    }
+    let Responses(entries) = serde_json::from_str(text).map_err(|e| {
+        ErrorObject::invalid_params(format!("`inputResponses` cannot be read: {e}"))
+    })?;
+    entries
+        .into_iter()
+        .map(|(key, raw)| {
+            serde_json::from_str(raw.get())
+                .map(|answer| (key.clone(), answer))
+                .map_err(|e| {
+                    ErrorObject::invalid_params(format!(
+                        "`inputResponses.{}` cannot be read: {e}",
+                        key.chars().take(64).collect::<String>()
+                    ))
+                })
+        })
+        .collect()
 }
 
 impl InputRound {
     /// Begin a round of `request`: verify its state, if any, and gather the answers.
     pub fn begin(
         retry: &RetryParams,
-        binding: impl FnOnce() -> Binding,
+        binding: impl FnOnce() -> Result<Binding, ErrorObject>,
         capabilities: Option<Box<RawValue>>,
         key: &StateKey,
+        max_rounds: u32,
     ) -> Result<Self, ErrorObject> {
-        let mut answers = Map::new();
-        if let Some(state) = &retry.request_state {
-            let Value::String(state) = state else {
+        let mut answers = BTreeMap::new();
+        let mut state = None;
+        if let Some(raw) = &retry.request_state {
+            if raw.get().len() > MAX_REQUEST_STATE_BYTES {
+                return Err(ErrorObject::invalid_params(
+                    "invalid `requestState`: it is larger than any this server issues",
+                ));
+            }
+            let Ok(text) = serde_json::from_str::<&str>(raw.get()) else {
                 return Err(ErrorObject::invalid_params(
                     "`requestState` must be the string the server returned",
                 ));
             };
-            let state = key.verify(state, &binding()).map_err(|why| {
+            let verified = key.verify(text, &binding()?).map_err(|why| {
                 ErrorObject::invalid_params(format!("invalid `requestState`: {why}"))
             })?;
-            answers = state.answers;
+            state = Some(verified);
         }
-        match &retry.input_responses {
-            None => {}
-            Some(Value::Object(given)) => {
-                for (k, v) in given {
-                    answers.insert(k.clone(), v.clone());
+        if let Some(raw) = &retry.input_responses {
+            for (k, answer) in read_responses(raw)? {
+                let question = match &state {
+                    // Without a state, an answer is taken by its key alone.
+                    None => None,
+                    Some(state) => match state.asked.get(&k) {
+                        Some(q) => Some(q.clone()),
+                        None => {
+                            tracing::debug!(
+                                key = %k.chars().take(64).collect::<String>(),
+                                "dropped an answer to a question that was not asked"
+                            );
+                            continue;
+                        }
+                    },
+                };
+                answers.insert(k, Given { question, answer });
+            }
+        }
+        let (round, plugin) = match state {
+            None => (0, None),
+            Some(state) => {
+                for (k, Answered { q, a }) in state.answers {
+                    answers.entry(k).or_insert(Given {
+                        question: Some(q),
+                        answer: a,
+                    });
                 }
+                (state.round, Some(state.plugin))
             }
-            Some(other) => {
-                return Err(ErrorObject::invalid_params(format!(
-                    "`inputResponses` must be an object of answers by key, not {other}"
-                )));
-            }
-        }
+        };
         Ok(Self {
             answers,
+            round,
+            plugin,
+            max_rounds,
             capabilities,
             inner: Mutex::new(Asked::default()),
         })
@@ -263,6 +432,23 @@ impl InputRound {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The request reached the plugin with this `digest` (of its component and policy): it
+    /// must be the one whose questions the state's answers answer. Called before the plugin
+    /// runs; -32602 if the plugin has changed since.
+    pub fn bind_plugin(&self, digest: &str) -> Result<(), ErrorObject> {
+        if let Some(asked_by) = &self.plugin
+            && asked_by != digest
+        {
+            return Err(ErrorObject::invalid_params(
+                "invalid `requestState`: the plugin has been replaced since the client was asked, \
+                 so the answers may not fit its questions; send the request again without \
+                 `requestState` and `inputResponses`, and the client will be asked anew",
+            ));
+        }
+        self.asked().plugin = Some(digest.to_owned());
+        Ok(())
     }
 
     /// The plugin asks the client: the answer when the client already gave it, else an error
@@ -282,16 +468,31 @@ impl InputRound {
         {
             params.remove("_meta");
         }
+        let request = if kind == ClientRequest::Roots && params.is_empty() {
+            json!({ "method": kind.method() })
+        } else {
+            json!({ "method": kind.method(), "params": params })
+        };
+        let question = digest(&request);
         let mut asked = self.asked();
         asked.count += 1;
         let key = named.unwrap_or_else(|| format!("{}-{}", kind.key_prefix(), asked.count));
-        if let Some(answer) = self.answers.get(&key) {
-            if let Err(why) = kind.check_answer(answer) {
+        if let Some(given) = self.answers.get(&key)
+            && given.question.as_ref().is_none_or(|q| *q == question)
+        {
+            if let Err(why) = kind.check_answer(&given.answer) {
                 let problem = format!("`inputResponses.{key}` {why}");
                 asked.invalid.get_or_insert(problem.clone());
                 return Err(problem);
             }
-            return serde_json::value::to_raw_value(answer).map_err(|e| e.to_string());
+            asked.used.insert(
+                key,
+                Answered {
+                    q: question,
+                    a: given.answer.clone(),
+                },
+            );
+            return serde_json::value::to_raw_value(&given.answer).map_err(|e| e.to_string());
         }
         let capabilities: Map<String, Value> = self
             .capabilities
@@ -306,9 +507,16 @@ impl InputRound {
                 kind.method()
             ));
         }
+        if self.round >= self.max_rounds {
+            return Err(format!(
+                "no more input: this request has already asked the client in {} rounds, the most \
+                 one request may (--max-input-rounds)",
+                self.max_rounds
+            ));
+        }
         // What a round can ask is bounded: a plugin asking in a loop costs the host (and the
         // client) no more than this.
-        let size = serde_json::to_string(&params).map_or(usize::MAX, |t| t.len());
+        let size = request.to_string().len();
         if asked.requests.len() >= MAX_QUESTIONS_PER_ROUND
             || asked.bytes.saturating_add(size) > MAX_QUESTION_BYTES_PER_ROUND
         {
@@ -317,11 +525,7 @@ impl InputRound {
             ));
         }
         asked.bytes += size;
-        let request = if kind == ClientRequest::Roots && params.is_empty() {
-            json!({ "method": kind.method() })
-        } else {
-            json!({ "method": kind.method(), "params": params })
-        };
+        asked.digests.insert(key.clone(), question);
         asked.requests.insert(key.clone(), request);
         Err(format!(
             "input required: the client is asked ({key}) and the call runs again with its answer"
@@ -331,7 +535,7 @@ impl InputRound {
     /// End the round. `failed` says whether the plugin's outcome was a failure.
     pub fn end(
         self,
-        binding: impl FnOnce() -> Binding,
+        binding: impl FnOnce() -> Result<Binding, ErrorObject>,
         failed: bool,
         key: &StateKey,
         lifetime: Duration,
@@ -341,11 +545,18 @@ impl InputRound {
             return RoundEnd::InvalidAnswer(problem);
         }
         if !asked.requests.is_empty() {
-            let binding = binding();
+            let binding = match binding() {
+                Ok(binding) => binding,
+                Err(error) => return RoundEnd::Refused(error),
+            };
             let state = State {
                 on: binding.on,
                 params: binding.params,
-                answers: self.answers,
+                // A round whose plugin was never bound gets a state no plugin accepts.
+                plugin: asked.plugin.unwrap_or_default(),
+                round: self.round.saturating_add(1),
+                asked: asked.digests,
+                answers: asked.used,
                 expires: now_ms()
                     .saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX)),
             };
@@ -449,11 +660,228 @@ mod tests {
             || binding(r),
             serde_json::value::to_raw_value(caps).ok(),
             key,
+            8,
         )
     }
 
-    fn binding(r: &TypedRequest) -> Binding {
+    fn binding(r: &TypedRequest) -> Result<Binding, ErrorObject> {
         Binding::new(&r.method, r.target.as_ref(), r.params.as_deref())
+    }
+
+    /// The state of an `input_required` result, and the state's body as JSON.
+    fn state_of(end: RoundEnd) -> (String, Value) {
+        let RoundEnd::InputRequired(result) = end else {
+            panic!("expected input_required")
+        };
+        let state = result["requestState"].as_str().unwrap().to_owned();
+        let body = B64.decode(state.split_once('.').unwrap().0).unwrap();
+        (state, serde_json::from_slice(&body).unwrap())
+    }
+
+    fn call(arguments: &str, extra: &str) -> TypedRequest {
+        typed(&format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{arguments}{extra}}}}}"#
+        ))
+    }
+
+    fn retry(arguments: &str, state: &str, responses: &Value) -> TypedRequest {
+        call(
+            arguments,
+            &format!(r#","requestState":"{state}","inputResponses":{responses}"#),
+        )
+    }
+
+    const ACCEPT: &str = r#"{"action":"accept","content":{"ok":true}}"#;
+
+    fn question(text: &str) -> Box<RawValue> {
+        raw(&json!({"message": text, "_meta": {"mcpbox/inputKey": "confirm"}}))
+    }
+
+    #[test]
+    fn params_that_cannot_be_bound_are_refused_never_bound_as_empty() {
+        let key = StateKey::random();
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        for extra in [
+            format!(r#","_meta":{{"x":{deep}}}"#),
+            r#","_meta":{"x":1e400}"#.to_owned(),
+        ] {
+            // A first round that asks: no state is issued for params that cannot be bound.
+            let first = call(r#"{"target":"a"}"#, &extra);
+            let round = begin(&first, &caps(), &key).unwrap();
+            assert!(
+                round
+                    .ask(ClientRequest::Elicitation, &question("sure?"))
+                    .is_err()
+            );
+            let RoundEnd::Refused(error) =
+                round.end(|| binding(&first), true, &key, Duration::from_secs(60))
+            else {
+                panic!("expected a refusal")
+            };
+            assert_eq!(error.code, -32602);
+            assert!(
+                error.message.contains("cannot be bound"),
+                "{}",
+                error.message
+            );
+
+            // A state issued for sound params is not accepted for others carrying such a value.
+            let sound = call(r#"{"target":"a"}"#, "");
+            let round = begin(&sound, &caps(), &key).unwrap();
+            let _ = round.ask(ClientRequest::Elicitation, &question("sure?"));
+            let (state, _) =
+                state_of(round.end(|| binding(&sound), true, &key, Duration::from_secs(60)));
+            let other = call(
+                r#"{"target":"B-OTHER"}"#,
+                &format!(r#"{extra},"requestState":"{state}""#),
+            );
+            let error = begin(&other, &caps(), &key).err().unwrap();
+            assert_eq!(error.code, -32602, "{}", error.message);
+        }
+    }
+
+    #[test]
+    fn answers_bind_the_plugin_and_the_question_they_answer() {
+        let key = StateKey::random();
+        let first = call(r#"{"dir":"/srv/data"}"#, "");
+        let round = begin(&first, &caps(), &key).unwrap();
+        round.bind_plugin("v1").unwrap();
+        let _ = round.ask(
+            ClientRequest::Elicitation,
+            &question("may I read /srv/data?"),
+        );
+        let (state, _) =
+            state_of(round.end(|| binding(&first), true, &key, Duration::from_secs(60)));
+        let answers = json!({"confirm": serde_json::from_str::<Value>(ACCEPT).unwrap()});
+
+        // Another version of the plugin: refused before it runs.
+        let again = retry(r#"{"dir":"/srv/data"}"#, &state, &answers);
+        let round = begin(&again, &caps(), &key).unwrap();
+        let error = round.bind_plugin("v2").unwrap_err();
+        assert_eq!(error.code, -32602);
+        assert!(error.message.contains("replaced"), "{}", error.message);
+
+        // The same version asking another question under the same key: asked anew, never
+        // answered with the answer to the first.
+        let round = begin(&again, &caps(), &key).unwrap();
+        round.bind_plugin("v1").unwrap();
+        assert!(
+            round
+                .ask(
+                    ClientRequest::Elicitation,
+                    &question("may I DELETE EVERYTHING under /srv/data?")
+                )
+                .is_err()
+        );
+        let (_, body) =
+            state_of(round.end(|| binding(&again), true, &key, Duration::from_secs(60)));
+        assert_eq!(body["answers"], json!({}));
+
+        // The same question: answered.
+        let round = begin(&again, &caps(), &key).unwrap();
+        round.bind_plugin("v1").unwrap();
+        let answer = round
+            .ask(
+                ClientRequest::Elicitation,
+                &question("may I read /srv/data?"),
+            )
+            .unwrap();
+        assert!(answer.get().contains("accept"));
+    }
+
+    #[test]
+    fn answers_to_questions_never_asked_are_dropped() {
+        let key = StateKey::random();
+        let first = call("{}", "");
+        let round = begin(&first, &caps(), &key).unwrap();
+        let _ = round.ask(ClientRequest::Elicitation, &question("one?"));
+        let (state, _) =
+            state_of(round.end(|| binding(&first), true, &key, Duration::from_secs(60)));
+        let accept: Value = serde_json::from_str(ACCEPT).unwrap();
+        let answers = json!({"confirm": accept, "planted": accept, "elicitation-2": accept});
+        let again = retry("{}", &state, &answers);
+        let round = begin(&again, &caps(), &key).unwrap();
+        assert!(
+            round
+                .ask(ClientRequest::Elicitation, &question("one?"))
+                .is_ok()
+        );
+        // Asked later under a key the client answered unasked: asked for real.
+        assert!(
+            round
+                .ask(
+                    ClientRequest::Elicitation,
+                    &raw(&json!({"message": "two?"}))
+                )
+                .is_err()
+        );
+        let (_, body) =
+            state_of(round.end(|| binding(&again), true, &key, Duration::from_secs(60)));
+        let kept: Vec<&String> = body["answers"].as_object().unwrap().keys().collect();
+        assert_eq!(kept, ["confirm"]);
+        assert_eq!(body["round"], 2);
+    }
+
+    #[test]
+    fn a_request_asks_in_a_bounded_number_of_rounds() {
+        let key = StateKey::random();
+        let request = call("{}", "");
+        let mut state: Option<String> = None;
+        let mut answers = Map::new();
+        for n in 1..=9 {
+            let r = match &state {
+                None => call("{}", ""),
+                Some(state) => retry("{}", state, &Value::Object(answers.clone())),
+            };
+            let round = begin(&r, &caps(), &key).unwrap();
+            // One more question every round.
+            let mut refused = None;
+            for i in 1..=n {
+                let q = raw(
+                    &json!({"message": format!("q{i}"), "_meta": {"mcpbox/inputKey": format!("q{i}")}}),
+                );
+                if let Err(e) = round.ask(ClientRequest::Elicitation, &q) {
+                    refused = Some(e);
+                }
+            }
+            if n == 9 {
+                assert!(refused.unwrap().contains("no more input"));
+                assert!(matches!(
+                    round.end(|| binding(&request), true, &key, Duration::from_secs(60)),
+                    RoundEnd::Complete
+                ));
+                return;
+            }
+            let (next, _) =
+                state_of(round.end(|| binding(&r), true, &key, Duration::from_secs(60)));
+            state = Some(next);
+            answers.insert(format!("q{n}"), serde_json::from_str(ACCEPT).unwrap());
+        }
+        panic!("the ninth round was not refused");
+    }
+
+    #[test]
+    fn input_responses_are_bounded_before_they_are_built() {
+        let key = StateKey::random();
+        let many: Map<String, Value> = (0..=MAX_INPUT_RESPONSES)
+            .map(|i| (format!("k{i}"), json!({"action": "cancel"})))
+            .collect();
+        let r = call(
+            "{}",
+            &format!(r#","inputResponses":{}"#, Value::Object(many)),
+        );
+        let error = begin(&r, &caps(), &key).err().unwrap();
+        assert_eq!(error.code, -32602);
+        assert!(
+            error.message.contains("more than 64 answers"),
+            "{}",
+            error.message
+        );
+
+        let big = json!({"k": {"action": "accept", "content": {"text": "x".repeat(MAX_INPUT_RESPONSE_BYTES)}}});
+        let r = call("{}", &format!(r#","inputResponses":{big}"#));
+        let error = begin(&r, &caps(), &key).err().unwrap();
+        assert!(error.message.contains("bytes"), "{}", error.message);
     }
 
     fn caps() -> Map<String, Value> {

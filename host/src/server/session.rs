@@ -60,6 +60,8 @@ pub enum Status {
     BadRequest,
     /// 404: no such method (2026-07-28).
     NotFound,
+    /// 503 with `Retry-After`: refused at a global bound (try again later).
+    Unavailable,
 }
 
 /// A reply and the status it earns.
@@ -178,6 +180,13 @@ pub struct Session<B> {
     closing: watch::Sender<bool>,
     /// Counts the session in the metrics while it lives (not the stateless endpoint's).
     _open: Option<crate::metrics::GaugeGuard>,
+}
+
+impl<B> Session<B> {
+    /// The process's global bounds, which this session shares.
+    pub fn limits(&self) -> &super::HostLimits {
+        &self.settings.limits
+    }
 }
 
 impl<B: Backend> Session<B> {

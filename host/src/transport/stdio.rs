@@ -61,6 +61,9 @@ impl Default for StdioConfig {
     }
 }
 
+/// Lines this long or longer are decoded on a blocking thread.
+const OFF_THE_WORKERS_BYTES: usize = 256 << 10;
+
 /// How many replies may wait for the writer before request handlers wait for it.
 const OUTPUT_QUEUE: usize = 1024;
 
@@ -162,8 +165,31 @@ async fn handle_line<B: Backend>(
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return;
     }
+    // The line's bytes count against the global budget until its request is answered.
+    let share = match session.limits().request_bytes.take(bytes.len()) {
+        Ok(share) => share,
+        Err(refused) => {
+            let id = sniff_id(&bytes);
+            let _ = replies
+                .send(encode_error(id.as_ref(), &refused.error()))
+                .await;
+            return;
+        }
+    };
+    let decoded = if bytes.len() >= OFF_THE_WORKERS_BYTES {
+        // A large line is parsed on a blocking thread, not on a worker every request shares.
+        match tokio::task::spawn_blocking(move || decode(&bytes)).await {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                tracing::error!("decoding a message failed: {e}");
+                return;
+            }
+        }
+    } else {
+        decode(&bytes)
+    };
     // The session decides what runs now (in arrival order) and what runs concurrently.
-    let Some(pending) = session.accept(decode(&bytes), None, replies).await else {
+    let Some(pending) = session.accept(decoded, None, replies).await else {
         return;
     };
     if pending.settled {
@@ -175,6 +201,7 @@ async fn handle_line<B: Backend>(
     }
     let replies = replies.clone();
     in_flight.spawn(async move {
+        let _share = share;
         if let Some(answer) = pending.work.await {
             let _ = replies.send(answer.reply).await;
         }

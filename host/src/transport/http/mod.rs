@@ -36,9 +36,10 @@
 //! A slow or vanished client never blocks others: each stream has a bounded queue, and a
 //! client that falls behind is detached (it can resume). Idle sessions expire.
 
+mod accept;
 mod streams;
 
-use axum::serve::ListenerExt as _;
+pub use self::accept::{listen_stream_budget, raise_descriptor_limit};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -48,6 +49,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::handler::Handler as _;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -64,7 +66,8 @@ use crate::protocol::request::{Method, RequestMeta};
 use crate::protocol::v2026::{self, MirrorHeaders};
 use crate::protocol::{ErrorObject, Message, Reply, v2025};
 use crate::server::{
-    Answer, Backend, Cancellation, Mode, ModernSettings, Outbound, Session, Status, forward_events,
+    Answer, AtLimit, Backend, Cancellation, Mode, ModernSettings, Outbound, RETRY_AFTER_SECS,
+    Session, Share, Status, forward_events,
 };
 
 /// Settings of the HTTP transports.
@@ -133,6 +136,8 @@ struct HttpSession<B> {
     /// Where messages not tied to a POST stream go: the standalone stream.
     standalone: Outbound,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Its place among the open sessions (`--max-sessions`), given back when it ends.
+    _slot: Share,
 }
 
 impl<B> HttpSession<B> {
@@ -179,8 +184,9 @@ impl<B: Backend> App<B> {
     }
 
     /// Start a session: its MCP state, its standalone stream, and the task forwarding backend
-    /// events into that stream.
-    fn create_session(self: &Arc<Self>) -> (String, Arc<HttpSession<B>>) {
+    /// events into that stream; refused at `--max-sessions`.
+    fn create_session(self: &Arc<Self>) -> Result<(String, Arc<HttpSession<B>>), AtLimit> {
+        let slot = self.config.modern.limits.sessions.take(1)?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let session = Arc::new(Session::new(
             Arc::clone(&self.backend),
@@ -208,11 +214,12 @@ impl<B: Backend> App<B> {
                 last_used: Mutex::new(Instant::now()),
                 standalone,
                 tasks: vec![pump, events],
+                _slot: slot,
             }
         });
         self.sessions().insert(id.clone(), Arc::clone(&http));
         tracing::debug!(session = id, "HTTP session created");
-        (id, http)
+        Ok((id, http))
     }
 
     /// The session named by the request's `Mcp-Session-Id`: 400 if missing, 404 if unknown.
@@ -249,9 +256,11 @@ impl<B: Backend> App<B> {
         });
     }
 
-    /// The gate every request passes: Host, Origin, and the bearer token (a static one, or
+    /// The gate every request passes: headers that decide the call appear once; Host, Origin,
+    /// and the bearer token (a static one, or
     /// with OAuth a JWT whose access is returned).
     async fn check(&self, headers: &HeaderMap) -> Result<Option<Access>, Refused> {
+        single_headers(headers)?;
         self.check_static(headers)?;
         let Some(verifier) = &self.config.oauth else {
             return Ok(None);
@@ -455,12 +464,44 @@ fn rpc_error(status: StatusCode, code: i32, message: &str) -> Response {
 }
 
 fn json_response(status: StatusCode, reply: &Reply) -> Response {
-    (
+    let mut response = (
         status,
         [(header::CONTENT_TYPE, "application/json")],
         reply.0.clone(),
     )
-        .into_response()
+        .into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    }
+    response
+}
+
+/// Headers that must appear at most once: what they say decides which call runs, so two
+/// values could let a proxy act on one while this server runs the other.
+const SINGLE_HEADERS: [&str; 5] = [
+    VERSION_HEADER,
+    "mcp-method",
+    "mcp-name",
+    SESSION_HEADER,
+    "authorization",
+];
+
+/// 400 (-32020) when a header of [`SINGLE_HEADERS`] appears more than once.
+fn single_headers(headers: &HeaderMap) -> Result<(), Refused> {
+    for name in SINGLE_HEADERS {
+        let count = headers.get_all(name).iter().count();
+        if count > 1 {
+            tracing::debug!(header = name, count, "refused a request repeating a header");
+            return Err(Box::new(rpc_error(
+                StatusCode::BAD_REQUEST,
+                v2026::HEADER_MISMATCH,
+                &format!("the {name} header appears {count} times; send it once"),
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn check_version(headers: &HeaderMap) -> Result<(), Refused> {
@@ -501,9 +542,13 @@ fn accepts_sse(headers: &HeaderMap) -> bool {
         .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
 }
 
-/// An SSE response fed by `rx`.
-fn sse(rx: mpsc::Receiver<Event>, session_id: Option<&str>) -> Response {
-    let stream = ReceiverStream::new(rx).map(Ok::<_, Infallible>);
+/// An SSE response fed by `rx`, holding `share` (a place among the listen streams) for as
+/// long as the stream is open.
+fn sse(rx: mpsc::Receiver<Event>, session_id: Option<&str>, share: Option<Share>) -> Response {
+    let stream = ReceiverStream::new(rx).map(move |event| {
+        let _held = &share;
+        Ok::<_, Infallible>(event)
+    });
     let mut response = Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response();
@@ -540,12 +585,69 @@ fn http_span(headers: &HeaderMap, route: &'static str) -> tracing::Span {
     span
 }
 
+/// Bodies this large or larger are decoded on a blocking thread, not on a worker that every
+/// request shares.
+const OFF_THE_WORKERS_BYTES: usize = 256 << 10;
+
+/// Decode a body, on a blocking thread when it is large.
+async fn decode_body(body: Bytes) -> Decoded {
+    if body.len() < OFF_THE_WORKERS_BYTES {
+        return decode(&body);
+    }
+    match tokio::task::spawn_blocking(move || decode(&body)).await {
+        Ok(decoded) => decoded,
+        Err(e) => {
+            tracing::error!("decoding a request body failed: {e}");
+            Decoded::Single(Err(encode_error(
+                None,
+                &ErrorObject::internal("the request could not be decoded"),
+            )))
+        }
+    }
+}
+
+/// Reserve a POST's bytes in the global budget (`--max-request-bytes-in-flight`) before its
+/// body is read — its declared length, or the most a body may be when it declares none — and
+/// hold them while it is served (to the end of its event stream, when it answers with one).
+/// Past the budget: 503 with `Retry-After`.
+async fn reserve_request_bytes<B: Backend>(
+    State(app): Shared<B>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let most = app.config.max_body_bytes.max(1);
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let amount = declared.unwrap_or(most).clamp(1, most);
+    let share = match app.config.modern.limits.request_bytes.take(amount) {
+        Ok(share) => share,
+        Err(refused) => return at_limit(&refused),
+    };
+    let response = next.run(request).await;
+    let streaming = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !streaming {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let body = axum::body::Body::from_stream(body.into_data_stream().map(move |chunk| {
+        let _held = &share;
+        chunk
+    }));
+    Response::from_parts(parts, body)
+}
+
 async fn post_mcp_in<B: Backend>(app: Arc<App<B>>, headers: HeaderMap, body: Bytes) -> Response {
     let access = match app.check(&headers).await {
         Ok(access) => access,
         Err(refused) => return *refused,
     };
-    let decoded = decode(&body);
+    let decoded = decode_body(body).await;
     if let Err(refused) = app.check_scopes(access.as_ref(), &decoded) {
         return *refused;
     }
@@ -586,7 +688,21 @@ fn status_of(status: Status) -> StatusCode {
         Status::Ok => StatusCode::OK,
         Status::BadRequest => StatusCode::BAD_REQUEST,
         Status::NotFound => StatusCode::NOT_FOUND,
+        Status::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     }
+}
+
+/// The answer to a request refused at a global bound: 503 with `Retry-After` and the
+/// JSON-RPC error naming the limit.
+fn at_limit(refused: &AtLimit) -> Response {
+    let mut response = json_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &encode_error(None, &refused.error()),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    response
 }
 
 /// Cancels a request when dropped (the client went away), unless disarmed (it was answered).
@@ -682,8 +798,11 @@ fn stateless_stream(
                 // The client closed the stream: that is the cancellation (the guard fires).
                 () = live.closed() => return,
                 message = sent.recv() => match message {
+                    // A client a whole queue behind is not reading: the stream is dropped
+                    // (which cancels the request) rather than backlogged without bound.
                     Some(reply) => {
-                        if live.send(Event::default().data(reply.0)).await.is_err() {
+                        if live.try_send(Event::default().data(reply.0)).is_err() {
+                            tracing::debug!("dropped a stream whose client is not reading it");
                             return;
                         }
                     }
@@ -710,7 +829,7 @@ fn stateless_stream(
             let _ = live.send(Event::default().data(answer.reply.0)).await;
         }
     });
-    sse(rx, None)
+    sse(rx, None, None)
 }
 
 /// A 2025-11-25 (or older) POST: `initialize` creates a session; everything else needs one.
@@ -734,7 +853,10 @@ async fn post_session<B: Backend>(
         .iter()
         .any(|m| matches!(m, Ok(Message::Request(_))));
     let (session_id, http) = if initialize {
-        app.create_session()
+        match app.create_session() {
+            Ok(created) => created,
+            Err(refused) => return at_limit(&refused),
+        }
     } else {
         match app.session(headers) {
             Ok(http) => (
@@ -804,7 +926,7 @@ async fn stream_replies<B: Backend>(http: &Arc<HttpSession<B>>, decoded: Decoded
         tokio::join!(pump, work);
         http.streams().finish(stream);
     });
-    sse(rx, None)
+    sse(rx, None, None)
 }
 
 async fn get_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
@@ -824,6 +946,10 @@ async fn get_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Respo
         Ok(http) => http,
         Err(response) => return *response,
     };
+    let stream = match app.config.modern.limits.listen_streams.take(1) {
+        Ok(share) => share,
+        Err(refused) => return at_limit(&refused),
+    };
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
     match headers.get(LAST_EVENT_HEADER).and_then(|v| v.to_str().ok()) {
         Some(last) => {
@@ -837,7 +963,7 @@ async fn get_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Respo
         }
         None => http.streams().attach_standalone(live),
     }
-    sse(rx, None)
+    sse(rx, None, Some(stream))
 }
 
 async fn delete_mcp<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Response {
@@ -875,14 +1001,21 @@ async fn get_sse<B: Backend>(State(app): Shared<B>, headers: HeaderMap) -> Respo
     if let Err(refused) = app.check(&headers).await {
         return *refused;
     }
-    let (id, http) = app.create_session();
+    let stream = match app.config.modern.limits.listen_streams.take(1) {
+        Ok(share) => share,
+        Err(refused) => return at_limit(&refused),
+    };
+    let (id, http) = match app.create_session() {
+        Ok(created) => created,
+        Err(refused) => return at_limit(&refused),
+    };
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
     let endpoint = Event::default()
         .event("endpoint")
         .data(format!("/messages?session_id={id}"));
     let _ = live.try_send(endpoint);
     http.streams().attach_standalone(live);
-    sse(rx, None)
+    sse(rx, None, Some(stream))
 }
 
 #[derive(serde::Deserialize)]
@@ -905,7 +1038,7 @@ async fn post_messages<B: Backend>(
         return plain(StatusCode::NOT_FOUND, "unknown session");
     };
     http.touch();
-    let decoded = decode(&body);
+    let decoded = decode_body(body).await;
     if let Err(refused) = app.check_scopes(access.as_ref(), &decoded) {
         return *refused;
     }
@@ -1136,10 +1269,12 @@ pub async fn serve<B: Backend>(
         bound,
         sessions: Mutex::new(HashMap::new()),
     });
+    let reserve =
+        || axum::middleware::from_fn_with_state(Arc::clone(&app), reserve_request_bytes::<B>);
     let router = Router::new()
         .route(
             "/mcp",
-            axum::routing::post(post_mcp::<B>)
+            axum::routing::post(post_mcp::<B>.layer(reserve()))
                 .get(get_mcp::<B>)
                 .delete(delete_mcp::<B>),
         )
@@ -1156,7 +1291,10 @@ pub async fn serve<B: Backend>(
             "/.well-known/oauth-protected-resource/{*path}",
             axum::routing::get(resource_metadata::<B>),
         )
-        .route("/messages", axum::routing::post(post_messages::<B>))
+        .route(
+            "/messages",
+            axum::routing::post(post_messages::<B>.layer(reserve())),
+        )
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(Arc::clone(&app));
     // Browser clients from the allowed origins: CORS answers their preflights and lets them
@@ -1192,14 +1330,8 @@ pub async fn serve<B: Backend>(
             }
         }
     };
-    // Replies are small and written in pieces (headers, then events): without TCP_NODELAY,
-    // Nagle's algorithm holds each later piece for the client's delayed ACK, 40 ms a request.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("could not set TCP_NODELAY: {e}");
-        }
-    });
-    let server = axum::serve(listener, router.into_make_service()).with_graceful_shutdown(closer);
+    let server = axum::serve(accept::Acceptor::new(listener), router.into_make_service())
+        .with_graceful_shutdown(closer);
     tracing::info!(%bound, "serving MCP over HTTP at /mcp (and legacy SSE at /sse)");
     let result = tokio::select! {
         result = server.into_future() => result,

@@ -157,6 +157,19 @@ fn http_fields(Count { count }: Count) -> String {
     format!("built {} fields", held.len())
 }
 
+/// Ask the client one question after another, forever: each round of a 2026-07-28 input
+/// request gets one more question than the last.
+fn ask_forever(_: NoArgs) -> Result<String, String> {
+    for i in 1.. {
+        let question = mcpbox_sdk::serde_json::json!({
+            "message": format!("question {i}?"),
+            "requestedSchema": {"type": "object", "properties": {}},
+        });
+        host::elicit(&question)?;
+    }
+    Ok("answered everything".to_owned())
+}
+
 fn sleep_forever(_: NoArgs) -> String {
     std::thread::sleep(std::time::Duration::from_secs(1 << 30));
     "woke up".to_owned()
@@ -201,6 +214,13 @@ impl Plugin for Hostile {
                 sleep_forever,
             )
             .add(Tool::new("ok", "Behave"), |_: NoArgs| "fine")
+            .add(
+                Tool::new(
+                    "ask_forever",
+                    "Ask the client one more question every round",
+                ),
+                ask_forever,
+            )
             .add(
                 Tool::new(
                     "schema_bomb",

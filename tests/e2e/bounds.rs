@@ -1,0 +1,637 @@
+//! What one client can make the host hold (issue 23): input-request state that binds what the
+//! request carries, the plugin and the questions; at most N rounds; headers that must appear
+//! once; memory per request and bytes in flight; sessions, listen streams and descriptors.
+//! Each test drives the real binary with the attack, then checks the refusal, a neighbour
+//! client, and (where memory is the point) RSS before, at its peak and after.
+
+use serde_json::{Value, json};
+
+use crate::support::{HttpServer, STEP, plugin_dir, post};
+
+const VERSION: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28""#;
+const CAPS: &str = r#""io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}"#;
+
+/// The body of a 2026-07-28 request: `fields` of params, then `_meta` with `meta` added.
+fn body(id: u64, method: &str, fields: &str, meta: &str) -> String {
+    let comma = if fields.is_empty() { "" } else { "," };
+    let meta_comma = if meta.is_empty() { "" } else { "," };
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{{fields}{comma}"_meta":{{{VERSION},{CAPS}{meta_comma}{meta}}}}}}}"#
+    )
+}
+
+/// POST a 2026-07-28 request; the status and the JSON-RPC answer.
+async fn send(
+    client: &reqwest::Client,
+    url: &str,
+    method: &str,
+    name: Option<&str>,
+    body: String,
+) -> (u16, Value) {
+    let mut headers = vec![
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+    ];
+    if let Some(name) = name {
+        headers.push(("mcp-name", name));
+    }
+    let response = post(client, url, &headers, &body).await;
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let value = serde_json::from_str(&text)
+        .or_else(|_| {
+            // An SSE answer: its last data line.
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .next_back()
+                .map(serde_json::from_str)
+                .unwrap_or(Ok(Value::Null))
+        })
+        .unwrap_or(Value::Null);
+    (status, value)
+}
+
+/// `confirm {question}` of the interactive example, with retry fields.
+async fn confirm(
+    client: &reqwest::Client,
+    url: &str,
+    question: &str,
+    retry: &str,
+    meta: &str,
+) -> (u16, Value) {
+    let fields = format!(r#""name":"confirm","arguments":{{"question":"{question}"}}{retry}"#);
+    send(
+        client,
+        url,
+        "tools/call",
+        Some("confirm"),
+        body(1, "tools/call", &fields, meta),
+    )
+    .await
+}
+
+fn accept_all(state: &str) -> String {
+    format!(
+        r#","requestState":"{state}","inputResponses":{{"elicitation-1":{{"action":"accept","content":{{"confirm":true}}}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn request_state_binds_what_the_request_carries() {
+    let dir = plugin_dir(&[("interactive", "interactive.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let client = reqwest::Client::new();
+
+    let (_, first) = confirm(&client, &server.url, "a", "", "").await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+
+    // The same state for another target, with a value in `_meta` that does not parse as a
+    // JSON tree: before, the params bound as `{}` and the plugin acted on B-OTHER.
+    let deep = format!(r#""x":{}1{}"#, "[".repeat(200), "]".repeat(200));
+    for meta in [deep.as_str(), r#""x":1e400"#] {
+        let (status, answer) =
+            confirm(&client, &server.url, "B-OTHER", &accept_all(&state), meta).await;
+        assert!(answer["result"].is_null(), "{status} {answer}");
+        assert!(!answer.to_string().contains("action=accept"), "{answer}");
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    }
+    // Such a value in a first request: no state is issued for params that cannot be bound.
+    let (_, refused) = confirm(&client, &server.url, "a", "", r#""x":1e400"#).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be bound"),
+        "{refused}"
+    );
+
+    // The honest retry completes.
+    let (_, done) = confirm(&client, &server.url, "a", &accept_all(&state), "").await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(done.to_string().contains("action=accept"), "{done}");
+}
+
+#[tokio::test]
+async fn a_reload_refuses_answers_to_the_old_plugins_questions() {
+    let dir = plugin_dir(&[("interactive", "interactive.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let client = reqwest::Client::new();
+
+    let (_, first) = confirm(&client, &server.url, "may I read /srv/data?", "", "").await;
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+
+    // Another build of the plugin: the same component with a custom section appended.
+    let file = dir.path().join("interactive.wasm");
+    let mut wasm = std::fs::read(&file).unwrap();
+    let name = b"mcpbox-test";
+    wasm.extend_from_slice(&[
+        0,
+        u8::try_from(name.len() + 1).unwrap(),
+        u8::try_from(name.len()).unwrap(),
+    ]);
+    wasm.extend_from_slice(name);
+    let staged = dir.path().join(".interactive.tmp");
+    std::fs::write(&staged, &wasm).unwrap();
+    std::fs::rename(&staged, &file).unwrap();
+    server.stderr.wait_for("reloaded plugin").await;
+
+    let (status, answer) = confirm(
+        &client,
+        &server.url,
+        "may I read /srv/data?",
+        &accept_all(&state),
+        "",
+    )
+    .await;
+    assert_eq!(answer["error"]["code"], -32602, "{status} {answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("replaced"), "{message}");
+    // Asked anew, the client gets the new plugin's question.
+    let (_, again) = confirm(&client, &server.url, "may I read /srv/data?", "", "").await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+}
+
+/// Drive `ask_forever` round after round; the answer of the round that did not ask.
+async fn ask_until_done(client: &reqwest::Client, url: &str) -> (usize, Value) {
+    let mut retry = String::new();
+    for round in 1..=20 {
+        let fields = format!(r#""name":"ask_forever","arguments":{{}}{retry}"#);
+        let (_, answer) = send(
+            client,
+            url,
+            "tools/call",
+            Some("ask_forever"),
+            body(round, "tools/call", &fields, ""),
+        )
+        .await;
+        let result = &answer["result"];
+        if result["resultType"] != "input_required" {
+            return (usize::try_from(round).unwrap() - 1, answer);
+        }
+        let answers: serde_json::Map<String, Value> = result["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| (k.clone(), json!({"action": "accept", "content": {}})))
+            .collect();
+        retry = format!(
+            r#","requestState":{},"inputResponses":{}"#,
+            result["requestState"],
+            Value::Object(answers)
+        );
+    }
+    panic!("ask_forever was still asking after 20 rounds");
+}
+
+#[tokio::test]
+async fn a_request_asks_the_client_in_a_bounded_number_of_rounds() {
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let client = reqwest::Client::new();
+    let (rounds, last) = ask_until_done(&client, &server.url).await;
+    assert_eq!(rounds, 8, "{last}");
+    assert_eq!(last["result"]["isError"], true, "{last}");
+    assert!(last.to_string().contains("no more input"), "{last}");
+
+    let server = HttpServer::start(dir.path(), &["--max-input-rounds", "2"]).await;
+    let (rounds, last) = ask_until_done(&client, &server.url).await;
+    assert_eq!(rounds, 2, "{last}");
+}
+
+#[tokio::test]
+async fn headers_that_decide_the_call_must_appear_once() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let client = reqwest::Client::new();
+    let call = body(
+        7,
+        "tools/call",
+        r#""name":"echo","arguments":{"text":"hi"}"#,
+        "",
+    );
+    let base = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "echo"),
+    ];
+    for (i, repeated) in [
+        ("mcp-name", "add"),
+        ("mcp-method", "tools/list"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-session-id", "x"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut headers = base.to_vec();
+        if i == 3 {
+            headers.push(repeated);
+        }
+        headers.push(repeated);
+        let response = post(&client, &server.url, &headers, &call).await;
+        assert_eq!(response.status(), 400, "{repeated:?}");
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], -32020, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(repeated.0),
+            "{answer}"
+        );
+    }
+    let (status, answer) = send(&client, &server.url, "tools/call", Some("echo"), call).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "hi", "{answer}");
+}
+
+/// Resident and peak resident memory of `pid`, in bytes.
+fn memory(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> u64 {
+        let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// A 3.1 MiB request: 100,000 small entries.
+fn big_object() -> String {
+    let entries: Vec<String> = (0..100_000)
+        .map(|i| format!(r#""key{i:06}":{{"action":"accept"}}"#))
+        .collect();
+    format!("{{{}}}", entries.join(","))
+}
+
+#[tokio::test]
+async fn memory_per_request_stays_a_small_multiple_of_its_size() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let pid = server.child.id().unwrap();
+    let client = reqwest::Client::new();
+    let object = big_object();
+    let as_answers = body(
+        1,
+        "tools/call",
+        &format!(r#""name":"echo","arguments":{{"text":"x"}},"inputResponses":{object}"#),
+        "",
+    );
+    let as_arguments = body(
+        2,
+        "tools/call",
+        &format!(r#""name":"echo","arguments":{object}"#),
+        "",
+    );
+    let size = as_arguments.len() as u64;
+    assert!(size > 3 << 20, "{size}");
+    // Warm up: the allocator's arenas and the plugin's first instance.
+    let (_, warm) = send(
+        &client,
+        &server.url,
+        "tools/call",
+        Some("echo"),
+        as_arguments.clone(),
+    )
+    .await;
+    assert!(
+        warm.get("result").is_some() || warm.get("error").is_some(),
+        "{warm}"
+    );
+    let (before, _) = memory(pid);
+
+    let mut attacks = Vec::new();
+    for i in 0..8 {
+        let (client, url) = (client.clone(), server.url.clone());
+        let body = if i % 2 == 0 {
+            as_answers.clone()
+        } else {
+            as_arguments.clone()
+        };
+        attacks.push(tokio::spawn(async move {
+            send(&client, &url, "tools/call", Some("echo"), body).await
+        }));
+    }
+    // A neighbour's call meanwhile is answered.
+    let neighbour = body(
+        3,
+        "tools/call",
+        r#""name":"echo","arguments":{"text":"hi"}"#,
+        "",
+    );
+    let (_, answer) = tokio::time::timeout(
+        STEP,
+        send(&client, &server.url, "tools/call", Some("echo"), neighbour),
+    )
+    .await
+    .expect("the neighbour is answered");
+    assert_eq!(answer["result"]["content"][0]["text"], "hi", "{answer}");
+    for attack in attacks {
+        let (status, answer) = attack.await.unwrap();
+        // Refused: too many answers (-32602) or arguments the tool's schema refuses.
+        assert!(
+            answer["error"]["code"] == -32602 || answer["result"]["isError"] == true,
+            "{status} {answer}"
+        );
+    }
+    let (after, peak) = memory(pid);
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    let report = format!(
+        "RSS before {:.1} MiB, peak {:.1} MiB, after {:.1} MiB; 8 requests of {:.1} MiB",
+        mib(before),
+        mib(peak),
+        mib(after),
+        mib(size)
+    );
+    // Eight requests at once may cost at most a small multiple of their size...
+    assert!(peak.saturating_sub(before) < 16 * 8 * size, "{report}");
+    // ...and memory goes back near where it was.
+    assert!(after.saturating_sub(before) < 4 * size, "{report}");
+}
+
+#[tokio::test]
+async fn request_bytes_in_flight_are_bounded() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &["--max-request-bytes-in-flight", "5000000"]).await;
+    let client = reqwest::Client::new();
+    let object = big_object();
+    let big = body(
+        1,
+        "tools/call",
+        &format!(r#""name":"echo","arguments":{object}"#),
+        "",
+    );
+    let mut attacks = Vec::new();
+    for _ in 0..6 {
+        let (client, url, big) = (client.clone(), server.url.clone(), big.clone());
+        attacks.push(tokio::spawn(async move {
+            let response = post(
+                &client,
+                &url,
+                &[
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", "echo"),
+                ],
+                &big,
+            )
+            .await;
+            let retry_after = response.headers().get("retry-after").cloned();
+            let status = response.status().as_u16();
+            (status, retry_after, response.text().await.unwrap())
+        }));
+    }
+    let mut refused = 0;
+    for attack in attacks {
+        let (status, retry_after, text) = attack.await.unwrap();
+        if status == 503 {
+            refused += 1;
+            assert!(retry_after.is_some());
+            let answer: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(
+                answer["error"]["data"]["limit"], "request_bytes",
+                "{answer}"
+            );
+            assert!(text.contains("--max-request-bytes-in-flight"), "{text}");
+        }
+    }
+    assert!(refused >= 1, "no request was refused");
+    // Small requests still pass once the big ones are done.
+    let small = body(
+        2,
+        "tools/call",
+        r#""name":"echo","arguments":{"text":"hi"}"#,
+        "",
+    );
+    let (status, answer) = send(&client, &server.url, "tools/call", Some("echo"), small).await;
+    assert_eq!(status, 200, "{answer}");
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}"#;
+
+async fn metric(client: &reqwest::Client, port: u16, name: &str) -> f64 {
+    let text = client
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
+#[tokio::test]
+async fn sessions_are_capped_and_freed() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &["--max-sessions", "20"]).await;
+    let client = reqwest::Client::new();
+    let mut ids = Vec::new();
+    let mut refused = 0;
+    for _ in 0..30 {
+        let response = post(&client, &server.url, &[], INITIALIZE).await;
+        match response.status().as_u16() {
+            200 => ids.push(
+                response.headers()["mcp-session-id"]
+                    .to_str()
+                    .unwrap()
+                    .to_owned(),
+            ),
+            503 => {
+                refused += 1;
+                assert_eq!(response.headers()["retry-after"], "1");
+                let answer: Value = response.json().await.unwrap();
+                assert_eq!(answer["error"]["data"]["limit"], "sessions", "{answer}");
+                assert!(
+                    answer["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("--max-sessions")
+                );
+            }
+            other => panic!("initialize answered {other}"),
+        }
+    }
+    assert_eq!((ids.len(), refused), (20, 10));
+    // Legacy SSE sessions count too.
+    let sse = client
+        .get(format!("http://127.0.0.1:{}/sse", server.port))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sse.status(), 503);
+    assert_eq!(
+        metric(
+            &client,
+            server.port,
+            r#"mcpbox_limit_in_use{limit="sessions"}"#
+        )
+        .await,
+        20.0
+    );
+    assert!(
+        metric(
+            &client,
+            server.port,
+            r#"mcpbox_limit_refusals_total{limit="sessions"}"#
+        )
+        .await
+            >= 11.0
+    );
+    // A 2026-07-28 neighbour needs no session.
+    let call = body(
+        5,
+        "tools/call",
+        r#""name":"echo","arguments":{"text":"hi"}"#,
+        "",
+    );
+    let (status, _) = send(&client, &server.url, "tools/call", Some("echo"), call).await;
+    assert_eq!(status, 200);
+    // Ending one makes room for one.
+    let deleted = client
+        .delete(&server.url)
+        .header("mcp-session-id", &ids[0])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+    let response = post(&client, &server.url, &[], INITIALIZE).await;
+    assert_eq!(response.status(), 200);
+    assert!(
+        server
+            .stderr
+            .text()
+            .contains("refused a request: the server is at its limit of 20 open sessions")
+    );
+}
+
+fn listen_body(id: u64) -> String {
+    body(
+        id,
+        "subscriptions/listen",
+        r#""notifications":{"toolsListChanged":true}"#,
+        "",
+    )
+}
+
+#[tokio::test]
+async fn listen_streams_keep_a_reserve_of_descriptors_for_calls() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    // A process limited to 256 descriptors, as an operator's `ulimit -n 256` does.
+    let command = crate::support::mcpbox(dir.path(), &["--http", "127.0.0.1:0"]);
+    let program = command.as_std().get_program().to_owned();
+    let args: Vec<_> = command.as_std().get_args().map(ToOwned::to_owned).collect();
+    let mut limited = tokio::process::Command::new("prlimit");
+    limited
+        .arg("--nofile=256:256")
+        .arg(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for (key, value) in command.as_std().get_envs() {
+        match value {
+            Some(value) => limited.env(key, value),
+            None => limited.env_remove(key),
+        };
+    }
+    let mut child = limited.spawn().expect("prlimit (util-linux)");
+    let stderr = crate::support::Stderr::collect(child.stderr.take().unwrap());
+    let log = stderr.wait_for("serving MCP over HTTP").await;
+    let port: u16 = log
+        .split("bound=127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+
+    let streams = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let mut open = Vec::new();
+    let mut refused = 0;
+    for id in 0..260 {
+        let response = post(
+            &streams,
+            &url,
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "subscriptions/listen"),
+            ],
+            &listen_body(id),
+        )
+        .await;
+        match response.status().as_u16() {
+            200 => open.push(response),
+            503 => {
+                refused += 1;
+                let answer: Value = response.json().await.unwrap();
+                assert_eq!(
+                    answer["error"]["data"]["limit"], "listen_streams",
+                    "{answer}"
+                );
+            }
+            other => panic!("listen answered {other}"),
+        }
+    }
+    assert_eq!(open.len(), 192, "256 descriptors less a reserve of 64");
+    assert_eq!(refused, 260 - 192);
+    // With every stream taken, a neighbour's calls are still answered.
+    let neighbour = reqwest::Client::new();
+    for id in 0..20 {
+        let call = body(
+            id,
+            "tools/call",
+            r#""name":"echo","arguments":{"text":"hi"}"#,
+            "",
+        );
+        let (status, answer) = tokio::time::timeout(
+            STEP,
+            send(&neighbour, &url, "tools/call", Some("echo"), call),
+        )
+        .await
+        .expect("a neighbour's call is answered");
+        assert_eq!(status, 200, "{answer}");
+    }
+    // Connections that never send a request exhaust the descriptors: said at warn, and the
+    // host serves again once they close.
+    let mut idle = Vec::new();
+    for _ in 0..80 {
+        idle.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .unwrap(),
+        );
+    }
+    stderr.wait_for("out of file descriptors").await;
+    drop(idle);
+    drop(open);
+    let call = body(
+        99,
+        "tools/call",
+        r#""name":"echo","arguments":{"text":"hi"}"#,
+        "",
+    );
+    let (status, _) = tokio::time::timeout(
+        STEP,
+        send(&neighbour, &url, "tools/call", Some("echo"), call),
+    )
+    .await
+    .expect("served again");
+    assert_eq!(status, 200);
+    let _ = child.kill().await;
+}
