@@ -80,6 +80,16 @@ impl From<store::Error> for StateError {
     }
 }
 
+/// One page of a bucket's keys: see [`Store::keys_page`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyPage {
+    /// The keys, in byte order: at most 1,000, which is also the most one batch call takes,
+    /// so a page can always be passed to [`Store::get_many`] or [`Store::delete_many`].
+    pub keys: Vec<String>,
+    /// The last key of this page when there may be more: pass it to get the next page.
+    pub cursor: Option<String>,
+}
+
 /// How many times [`Store::update`] retries after losing a race.
 const UPDATE_ATTEMPTS: usize = 32;
 
@@ -165,7 +175,25 @@ impl Store {
         Ok(atomics::increment(&self.bucket, key, delta)?)
     }
 
-    /// Every key that starts with `prefix` (`""`: all), sorted.
+    /// One page of the bucket's keys, in byte order: the first keys after `cursor` (`None`:
+    /// from the start). The cursor is a key (the last one of the previous page), so keys
+    /// added or deleted meanwhile, even by another call, never make a later page skip a key
+    /// that existed throughout; a cursor that is no longer a key is still a position.
+    pub fn keys_page(&self, cursor: Option<&str>) -> Result<KeyPage, StateError> {
+        let page = self.bucket.list_keys(cursor)?;
+        Ok(KeyPage {
+            keys: page.keys,
+            cursor: page.cursor,
+        })
+    }
+
+    /// Remove `keys` (at most 1,000, a page of [`Store::keys_page`]) in one host call.
+    pub fn delete_many(&self, keys: &[String]) -> Result<(), StateError> {
+        Ok(batch::delete_many(&self.bucket, keys)?)
+    }
+
+    /// Every key that starts with `prefix` (`""`: all), sorted. It reads every page: for many
+    /// keys, prefer [`Store::keys_page`] and handle a page at a time.
     pub fn keys(&self, prefix: &str) -> Result<Vec<String>, StateError> {
         let mut keys = Vec::new();
         let mut cursor = None;
@@ -182,7 +210,8 @@ impl Store {
         Ok(keys)
     }
 
-    /// The JSON values at `keys`, in order (`None` where absent), in one host call.
+    /// The JSON values at `keys` (at most 1,000, a page of [`Store::keys_page`]), in order
+    /// (`None` where absent), in one host call.
     pub fn get_many<T: DeserializeOwned>(
         &self,
         keys: &[String],

@@ -107,6 +107,24 @@ pub struct RegistryArgs {
         value_delimiter = ','
     )]
     pub insecure: Vec<String>,
+
+    /// How long a registry may take to accept a connection, and then each read of its answer,
+    /// in seconds; past it the command fails, naming the registry.
+    #[arg(
+        long = "registry-timeout",
+        value_name = "SECONDS",
+        env = "MCPBOX_REGISTRY_TIMEOUT",
+        default_value_t = crate::registry::DEFAULT_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub timeout: u64,
+}
+
+impl RegistryArgs {
+    /// A registry client as these arguments say.
+    fn client(&self) -> Result<crate::registry::Registry, crate::registry::RegistryError> {
+        crate::registry::Registry::new(&self.insecure, Duration::from_secs(self.timeout))
+    }
 }
 
 /// Arguments of `mcpbox pull`.
@@ -768,7 +786,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             return outcome;
         }
         Command::Push(args) => {
-            let registry = crate::registry::Registry::new(&args.registry.insecure);
+            let registry = args.registry.client()?;
             let outcome = runtime.block_on(crate::registry::push(
                 &registry,
                 &args.file,
@@ -787,7 +805,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                     target.display()
                 )))
             } else {
-                let registry = crate::registry::Registry::new(&args.registry.insecure);
+                let registry = args.registry.client()?;
                 runtime.block_on(crate::registry::sign_reference(
                     &registry,
                     &args.target,
@@ -864,7 +882,7 @@ async fn pull(args: PullArgs) -> anyhow::Result<Outcome> {
             "where to? give --to DIR, or --config FILE whose `plugins` is the plugin directory"
         ),
     };
-    let registry = crate::registry::Registry::new(&args.registry.insecure);
+    let registry = args.registry.client()?;
     let request = crate::registry::PullRequest {
         reference: args.reference,
         dir,

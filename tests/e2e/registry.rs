@@ -41,6 +41,7 @@ async fn mcpbox_cli(args: &[&str], env: &[(&str, &str)]) -> Output {
         .env_remove("MCPBOX_REGISTRY_USERNAME")
         .env_remove("MCPBOX_REGISTRY_PASSWORD")
         .env_remove("MCPBOX_REGISTRY_TOKEN")
+        .env_remove("MCPBOX_REGISTRY_TIMEOUT")
         .env_remove("COSIGN_PASSWORD")
         .envs(env.iter().copied())
         .kill_on_drop(true);
@@ -75,6 +76,20 @@ async fn refused(args: &[&str], env: &[(&str, &str)]) -> String {
         "a failed command writes nothing to stdout"
     );
     stderr
+}
+
+/// The one error of a failed command's stderr (`mcpbox: …`, as printed or as logged at ERROR),
+/// whatever warnings surround it: exactly one, one line.
+fn error_line(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| match l.split_once(" ERROR mcpbox: ") {
+            Some((_, error)) => Some(error),
+            None => l.strip_prefix("mcpbox: "),
+        })
+        .collect();
+    assert_eq!(lines.len(), 1, "one error line:\n{stderr}");
+    format!("mcpbox: {}", lines[0])
 }
 
 /// Push `plugin` to `REGISTRY/plugins/REPO:TAG`; its manifest digest.
@@ -317,7 +332,7 @@ async fn locked_pull_refuses_a_moved_tag() {
 async fn a_tampered_blob_is_refused_and_nothing_is_written() {
     let registry = DistributionRegistry::start(RegistrySetup::default());
     let host = registry.host();
-    push(&registry, "echo_tools", "echo_tools:1.0").await;
+    let digest = push(&registry, "echo_tools", "echo_tools:1.0").await;
     let wasm = std::fs::read(component("echo_tools")).unwrap();
     let blob = registry.blob_file(&sha256(&wasm));
     let mut tampered = wasm.clone();
@@ -336,7 +351,15 @@ async fn a_tampered_blob_is_refused_and_nothing_is_written() {
         &[],
     )
     .await;
-    assert!(error.contains("tampered with or corrupted"), "{error}");
+    // One cause, said once: which digest came, which was asked for.
+    assert_eq!(
+        error_line(&error),
+        format!(
+            "mcpbox: the registry sent a component for {host}/plugins/echo_tools@{digest} whose digest is {}, not {}: it was tampered with or corrupted, and nothing was written",
+            sha256(&tampered),
+            sha256(&wasm)
+        )
+    );
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         0,
@@ -399,12 +422,13 @@ async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
     ];
     let password = [("COSIGN_PASSWORD", "correct horse")];
 
-    // No signature at all.
+    // No signature at all: one cause, said once.
     let error = refused(&pull, &[]).await;
-    assert!(
-        error.contains("requires `echo_tools` to be signed by the key `acme`")
-            && error.contains("it is not signed"),
-        "{error}"
+    assert_eq!(
+        error_line(&error),
+        format!(
+            "mcpbox: refusing {host}/plugins/echo_tools@{digest}: the signature policy in {config} requires `echo_tools` to be signed by the key `acme`, and it is not signed (the registry holds no signature of {digest})"
+        )
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 
@@ -412,9 +436,11 @@ async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
     let signed = ok(&sign_args(&reference, &unknown_key, &host), &password).await;
     assert!(signed.contains(&digest), "{signed}");
     let error = refused(&pull, &[]).await;
-    assert!(
-        error.contains("holds 1 signature(s) of it, none by that key"),
-        "{error}"
+    assert_eq!(
+        error_line(&error),
+        format!(
+            "mcpbox: refusing {host}/plugins/echo_tools@{digest}: the signature policy in {config} requires `echo_tools` to be signed by the key `acme`, and the registry holds 1 signature(s) of it, none by that key"
+        )
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 
@@ -479,6 +505,57 @@ async fn signatures_are_checked_against_the_policy_when_pulling_and_loading() {
     )
     .await;
     assert!(error.contains("requires `strict` to be signed"), "{error}");
+
+    // Signatures copied from another artifact (validly signed, by the trusted key) do not
+    // count, and the refusal says so rather than "not signed".
+    let elsewhere = push(&registry, "quotes", "echo_tools:other").await;
+    let http = reqwest::Client::new();
+    let oci = "application/vnd.oci.image.manifest.v1+json";
+    let signatures = http
+        .get(format!(
+            "http://{host}/v2/plugins/echo_tools/manifests/{}.sig",
+            digest.replace(':', "-")
+        ))
+        .header("Accept", oci)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let copied = http
+        .put(format!(
+            "http://{host}/v2/plugins/echo_tools/manifests/{}.sig",
+            elsewhere.replace(':', "-")
+        ))
+        .header("Content-Type", oci)
+        .body(signatures)
+        .send()
+        .await
+        .unwrap();
+    assert!(copied.status().is_success(), "{copied:?}");
+    let copied_to = tempfile::tempdir().unwrap();
+    let error = refused(
+        &[
+            "pull",
+            &format!("{host}/plugins/echo_tools:other"),
+            "--to",
+            copied_to.path().to_str().unwrap(),
+            "--config",
+            config,
+            "--insecure-registry",
+            &host,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        error_line(&error),
+        format!(
+            "mcpbox: refusing {host}/plugins/echo_tools@{elsewhere}: the signature policy in {config} requires `echo_tools` to be signed by the key `acme`, and the only signatures beside it are of another artifact ({digest}, by `acme`), not of {elsewhere}: a signature counts only for the digest it names"
+        )
+    );
+    assert_eq!(std::fs::read_dir(copied_to.path()).unwrap().count(), 0);
 
     // The host checks the recorded chain again at load, offline: served.
     let mut command = mcpbox(dir.path(), &["--config", config]);
@@ -1103,5 +1180,243 @@ async fn a_registry_with_basic_auth_over_https() {
     assert_eq!(
         std::fs::read(dir.path().join("echo_tools.wasm")).unwrap(),
         std::fs::read(&file).unwrap()
+    );
+}
+
+/// A registry that misbehaves as a real one cannot: on loopback, answering `/v2/` (no auth)
+/// and each of `routes` (path → body, sent with its length, or streamed in chunks without one
+/// when `chunked`), 404 for anything else. Its `host:port`.
+async fn fake_registry(routes: Vec<(String, Vec<u8>, bool)>) -> String {
+    use axum::body::Body;
+    use axum::response::IntoResponse as _;
+    let routes: std::sync::Arc<std::collections::HashMap<String, (Vec<u8>, bool)>> =
+        std::sync::Arc::new(
+            routes
+                .into_iter()
+                .map(|(path, body, chunked)| (path, (body, chunked)))
+                .collect(),
+        );
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let routes = std::sync::Arc::clone(&routes);
+        async move {
+            if uri.path() == "/v2/" {
+                return "{}".into_response();
+            }
+            let Some((body, chunked)) = routes.get(uri.path()).cloned() else {
+                return (axum::http::StatusCode::NOT_FOUND, "not here").into_response();
+            };
+            let content_type = [(
+                axum::http::header::CONTENT_TYPE,
+                "application/vnd.oci.image.manifest.v1+json",
+            )];
+            if chunked {
+                let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+                    body.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
+                (
+                    content_type,
+                    Body::from_stream(futures::stream::iter(chunks)),
+                )
+                    .into_response()
+            } else {
+                (content_type, body).into_response()
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    host
+}
+
+/// A component artifact's manifest naming a component blob no one serves.
+fn component_manifest(seed: &str) -> Vec<u8> {
+    json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.wasm.config.v0+json", "digest": sha256(b"{}"), "size": 2},
+        "layers": [{"mediaType": "application/wasm", "digest": sha256(seed.as_bytes()), "size": seed.len()}],
+    })
+    .to_string()
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn oversized_manifests_and_signatures_are_refused_unread() {
+    // 5 MiB manifests: one with its length, one streamed without. Neither is held: refused
+    // from the length, or cut at the cap.
+    let huge = vec![b' '; 5 * 1024 * 1024];
+    // A component whose signature manifest is 1.5 MiB, and one whose signature is 100 KB.
+    let signed = component_manifest("signed");
+    let signed_digest = sha256(&signed);
+    let big_signature = component_manifest("big signature");
+    let big_signature_digest = sha256(&big_signature);
+    let signature_manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha256(b"{}"), "size": 2},
+        "layers": [{
+            "mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
+            "digest": sha256(b"payload"),
+            "size": 100_000,
+            "annotations": {"dev.cosignproject.cosign/signature": "c2ln"},
+        }],
+    })
+    .to_string()
+    .into_bytes();
+    let sig_path = |repo: &str, digest: &str| {
+        format!(
+            "/v2/plugins/{repo}/manifests/{}.sig",
+            digest.replace(':', "-")
+        )
+    };
+    let host = fake_registry(vec![
+        ("/v2/plugins/big/manifests/1.0".into(), huge.clone(), false),
+        (
+            "/v2/plugins/chunked/manifests/1.0".into(),
+            huge.clone(),
+            true,
+        ),
+        ("/v2/plugins/signed/manifests/1.0".into(), signed, false),
+        (
+            sig_path("signed", &signed_digest),
+            vec![b' '; 1536 * 1024],
+            false,
+        ),
+        (
+            "/v2/plugins/bigsig/manifests/1.0".into(),
+            big_signature,
+            false,
+        ),
+        (
+            sig_path("bigsig", &big_signature_digest),
+            signature_manifest,
+            false,
+        ),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().to_str().unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let (_, public) = keygen(keys.path(), "acme").await;
+
+    let error = refused(
+        &pull_args(&format!("{host}/plugins/big:1.0"), to, &[], &host),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        error_line(&error),
+        format!(
+            "mcpbox: refusing {host}/plugins/big:1.0: its manifest is 5242880 bytes, over the 4194304 bytes (4 MiB) mcpbox accepts"
+        )
+    );
+    let error = refused(
+        &pull_args(&format!("{host}/plugins/chunked:1.0"), to, &[], &host),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        error_line(&error),
+        format!(
+            "mcpbox: refusing {host}/plugins/chunked:1.0: its manifest is over the 4194304 bytes (4 MiB) mcpbox accepts (reading stopped there)"
+        )
+    );
+    let error = refused(
+        &pull_args(
+            &format!("{host}/plugins/signed:1.0"),
+            to,
+            &["--key", &public],
+            &host,
+        ),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        error_line(&error),
+        format!(
+            "mcpbox: refusing {host}/plugins/signed@{signed_digest}: its signature manifest is 1572864 bytes, over the 1048576 bytes (1 MiB) mcpbox accepts"
+        )
+    );
+    let error = refused(
+        &pull_args(
+            &format!("{host}/plugins/bigsig:1.0"),
+            to,
+            &["--key", &public],
+            &host,
+        ),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        error_line(&error),
+        format!(
+            "mcpbox: refusing {host}/plugins/bigsig@{big_signature_digest}: its signature is 100000 bytes, over the 65536 bytes (64 KiB) mcpbox accepts"
+        )
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn a_registry_that_never_answers_times_out_naming_it() {
+    // Accepts connections (the kernel does, into the backlog) and never says a word.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let reference = format!("{host}/plugins/silent:1.0");
+    let error = refused(
+        &pull_args(&reference, dir.path().to_str().unwrap(), &[], &host),
+        &[("MCPBOX_REGISTRY_TIMEOUT", "2")],
+    )
+    .await;
+    assert_eq!(
+        error_line(&error),
+        format!(
+            "mcpbox: the registry {host} did not answer within 2 s while fetching the manifest ({reference}); if it is only slow, raise --registry-timeout (MCPBOX_REGISTRY_TIMEOUT)"
+        )
+    );
+    // The flag says the same, and a signing or a push is bounded too.
+    let keys = tempfile::tempdir().unwrap();
+    let (private, _) = keygen(keys.path(), "acme").await;
+    let error = refused(
+        &[
+            "sign",
+            &reference,
+            "--key",
+            &private,
+            "--insecure-registry",
+            &host,
+            "--registry-timeout",
+            "1",
+        ],
+        &[("COSIGN_PASSWORD", "correct horse")],
+    )
+    .await;
+    assert!(
+        error_line(&error).contains("did not answer within 1 s"),
+        "{error}"
+    );
+    let file = component("echo_tools");
+    let error = refused(
+        &[
+            "push",
+            file.to_str().unwrap(),
+            &reference,
+            "--insecure-registry",
+            &host,
+            "--registry-timeout",
+            "1",
+        ],
+        &[],
+    )
+    .await;
+    assert!(
+        error_line(&error).contains(&format!("{host} did not answer within 1 s")),
+        "{error}"
     );
 }

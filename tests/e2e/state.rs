@@ -593,3 +593,208 @@ async fn the_todo_example_announces_its_resource_when_it_changes() {
     assert_eq!(items[0]["text"], "water the plants");
     service.cancel().await.unwrap();
 }
+
+/// A plugin directory with the probe as `pager` (tool `pager_kv`) and the earlier draft's
+/// fixture as `counter`, both granted `default` with room for thousands of keys.
+fn paging_dir() -> tempfile::TempDir {
+    let dir = plugin_dir(&[("kv_probe", "pager.wasm"), ("kv_draft", "counter.wasm")]);
+    std::fs::write(
+        dir.path().join("pager.toml"),
+        "[env]\nKV_TOOL = \"pager_kv\"\n\n[limits]\ntimeout-ms = 55000\n\n[keyvalue]\nbuckets = [\"default\"]\nquota-kib = 4096\nmax-keys = 10000\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("counter.toml"),
+        "[limits]\ntimeout-ms = 55000\n\n[keyvalue]\nbuckets = [\"default\"]\nquota-kib = 4096\nmax-keys = 10000\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// A JSON answer of the probe (`pager_kv`), insisting it succeeded.
+async fn pager(client: &Client, arguments: Value) -> Value {
+    let (text, error) = kv(client, "pager_kv", arguments).await;
+    assert!(!error, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Paging, counters and failed writes, the same on both backends; `state` says where.
+async fn paging_suite(state: &[&str]) {
+    let dir = paging_dir();
+    let client = connect(dir.path(), state).await;
+    let fill = json!({"op": "fill", "key": "k", "delta": 2500});
+
+    // 2,500 keys: three pages of at most 1,000 (the batch cap too), each key once.
+    pager(&client, fill.clone()).await;
+    assert_eq!(
+        pager(&client, json!({"op": "walk"})).await,
+        json!({"keys": 2500, "distinct": 2500, "pages": 3, "largest": 1000})
+    );
+    // A drain, page by page, each page fed to delete-many before the next is read: nothing
+    // left (an offset cursor skipped a page's worth of keys after each deletion).
+    assert_eq!(
+        pager(&client, json!({"op": "drain"})).await,
+        json!({"pages": 3, "largest": 1000, "deleted": 2500})
+    );
+    assert_eq!(
+        pager(&client, json!({"op": "walk"})).await,
+        json!({"keys": 0, "distinct": 0, "pages": 1, "largest": 0})
+    );
+
+    // Another caller deletes 200 keys of page 1 while this one pages: the later pages still
+    // hold every key that existed throughout, once each.
+    pager(&client, fill).await;
+    let first = pager(&client, json!({"op": "page"})).await;
+    let first_keys: Vec<String> = serde_json::from_value(first["keys"].clone()).unwrap();
+    assert_eq!(first_keys.len(), 1000);
+    assert_eq!(first["cursor"], "k00999");
+    pager(
+        &client,
+        json!({"op": "delete_many", "keys": first_keys[..200]}),
+    )
+    .await;
+    let mut rest = Vec::new();
+    let mut cursor = first["cursor"].clone();
+    while !cursor.is_null() {
+        let page = pager(&client, json!({"op": "page", "cursor": cursor})).await;
+        let keys: Vec<String> = serde_json::from_value(page["keys"].clone()).unwrap();
+        assert!(keys.len() <= 1000, "a page of {}", keys.len());
+        rest.extend(keys);
+        cursor = page["cursor"].clone();
+    }
+    let expected: Vec<String> = (1000..2500).map(|i| format!("k{i:05}")).collect();
+    assert_eq!(
+        rest, expected,
+        "the pages after the first, in order, none missed"
+    );
+
+    // Cursors are plugin input: any position is well defined, an impossible one refused.
+    let past = pager(&client, json!({"op": "page", "cursor": "zzz"})).await;
+    assert_eq!(past, json!({"keys": [], "cursor": null}));
+    let between = pager(&client, json!({"op": "page", "cursor": "k024985"})).await;
+    assert_eq!(between["keys"], json!(["k02499"]));
+    let (text, error) = kv(
+        &client,
+        "pager_kv",
+        json!({"op": "page", "cursor": "c".repeat(1025)}),
+    )
+    .await;
+    assert!(error && text.starts_with("invalid cursor `ccc"), "{text}");
+
+    // Counters: one rule on both backends, the canonical decimal text of an i64.
+    let not_a_counter = "cannot increment: the key holds a value that is not a decimal integer (the canonical text of a signed 64-bit integer: an optional `-`, digits, no `+` or leading zeros); nothing was written";
+    for stored in ["007", "+5", "-0", " 5", "5.0", "x"] {
+        pager(&client, json!({"op": "set", "key": "n", "value": stored})).await;
+        assert_eq!(
+            kv(&client, "pager_kv", json!({"op": "increment", "key": "n"})).await,
+            (not_a_counter.to_owned(), true),
+            "{stored:?}"
+        );
+        assert_eq!(
+            pager(&client, json!({"op": "get", "key": "n"})).await,
+            stored,
+            "a failed increment writes nothing"
+        );
+    }
+    pager(&client, json!({"op": "set", "key": "n", "value": "-5"})).await;
+    assert_eq!(
+        pager(&client, json!({"op": "increment", "key": "n", "delta": 12})).await,
+        7
+    );
+    pager(
+        &client,
+        json!({"op": "set", "key": "n", "value": i64::MAX.to_string()}),
+    )
+    .await;
+    assert_eq!(
+        kv(&client, "pager_kv", json!({"op": "increment", "key": "n"})).await,
+        (
+            "cannot increment: 9223372036854775807 + 1 is outside the range of a signed 64-bit integer; nothing was written".to_owned(),
+            true
+        )
+    );
+    assert_eq!(
+        pager(&client, json!({"op": "get", "key": "n"})).await,
+        i64::MAX.to_string()
+    );
+
+    // The earlier draft's unsigned counter: a negative sum is refused, and nothing written.
+    assert_eq!(
+        kv(&client, "hits", json!({"op": "set", "value": "-5"})).await,
+        ("ok".into(), false)
+    );
+    assert_eq!(
+        kv(&client, "hits", json!({})).await,
+        (
+            "cannot increment: the counter would be negative (-4), and this interface's counters are unsigned; nothing was written".to_owned(),
+            true
+        )
+    );
+    assert_eq!(
+        kv(&client, "hits", json!({"op": "get"})).await,
+        ("-5".into(), false)
+    );
+    // Its numeric cursors page by key too.
+    assert_eq!(
+        kv(&client, "hits", json!({"op": "fill", "n": 2100})).await,
+        ("ok".into(), false)
+    );
+    assert_eq!(
+        kv(&client, "hits", json!({"op": "count"})).await,
+        ("2101 keys, 2101 distinct, 3 pages".into(), false)
+    );
+    client.service.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_disk_backend_pages_by_key_and_keeps_counters_strictly() {
+    let dir = crate::support::fresh_state_dir();
+    paging_suite(&["--state-dir", dir.to_str().unwrap()]).await;
+}
+
+#[tokio::test]
+async fn the_redis_backend_pages_by_key_and_keeps_counters_strictly() {
+    let redis = Redis::start();
+    paging_suite(&["--state", &redis.url()]).await;
+}
+
+/// The to-do example with over 1,000 items (more than one page, and more than one batch)
+/// lists them all, in order.
+async fn todo_lists_more_than_a_page(state: &[&str]) {
+    let plugins = todo_dir();
+    std::fs::write(
+        plugins.path().join("todo.toml"),
+        "[keyvalue]\nbuckets = [\"default\"]\nquota-kib = 1024\nmax-keys = 2000\n",
+    )
+    .unwrap();
+    let client = connect(plugins.path(), state).await;
+    for chunk in (1..=1100).collect::<Vec<_>>().chunks(50) {
+        let adds = chunk
+            .iter()
+            .map(|i| kv(&client, "add", json!({"text": format!("item {i}")})));
+        assert!(join_all(adds).await.iter().all(|(_, error)| !error));
+    }
+    let (text, error) = kv(&client, "list", json!({"include_done": true})).await;
+    assert!(!error, "{text}");
+    let list: Value = serde_json::from_str(&text).unwrap();
+    let ids: Vec<i64> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, (1..=1100).collect::<Vec<_>>());
+    client.service.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_todo_example_lists_over_a_thousand_items_on_disk() {
+    let dir = crate::support::fresh_state_dir();
+    todo_lists_more_than_a_page(&["--state-dir", dir.to_str().unwrap()]).await;
+}
+
+#[tokio::test]
+async fn the_todo_example_lists_over_a_thousand_items_on_redis() {
+    let redis = Redis::start();
+    todo_lists_more_than_a_page(&["--state", &redis.url()]).await;
+}

@@ -8,6 +8,12 @@
 //! bucket, key): the plugin name comes from the host, never from the guest. Every failure is
 //! an `error` value the guest sees, never a trap, and a refusal is also logged once per call
 //! so the operator learns which grant is missing.
+//!
+//! `list-keys` cursors are keys (see `kv`): draft2's string cursor is the last key of the
+//! previous page, passed through as it is. The earlier draft's cursors are `u64`, which
+//! cannot hold a key: the host hands out numbers standing for the keys ([`DraftCursors`]),
+//! valid within the call that received them (every call runs in a fresh instance, so a plugin
+//! pages within one call anyway).
 
 #![allow(
     missing_docs,
@@ -19,7 +25,7 @@ use std::sync::Arc;
 use wasmtime::component::Resource;
 
 use super::state::HostState;
-use crate::kv::{self, KvError, Quota, StateService, check_key};
+use crate::kv::{self, KvError, Quota, StateService, check_cursor, check_key};
 use crate::policy::KvGrant;
 
 mod generated {
@@ -41,6 +47,39 @@ pub const MAX_BATCH_KEYS: usize = 1000;
 /// The most value bytes one `get-many` returns: host memory the plugin's own limit does not
 /// count until the values reach it.
 pub const MAX_BATCH_BYTES: usize = 16 << 20;
+
+/// How many of the earlier draft's numeric cursors one call keeps: a plugin paging forwards
+/// needs one; older ones are forgotten (and refused as unknown if passed back).
+const DRAFT_CURSORS: usize = 16;
+
+/// The earlier draft's numeric cursors handed out in one call: number → the key it stands
+/// for (the last key of the page it was returned with).
+#[derive(Default)]
+pub struct DraftCursors {
+    next: u64,
+    recent: std::collections::VecDeque<(u64, String)>,
+}
+
+impl DraftCursors {
+    /// A new number for `key`.
+    fn hand_out(&mut self, key: String) -> u64 {
+        self.next += 1;
+        if self.recent.len() == DRAFT_CURSORS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((self.next, key));
+        self.next
+    }
+
+    /// The key `number` stands for, if this call was handed it (and still remembers it).
+    fn key(&self, number: u64) -> Result<String, KvError> {
+        self.recent
+            .iter()
+            .find(|(n, _)| *n == number)
+            .map(|(_, key)| key.clone())
+            .ok_or_else(|| KvError::InvalidCursor(number.to_string()))
+    }
+}
 
 /// An open bucket: its name, which the plugin's grant names.
 pub struct Bucket {
@@ -188,20 +227,37 @@ impl KvCall {
     async fn list_keys(
         &self,
         bucket: &str,
-        cursor: Option<u64>,
+        after: Option<&str>,
     ) -> Result<kv::KeyPage, store::Error> {
+        if let Some(after) = after {
+            check_cursor(after).map_err(store::Error::from)?;
+        }
         let backend = self.backend().await?;
         backend
-            .list_keys(&self.plugin, bucket, cursor)
+            .list_keys(&self.plugin, bucket, after)
             .await
             .map_err(|e| self.report(e))
     }
 
-    async fn increment(&self, bucket: &str, key: &str, delta: i64) -> Result<i64, store::Error> {
+    /// `unsigned`: the earlier draft's `u64` counters, which refuse a negative sum.
+    async fn increment(
+        &self,
+        bucket: &str,
+        key: &str,
+        delta: i64,
+        unsigned: bool,
+    ) -> Result<i64, store::Error> {
         check_key(key).map_err(store::Error::from)?;
         let backend = self.backend().await?;
         backend
-            .increment(&self.plugin, bucket, key, delta, self.access.quota())
+            .increment(
+                &self.plugin,
+                bucket,
+                key,
+                delta,
+                unsigned,
+                self.access.quota(),
+            )
             .await
             .map_err(|e| self.report(e))
     }
@@ -317,16 +373,10 @@ impl store::HostBucket for HostState {
         cursor: Option<String>,
     ) -> Result<store::KeyResponse, store::Error> {
         let name = self.bucket_name(&bucket)?;
-        let cursor = match cursor {
-            None => None,
-            Some(text) => Some(text.parse::<u64>().map_err(|_| {
-                store::Error::from(KvError::InvalidCursor(crate::engine::log_line(&text, 64)))
-            })?),
-        };
-        let page = self.kv_call().list_keys(&name, cursor).await?;
+        let page = self.kv_call().list_keys(&name, cursor.as_deref()).await?;
         Ok(store::KeyResponse {
             keys: page.keys,
-            cursor: page.cursor.map(|c| c.to_string()),
+            cursor: page.cursor,
         })
     }
 
@@ -344,7 +394,7 @@ impl atomics::Host for HostState {
         delta: i64,
     ) -> Result<i64, store::Error> {
         let name = self.bucket_name(&bucket)?;
-        self.kv_call().increment(&name, &key, delta).await
+        self.kv_call().increment(&name, &key, delta, false).await
     }
 
     async fn swap(&mut self, cas: Resource<Cas>, value: Vec<u8>) -> Result<(), atomics::CasError> {
@@ -549,14 +599,18 @@ mod draft {
             cursor: Option<u64>,
         ) -> Result<store::KeyResponse, store::Error> {
             let name = self.bucket_name(&bucket).map_err(error)?;
+            let after = match cursor {
+                Some(number) => Some(self.kv_cursors.key(number).map_err(|e| error(e.into()))?),
+                None => None,
+            };
             let page = self
                 .kv_call()
-                .list_keys(&name, cursor)
+                .list_keys(&name, after.as_deref())
                 .await
                 .map_err(error)?;
             Ok(store::KeyResponse {
                 keys: page.keys,
-                cursor: page.cursor,
+                cursor: page.cursor.map(|key| self.kv_cursors.hand_out(key)),
             })
         }
 
@@ -575,7 +629,11 @@ mod draft {
             let delta = i64::try_from(delta).map_err(|_| {
                 store::Error::Other(format!("cannot increment by {delta}: over 2^63 - 1"))
             })?;
-            let sum = super::atomics::Host::increment(self, bucket, key, delta)
+            let name = self.bucket_name(&bucket).map_err(error)?;
+            // Unsigned: a negative sum is refused by the backend, before anything is written.
+            let sum = self
+                .kv_call()
+                .increment(&name, &key, delta, true)
                 .await
                 .map_err(error)?;
             u64::try_from(sum)

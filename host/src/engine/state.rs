@@ -79,6 +79,8 @@ pub struct HostState {
     pub(crate) kv: KvAccess,
     /// Whether a refused `wasi:keyvalue` open was logged in this call already.
     pub(crate) kv_denial_logged: bool,
+    /// The earlier draft's numeric `list-keys` cursors this call was handed.
+    pub(crate) kv_cursors: super::keyvalue::DraftCursors,
     /// Set when the call is refused a grant (for its outcome in the metrics).
     pub(crate) denied: Arc<AtomicBool>,
     table: ResourceTable,
@@ -141,6 +143,7 @@ impl HostState {
             kv,
             denied,
             kv_denial_logged: false,
+            kv_cursors: super::keyvalue::DraftCursors::default(),
             plugin,
             wasi: wasi.build(),
             http,

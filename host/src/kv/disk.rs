@@ -218,25 +218,25 @@ impl Backend for DiskBackend {
         &'a self,
         plugin: &'a str,
         bucket: &'a str,
-        cursor: Option<u64>,
+        after: Option<&'a str>,
     ) -> BoxFuture<'a, Result<KeyPage, KvError>> {
+        use std::ops::Bound;
         let (plugin, bucket) = (plugin.to_owned(), bucket.to_owned());
+        let after = after.map(str::to_owned);
         self.blocking(move |db| {
-            // The cursor is how many keys earlier pages returned (keys come in order).
-            let skip = usize::try_from(cursor.unwrap_or(0))
-                .map_err(|_| KvError::InvalidCursor(cursor.unwrap_or(0).to_string()))?;
             let txn = db.begin_read().map_err(backend)?;
             let entries = txn.open_table(ENTRIES).map_err(backend)?;
+            // Exactly this bucket's entries after the cursor (keys come in byte order):
+            // whatever the cursor, nothing outside the bucket is visited.
+            let end = successor(&bucket);
+            let start = match &after {
+                Some(after) => Bound::Excluded((plugin.as_str(), bucket.as_str(), after.as_str())),
+                None => Bound::Included((plugin.as_str(), bucket.as_str(), "")),
+            };
+            let range = (start, Bound::Excluded((plugin.as_str(), end.as_str(), "")));
             let mut keys = Vec::new();
             let mut more = false;
-            // Exactly this bucket's entries: however large the cursor, nothing beyond them is
-            // visited.
-            let end = successor(&bucket);
-            for entry in entries
-                .range((plugin.as_str(), bucket.as_str(), "")..(plugin.as_str(), end.as_str(), ""))
-                .map_err(backend)?
-                .skip(skip)
-            {
+            for entry in entries.range(range).map_err(backend)? {
                 let (k, _) = entry.map_err(backend)?;
                 let (p, b, key) = k.value();
                 if p != plugin || b != bucket {
@@ -248,7 +248,7 @@ impl Backend for DiskBackend {
                 }
                 keys.push(key.to_owned());
             }
-            let cursor = more.then(|| (skip + keys.len()) as u64);
+            let cursor = if more { keys.last().cloned() } else { None };
             Ok(KeyPage { keys, cursor })
         })
     }
@@ -259,10 +259,12 @@ impl Backend for DiskBackend {
         bucket: &'a str,
         key: &'a str,
         delta: i64,
+        unsigned: bool,
         quota: Quota,
     ) -> BoxFuture<'a, Result<i64, KvError>> {
+        // A refusal returns before the write: the transaction is dropped, nothing is written.
         self.update(plugin, bucket, key, quota, move |old| {
-            let sum = add_counter(parse_counter(old)?, delta)?;
+            let sum = add_counter(parse_counter(old)?, delta, unsigned)?;
             Ok((Some(sum.to_string().into_bytes()), sum))
         })
     }
@@ -406,12 +408,16 @@ mod tests {
         let page = store.list_keys("a", "b", None).await.unwrap();
         assert_eq!(page.keys, ["k1", "k2"]);
         assert_eq!(page.cursor, None);
-        // A cursor past the end: an empty page, not a walk into other namespaces.
-        let page = store
-            .list_keys("a", "b", Some(u64::MAX >> 1))
-            .await
-            .unwrap();
-        assert!(page.keys.is_empty() && page.cursor.is_none());
+        // Cursors are positions: after `k1`, after a key that does not exist, past the end
+        // (an empty page, not a walk into other namespaces).
+        let page = store.list_keys("a", "b", Some("k1")).await.unwrap();
+        assert_eq!(page.keys, ["k2"]);
+        let page = store.list_keys("a", "b", Some("k15")).await.unwrap();
+        assert_eq!(page.keys, ["k2"]);
+        for past in ["k2", "\u{10ffff}", "zzz"] {
+            let page = store.list_keys("a", "b", Some(past)).await.unwrap();
+            assert!(page.keys.is_empty() && page.cursor.is_none(), "{past:?}");
+        }
         let listed: Vec<(String, String)> = store
             .entries("a")
             .await

@@ -6,7 +6,16 @@
 //! rules every backend obeys the same way: keys are addressed as (plugin, bucket, key), never
 //! as one concatenated string, so nothing a plugin passes as a bucket or key can name another
 //! plugin's data; a plugin's total bytes and keys are bounded by its [`Quota`], checked in the
-//! same atomic step as the write; and a write that returned `Ok` is durable.
+//! same atomic step as the write; a write that returned `Ok` is durable, and one that failed
+//! wrote nothing.
+//!
+//! Both backends list a bucket's keys the same way: in byte order, at most [`LIST_PAGE_KEYS`]
+//! a page (the batch cap too, so a page can always be fed to `delete-many`), and the cursor is
+//! the last key of the previous page: the next page starts strictly after it. Deleting or
+//! adding keys while paging therefore never makes a later page skip or repeat a key that
+//! existed throughout. Any string is a valid position (it need not be a key that exists); one
+//! longer than a key can be is refused. Both backends keep counters the same way too: see
+//! `parse_counter`.
 //!
 //! Depends on nothing else in the crate. The engine links `wasi:keyvalue` to it
 //! (`engine/keyvalue.rs`) and the `mcpbox state` command reads and clears it.
@@ -27,7 +36,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The longest key a plugin may use, in bytes.
 pub const MAX_KEY_BYTES: usize = 1024;
-/// The most keys one `list-keys` page returns.
+/// The most keys one `list-keys` page returns (the batch cap of `wasi:keyvalue/batch` too).
 pub const LIST_PAGE_KEYS: usize = 1000;
 
 /// How much one plugin may store, all its buckets together.
@@ -113,10 +122,11 @@ pub enum KvError {
     /// The key is empty or too long.
     #[error("invalid key: {0}")]
     InvalidKey(String),
-    /// `increment` on a value that is not a decimal integer, or past the range of one.
+    /// `increment` on a value that is not a decimal integer, or past the range of one; nothing
+    /// was written.
     #[error("{0}")]
     NotAnInteger(String),
-    /// A `list-keys` cursor this store did not hand out.
+    /// A `list-keys` cursor that cannot be a position in the key order.
     #[error("invalid cursor `{0}`: pass back the cursor a list-keys call returned, or none")]
     InvalidCursor(String),
     /// The store cannot be reached or opened now; the host keeps serving and retries later.
@@ -130,10 +140,23 @@ pub enum KvError {
 /// One page of keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyPage {
-    /// The keys, at most [`LIST_PAGE_KEYS`].
+    /// The keys, in byte order, at most [`LIST_PAGE_KEYS`].
     pub keys: Vec<String>,
-    /// Where the next page starts, if there is one.
-    pub cursor: Option<u64>,
+    /// The last key of this page when there may be more: the next page starts after it.
+    pub cursor: Option<String>,
+}
+
+/// Check a `list-keys` cursor a plugin passed: any string up to [`MAX_KEY_BYTES`] is a
+/// position in the key order (the next page starts strictly after it).
+pub fn check_cursor(cursor: &str) -> Result<(), KvError> {
+    if cursor.len() > MAX_KEY_BYTES {
+        return Err(KvError::InvalidCursor(format!(
+            "{}… ({} bytes, longer than any key)",
+            cursor.chars().take(32).collect::<String>(),
+            cursor.len()
+        )));
+    }
+    Ok(())
 }
 
 /// One stored entry, for the operator's `mcpbox state ls`.
@@ -186,22 +209,25 @@ pub trait Backend: Send + Sync + 'static {
         key: &'a str,
     ) -> BoxFuture<'a, Result<bool, KvError>>;
 
-    /// A page of the bucket's keys, from `cursor` (a value an earlier page returned).
+    /// A page of the bucket's keys in byte order: the first [`LIST_PAGE_KEYS`] after `after`
+    /// (none: from the start), with the page's last key as the cursor when there are more.
     fn list_keys<'a>(
         &'a self,
         plugin: &'a str,
         bucket: &'a str,
-        cursor: Option<u64>,
+        after: Option<&'a str>,
     ) -> BoxFuture<'a, Result<KeyPage, KvError>>;
 
     /// Add `delta` to the decimal integer at `key` (absent counts as 0) and return the sum,
-    /// atomically.
+    /// atomically. With `unsigned`, a negative sum is refused (the earlier draft's counters
+    /// are `u64`). A refused increment writes nothing.
     fn increment<'a>(
         &'a self,
         plugin: &'a str,
         bucket: &'a str,
         key: &'a str,
         delta: i64,
+        unsigned: bool,
         quota: Quota,
     ) -> BoxFuture<'a, Result<i64, KvError>>;
 
@@ -247,28 +273,53 @@ pub fn check_key(key: &str) -> Result<(), KvError> {
     Ok(())
 }
 
-/// A value as the decimal integer `increment` keeps (absent: 0).
+/// A value as the decimal integer `increment` keeps (absent: 0). The rule, the same on both
+/// backends (it is Redis's `HINCRBY`'s): the value must be the canonical decimal text of a
+/// signed 64-bit integer, as `increment` writes it: an optional `-`, then digits with no
+/// leading zero (`0` alone for zero). `007`, `+5`, `-0`, ` 5` and `5.0` are not counters.
 fn parse_counter(value: Option<&[u8]>) -> Result<i64, KvError> {
     let Some(bytes) = value else {
         return Ok(0);
     };
     std::str::from_utf8(bytes)
         .ok()
-        .and_then(|text| text.parse::<i64>().ok())
-        .ok_or_else(|| {
-            KvError::NotAnInteger(
-                "cannot increment: the key holds a value that is not a decimal integer".to_owned(),
-            )
+        .and_then(|text| {
+            let n = text.parse::<i64>().ok()?;
+            (n.to_string() == text).then_some(n)
         })
+        .ok_or_else(not_a_counter)
 }
 
-/// `counter + delta`, or the error naming the overflow.
-fn add_counter(counter: i64, delta: i64) -> Result<i64, KvError> {
-    counter.checked_add(delta).ok_or_else(|| {
+/// Why `increment` refuses a value that is not a counter.
+fn not_a_counter() -> KvError {
+    KvError::NotAnInteger(
+        "cannot increment: the key holds a value that is not a decimal integer (the canonical \
+         text of a signed 64-bit integer: an optional `-`, digits, no `+` or leading zeros); \
+         nothing was written"
+            .to_owned(),
+    )
+}
+
+/// `counter + delta` (refusing a negative sum when `unsigned`), or the error saying why not.
+fn add_counter(counter: i64, delta: i64, unsigned: bool) -> Result<i64, KvError> {
+    let sum = counter.checked_add(delta).ok_or_else(|| {
         KvError::NotAnInteger(format!(
-            "cannot increment: {counter} + {delta} is outside the range of a signed 64-bit integer"
+            "cannot increment: {counter} + {delta} is outside the range of a signed 64-bit \
+             integer; nothing was written"
         ))
-    })
+    })?;
+    if unsigned && sum < 0 {
+        return Err(negative_counter(sum));
+    }
+    Ok(sum)
+}
+
+/// Why an unsigned `increment` (the earlier draft's) refuses a negative sum.
+fn negative_counter(sum: i64) -> KvError {
+    KvError::NotAnInteger(format!(
+        "cannot increment: the counter would be negative ({sum}), and this interface's counters \
+         are unsigned; nothing was written"
+    ))
 }
 
 /// Check one value's size against `quota`.
@@ -503,7 +554,30 @@ mod tests {
     fn counters_parse_and_overflow_clearly() {
         assert_eq!(parse_counter(None).ok(), Some(0));
         assert_eq!(parse_counter(Some(b"41")).ok(), Some(41));
-        assert!(parse_counter(Some(b"x")).is_err());
-        assert!(add_counter(i64::MAX, 1).is_err());
+        assert_eq!(parse_counter(Some(b"-41")).ok(), Some(-41));
+        assert_eq!(parse_counter(Some(b"0")).ok(), Some(0));
+        assert_eq!(
+            parse_counter(Some(i64::MIN.to_string().as_bytes())).ok(),
+            Some(i64::MIN)
+        );
+        for bad in [
+            "x",
+            "007",
+            "+5",
+            "-0",
+            " 5",
+            "5 ",
+            "5.0",
+            "",
+            "00",
+            "9223372036854775808",
+        ] {
+            assert!(parse_counter(Some(bad.as_bytes())).is_err(), "{bad:?}");
+        }
+        assert!(add_counter(i64::MAX, 1, false).is_err());
+        assert_eq!(add_counter(-5, 1, false).ok(), Some(-4));
+        assert!(add_counter(-5, 1, true).is_err());
+        assert!(check_cursor(&"k".repeat(MAX_KEY_BYTES)).is_ok());
+        assert!(check_cursor(&"k".repeat(MAX_KEY_BYTES + 1)).is_err());
     }
 }

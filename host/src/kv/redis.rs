@@ -6,7 +6,17 @@
 //! plugin `a:b` would be `mcpbox:kv:3:a:b:…`). Each plugin's usage (bytes, keys) is the hash
 //! `mcpbox:usage:<len>:<plugin>`, and the set `mcpbox:buckets:<len>:<plugin>` names its
 //! buckets for operators. Every write is one Lua script that checks the quota, writes and
-//! updates the usage atomically, so replicas cannot race past a quota or lose an increment.
+//! updates the usage atomically, so replicas cannot race past a quota or lose an increment;
+//! a script that refuses (quota, not a counter, a negative unsigned counter) writes nothing.
+//!
+//! Listing: beside each bucket's hash, a sorted set `mcpbox:index:<len>:<plugin>:<bucket>`
+//! holds its keys, all with score 0, so they sort by their bytes (as on disk); the same
+//! scripts that add or remove a hash field add or remove its member. A page is
+//! `ZRANGEBYLEX index (CURSOR + LIMIT 0 1001`: ordered, at most [`LIST_PAGE_KEYS`] keys, and
+//! resumed strictly after the last key returned, so keys deleted or added meanwhile never make
+//! a later page skip a key that existed throughout (`HSCAN`, used before, returned pages over
+//! its `COUNT` hint and cursors that skip under deletes). A bucket written before the index
+//! existed (its size differs from the hash's) has its index rebuilt by the listing script.
 //!
 //! Durability is Redis's own (configure `appendonly yes` with `appendfsync always` for the
 //! embedded backend's guarantee). The connection is a `ConnectionManager`: when Redis goes
@@ -20,13 +30,13 @@ use redis::{AsyncCommands, Script};
 
 use super::{
     Backend, BoxFuture, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, QuotaKind, Usage,
-    bytes, check_value,
+    add_counter, bytes, check_value, negative_counter, not_a_counter,
 };
 
 /// The longest one operation may take, connecting included.
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Store a value, within the quota. KEYS: hash, usage, buckets. ARGV: field, value, max bytes,
+/// Store a value, within the quota. KEYS: hash, usage, buckets, index. ARGV: field, value, max bytes,
 /// max keys, mode (`set`, `absent`: only if absent, `equal`: only if the value is ARGV[7]),
 /// bucket, expected. Returns {0, '', 0} written, {1, which, amount} over quota, {2, '', 0} not
 /// swapped: always three elements.
@@ -42,55 +52,94 @@ if current then dbytes, dkeys = #value - #current, 0 end
 if dkeys > 0 and keys + 1 > tonumber(ARGV[4]) then return {1, 'keys', keys + 1} end
 if dbytes > 0 and bytes + dbytes > tonumber(ARGV[3]) then return {1, 'bytes', bytes + dbytes} end
 redis.call('HSET', KEYS[1], field, value)
+if not current then redis.call('ZADD', KEYS[4], 0, field) end
 redis.call('HINCRBY', KEYS[2], 'bytes', dbytes)
 redis.call('HINCRBY', KEYS[2], 'keys', dkeys)
 redis.call('SADD', KEYS[3], ARGV[6])
 return {0, '', 0}
 ";
 
-/// Add to a decimal integer. KEYS: hash, usage, buckets. ARGV: field, delta, max bytes, max
-/// keys, bucket. Returns {0, sum, 0}, {1, which, amount} over quota, {3, why, 0} not an integer.
+/// Add to a decimal integer. KEYS: hash, usage, buckets, index. ARGV: field, delta, max
+/// bytes, max keys, bucket, unsigned (`1`: refuse a negative sum). Returns {0, sum, 0}, {1,
+/// which, amount} over quota, {3, '', 0} not a counter, {4, current, 0} overflow, {5, sum, 0}
+/// negative and unsigned. `HINCRBY` itself checks the value (the canonical decimal text of an
+/// i64, as `parse_counter` on disk) and the range; every refusal puts the old value back, so a
+/// refused increment writes nothing.
 const INCREMENT: &str = r"
 local field = ARGV[1]
 local current = redis.call('HGET', KEYS[1], field)
 local keys = tonumber(redis.call('HGET', KEYS[2], 'keys') or '0')
 if not current and keys + 1 > tonumber(ARGV[4]) then return {1, 'keys', keys + 1} end
 local ok, err = pcall(redis.call, 'HINCRBY', KEYS[1], field, ARGV[2])
-if not ok then return {3, tostring(err.err or err), 0} end
+if not ok then
+  local why = tostring(err.err or err)
+  if string.find(why, 'overflow', 1, true) then return {4, current or '0', 0} end
+  return {3, '', 0}
+end
 local sum = redis.call('HGET', KEYS[1], field)
+local function undo()
+  if current then redis.call('HSET', KEYS[1], field, current) else redis.call('HDEL', KEYS[1], field) end
+end
+if ARGV[6] == '1' and string.sub(sum, 1, 1) == '-' then
+  undo()
+  return {5, sum, 0}
+end
 local dbytes, dkeys = #field + #sum, 1
 if current then dbytes, dkeys = #sum - #current, 0 end
 local bytes = tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0')
 if dbytes > 0 and bytes + dbytes > tonumber(ARGV[3]) then
-  if current then redis.call('HSET', KEYS[1], field, current) else redis.call('HDEL', KEYS[1], field) end
+  undo()
   return {1, 'bytes', bytes + dbytes}
 end
+if not current then redis.call('ZADD', KEYS[4], 0, field) end
 redis.call('HINCRBY', KEYS[2], 'bytes', dbytes)
 redis.call('HINCRBY', KEYS[2], 'keys', dkeys)
 redis.call('SADD', KEYS[3], ARGV[5])
 return {0, sum, 0}
 ";
 
-/// Remove a key. KEYS: hash, usage. ARGV: field.
+/// Remove a key. KEYS: hash, usage, index. ARGV: field.
 const DELETE: &str = r"
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HINCRBY', KEYS[2], 'bytes', -(#ARGV[1] + #current))
 redis.call('HINCRBY', KEYS[2], 'keys', -1)
 return 1
 ";
 
-/// Remove all of a plugin's data. KEYS: usage, buckets. ARGV: the hash name prefix.
+/// Remove all of a plugin's data. KEYS: usage, buckets. ARGV: the hash name prefix, the index
+/// name prefix.
 const CLEAR: &str = r"
 local removed = 0
 for _, bucket in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   local hash = ARGV[1] .. bucket
   removed = removed + redis.call('HLEN', hash)
-  redis.call('DEL', hash)
+  redis.call('DEL', hash, ARGV[2] .. bucket)
 end
 redis.call('DEL', KEYS[1], KEYS[2])
 return removed
+";
+
+/// One page of a bucket's keys. KEYS: hash, index. ARGV: where to start (`-`, or `(` and the
+/// cursor), how many. The index is rebuilt first if its size is not the hash's (a bucket
+/// written before the index existed).
+const LIST: &str = r"
+local n = redis.call('HLEN', KEYS[1])
+if redis.call('ZCARD', KEYS[2]) ~= n then
+  redis.call('DEL', KEYS[2])
+  local fields = redis.call('HKEYS', KEYS[1])
+  for i = 1, #fields, 500 do
+    local args = {}
+    for j = i, math.min(i + 499, #fields) do
+      args[#args + 1] = 0
+      args[#args + 1] = fields[j]
+    end
+    redis.call('ZADD', KEYS[2], unpack(args))
+  end
+end
+return redis.call('ZRANGEBYLEX', KEYS[2], ARGV[1], '+', 'LIMIT', 0, tonumber(ARGV[2]))
 ";
 
 /// A Redis server.
@@ -101,6 +150,7 @@ pub struct RedisBackend {
     increment: Script,
     delete: Script,
     clear: Script,
+    list: Script,
 }
 
 /// Check that `url` is a Redis URL the client accepts.
@@ -140,6 +190,7 @@ impl RedisBackend {
             increment: Script::new(INCREMENT),
             delete: Script::new(DELETE),
             clear: Script::new(CLEAR),
+            list: Script::new(LIST),
         })
     }
 
@@ -231,6 +282,7 @@ impl RedisBackend {
                     .key(hash(plugin, bucket))
                     .key(usage_key(plugin))
                     .key(buckets_key(plugin))
+                    .key(index(plugin, bucket))
                     .arg(key)
                     .arg(value)
                     .arg(quota.max_bytes)
@@ -263,12 +315,19 @@ enum Condition<'a> {
     Equal(&'a [u8]),
 }
 
-/// An `HSCAN` page: the next cursor, and (field, value) pairs.
-type ScanPage = (u64, Vec<(Vec<u8>, Vec<u8>)>);
-
 /// The hash of one plugin's bucket.
 fn hash(plugin: &str, bucket: &str) -> String {
     format!("{}{bucket}", hash_prefix(plugin))
+}
+
+/// The sorted set of one plugin's bucket's keys.
+fn index(plugin: &str, bucket: &str) -> String {
+    format!("{}{bucket}", index_prefix(plugin))
+}
+
+/// What every key index of `plugin` starts with.
+fn index_prefix(plugin: &str) -> String {
+    format!("mcpbox:index:{}:{plugin}:", plugin.len())
 }
 
 /// What every hash of `plugin` starts with.
@@ -321,6 +380,7 @@ impl Backend for RedisBackend {
                     self.delete
                         .key(hash(plugin, bucket))
                         .key(usage_key(plugin))
+                        .key(index(plugin, bucket))
                         .arg(key)
                         .invoke_async(&mut c)
                         .await
@@ -343,33 +403,40 @@ impl Backend for RedisBackend {
         &'a self,
         plugin: &'a str,
         bucket: &'a str,
-        cursor: Option<u64>,
+        after: Option<&'a str>,
     ) -> BoxFuture<'a, Result<KeyPage, KvError>> {
         Box::pin(async move {
-            let (next, pairs): ScanPage = self
-                .read(|mut c| async move {
-                    redis::cmd("HSCAN")
-                        .arg(hash(plugin, bucket))
-                        .arg(cursor.unwrap_or(0))
-                        .arg("COUNT")
-                        .arg(LIST_PAGE_KEYS)
-                        .query_async(&mut c)
-                        .await
-                })
-                .await
-                .map_err(|e| match (&e, cursor) {
-                    (KvError::Backend(_), Some(cursor)) => {
-                        KvError::InvalidCursor(cursor.to_string())
+            let start = match after {
+                Some(after) => {
+                    let mut start = b"(".to_vec();
+                    start.extend_from_slice(after.as_bytes());
+                    start
+                }
+                None => b"-".to_vec(),
+            };
+            // One more than a page, to know whether there is another.
+            let mut keys: Vec<Vec<u8>> = self
+                .read(|mut c| {
+                    let start = start.clone();
+                    async move {
+                        self.list
+                            .key(hash(plugin, bucket))
+                            .key(index(plugin, bucket))
+                            .arg(start)
+                            .arg(LIST_PAGE_KEYS + 1)
+                            .invoke_async(&mut c)
+                            .await
                     }
-                    _ => e,
-                })?;
-            Ok(KeyPage {
-                keys: pairs
-                    .into_iter()
-                    .map(|(key, _)| String::from_utf8_lossy(&key).into_owned())
-                    .collect(),
-                cursor: (next != 0).then_some(next),
-            })
+                })
+                .await?;
+            let more = keys.len() > LIST_PAGE_KEYS;
+            keys.truncate(LIST_PAGE_KEYS);
+            let keys: Vec<String> = keys
+                .into_iter()
+                .map(|key| String::from_utf8_lossy(&key).into_owned())
+                .collect();
+            let cursor = if more { keys.last().cloned() } else { None };
+            Ok(KeyPage { keys, cursor })
         })
     }
 
@@ -379,6 +446,7 @@ impl Backend for RedisBackend {
         bucket: &'a str,
         key: &'a str,
         delta: i64,
+        unsigned: bool,
         quota: Quota,
     ) -> BoxFuture<'a, Result<i64, KvError>> {
         Box::pin(async move {
@@ -388,11 +456,13 @@ impl Backend for RedisBackend {
                         .key(hash(plugin, bucket))
                         .key(usage_key(plugin))
                         .key(buckets_key(plugin))
+                        .key(index(plugin, bucket))
                         .arg(key)
                         .arg(delta)
                         .arg(quota.max_bytes)
                         .arg(quota.max_keys)
                         .arg(bucket)
+                        .arg(if unsigned { "1" } else { "0" })
                         .invoke_async(&mut c)
                         .await
                 })
@@ -405,10 +475,17 @@ impl Backend for RedisBackend {
                     ))
                 }),
                 (1, which, amount) => Err(Self::quota_error(plugin, &which, amount, quota)),
-                (3, why, _) => Err(KvError::NotAnInteger(format!(
-                    "cannot increment: {}",
-                    why.trim_start_matches("ERR ")
-                ))),
+                // The same errors, in the same words, as the embedded store's.
+                (3, ..) => Err(not_a_counter()),
+                (4, current, _) => Err(current
+                    .parse::<i64>()
+                    .map_err(|_| not_a_counter())
+                    .and_then(|current| add_counter(current, delta, unsigned))
+                    .err()
+                    .unwrap_or_else(not_a_counter)),
+                (5, sum, _) => Err(sum
+                    .parse::<i64>()
+                    .map_or_else(|_| not_a_counter(), negative_counter)),
                 other => Err(KvError::Backend(format!(
                     "Redis at {}: unexpected answer {other:?}",
                     self.server
@@ -507,6 +584,7 @@ impl Backend for RedisBackend {
                 .key(usage_key(plugin))
                 .key(buckets_key(plugin))
                 .arg(hash_prefix(plugin))
+                .arg(index_prefix(plugin))
                 .invoke_async(&mut c)
                 .await
         }))
@@ -523,6 +601,8 @@ mod tests {
         assert_ne!(hash("a", "b:c"), hash("a:b", "c"));
         assert_ne!(hash("a", ":1:a:x"), hash("a:1:a", "x"));
         assert_eq!(hash("todo", "default"), "mcpbox:kv:4:todo:default");
+        assert_eq!(index("todo", "default"), "mcpbox:index:4:todo:default");
+        assert_ne!(index("a", "b:c"), index("a:b", "c"));
     }
 
     #[test]

@@ -22,13 +22,12 @@ const VERSION: u32 = 1;
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Reading or writing failed.
-    #[error("lock file {}: {source}", file.display())]
+    #[error("lock file {}: {error}", file.display())]
     Io {
         /// The lock file.
         file: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
+        /// Why (said in the text, not chained).
+        error: std::io::Error,
     },
     /// The file is not a lock file this host understands.
     #[error(
@@ -93,10 +92,10 @@ impl LockFile {
         let text = match std::fs::read_to_string(file) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
+            Err(error) => {
                 return Err(LockError::Io {
                     file: file.to_owned(),
-                    source,
+                    error,
                 });
             }
         };
@@ -126,9 +125,9 @@ impl LockFile {
 
     /// Write it to `file` atomically: a temporary file beside it, synced, renamed into place.
     pub fn write(&self, file: &Path) -> Result<(), LockError> {
-        let error = |source| LockError::Io {
+        let error = |error| LockError::Io {
             file: file.to_owned(),
-            source,
+            error,
         };
         let text = toml::to_string(self).map_err(|e| LockError::Invalid {
             file: file.to_owned(),
@@ -147,9 +146,9 @@ impl WriteGuard {
     /// Wait for and take the directory's write lock.
     pub fn acquire(dir: &Path) -> Result<Self, LockError> {
         let path = dir.join(".mcpbox.lock.guard");
-        let error = |source| LockError::Io {
+        let error = |error| LockError::Io {
             file: path.clone(),
-            source,
+            error,
         };
         let file = std::fs::OpenOptions::new()
             .create(true)

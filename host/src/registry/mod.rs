@@ -6,11 +6,26 @@
 //! is the component, media type `application/wasm`. The registry protocol is `oci-client`'s
 //! (anonymous, basic, and bearer-token auth; HTTPS unless the operator marks a host insecure).
 //!
-//! Pulling resolves a tag to a manifest digest once, then fetches everything by that digest,
-//! checks every byte against it (manifest, then component), checks the signature the policy
-//! requires ([`trust`]), and only then writes: the lock entry ([`lock`]) first, then the
-//! component, each atomically, so a watching host never sees a component its lock does not
-//! describe.
+//! Pulling fetches the manifest once (by tag or by digest) and takes its digest from its bytes,
+//! then fetches everything by that digest, checks every byte against it (manifest, then
+//! component), checks the signature the policy requires ([`trust`]), and only then writes: the
+//! lock entry ([`lock`]) first, then the component, each atomically, so a watching host never
+//! sees a component its lock does not describe.
+//!
+//! A registry is not trusted to be small or quick. What mcpbox reads from one is bounded
+//! before it is read: a manifest at most [`MAX_MANIFEST_BYTES`] (4 MiB, as oras), a signature
+//! manifest [`MAX_SIGNATURE_MANIFEST_BYTES`] listing at most [`MAX_SIGNATURES`] signatures,
+//! each at most [`MAX_SIGNATURE_BYTES`], a component [`MAX_COMPONENT_BYTES`]; a declared size
+//! over the bound is refused before the transfer, and a transfer is cut as soon as it passes
+//! it. Manifests are therefore read here, in a bounded stream, with the credentials
+//! `oci-client` negotiated (it reads a manifest whole); cosign signatures are read and written
+//! here too (sigstore's own registry client reads them whole and has no timeouts), with
+//! sigstore for the cryptography only. Every request has a connect timeout and a timeout on
+//! each read (`--registry-timeout`, default [`DEFAULT_TIMEOUT`]); a registry that stops
+//! answering is named in the error.
+//!
+//! Errors say their whole cause in their text, once: none is also chained as a `source`, so
+//! printing the chain (`{:#}`) does not repeat it.
 //!
 //! Depends on nothing else of the host but `scaffold` (plugin names); the catalog depends on
 //! [`trust`] to check lock entries and signatures before loading.
@@ -21,6 +36,7 @@ pub mod trust;
 use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -30,9 +46,10 @@ use oci_client::errors::OciDistributionError;
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
+use sigstore::cosign::SignatureLayer;
 use sigstore::cosign::constraint::{Constraint as _, PrivateKeySigner};
-use sigstore::cosign::{ClientBuilder, CosignCapabilities as _, SignatureLayer};
-use sigstore::registry::{Auth, OciReference};
+use sigstore::cosign::payload::simple_signing::SimpleSigning;
+use sigstore::registry::OciReference;
 
 use self::lock::{LOCK_FILE, LockEntry, LockFile, Signed, WriteGuard, write_atomically};
 use self::trust::{TrustError, TrustPolicy, digest_string, key_names, verify_payload};
@@ -46,6 +63,31 @@ pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
 
 /// The largest component `pull` accepts: a registry cannot make the host hold more.
 pub const MAX_COMPONENT_BYTES: u64 = 512 * 1024 * 1024;
+/// The largest manifest `pull` and `sign` read (oras's limit): a component's is under 1 KiB.
+pub const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;
+/// The largest signature manifest (the `sha256-HEX.sig` tag's): cosign's lists one short
+/// descriptor per signature, a few hundred bytes each.
+pub const MAX_SIGNATURE_MANIFEST_BYTES: u64 = 1024 * 1024;
+/// The most signatures read beside one artifact (cosign adds one per `cosign sign`).
+pub const MAX_SIGNATURES: usize = 100;
+/// The largest signature payload: a cosign simple-signing document is a few hundred bytes.
+pub const MAX_SIGNATURE_BYTES: u64 = 64 * 1024;
+/// How long a registry may take to accept a connection, and then each read of its answer,
+/// unless `--registry-timeout` (`MCPBOX_REGISTRY_TIMEOUT`) says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The media type of a cosign simple-signing layer.
+const SIGNATURE_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// The annotation of a cosign layer that holds its signature (base64).
+const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+/// What a manifest request accepts: an OCI image manifest is what `pull` wants; the others
+/// are accepted so that a tag pointing elsewhere is named as such, not as missing.
+const MANIFEST_ACCEPT: &[&str] = &[
+    MANIFEST_MEDIA_TYPE,
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+];
 
 /// Environment variables with registry credentials (for every registry; else the Docker
 /// configuration's, else anonymous).
@@ -98,6 +140,44 @@ pub enum RegistryError {
         /// What the registry said.
         reason: String,
     },
+    /// The registry did not accept a connection, or stopped answering, within the timeout.
+    #[error(
+        "the registry {registry} did not {what} within {seconds} s while {doing} ({reference}); if it is only slow, raise --registry-timeout (MCPBOX_REGISTRY_TIMEOUT)"
+    )]
+    TimedOut {
+        /// The registry.
+        registry: String,
+        /// `answer` or `accept a connection`.
+        what: &'static str,
+        /// The timeout.
+        seconds: u64,
+        /// What was being done.
+        doing: String,
+        /// The reference.
+        reference: String,
+    },
+    /// The registry sent (or declared) more than mcpbox reads of that kind.
+    #[error("refusing {reference}: its {what} is {size}")]
+    TooLarge {
+        /// The reference.
+        reference: String,
+        /// What: manifest, signature manifest, signature, component.
+        what: &'static str,
+        /// Its size and the bound, in words (`over_the_limit`).
+        size: String,
+    },
+    /// The registry sent more bytes than the manifest gives for a blob.
+    #[error(
+        "the registry sent more than the {size} bytes the manifest gives for the {what} of {reference}: it was tampered with or corrupted, and nothing was written"
+    )]
+    Overlong {
+        /// What: component or signature.
+        what: &'static str,
+        /// The reference.
+        reference: String,
+        /// The size the manifest gives.
+        size: u64,
+    },
     /// The registry sent bytes that do not have the digest they were asked by.
     #[error(
         "the registry sent a {what} for {reference} whose digest is {actual}, not {expected}: it was tampered with or corrupted, and nothing was written"
@@ -144,26 +224,25 @@ pub enum RegistryError {
         /// The lock file.
         lock: PathBuf,
     },
-    /// A signature check failed (unsigned, or signed by no accepted key).
-    #[error("refusing {reference}: {source}")]
+    /// A signature check failed (unsigned, signed by no accepted key, or signatures of
+    /// another artifact).
+    #[error("refusing {reference}: {reason}")]
     Trust {
         /// The reference.
         reference: String,
-        /// Why.
-        #[source]
-        source: Box<TrustError>,
+        /// Why (said in the text, not chained).
+        reason: Box<TrustError>,
     },
     /// A key or the lock file could not be used.
     #[error("{0}")]
     Local(Box<TrustError>),
     /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
+        /// Why (said in the text, not chained).
+        error: std::io::Error,
     },
     /// A bad argument.
     #[error("{0}")]
@@ -234,37 +313,48 @@ fn is_sha256(digest: &str) -> bool {
     })
 }
 
-/// A registry client: which hosts are plain HTTP, and where credentials come from.
+/// A registry client: which hosts are plain HTTP, where credentials come from, and how long
+/// a registry may keep mcpbox waiting.
 pub struct Registry {
     client: Client,
+    /// For the requests read here in a bounded stream (manifests), set up as `client`.
+    http: reqwest::Client,
     insecure: Vec<String>,
+    timeout: Duration,
+}
+
+/// A cosign signature read from beside an artifact.
+struct FoundSignature {
+    /// The simple-signing payload, its exact bytes.
+    payload: Vec<u8>,
+    /// The signature of the payload (base64), from the layer's annotation.
+    signature: Option<String>,
+    /// The manifest digest the payload names, if it is a simple-signing document.
+    names: Option<String>,
 }
 
 impl Registry {
     /// A client speaking HTTPS to every registry but `insecure` (host or host:port), which are
-    /// spoken to in plain HTTP.
-    pub fn new(insecure: &[String]) -> Self {
+    /// spoken to in plain HTTP, waiting at most `timeout` for a connection and for each read.
+    pub fn new(insecure: &[String], timeout: Duration) -> Result<Self, RegistryError> {
         for host in insecure {
             tracing::warn!(
                 registry = %host,
                 "speaking plain HTTP to this registry (--insecure-registry): no TLS, anyone on the path can read and change what is sent; the digests and signatures are still checked"
             );
         }
-        Self {
-            client: Client::new(client_config(insecure)),
-            insecure: insecure.to_vec(),
-        }
-    }
-
-    /// A sigstore client speaking to registries as this one does.
-    fn sigstore(&self) -> Result<sigstore::cosign::Client, RegistryError> {
-        ClientBuilder::default()
-            .with_oci_client_config(sigstore::registry::ClientConfig {
-                protocol: sigstore::registry::ClientProtocol::HttpsExcept(self.insecure.clone()),
-                ..Default::default()
-            })
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeout)
+            .read_timeout(timeout)
+            .user_agent(concat!("mcpbox/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| RegistryError::Usage(format!("cannot set up sigstore: {e}")))
+            .map_err(|e| RegistryError::Usage(format!("cannot set up the HTTP client: {e}")))?;
+        Ok(Self {
+            client: Client::new(client_config(insecure, timeout)),
+            http,
+            insecure: insecure.to_vec(),
+            timeout,
+        })
     }
 
     /// Credentials for `reference`'s registry: the environment's, else the Docker
@@ -306,30 +396,16 @@ impl Registry {
         }
     }
 
-    /// The same credentials, as sigstore takes them.
-    fn sigstore_auth(auth: &RegistryAuth) -> Auth {
-        match auth {
-            RegistryAuth::Anonymous => Auth::Anonymous,
-            RegistryAuth::Basic(user, password) => Auth::Basic(user.clone(), password.clone()),
-            RegistryAuth::Bearer(token) => Auth::Bearer(token.clone()),
-        }
-    }
-
-    /// The manifest digest `reference` names: its own digest, or what its tag resolves to now.
-    async fn resolve(
+    /// The manifest `reference` names (by tag or by digest), read in a bounded stream, and its
+    /// digest (of the bytes read). A digest reference must have sent exactly that digest.
+    async fn manifest(
         &self,
         reference: &Reference,
         auth: &RegistryAuth,
-    ) -> Result<String, RegistryError> {
-        let digest = match reference.digest() {
-            Some(digest) => digest.to_owned(),
-            None => self
-                .client
-                .fetch_manifest_digest(reference, auth)
-                .await
-                .map_err(|e| failure(reference, "resolving the tag", e))?,
-        };
-        if !is_sha256(&digest) {
+    ) -> Result<(String, Vec<u8>), RegistryError> {
+        if let Some(digest) = reference.digest()
+            && !is_sha256(digest)
+        {
             return Err(RegistryError::Reference {
                 reference: reference.whole(),
                 reason: format!(
@@ -337,63 +413,161 @@ impl Registry {
                 ),
             });
         }
-        Ok(digest)
-    }
-
-    /// The manifest at `pinned` (a digest reference), checked against its digest, and its
-    /// component layer.
-    async fn manifest(
-        &self,
-        pinned: &Reference,
-        digest: &str,
-        auth: &RegistryAuth,
-    ) -> Result<(Vec<u8>, OciDescriptor), RegistryError> {
-        self.client
-            .store_auth_if_needed(pinned.resolve_registry(), auth)
-            .await;
-        let (bytes, _) = self
-            .client
-            .pull_manifest_raw(pinned, auth, &[MANIFEST_MEDIA_TYPE])
-            .await
-            .map_err(|e| failure(pinned, "fetching the manifest", e))?;
-        let actual = digest_string(&bytes);
-        if actual != digest {
+        let target = reference
+            .digest()
+            .or(reference.tag())
+            .unwrap_or("latest")
+            .to_owned();
+        let bytes = self
+            .get_bounded(
+                reference,
+                &format!("manifests/{target}"),
+                MANIFEST_ACCEPT,
+                (MAX_MANIFEST_BYTES, "manifest"),
+                reference,
+                auth,
+            )
+            .await?
+            .ok_or_else(|| RegistryError::NotFound {
+                reference: reference.whole(),
+                reason: "the registry has no manifest under it".to_owned(),
+            })?;
+        let digest = digest_string(&bytes);
+        if let Some(expected) = reference.digest()
+            && expected != digest
+        {
             return Err(RegistryError::Tampered {
                 what: "manifest",
-                reference: pinned.whole(),
-                expected: digest.to_owned(),
-                actual,
+                reference: reference.whole(),
+                expected: expected.to_owned(),
+                actual: digest,
             });
         }
-        let layer = component_layer(&bytes).map_err(|reason| RegistryError::NotComponent {
-            reference: pinned.whole(),
-            reason,
-        })?;
-        Ok((bytes.to_vec(), layer))
+        Ok((digest, bytes))
     }
 
-    /// The component layer's bytes, checked against its digest and size, with progress on a
-    /// terminal.
-    async fn component(
+    /// GET `/v2/REPOSITORY/PATH` of `from`'s registry with the credentials `oci-client`
+    /// negotiates, reading at most `limit.0` bytes (`limit.1` names what, for the error, which
+    /// names `named`). `Ok(None)`: the registry has nothing there (404).
+    async fn get_bounded(
         &self,
-        pinned: &Reference,
+        from: &Reference,
+        path: &str,
+        accept: &[&str],
+        (limit, what): (u64, &'static str),
+        named: &Reference,
+        auth: &RegistryAuth,
+    ) -> Result<Option<Vec<u8>>, RegistryError> {
+        let doing = format!("fetching the {what}");
+        let token = self
+            .client
+            .auth(from, auth, oci_client::RegistryOperation::Pull)
+            .await
+            .map_err(|e| self.failure(named, &doing, e))?;
+        let registry = from.resolve_registry();
+        let scheme = if self.insecure.iter().any(|h| h == registry) {
+            "http"
+        } else {
+            "https"
+        };
+        let url = format!("{scheme}://{registry}/v2/{}/{path}", from.repository());
+        let mut request = self
+            .http
+            .get(&url)
+            .header(http::header::ACCEPT, accept.join(", "));
+        request = match (token, auth) {
+            (Some(token), _) => request.bearer_auth(token),
+            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            (None, _) => request,
+        };
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| self.request_failure(named, &doing, &e))?;
+        let status = response.status();
+        if status == http::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            // The registry's explanation, bounded too.
+            let mut body = Vec::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                body.extend_from_slice(&chunk);
+                if body.len() > 4096 {
+                    break;
+                }
+            }
+            let reason = serde_json::from_slice::<oci_client::errors::OciEnvelope>(&body)
+                .ok()
+                .and_then(|e| e.errors.into_iter().next())
+                .map_or_else(|| status.to_string(), |e| e.message);
+            return Err(
+                if status == http::StatusCode::UNAUTHORIZED || status == http::StatusCode::FORBIDDEN
+                {
+                    RegistryError::Denied {
+                        registry: registry.to_owned(),
+                        reference: named.whole(),
+                        reason,
+                    }
+                } else {
+                    RegistryError::Other {
+                        registry: registry.to_owned(),
+                        doing,
+                        reason: format!("it answered {status}: {reason}"),
+                    }
+                },
+            );
+        }
+        let too_large = |size: Option<u64>| RegistryError::TooLarge {
+            reference: named.whole(),
+            what,
+            size: over_the_limit(size, limit),
+        };
+        let declared = response.content_length();
+        if let Some(declared) = declared
+            && declared > limit
+        {
+            return Err(too_large(Some(declared)));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(declared.unwrap_or(0)).unwrap_or(0));
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.request_failure(named, &doing, &e))?
+        {
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                // Cut here: a declared length was a lie, or there was none.
+                return Err(too_large(None));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Some(bytes))
+    }
+
+    /// The blob `layer` of `from`, at most `limit` bytes, checked against its digest and size
+    /// (`what` names it and `named` the artifact, for errors), with progress on a terminal.
+    async fn blob(
+        &self,
+        from: &Reference,
         layer: &OciDescriptor,
+        (limit, what): (u64, &'static str),
+        named: &Reference,
     ) -> Result<Vec<u8>, RegistryError> {
         let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
-        if size > MAX_COMPONENT_BYTES {
-            return Err(RegistryError::NotComponent {
-                reference: pinned.whole(),
-                reason: format!(
-                    "its component is {size} bytes, more than the {MAX_COMPONENT_BYTES} mcpbox accepts"
-                ),
+        if size > limit {
+            return Err(RegistryError::TooLarge {
+                reference: named.whole(),
+                what,
+                size: over_the_limit(Some(size), limit),
             });
         }
+        let doing = format!("fetching the {what}");
         let progress = progress_bar(size, "pulling");
         let mut stream = self
             .client
-            .pull_blob_stream(pinned, layer)
+            .pull_blob_stream(from, layer)
             .await
-            .map_err(|e| failure(pinned, "fetching the component", e))?;
+            .map_err(|e| self.failure(named, &doing, e))?;
         let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| {
@@ -401,27 +575,31 @@ impl Registry {
                     .get_ref()
                     .and_then(|inner| inner.downcast_ref::<oci_client::errors::DigestError>());
                 match tampered {
-                    Some(digest) => RegistryError::Tampered {
-                        what: "component",
-                        reference: pinned.whole(),
-                        expected: layer.digest.clone(),
-                        actual: digest.to_string(),
-                    },
-                    None => RegistryError::Other {
-                        registry: pinned.resolve_registry().to_owned(),
-                        doing: "fetching the component".to_owned(),
-                        reason: error_chain(&e),
+                    Some(oci_client::errors::DigestError::VerificationError { actual, .. }) => {
+                        RegistryError::Tampered {
+                            what,
+                            reference: named.whole(),
+                            expected: layer.digest.clone(),
+                            actual: actual.clone(),
+                        }
+                    }
+                    _ => match self.timed_out(&e) {
+                        Some(timed_out) => timed_out(named, &doing),
+                        None => RegistryError::Other {
+                            registry: named.resolve_registry().to_owned(),
+                            doing: doing.clone(),
+                            reason: error_chain(&e),
+                        },
                     },
                 }
             })?;
             bytes.extend_from_slice(&chunk);
             progress.inc(chunk.len() as u64);
             if bytes.len() as u64 > size {
-                return Err(RegistryError::Tampered {
-                    what: "component",
-                    reference: pinned.whole(),
-                    expected: format!("{} ({size} bytes)", layer.digest),
-                    actual: format!("more than {size} bytes"),
+                return Err(RegistryError::Overlong {
+                    what,
+                    reference: named.whole(),
+                    size,
                 });
             }
         }
@@ -429,8 +607,8 @@ impl Registry {
         let actual = digest_string(&bytes);
         if actual != layer.digest {
             return Err(RegistryError::Tampered {
-                what: "component",
-                reference: pinned.whole(),
+                what,
+                reference: named.whole(),
                 expected: layer.digest.clone(),
                 actual,
             });
@@ -438,39 +616,280 @@ impl Registry {
         Ok(bytes)
     }
 
-    /// The cosign signatures stored beside `pinned` (tag `sha256-HEX.sig`), as sigstore reads
-    /// them.
+    /// The component layer's bytes, checked against its digest and size.
+    async fn component(
+        &self,
+        pinned: &Reference,
+        layer: &OciDescriptor,
+    ) -> Result<Vec<u8>, RegistryError> {
+        self.blob(pinned, layer, (MAX_COMPONENT_BYTES, "component"), pinned)
+            .await
+    }
+
+    /// The cosign signatures stored beside `pinned` (tag `sha256-HEX.sig` of its `digest`),
+    /// each bounded: none if there is no such tag.
     async fn signatures(
         &self,
         pinned: &Reference,
+        digest: &str,
         auth: &RegistryAuth,
-    ) -> Result<Vec<SignatureLayer>, RegistryError> {
-        let mut client = self.sigstore()?;
-        let reference = oci_reference(pinned);
-        client
-            .trusted_signature_layers(&Self::sigstore_auth(auth), &reference)
-            .await
-            .map_err(sigstore_failure(pinned, "fetching signatures"))
+    ) -> Result<Vec<FoundSignature>, RegistryError> {
+        let tag = signature_tag(pinned, digest);
+        let Some(bytes) = self
+            .get_bounded(
+                &tag,
+                &format!("manifests/{}", tag.tag().unwrap_or_default()),
+                MANIFEST_ACCEPT,
+                (MAX_SIGNATURE_MANIFEST_BYTES, "signature manifest"),
+                pinned,
+                auth,
+            )
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
+        let manifest: OciImageManifest =
+            serde_json::from_slice(&bytes).map_err(|e| RegistryError::Other {
+                registry: pinned.resolve_registry().to_owned(),
+                doing: "reading the signatures".to_owned(),
+                reason: format!(
+                    "the manifest of {} is not an OCI image manifest: {e}",
+                    tag.whole()
+                ),
+            })?;
+        let layers: Vec<&OciDescriptor> = manifest
+            .layers
+            .iter()
+            .filter(|l| l.media_type == SIGNATURE_MEDIA_TYPE)
+            .collect();
+        if layers.len() > MAX_SIGNATURES {
+            return Err(RegistryError::TooLarge {
+                reference: pinned.whole(),
+                what: "signature manifest",
+                size: format!(
+                    "a list of {} signatures, over the {MAX_SIGNATURES} mcpbox reads",
+                    layers.len()
+                ),
+            });
+        }
+        let mut found = Vec::with_capacity(layers.len());
+        for layer in layers {
+            if !is_sha256(&layer.digest) {
+                tracing::debug!(digest = %layer.digest, "skipping a signature layer whose digest mcpbox cannot check");
+                continue;
+            }
+            let payload = self
+                .blob(&tag, layer, (MAX_SIGNATURE_BYTES, "signature"), pinned)
+                .await?;
+            let names = serde_json::from_slice::<SimpleSigning>(&payload)
+                .ok()
+                .map(|s| s.critical.image.docker_manifest_digest);
+            found.push(FoundSignature {
+                payload,
+                signature: layer
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(SIGNATURE_ANNOTATION))
+                    .cloned(),
+                names,
+            });
+        }
+        Ok(found)
+    }
+
+    /// If `error` (or its cause) is a timeout: the error naming the registry and the timeout.
+    fn timed_out(
+        &self,
+        error: &(dyn std::error::Error + 'static),
+    ) -> Option<impl Fn(&Reference, &str) -> RegistryError + use<>> {
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+        while let Some(e) = next {
+            // An I/O error's `source` skips the error it wraps: look inside it too.
+            let wrapped = e
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<reqwest::Error>());
+            if let Some(request) = e.downcast_ref::<reqwest::Error>().or(wrapped)
+                && request.is_timeout()
+            {
+                let what = if request.is_connect() {
+                    "accept a connection"
+                } else {
+                    "answer"
+                };
+                let seconds = self.timeout.as_secs();
+                return Some(
+                    move |reference: &Reference, doing: &str| RegistryError::TimedOut {
+                        registry: reference.resolve_registry().to_owned(),
+                        what,
+                        seconds,
+                        doing: doing.to_owned(),
+                        reference: reference.whole(),
+                    },
+                );
+            }
+            next = e.source();
+        }
+        None
+    }
+
+    /// A failed request (of `reqwest`, here or inside `oci-client`) in words.
+    fn request_failure(
+        &self,
+        reference: &Reference,
+        doing: &str,
+        error: &reqwest::Error,
+    ) -> RegistryError {
+        if let Some(timed_out) = self.timed_out(error) {
+            return timed_out(reference, doing);
+        }
+        let registry = reference.resolve_registry().to_owned();
+        let reason = error_chain(error);
+        if !error.is_connect() {
+            return RegistryError::Other {
+                registry,
+                doing: doing.to_owned(),
+                reason,
+            };
+        }
+        let hint = if reason.contains("InvalidContentType") {
+            format!(
+                " (it seems to speak plain HTTP: if so, mark it with --insecure-registry {registry}, only for a registry on a network you trust)"
+            )
+        } else if reason.contains("certificate") || reason.contains("UnknownIssuer") {
+            " (its certificate is not trusted here: if a private CA signed it, point SSL_CERT_FILE at a PEM bundle holding that CA)".to_owned()
+        } else {
+            String::new()
+        };
+        RegistryError::Unreachable {
+            registry,
+            reason,
+            hint,
+        }
+    }
+
+    /// A registry failure in words: which registry, what was being done, and what to try.
+    fn failure(
+        &self,
+        reference: &Reference,
+        doing: &str,
+        error: OciDistributionError,
+    ) -> RegistryError {
+        let registry = reference.resolve_registry().to_owned();
+        match error {
+            OciDistributionError::RequestError(e) => self.request_failure(reference, doing, &e),
+            OciDistributionError::AuthenticationFailure(reason) => RegistryError::Denied {
+                registry,
+                reference: reference.whole(),
+                reason,
+            },
+            OciDistributionError::ServerError {
+                code: 401 | 403,
+                message,
+                ..
+            } => RegistryError::Denied {
+                registry,
+                reference: reference.whole(),
+                reason: serde_json::from_str::<oci_client::errors::OciEnvelope>(&message)
+                    .ok()
+                    .and_then(|e| e.errors.into_iter().next())
+                    .map(|e| e.message)
+                    .unwrap_or(message),
+            },
+            OciDistributionError::UnauthorizedError { .. } => RegistryError::Denied {
+                registry,
+                reference: reference.whole(),
+                reason: "not authorized".to_owned(),
+            },
+            OciDistributionError::ImageManifestNotFoundError(reason) => RegistryError::NotFound {
+                reference: reference.whole(),
+                reason,
+            },
+            OciDistributionError::RegistryError { envelope, .. } => {
+                use oci_client::errors::OciErrorCode as Code;
+                let reason = envelope
+                    .errors
+                    .iter()
+                    .map(|e| format!("{:?}: {}", e.code, e.message))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let code =
+                    |wanted: &[Code]| envelope.errors.iter().any(|e| wanted.contains(&e.code));
+                if code(&[Code::Unauthorized, Code::Denied]) {
+                    RegistryError::Denied {
+                        registry,
+                        reference: reference.whole(),
+                        reason,
+                    }
+                } else if code(&[Code::ManifestUnknown, Code::NameUnknown, Code::BlobUnknown]) {
+                    RegistryError::NotFound {
+                        reference: reference.whole(),
+                        reason,
+                    }
+                } else {
+                    RegistryError::Other {
+                        registry,
+                        doing: doing.to_owned(),
+                        reason,
+                    }
+                }
+            }
+            OciDistributionError::DigestError(
+                oci_client::errors::DigestError::VerificationError { expected, actual },
+            ) => RegistryError::Tampered {
+                what: "blob",
+                reference: reference.whole(),
+                expected,
+                actual,
+            },
+            other => RegistryError::Other {
+                registry,
+                doing: doing.to_owned(),
+                reason: error_chain(&other),
+            },
+        }
     }
 }
 
-/// A sigstore failure while talking to `reference`'s registry, with what was being done.
-fn sigstore_failure(
-    reference: &Reference,
-    doing: &str,
-) -> impl FnOnce(sigstore::errors::SigstoreError) -> RegistryError {
-    let (registry, doing) = (reference.resolve_registry().to_owned(), doing.to_owned());
-    move |e| RegistryError::Other {
-        registry,
-        doing,
-        reason: e.to_string(),
+/// Where cosign keeps the signatures of `digest` beside `pinned`: the tag `sha256-HEX.sig`.
+fn signature_tag(pinned: &Reference, digest: &str) -> Reference {
+    Reference::with_tag(
+        pinned.registry().to_owned(),
+        pinned.repository().to_owned(),
+        format!("{}.sig", digest.replace(':', "-")),
+    )
+}
+
+/// A size over `limit` in words: `5242880 bytes, over the 4194304 bytes (4 MiB) mcpbox
+/// accepts`; `None`: the size is not known (no length was sent, or more came than it said).
+fn over_the_limit(size: Option<u64>, limit: u64) -> String {
+    match size {
+        Some(size) => format!(
+            "{size} bytes, over the {} mcpbox accepts",
+            bytes_in_words(limit)
+        ),
+        None => format!(
+            "over the {} mcpbox accepts (reading stopped there)",
+            bytes_in_words(limit)
+        ),
     }
 }
 
-/// HTTPS to every registry but `insecure`.
-fn client_config(insecure: &[String]) -> ClientConfig {
+/// `n` bytes in words: `4194304 bytes (4 MiB)`.
+fn bytes_in_words(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{n} bytes ({} MiB)", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{n} bytes ({} KiB)", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// HTTPS to every registry but `insecure`; `timeout` for connecting and for each read.
+fn client_config(insecure: &[String], timeout: Duration) -> ClientConfig {
     ClientConfig {
         protocol: ClientProtocol::HttpsExcept(insecure.to_vec()),
+        connect_timeout: Some(timeout),
+        read_timeout: Some(timeout),
         ..ClientConfig::default()
     }
 }
@@ -491,108 +910,17 @@ fn oci_reference(reference: &Reference) -> OciReference {
     }
 }
 
-/// A registry failure in words: which registry, what was being done, and what to try.
-fn failure(reference: &Reference, doing: &str, error: OciDistributionError) -> RegistryError {
-    let registry = reference.resolve_registry().to_owned();
-    match error {
-        OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
-            let reason = error_chain(&e);
-            let hint = if reason.contains("InvalidContentType") {
-                format!(
-                    " (it seems to speak plain HTTP: if so, mark it with --insecure-registry {registry}, only for a registry on a network you trust)"
-                )
-            } else if reason.contains("certificate") || reason.contains("UnknownIssuer") {
-                " (its certificate is not trusted here: if a private CA signed it, point SSL_CERT_FILE at a PEM bundle holding that CA)".to_owned()
-            } else {
-                String::new()
-            };
-            RegistryError::Unreachable {
-                registry,
-                reason,
-                hint,
-            }
-        }
-        OciDistributionError::AuthenticationFailure(reason) => RegistryError::Denied {
-            registry,
-            reference: reference.whole(),
-            reason,
-        },
-        OciDistributionError::ServerError {
-            code: 401 | 403,
-            message,
-            ..
-        } => RegistryError::Denied {
-            registry,
-            reference: reference.whole(),
-            reason: serde_json::from_str::<oci_client::errors::OciEnvelope>(&message)
-                .ok()
-                .and_then(|e| e.errors.into_iter().next())
-                .map(|e| e.message)
-                .unwrap_or(message),
-        },
-        OciDistributionError::UnauthorizedError { .. } => RegistryError::Denied {
-            registry,
-            reference: reference.whole(),
-            reason: "not authorized".to_owned(),
-        },
-        OciDistributionError::ImageManifestNotFoundError(reason) => RegistryError::NotFound {
-            reference: reference.whole(),
-            reason,
-        },
-        OciDistributionError::RegistryError { envelope, .. } => {
-            use oci_client::errors::OciErrorCode as Code;
-            let reason = envelope
-                .errors
-                .iter()
-                .map(|e| format!("{:?}: {}", e.code, e.message))
-                .collect::<Vec<_>>()
-                .join("; ");
-            let code = |wanted: &[Code]| envelope.errors.iter().any(|e| wanted.contains(&e.code));
-            if code(&[Code::Unauthorized, Code::Denied]) {
-                RegistryError::Denied {
-                    registry,
-                    reference: reference.whole(),
-                    reason,
-                }
-            } else if code(&[Code::ManifestUnknown, Code::NameUnknown, Code::BlobUnknown]) {
-                RegistryError::NotFound {
-                    reference: reference.whole(),
-                    reason,
-                }
-            } else {
-                RegistryError::Other {
-                    registry,
-                    doing: doing.to_owned(),
-                    reason,
-                }
-            }
-        }
-        OciDistributionError::DigestError(e) => RegistryError::Tampered {
-            what: "blob",
-            reference: reference.whole(),
-            expected: "the digest it was asked by".to_owned(),
-            actual: e.to_string(),
-        },
-        OciDistributionError::RequestError(e) => RegistryError::Other {
-            registry,
-            doing: doing.to_owned(),
-            reason: error_chain(&e),
-        },
-        other => RegistryError::Other {
-            registry,
-            doing: doing.to_owned(),
-            reason: other.to_string(),
-        },
-    }
-}
-
 /// An error and its sources, joined.
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(next) = source {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
+        let next_text = next.to_string();
+        // Many errors embed their source's text already: say it once.
+        if !text.contains(&next_text) {
+            text.push_str(": ");
+            text.push_str(&next_text);
+        }
         source = next.source();
     }
     text
@@ -724,6 +1052,46 @@ fn default_name(reference: &Reference) -> Result<String, RegistryError> {
     }
 }
 
+/// Signatures that name other digests, in words: each digest once, with the keys among
+/// `keys` that signed it, if any did.
+fn other_signatures(others: &[&FoundSignature], keys: &[&trust::TrustedKey]) -> String {
+    let mut digests: Vec<(&str, Vec<&str>)> = Vec::new();
+    for found in others {
+        let digest = found.names.as_deref().unwrap_or("an unreadable payload");
+        let signer = found.signature.as_deref().and_then(|signature| {
+            keys.iter()
+                .find(|key| key.verifies(signature, &found.payload))
+        });
+        let at = match digests.iter().position(|(d, _)| *d == digest) {
+            Some(at) => at,
+            None => {
+                digests.push((digest, Vec::new()));
+                digests.len() - 1
+            }
+        };
+        if let Some(key) = signer
+            && !digests[at].1.contains(&key.name.as_str())
+        {
+            digests[at].1.push(key.name.as_str());
+        }
+    }
+    digests
+        .iter()
+        .map(|(digest, signers)| match signers.as_slice() {
+            [] => (*digest).to_owned(),
+            signers => format!(
+                "{digest}, by {}",
+                signers
+                    .iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Pull one plugin `name` from `reference` into the request's directory.
 async fn pull_one(
     registry: &Registry,
@@ -742,7 +1110,7 @@ async fn pull_one(
         .map_err(TrustError::from)?
         .unwrap_or_else(LockFile::new);
     let auth = Registry::auth(&reference);
-    let digest = registry.resolve(&reference, &auth).await?;
+    let (digest, manifest) = registry.manifest(&reference, &auth).await?;
     if request.locked {
         let entry = lock
             .plugins
@@ -763,59 +1131,69 @@ async fn pull_one(
         }
     }
     let pinned = reference.clone_with_digest(digest.clone());
-    let (manifest, layer) = registry.manifest(&pinned, &digest, &auth).await?;
+    let layer = component_layer(&manifest).map_err(|reason| RegistryError::NotComponent {
+        reference: pinned.whole(),
+        reason,
+    })?;
 
     // The signature, before the component is even fetched.
     let mut signed = None;
     if let Some(policy) = &request.policy
         && let Some(keys) = policy.required(name)
     {
-        let layers = registry.signatures(&pinned, &auth).await?;
-        let found = layers
+        let found = registry.signatures(&pinned, &digest, &auth).await?;
+        let (of_this, of_others): (Vec<&FoundSignature>, Vec<&FoundSignature>) = found
             .iter()
-            .filter_map(|l| Some((l, l.signature.as_deref()?)))
-            .find_map(|(l, signature)| {
-                verify_payload(&keys, &l.raw_data, signature, &digest)
-                    .map(|key| (l, signature, key))
+            .partition(|s| s.names.as_deref() == Some(digest.as_str()));
+        let verified = of_this.iter().find_map(|s| {
+            let signature = s.signature.as_deref()?;
+            verify_payload(&keys, &s.payload, signature, &digest).map(|key| (s, signature, key))
+        });
+        if let Some((found, signature, key)) = verified {
+            signed = Some(Signed {
+                signer: key.name.clone(),
+                key: key.fingerprint.clone(),
+                payload: BASE64.encode(&found.payload),
+                signature: signature.to_owned(),
             });
-        match found {
-            Some((layer, signature, key)) => {
-                signed = Some(Signed {
-                    signer: key.name.clone(),
-                    key: key.fingerprint.clone(),
-                    payload: BASE64.encode(&layer.raw_data),
-                    signature: signature.to_owned(),
-                });
-            }
-            None => {
-                let source = if layers.is_empty() {
-                    TrustError::Unsigned {
-                        name: name.to_owned(),
-                        policy: policy.source.clone(),
-                        keys: key_names(&keys),
-                        looked: format!("the registry holds no signature of {digest}"),
-                    }
-                } else {
-                    TrustError::WrongSigner {
-                        name: name.to_owned(),
-                        policy: policy.source.clone(),
-                        keys: key_names(&keys),
-                        found: format!(
-                            "the registry holds {} signature(s) of it, none by {}",
-                            layers.len(),
-                            if keys.len() == 1 {
-                                "that key"
-                            } else {
-                                "those keys"
-                            }
-                        ),
-                    }
-                };
-                return Err(RegistryError::Trust {
-                    reference: pinned.whole(),
-                    source: Box::new(source),
-                });
-            }
+        } else {
+            let (name, source, keys_named) =
+                (name.to_owned(), policy.source.clone(), key_names(&keys));
+            let reason = if !of_this.is_empty() {
+                TrustError::WrongSigner {
+                    name,
+                    policy: source,
+                    keys: keys_named,
+                    found: format!(
+                        "the registry holds {} signature(s) of it, none by {}",
+                        of_this.len(),
+                        if keys.len() == 1 {
+                            "that key"
+                        } else {
+                            "those keys"
+                        }
+                    ),
+                }
+            } else if !of_others.is_empty() {
+                TrustError::SignedOther {
+                    name,
+                    policy: source,
+                    keys: keys_named,
+                    digest: digest.clone(),
+                    others: other_signatures(&of_others, &keys),
+                }
+            } else {
+                TrustError::Unsigned {
+                    name,
+                    policy: source,
+                    keys: keys_named,
+                    looked: format!("the registry holds no signature of {digest}"),
+                }
+            };
+            return Err(RegistryError::Trust {
+                reference: pinned.whole(),
+                reason: Box::new(reason),
+            });
         }
     }
 
@@ -851,7 +1229,7 @@ async fn pull_one(
     }
     let previous = lock.plugins.insert(name.to_owned(), entry);
     lock.write(&lock_file).map_err(TrustError::from)?;
-    if let Err(source) = write_atomically(&target, &wasm) {
+    if let Err(error) = write_atomically(&target, &wasm) {
         // Put the lock back as it was, so it still describes the file that is there.
         match previous {
             Some(previous) => lock.plugins.insert(name.to_owned(), previous),
@@ -864,7 +1242,7 @@ async fn pull_one(
         }
         return Err(RegistryError::Io {
             path: target,
-            source,
+            error,
         });
     }
     let signer = match &signed {
@@ -887,9 +1265,9 @@ pub async fn push(
     let reference = parse_reference(reference_text)?;
     let wasm = tokio::fs::read(file)
         .await
-        .map_err(|source| RegistryError::Io {
+        .map_err(|error| RegistryError::Io {
             path: file.to_owned(),
-            source,
+            error,
         })?;
     let (imports, exports) =
         component_interfaces(&wasm).map_err(|reason| RegistryError::NotComponent {
@@ -931,7 +1309,7 @@ pub async fn push(
     client
         .auth(&reference, &auth, oci_client::RegistryOperation::Push)
         .await
-        .map_err(|e| failure(&reference, "authenticating to push", e))?;
+        .map_err(|e| registry.failure(&reference, "authenticating to push", e))?;
 
     // The component in chunks, so a terminal shows progress.
     let size = wasm.len() as u64;
@@ -954,13 +1332,13 @@ pub async fn push(
         client
             .push_blob_stream(&reference, stream, &component_digest, Some(size))
             .await
-            .map_err(|e| failure(&reference, "uploading the component", e))?;
+            .map_err(|e| registry.failure(&reference, "uploading the component", e))?;
     }
     progress.finish_and_clear();
     client
         .push_blob(&reference, config.data.clone(), &manifest.config.digest)
         .await
-        .map_err(|e| failure(&reference, "uploading the config", e))?;
+        .map_err(|e| registry.failure(&reference, "uploading the config", e))?;
     let manifest_bytes = serde_json::to_vec(&manifest).unwrap_or_default();
     let digest = digest_string(&manifest_bytes);
     client
@@ -970,7 +1348,7 @@ pub async fn push(
             http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
         )
         .await
-        .map_err(|e| failure(&reference, "uploading the manifest", e))?;
+        .map_err(|e| registry.failure(&reference, "uploading the manifest", e))?;
     Ok(format!(
         "pushed {} to {reference_text}\n{}/{}@{digest}",
         file.display(),
@@ -1014,7 +1392,8 @@ fn component_interfaces(wasm: &[u8]) -> Result<(Vec<String>, Vec<String>), Strin
 
 /// `mcpbox sign REF --key KEY`: sign the artifact's manifest digest with cosign's
 /// simple-signing payload and store the signature beside it (`sha256-HEX.sig`), keeping the
-/// signatures already there.
+/// signatures of that digest already there. The layout is cosign's, so `cosign verify` reads
+/// it; the registry traffic is this client's (bounded, with timeouts).
 pub async fn sign_reference(
     registry: &Registry,
     reference_text: &str,
@@ -1023,35 +1402,53 @@ pub async fn sign_reference(
     let (signer, fingerprint) = trust::read_signer(key, &trust::password())?;
     let reference = parse_reference(reference_text)?;
     let auth = Registry::auth(&reference);
-    let digest = registry.resolve(&reference, &auth).await?;
+    let (digest, manifest) = registry.manifest(&reference, &auth).await?;
     let pinned = reference.clone_with_digest(digest.clone());
     // Only component artifacts are signed here.
-    registry.manifest(&pinned, &digest, &auth).await?;
-    let mut client = registry.sigstore()?;
-    let sigstore_auth = Registry::sigstore_auth(&auth);
-    let source = oci_reference(&pinned);
-    let (signature_image, _) = client
-        .triangulate(&source, &sigstore_auth)
-        .await
-        .map_err(sigstore_failure(&reference, "finding where signatures go"))?;
-    let mut layers = registry
-        .signatures(&pinned, &auth)
-        .await
-        .unwrap_or_default();
-    let mut layer = SignatureLayer::new_unsigned(&source, &digest)
+    component_layer(&manifest).map_err(|reason| RegistryError::NotComponent {
+        reference: pinned.whole(),
+        reason,
+    })?;
+    let mut layer = SignatureLayer::new_unsigned(&oci_reference(&pinned), &digest)
         .map_err(|e| RegistryError::Usage(format!("cannot build the signature: {e}")))?;
     PrivateKeySigner::new_with_signer(signer)
         .add_constraint(&mut layer)
         .map_err(|e| TrustError::Sign(e.to_string()))?;
-    layers.push(layer);
-    client
-        .push_signature(None, &sigstore_auth, &signature_image, layers)
+    let existing = registry.signatures(&pinned, &digest, &auth).await?;
+    let signature_layer = |payload: Vec<u8>, signature: Option<String>| {
+        oci_client::client::ImageLayer::new(
+            payload,
+            SIGNATURE_MEDIA_TYPE.to_owned(),
+            Some(
+                signature
+                    .map(|s| (SIGNATURE_ANNOTATION.to_owned(), s))
+                    .into_iter()
+                    .collect(),
+            ),
+        )
+    };
+    let layers: Vec<_> = existing
+        .into_iter()
+        .filter(|s| s.names.as_deref() == Some(digest.as_str()))
+        .map(|s| signature_layer(s.payload, s.signature))
+        .chain(std::iter::once(signature_layer(
+            layer.raw_data,
+            layer.signature,
+        )))
+        .collect();
+    let config = Config::oci_v1(b"{}".to_vec(), None);
+    let mut signatures = OciImageManifest::build(&layers, &config, None);
+    signatures.media_type = Some(MANIFEST_MEDIA_TYPE.to_owned());
+    let target = signature_tag(&pinned, &digest);
+    registry
+        .client
+        .push(&target, &layers, config, &auth, Some(signatures))
         .await
-        .map_err(sigstore_failure(&reference, "storing the signature"))?;
+        .map_err(|e| registry.failure(&reference, "storing the signature", e))?;
     Ok(format!(
         "signed {reference_text} ({digest}) with {} ({fingerprint}); the signature is at {}",
         key.display(),
-        signature_image
+        target.whole()
     ))
 }
 
@@ -1059,9 +1456,9 @@ pub async fn sign_reference(
 /// `FILE.wasm.sig` (what `cosign sign-blob` writes).
 pub fn sign_file(file: &Path, key: &Path) -> Result<String, RegistryError> {
     let (signer, fingerprint) = trust::read_signer(key, &trust::password())?;
-    let wasm = std::fs::read(file).map_err(|source| RegistryError::Io {
+    let wasm = std::fs::read(file).map_err(|error| RegistryError::Io {
         path: file.to_owned(),
-        source,
+        error,
     })?;
     if !wasmparser::Parser::is_component(&wasm) {
         return Err(RegistryError::NotComponent {
@@ -1072,9 +1469,9 @@ pub fn sign_file(file: &Path, key: &Path) -> Result<String, RegistryError> {
     }
     let signature = trust::sign_bytes(&signer, &wasm)?;
     let target = trust::signature_file(file);
-    write_atomically(&target, signature.as_bytes()).map_err(|source| RegistryError::Io {
+    write_atomically(&target, signature.as_bytes()).map_err(|error| RegistryError::Io {
         path: target.clone(),
-        source,
+        error,
     })?;
     Ok(format!(
         "signed {} ({}) with {} ({fingerprint}) into {}",
@@ -1106,7 +1503,7 @@ pub fn keygen(prefix: &Path) -> Result<String, RegistryError> {
     }
     let io = |path: &Path| {
         let path = path.to_owned();
-        move |source| RegistryError::Io { path, source }
+        move |error| RegistryError::Io { path, error }
     };
     write_atomically(&private_file, private.as_bytes()).map_err(io(&private_file))?;
     write_atomically(&public_file, public.as_bytes()).map_err(io(&public_file))?;

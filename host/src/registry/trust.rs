@@ -80,9 +80,26 @@ pub enum TrustError {
         /// What was found instead.
         found: String,
     },
-    /// The lock file could not be read.
+    /// Signatures exist beside the artifact, but of another artifact: they were copied there
+    /// (or the tag was overwritten), and a signature counts only for the digest it names.
+    #[error(
+        "the signature policy in {policy} requires `{name}` to be signed by {keys}, and the only signatures beside it are of another artifact ({others}), not of {digest}: a signature counts only for the digest it names"
+    )]
+    SignedOther {
+        /// The plugin.
+        name: String,
+        /// The configuration file holding the policy.
+        policy: String,
+        /// The keys it accepts.
+        keys: String,
+        /// The digest that was to be signed.
+        digest: String,
+        /// The digests the signatures name (and who signed, when a key is accepted).
+        others: String,
+    },
+    /// The lock file could not be read (said in the text, not chained).
     #[error("{0}")]
-    Lock(#[from] LockError),
+    Lock(LockError),
     /// A key file could not be read or used.
     #[error("key {}: {message}", file.display())]
     Key {
@@ -94,6 +111,12 @@ pub enum TrustError {
     /// Signing failed.
     #[error("cannot sign: {0}")]
     Sign(String),
+}
+
+impl From<LockError> for TrustError {
+    fn from(error: LockError) -> Self {
+        Self::Lock(error)
+    }
 }
 
 /// One public key the operator trusts, by the name the policy gives it.
@@ -336,10 +359,10 @@ impl Trust {
                 modified: meta.modified().ok(),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
+            Err(error) => {
                 return Err(LockError::Io {
                     file: path.to_owned(),
-                    source,
+                    error,
                 });
             }
         };

@@ -1,8 +1,9 @@
 //! Example stateful plugin: a to-do list kept in mcpbox's durable key-value state.
 //!
 //! Items are stored one per key (`item:<id>`, zero-padded so keys sort by id) as JSON; ids
-//! come from an atomic counter. Every change announces `todo://items` as updated, so
-//! subscribed clients re-read it.
+//! come from an atomic counter. Listing reads a page of keys at a time (at most 1,000, the
+//! most one `get-many` takes), so any number of items lists. Every change announces
+//! `todo://items` as updated, so subscribed clients re-read it.
 
 use mcpbox_sdk::state::{StateError, Store};
 use mcpbox_sdk::{
@@ -60,13 +61,25 @@ struct ListArgs {
     include_done: bool,
 }
 
+/// Every item, oldest first: a page of keys at a time, each page's items in one `get-many`.
 fn items(store: &Store) -> Result<Vec<Item>, StateError> {
-    let keys = store.keys("item:")?;
-    Ok(store
-        .get_many::<Item>(&keys)?
-        .into_iter()
-        .flatten()
-        .collect())
+    let mut items = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store.keys_page(cursor.as_deref())?;
+        let keys: Vec<String> = page
+            .keys
+            .into_iter()
+            .filter(|k| k.starts_with("item:"))
+            .collect();
+        if !keys.is_empty() {
+            items.extend(store.get_many::<Item>(&keys)?.into_iter().flatten());
+        }
+        match page.cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(items),
+        }
+    }
 }
 
 fn list(ListArgs { include_done }: ListArgs) -> Result<Json<ItemList>, StateError> {

@@ -1,6 +1,9 @@
 //! Test fixture: a plugin built against the earlier `wasi:keyvalue@0.2.0-draft` (as wasmtime's
 //! and wasmCloud's toolchains use it), with no SDK. Its one tool, `hits`, increments the key
 //! `hits` in the bucket `default` and answers `<count> <keys>` (the keys from `list-keys`).
+//! With an `op` argument it does something else instead: `set` the key `hits` to `value`,
+//! `get` it, `fill` `n` keys `k00000`…, or `count` every key by paging with the draft's
+//! numeric cursors (`<keys> keys, <distinct> distinct, <pages> pages`).
 
 #![allow(
     unsafe_code,
@@ -50,12 +53,49 @@ impl Guest for KvDraft {
         }]
     }
 
-    fn call_tool(_name: String, _arguments: String) -> Result<ToolResult, Error> {
+    fn call_tool(_name: String, arguments: String) -> Result<ToolResult, Error> {
+        let arguments: serde_json::Value = serde_json::from_str(&arguments).unwrap_or_default();
+        let op = arguments["op"].as_str().unwrap_or("increment").to_owned();
         let answer = store::open("default")
-            .and_then(|bucket| {
-                let count = atomics::increment(&bucket, "hits", 1)?;
-                let keys = bucket.list_keys(None)?.keys.join(",");
-                Ok(format!("{count} {keys}"))
+            .and_then(|bucket| match op.as_str() {
+                "set" => {
+                    let value = arguments["value"].as_str().unwrap_or_default();
+                    bucket.set("hits", value.as_bytes())?;
+                    Ok("ok".to_owned())
+                }
+                "get" => Ok(bucket.get("hits")?.map_or("null".to_owned(), |v| {
+                    String::from_utf8_lossy(&v).into_owned()
+                })),
+                "fill" => {
+                    for i in 0..arguments["n"].as_u64().unwrap_or(1) {
+                        bucket.set(&format!("k{i:05}"), b"v")?;
+                    }
+                    Ok("ok".to_owned())
+                }
+                "count" => {
+                    let (mut cursor, mut pages, mut all) = (None, 0, Vec::new());
+                    loop {
+                        let page = bucket.list_keys(cursor)?;
+                        pages += 1;
+                        all.extend(page.keys);
+                        match page.cursor {
+                            Some(next) => cursor = Some(next),
+                            None => break,
+                        }
+                    }
+                    let total = all.len();
+                    all.sort();
+                    all.dedup();
+                    Ok(format!(
+                        "{total} keys, {} distinct, {pages} pages",
+                        all.len()
+                    ))
+                }
+                _ => {
+                    let count = atomics::increment(&bucket, "hits", 1)?;
+                    let keys = bucket.list_keys(None)?.keys.join(",");
+                    Ok(format!("{count} {keys}"))
+                }
             })
             .map_err(|e| describe(&e));
         Ok(match answer {

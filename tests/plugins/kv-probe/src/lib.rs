@@ -10,7 +10,8 @@ use mcpbox_sdk::{Deserialize, JsonSchema, Plugin, Tool, Tools, serde_json};
 /// Arguments of `kv`.
 #[derive(Deserialize, JsonSchema)]
 struct KvArgs {
-    /// get, set, delete, exists, keys, increment, update, get_many, increments, open_many
+    /// get, set, delete, exists, keys, increment, update, get_many, increments, open_many,
+    /// fill, page, delete_many, drain, walk
     op: String,
     /// The bucket (default `default`).
     bucket: Option<String>,
@@ -23,9 +24,11 @@ struct KvArgs {
     size: Option<u32>,
     /// For increment.
     delta: Option<i64>,
-    /// For get_many; for keys, the prefix is `key`.
+    /// For get_many and delete_many; for keys, the prefix is `key`.
     #[serde(default)]
     keys: Vec<String>,
+    /// For page: the cursor.
+    cursor: Option<String>,
 }
 
 fn kv(args: KvArgs) -> Result<String, String> {
@@ -93,6 +96,67 @@ fn kv(args: KvArgs) -> Result<String, String> {
                 .get_many::<serde_json::Value>(&args.keys)
                 .map_err(|e| e.to_string())?
         ),
+        // `delta` keys `<key>00000`, `<key>00001`, …, one host call each.
+        "fill" => {
+            for i in 0..args.delta.unwrap_or(1) {
+                store
+                    .set_bytes(&format!("{key}{i:05}"), b"v")
+                    .map_err(|e| format!("after {i} keys: {e}"))?;
+            }
+            serde_json::json!("ok")
+        }
+        // One page after `cursor`.
+        "page" => {
+            let page = store
+                .keys_page(args.cursor.as_deref())
+                .map_err(|e| e.to_string())?;
+            serde_json::json!({"keys": page.keys, "cursor": page.cursor})
+        }
+        "delete_many" => {
+            store.delete_many(&args.keys).map_err(|e| e.to_string())?;
+            serde_json::json!("ok")
+        }
+        // Page by page, each page deleted with one delete-many before the next is read.
+        "drain" => {
+            let (mut cursor, mut pages, mut largest, mut deleted) = (None, 0, 0, 0);
+            loop {
+                let page = store
+                    .keys_page(cursor.as_deref())
+                    .map_err(|e| format!("page {pages}: {e}"))?;
+                pages += 1;
+                largest = largest.max(page.keys.len());
+                deleted += page.keys.len();
+                store
+                    .delete_many(&page.keys)
+                    .map_err(|e| format!("deleting page {pages}: {e}"))?;
+                match page.cursor {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            serde_json::json!({"pages": pages, "largest": largest, "deleted": deleted})
+        }
+        // Every page: how many keys, how many distinct, how many pages, the largest.
+        "walk" => {
+            let (mut cursor, mut pages, mut largest) = (None, 0, 0);
+            let mut all = Vec::new();
+            loop {
+                let page = store
+                    .keys_page(cursor.as_deref())
+                    .map_err(|e| format!("page {pages}: {e}"))?;
+                pages += 1;
+                largest = largest.max(page.keys.len());
+                all.extend(page.keys);
+                match page.cursor {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            let total = all.len();
+            all.sort();
+            all.dedup();
+            serde_json::json!({"keys": total, "distinct": all.len(), "pages": pages, "largest": largest})
+        }
         other => return Err(format!("unknown op {other}")),
     };
     Ok(answer.to_string())
