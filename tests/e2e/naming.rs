@@ -30,6 +30,12 @@ fn run(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// Wait until `count` plugins were loaded (at startup, or late: a loaded machine may take
+/// longer than startup's wait for listings).
+async fn loaded(stderr: &crate::support::Stderr, count: usize) {
+    stderr.wait_for_count(" plugin plugin=", count).await;
+}
+
 async fn tool_names(
     client: &rmcp::service::RunningService<rmcp::RoleClient, RecordingClient>,
 ) -> Vec<String> {
@@ -55,7 +61,32 @@ async fn the_quick_start_examples_load_with_no_refused_name() {
     .await;
     let log = stderr.wait_for("names refused").await;
     assert!(log.contains(" 0 names refused"), "{log}");
-    assert!(!log.contains("refused tool"), "{log}");
+    // Late plugins (still listing when startup went on) too.
+    let plugins = std::fs::read_dir(example_plugins())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "wasm")
+        })
+        .count();
+    let deadline = tokio::time::Instant::now() + crate::support::STEP;
+    loop {
+        let log = stderr.text();
+        let done = log.matches(" plugin plugin=").count() + log.matches("skipped plugin").count();
+        if done >= plugins {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{log}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let log = stderr.text();
+    assert!(
+        !log.contains("refused tool") && !log.contains("refused prompt"),
+        "{log}"
+    );
     let names = tool_names(&client).await;
     for name in ["add", "list", "echo", "sum"] {
         assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
@@ -76,12 +107,13 @@ async fn a_prefix_renames_tools_and_prompts_and_calls_reach_the_plugin() {
     let config = root.path().join("mcpbox.toml");
     std::fs::write(&config, "[plugin.code_review]\nprefix = \"cr_\"\n").unwrap();
     let config_arg = config.display().to_string();
-    let (client, _) = connect_logged(
+    let (client, stderr) = connect_logged(
         dir.path(),
         &["--config", &config_arg],
         RecordingClient::new(&json!({})),
     )
     .await;
+    loaded(&stderr, 2).await;
     assert_eq!(
         tool_names(&client).await,
         ["calc_divide", "calc_echo", "calc_show_content", "calc_sum"]
@@ -121,7 +153,7 @@ async fn allow_and_deny_lists_hide_tools_prompts_and_resources() {
     ]);
     std::fs::write(
         dir.path().join("echo_tools.toml"),
-        "[tools]\nallow = [\"echo\", \"sum\", \"divide\"]\ndeny = [\"divide\"]\n",
+        "[tools]\ndeny = [\"divide\", \"show_content\"]\n",
     )
     .unwrap();
     std::fs::write(
@@ -131,11 +163,12 @@ async fn allow_and_deny_lists_hide_tools_prompts_and_resources() {
     .unwrap();
     std::fs::write(
         dir.path().join("quotes.toml"),
-        "[resources]\ndeny = [\"quote://all\", \"quote://{id}\"]\n",
+        "[resources]\nallow = [\"quote://cover.png\"]\n",
     )
     .unwrap();
 
-    let (client, _) = connect_logged(dir.path(), &[], RecordingClient::new(&json!({}))).await;
+    let (client, stderr) = connect_logged(dir.path(), &[], RecordingClient::new(&json!({}))).await;
+    loaded(&stderr, 3).await;
     assert_eq!(tool_names(&client).await, ["echo", "sum"]);
     for hidden_tool in ["divide", "show_content"] {
         let error = client
@@ -201,15 +234,17 @@ async fn naming_changes_apply_live_with_list_changed() {
     let events = RecordingClient::new(&json!({}));
     let (client, stderr) =
         connect_logged(dir.path(), &["--config", &config_arg], events.clone()).await;
+    loaded(&stderr, 1).await;
     assert_eq!(
         tool_names(&client).await,
         ["divide", "echo", "show_content", "sum"]
     );
 
     // The manifest gains a prefix and a deny-list.
+    let changes = events.events("tools/list_changed").len();
     let manifest = dir.path().join("echo_tools.toml");
     std::fs::write(&manifest, "prefix = \"m_\"\n[tools]\ndeny = [\"divide\"]\n").unwrap();
-    events.wait_for("tools/list_changed", 1).await;
+    events.wait_for("tools/list_changed", changes + 1).await;
     assert_eq!(
         tool_names(&client).await,
         ["m_echo", "m_show_content", "m_sum"]
@@ -220,7 +255,7 @@ async fn naming_changes_apply_live_with_list_changed() {
     write_config(
         "reload-debounce-ms = 50\n\n[plugin.echo_tools]\nprefix = \"c_\"\n[plugin.echo_tools.tools]\nallow = [\"echo\"]\n",
     );
-    events.wait_for("tools/list_changed", 2).await;
+    events.wait_for("tools/list_changed", changes + 2).await;
     assert_eq!(tool_names(&client).await, ["c_echo"]);
     let (text, _) = tool_text(
         &client
