@@ -164,7 +164,7 @@ async fn arguments_that_do_not_fit_are_an_is_error_result_not_a_protocol_error()
     assert_eq!(result["isError"], true);
     assert_eq!(
         result["content"][0]["text"],
-        r#"invalid arguments for tool `add`: "two" is not of type "number" (at /a)"#
+        r#"invalid arguments for tool `sum`: "two" is not of type "number" (at /a)"#
     );
 
     // No `arguments` at all is treated as `{}`.

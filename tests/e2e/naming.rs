@@ -99,9 +99,13 @@ async fn a_prefix_renames_tools_and_prompts_and_calls_reach_the_plugin() {
     let dir = plugin_dir(&[
         ("echo_tools", "echo_tools.wasm"),
         ("code_review", "code_review.wasm"),
+        ("echo_tools", "plain.wasm"),
+        ("echo_tools", "same.wasm"),
     ]);
-    // From the manifest.
+    // From the manifest. The same plugin again under its own names serves beside it; a third
+    // copy with the same prefix has its final names refused (they are served already).
     std::fs::write(dir.path().join("echo_tools.toml"), "prefix = \"calc_\"\n").unwrap();
+    std::fs::write(dir.path().join("same.toml"), "prefix = \"calc_\"\n").unwrap();
     // From the configuration file's section.
     let root = tempfile::tempdir().unwrap();
     let config = root.path().join("mcpbox.toml");
@@ -113,22 +117,41 @@ async fn a_prefix_renames_tools_and_prompts_and_calls_reach_the_plugin() {
         RecordingClient::new(&json!({})),
     )
     .await;
-    loaded(&stderr, 2).await;
+    loaded(&stderr, 4).await;
     assert_eq!(
         tool_names(&client).await,
-        ["calc_divide", "calc_echo", "calc_show_content", "calc_sum"]
+        [
+            "calc_divide",
+            "calc_echo",
+            "calc_show_content",
+            "calc_sum",
+            "divide",
+            "echo",
+            "show_content",
+            "sum"
+        ]
     );
+    let log = stderr.text();
+    assert!(
+        log.contains(
+            "refused tool `calc_sum` of plugin `same`: the name is served by plugin `echo_tools`"
+        ),
+        "{log}"
+    );
+    assert!(!log.contains("of plugin `plain`"), "{log}");
     let result = client
         .call_tool(call("calc_sum", json!({"a": 2, "b": 3})))
         .await
         .unwrap();
     assert_eq!(result.structured_content, Some(json!({"sum": 5.0})));
     let unknown = client
-        .call_tool(call("sum", json!({"a": 2, "b": 3})))
+        .call_tool(call("calc_nothing", json!({})))
         .await
         .unwrap_err();
-    assert_eq!(error_code(&unknown).0, -32602);
-    assert!(error_code(&unknown).1.contains("unknown tool `sum`"));
+    assert_eq!(
+        error_code(&unknown),
+        (-32602, "unknown tool `calc_nothing`".to_owned())
+    );
 
     let prompts = client.list_all_prompts().await.unwrap();
     let names: Vec<&str> = prompts.iter().map(|p| &*p.name).collect();

@@ -1,8 +1,9 @@
 //! The status page (`GET /` over HTTP): plain server-rendered HTML, readable without
 //! JavaScript, of the loaded plugins (version digest, where each was pulled from and which key
-//! signed it, tools, prompts, resources, the names they are served as, grants and limits, calls by outcome from the
-//! metrics), the plugin state store and whether it answers, the names refused, and recent
-//! loads, reloads and failures. Everything a plugin supplies is escaped (maud escapes every interpolation).
+//! signed it, tools, prompts, resources, the names they are served as, grants and limits,
+//! calls by outcome from the metrics), the plugin state store and whether it answers, the
+//! names refused, and recent loads, reloads and failures. Everything a plugin supplies is
+//! escaped (maud escapes every interpolation).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
