@@ -204,3 +204,94 @@ pub fn unknown_names(lists: &PluginLists, naming: &Naming) -> Vec<String> {
     unknown.extend(check("resources", &naming.resources, &resources));
     unknown
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Prompt, ResourceInfo, Tool};
+
+    fn tool(name: &str) -> Tool {
+        Tool {
+            name: name.into(),
+            title: None,
+            description: "d".into(),
+            input_schema: r#"{"type":"object"}"#.into(),
+            output_schema: None,
+            annotations: None,
+        }
+    }
+
+    fn lists() -> PluginLists {
+        PluginLists {
+            tools: vec![tool("add"), tool("list"), tool("remove")],
+            prompts: vec![Prompt {
+                name: "review".into(),
+                title: None,
+                description: "d".into(),
+                arguments: Vec::new(),
+            }],
+            resources: ["todo://items", "todo://done"]
+                .into_iter()
+                .map(|uri| ResourceInfo {
+                    uri: uri.into(),
+                    name: "n".into(),
+                    title: None,
+                    description: None,
+                    mime_type: None,
+                    size: None,
+                })
+                .collect(),
+            templates: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn naming_prefixes_and_hides_and_names_what_the_plugin_lacks() {
+        let naming = Naming {
+            prefix: Some("todo_".into()),
+            tools: ItemFilter {
+                allow: Some(vec!["add".into(), "list".into(), "nope".into()]),
+                deny: vec!["list".into()],
+            },
+            prompts: ItemFilter::default(),
+            resources: ItemFilter {
+                allow: None,
+                deny: vec!["todo://done".into()],
+            },
+        };
+        let prepared = prepare("todo", Path::new("todo.wasm"), &lists(), &naming);
+        let tools: Vec<(&str, &str)> = prepared
+            .tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.own.as_str()))
+            .collect();
+        assert_eq!(tools, [("todo_add", "add")]);
+        assert!(
+            prepared.tools[0]
+                .json
+                .get()
+                .contains(r#""name":"todo_add""#)
+        );
+        assert_eq!(prepared.prompts[0].name, "todo_review");
+        assert_eq!(prepared.prompts[0].own, "review");
+        let uris: Vec<&str> = prepared.resources.iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(uris, ["todo://items"]);
+        assert_eq!(
+            prepared.unknown,
+            ["tools.allow names `nope`, which the plugin does not offer"]
+        );
+    }
+
+    #[test]
+    fn a_prefix_that_makes_a_name_too_long_refuses_the_item() {
+        let naming = Naming {
+            prefix: Some("p".repeat(32)),
+            ..Naming::default()
+        };
+        let mut lists = lists();
+        lists.tools = vec![tool(&"t".repeat(40))];
+        let prepared = prepare("p", Path::new("p.wasm"), &lists, &naming);
+        assert!(prepared.tools.is_empty());
+        assert!(prepared.refused[0].1.contains("the limit is 64"));
+    }
+}

@@ -153,3 +153,22 @@ pub(super) async fn startup_gate<B: Backend>(
     }
     next.run(request).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn starting_then_started_and_late_loads_counted() {
+        let readiness = Arc::new(Readiness::starting());
+        assert!(!readiness.is_started());
+        let late = readiness.late_load();
+        assert_eq!(readiness.late(), 1);
+        readiness.start();
+        readiness.wait_started().await;
+        assert!(readiness.is_started());
+        drop(late);
+        assert_eq!(readiness.late(), 0);
+        assert!(Readiness::default().is_started());
+    }
+}
