@@ -167,14 +167,16 @@ async fn a_state_store_outage_keeps_replicas_ready() {
     );
     let page = http
         .get(format!("{base}/"))
-        .header("host", format!("127.0.0.1:{}", server.port))
         .send()
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
-    assert!(page.contains("down"), "{page}");
+    assert!(
+        page.contains(r#"class="down">down</strong>"#) && page.contains("Redis at 127.0.0.1"),
+        "{page}"
+    );
 
     redis.resume();
     eventually(

@@ -925,8 +925,6 @@ async fn post_messages<B: Backend>(
     StatusCode::ACCEPTED.into_response()
 }
 
-/// Liveness for orchestrators: the process serves HTTP. Not behind the token or `Origin`
-/// checks (it says nothing but "ok").
 /// The answer to a request OAuth refuses: 401 (no token, or an invalid one) or 403 (missing
 /// scopes) with `WWW-Authenticate` pointing at the resource metadata (RFC 6750, RFC 9728), or
 /// 503 when the issuer's keys cannot be fetched.
