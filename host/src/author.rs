@@ -56,7 +56,7 @@ pub async fn call(
     if !arguments.is_object() {
         bail!("--args must be a JSON object, not {arguments}");
     }
-    let plugins = load(path, limits, cache_dir, state).await?;
+    let plugins = load(path, limits, cache_dir, state, &Arc::default()).await?;
     let (hub, _relists) = EventHub::new();
     let set = Arc::new(PluginSet::new(plugins, 10_000, false, hub));
     let session = Arc::new(Session::new(set, Mode::Dual, Arc::default()));
@@ -100,13 +100,14 @@ async fn load(
     limits: Limits,
     cache_dir: Option<PathBuf>,
     state: StateConfig,
+    sections: &Arc<crate::policy::Sections>,
 ) -> anyhow::Result<Vec<LoadedPlugin>> {
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: cache_dir.or_else(ComponentCache::default_dir),
         state,
         ..RuntimeConfig::default()
     })?;
-    let plugins = load_from(&runtime, path, limits).await?;
+    let plugins = load_from(&runtime, path, limits, sections).await?;
     if plugins.is_empty() {
         bail!(
             "no plugin loaded from {} (the log says why)",
@@ -120,10 +121,10 @@ async fn load_from(
     runtime: &Runtime,
     path: &Path,
     limits: Limits,
+    sections: &Arc<crate::policy::Sections>,
 ) -> anyhow::Result<Vec<LoadedPlugin>> {
     if path.is_dir() {
-        let mut loaded =
-            load_directory(runtime, path, limits, &Arc::default(), &Trust::default()).await?;
+        let mut loaded = load_directory(runtime, path, limits, sections, &Trust::default()).await?;
         for late in loaded.late.drain(..) {
             match late.await {
                 Ok((_, Ok(plugin))) => loaded.plugins.push(plugin),
@@ -135,7 +136,7 @@ async fn load_from(
         }
         return Ok(loaded.plugins);
     }
-    let source = read_source(path, &crate::policy::Sections::default(), &Trust::default())
+    let source = read_source(path, sections, &Trust::default())
         .await
         .with_context(|| format!("cannot load {}", path.display()))?;
     let plugin = load_source(runtime, source, limits)
@@ -144,15 +145,44 @@ async fn load_from(
     Ok(vec![plugin])
 }
 
+/// Load every plugin in `dir` as `serve` would with the configuration file's plugin
+/// `sections`, and say, plugin by plugin, which names in their allow- and deny-lists they do
+/// not offer (for `mcpbox check`). Plugins that fail to load are logged and left out.
+pub async fn unknown_listed_names(
+    dir: &Path,
+    sections: Arc<crate::policy::Sections>,
+    limits: Limits,
+    cache_dir: Option<PathBuf>,
+) -> anyhow::Result<Vec<String>> {
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: cache_dir.or_else(ComponentCache::default_dir),
+        state: StateConfig::default_place(),
+        ..RuntimeConfig::default()
+    })?;
+    let plugins = load_from(&runtime, dir, limits, &sections).await?;
+    Ok(plugins
+        .iter()
+        .flat_map(|plugin| {
+            plugin
+                .unknown_names()
+                .iter()
+                .map(|unknown| format!("plugin `{}`: {unknown}", plugin.code.name()))
+        })
+        .collect())
+}
+
 /// Describe the plugins at `path`: interfaces, lists as clients see them, items refused and
 /// why (including names another plugin in the directory serves), grants and limits.
+/// With `sections` (a configuration file's `[plugin.NAME]` sections), a directory's plugins
+/// are governed by them as `serve` would.
 pub async fn inspect(
     path: &Path,
     limits: Limits,
     cache_dir: Option<PathBuf>,
     state: StateConfig,
+    sections: Arc<crate::policy::Sections>,
 ) -> anyhow::Result<String> {
-    let plugins = load(path, limits, cache_dir, state).await?;
+    let plugins = load(path, limits, cache_dir, state, &sections).await?;
     let described: Vec<Value> = plugins.iter().map(LoadedPlugin::describe).collect();
     let (hub, _relists) = EventHub::new();
     let set = PluginSet::new(plugins, 10_000, false, hub);

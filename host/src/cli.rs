@@ -21,7 +21,7 @@ use crate::kv::{StateConfig, StateService};
 use crate::policy::{Limits, Sections};
 use crate::registry::trust::Trust;
 use crate::server::{HostLimits, Mode, ModernSettings, Session, StateKey};
-use crate::transport::http::{self, HttpConfig};
+use crate::transport::http::{self, HttpConfig, Readiness};
 use crate::transport::stdio::{self, StdioConfig};
 use crate::watch::Reloader;
 
@@ -324,6 +324,11 @@ pub struct InspectArgs {
     /// Where compiled plugins are cached (as `serve --cache-dir`).
     #[arg(long, env = "MCPBOX_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+
+    /// A configuration file whose `[plugin.NAME]` sections govern the plugins, as with
+    /// `serve --config` (grants, limits, prefix, allow- and deny-lists).
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub config: Option<PathBuf>,
 }
 
 /// The limits of a call into a plugin, as flags (`serve` and `call` take the same).
@@ -779,7 +784,11 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 failed: false,
             });
         }
-        Command::Check(args) => return check(&args),
+        Command::Check(args) => {
+            let outcome = runtime.block_on(check(&args));
+            runtime.shutdown_timeout(Duration::from_millis(100));
+            return outcome;
+        }
         Command::Pull(args) => {
             let outcome = runtime.block_on(pull(args));
             runtime.shutdown_timeout(Duration::from_millis(100));
@@ -822,11 +831,19 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             return outcome;
         }
         Command::Inspect(args) => {
+            let sections = match &args.config {
+                Some(path) => {
+                    let file = ConfigFile::load(path, &serve_command())?;
+                    Sections::new(file.path().to_owned(), file.sections().clone())
+                }
+                None => Sections::default(),
+            };
             let report = runtime.block_on(author::inspect(
                 &args.plugin,
                 Limits::default(),
                 args.cache_dir,
                 StateConfig::default_place(),
+                Arc::new(sections),
             ));
             runtime.shutdown_timeout(Duration::from_millis(100));
             return report.map(|report| Outcome {
@@ -895,7 +912,7 @@ async fn pull(args: PullArgs) -> anyhow::Result<Outcome> {
 
 /// `mcpbox check --config FILE`: read and check the file as `serve` would, and say what it
 /// sets.
-fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
+async fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
     // Exactly what `serve --config FILE` would read (with the environment's overrides).
     let argv = vec![
         OsString::from("mcpbox"),
@@ -916,10 +933,10 @@ fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
             });
         }
     };
-    let Some(file) = (match &cli.command {
-        Command::Serve(serve) => serve.loaded_config.as_ref(),
-        _ => None,
-    }) else {
+    let Command::Serve(serve) = &cli.command else {
+        anyhow::bail!("the configuration file was not read");
+    };
+    let Some(file) = serve.loaded_config.as_ref() else {
         anyhow::bail!("the configuration file was not read");
     };
     let keys: Vec<&str> = file.keys().collect();
@@ -963,10 +980,47 @@ fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
             "\nnote: it sets no `plugins` directory; give --plugins or MCPBOX_PLUGINS when serving",
         );
     }
+    if let Some(dir) = serve.plugins.as_deref().filter(|dir| dir.is_dir()) {
+        report.push_str(&plugin_warnings(file, dir, serve).await?);
+    }
     Ok(Outcome {
         output: Some(report),
         failed: false,
     })
+}
+
+/// What `check` warns about in the plugin directory `dir`, as `serve` would: `[plugin.NAME]`
+/// sections naming no plugin there, and names in allow- and deny-lists (of sections and
+/// manifests) that their plugin does not offer (the plugins are loaded to know).
+async fn plugin_warnings(
+    file: &ConfigFile,
+    dir: &Path,
+    serve: &ServeArgs,
+) -> anyhow::Result<String> {
+    let mut warnings = String::new();
+    for name in file.sections().keys() {
+        if !dir.join(format!("{name}.wasm")).exists() {
+            warnings.push_str(&format!(
+                "\nwarning: [plugin.{name}] names no plugin in {}: there is no {name}.wasm",
+                dir.display()
+            ));
+        }
+    }
+    let sections = Arc::new(Sections::new(
+        file.path().to_owned(),
+        file.sections().clone(),
+    ));
+    let cache_dir = if serve.no_cache {
+        None
+    } else {
+        serve.cache_dir.clone()
+    };
+    let unknown =
+        author::unknown_listed_names(dir, sections, serve.limits.limits(), cache_dir).await?;
+    for unknown in unknown {
+        warnings.push_str(&format!("\nwarning: {unknown}"));
+    }
+    Ok(warnings)
 }
 
 async fn call(args: CallArgs) -> anyhow::Result<Outcome> {
@@ -1151,111 +1205,55 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             "checking components against the lock file before loading them"
         );
     }
-    let loaded = load_directory(&engine, &dir, limits, &sections, &trust).await?;
     let watching = !args.no_watch;
     // The hub is how plugins and the plugin set reach sessions and the reloader.
     let (hub, relists) = EventHub::new();
+    // Empty until the startup load fills it: the HTTP listener answers health checks (and
+    // holds MCP off) meanwhile.
     let plugins = Arc::new(PluginSet::new(
-        loaded.plugins,
+        Vec::new(),
         args.page_size as usize,
         watching,
         hub,
     ));
-    for problem in loaded.problems {
-        plugins.note_startup_problem(problem);
+    let state = Arc::clone(engine.state());
+    if state.is_shared() {
+        tokio::spawn(watch_state_store(Arc::clone(&state)));
     }
-    let catalog = plugins.catalog();
-    for plugin in plugins.plugins() {
-        plugin.log_loaded("loaded", catalog.names_of(&plugin.file));
-    }
-    plugins.record(format!(
-        "started: {} plugins loaded, {} skipped, {} names refused",
-        catalog.plugin_count(),
-        loaded.skipped,
-        catalog.refusals().len()
-    ));
-    tracing::info!(
-        loaded = catalog.plugin_count(),
-        skipped = loaded.skipped,
-        refused_names = catalog.refusals().len(),
-        "{} loaded, {} skipped, {} names refused",
-        catalog.plugin_count(),
-        loaded.skipped,
-        catalog.refusals().len()
-    );
-    // Plugins that were still listing: served as soon as they are done.
-    let loading = Arc::new(std::sync::atomic::AtomicUsize::new(loaded.late.len()));
-    for late in loaded.late {
-        let plugins = Arc::clone(&plugins);
-        let loading = Arc::clone(&loading);
-        tokio::spawn(async move {
-            let done = LoadDone(loading);
-            match late.await {
-                Ok((file, Ok(plugin))) => {
-                    let plugin = Arc::new(plugin);
-                    let names = plugins.update(&file, Some(Arc::clone(&plugin)));
-                    drop(done);
-                    plugins.record(format!("loaded plugin `{}` (late)", plugin.code.name()));
-                    plugin.log_loaded("loaded (late)", names);
-                }
-                Ok((file, Err(error))) => {
-                    let message = format!(
-                        "could not load plugin {}: {error}; it is not loaded",
-                        file.display()
-                    );
-                    tracing::error!(file = %file.display(), "skipped plugin: {error}");
-                    plugins.note_startup_problem(message.clone());
-                    plugins.hub().announce(crate::server::ServerEvent::HostLog {
-                        level: crate::protocol::mcp::LogLevel::Error,
-                        message,
-                    });
-                }
-                Err(e) => tracing::error!("a plugin load task failed: {e}"),
-            }
-        });
-    }
-    let debounce = Duration::from_millis(args.reload_debounce_ms);
-    let watcher = if watching {
-        Some(Arc::new(
-            Reloader::new(
-                engine.clone(),
-                dir.clone(),
-                limits,
-                Arc::clone(&sections),
-                trust,
-                Arc::clone(&plugins),
-                relists,
-            )
-            .watch(debounce)?,
-        ))
-    } else {
-        drop(relists);
-        None
+    let readiness = Arc::new(Readiness::starting());
+    let startup = Startup {
+        engine: &engine,
+        dir: &dir,
+        limits,
+        sections: &sections,
+        trust,
+        plugins: &plugins,
+        relists,
+        readiness: &readiness,
+        args: &args,
     };
-    let _config_watcher = match &args.loaded_config {
-        Some(config) => Some(crate::watch::watch_config(
-            Arc::clone(config),
-            Arc::clone(&sections),
-            watcher.clone(),
-            Arc::clone(&plugins),
-            debounce,
-        )?),
-        None => None,
-    };
-    tracing::info!(
-        dir = %dir.display(),
-        plugins = catalog.plugin_count(),
-        fuel = limits.fuel,
-        timeout_ms = args.limits.timeout_ms,
-        memory_mib = args.limits.memory_mib,
-        "plugins ready"
-    );
     match listener {
         Some(listener) => {
-            let state = Arc::clone(engine.state());
-            serve_http(plugins, listener, &args, modern, loading, state, shutdown).await
+            let server = serve_http(
+                Arc::clone(&plugins),
+                listener,
+                &args,
+                modern,
+                Arc::clone(&readiness),
+                state,
+                shutdown,
+            );
+            tokio::pin!(server);
+            let _running = tokio::select! {
+                stopped = &mut server => return stopped,
+                running = startup.run() => running?,
+            };
+            readiness.start();
+            server.await
         }
         None => {
+            let _running = startup.run().await?;
+            readiness.start();
             let session = Arc::new(Session::new(plugins, Mode::Dual, modern));
             let (input, output): (Box<dyn tokio::io::AsyncBufRead + Unpin + Send>, _) =
                 match stdio::stdio_streams() {
@@ -1276,6 +1274,167 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tracing::info!("stdio session over; exiting");
             Ok(())
         }
+    }
+}
+
+/// What the startup load needs: the plugins found in the directory are loaded into the (empty)
+/// set, those still listing are added when done, and the directory and the configuration
+/// file are watched.
+struct Startup<'a> {
+    engine: &'a Runtime,
+    dir: &'a Path,
+    limits: Limits,
+    sections: &'a Arc<Sections>,
+    trust: Trust,
+    plugins: &'a Arc<PluginSet>,
+    relists: crate::catalog::RelistRequests,
+    readiness: &'a Arc<Readiness>,
+    args: &'a ServeArgs,
+}
+
+/// What must live while mcpbox serves: the watchers of the plugin directory and the
+/// configuration file.
+struct Running {
+    _watcher: Option<Arc<crate::watch::Watcher>>,
+    _config_watcher: Option<crate::watch::ConfigWatcher>,
+}
+
+impl Startup<'_> {
+    async fn run(self) -> anyhow::Result<Running> {
+        let Self {
+            engine,
+            dir,
+            limits,
+            sections,
+            trust,
+            plugins,
+            relists,
+            readiness,
+            args,
+        } = self;
+        let loaded = load_directory(engine, dir, limits, sections, &trust).await?;
+        plugins.add_startup(loaded.plugins);
+        for problem in loaded.problems {
+            plugins.note_startup_problem(problem);
+        }
+        let catalog = plugins.catalog();
+        for plugin in plugins.plugins() {
+            plugin.log_loaded("loaded", catalog.names_of(&plugin.file));
+        }
+        plugins.record(format!(
+            "started: {} plugins loaded, {} skipped, {} names refused",
+            catalog.plugin_count(),
+            loaded.skipped,
+            catalog.refusals().len()
+        ));
+        tracing::info!(
+            loaded = catalog.plugin_count(),
+            skipped = loaded.skipped,
+            refused_names = catalog.refusals().len(),
+            "{} loaded, {} skipped, {} names refused",
+            catalog.plugin_count(),
+            loaded.skipped,
+            catalog.refusals().len()
+        );
+        // Plugins that were still listing: served as soon as they are done.
+        for late in loaded.late {
+            let plugins = Arc::clone(plugins);
+            let done = readiness.late_load();
+            tokio::spawn(async move {
+                match late.await {
+                    Ok((file, Ok(plugin))) => {
+                        let plugin = Arc::new(plugin);
+                        let names = plugins.update(&file, Some(Arc::clone(&plugin)));
+                        drop(done);
+                        plugins.record(format!("loaded plugin `{}` (late)", plugin.code.name()));
+                        plugin.log_loaded("loaded (late)", names);
+                    }
+                    Ok((file, Err(error))) => {
+                        let message = format!(
+                            "could not load plugin {}: {error}; it is not loaded",
+                            file.display()
+                        );
+                        tracing::error!(file = %file.display(), "skipped plugin: {error}");
+                        plugins.note_startup_problem(message.clone());
+                        plugins.hub().announce(crate::server::ServerEvent::HostLog {
+                            level: crate::protocol::mcp::LogLevel::Error,
+                            message,
+                        });
+                    }
+                    Err(e) => tracing::error!("a plugin load task failed: {e}"),
+                }
+            });
+        }
+        let debounce = Duration::from_millis(args.reload_debounce_ms);
+        let watcher = if args.no_watch {
+            drop(relists);
+            None
+        } else {
+            Some(Arc::new(
+                Reloader::new(
+                    engine.clone(),
+                    dir.to_owned(),
+                    limits,
+                    Arc::clone(sections),
+                    trust,
+                    Arc::clone(plugins),
+                    relists,
+                )
+                .watch(debounce)?,
+            ))
+        };
+        let config_watcher = match &args.loaded_config {
+            Some(config) => Some(crate::watch::watch_config(
+                Arc::clone(config),
+                Arc::clone(sections),
+                watcher.clone(),
+                Arc::clone(plugins),
+                debounce,
+            )?),
+            None => None,
+        };
+        tracing::info!(
+            dir = %dir.display(),
+            plugins = catalog.plugin_count(),
+            fuel = limits.fuel,
+            timeout_ms = args.limits.timeout_ms,
+            memory_mib = args.limits.memory_mib,
+            "plugins ready"
+        );
+        Ok(Running {
+            _watcher: watcher,
+            _config_watcher: config_watcher,
+        })
+    }
+}
+
+/// How often a shared state store (Redis) is checked, for the `mcpbox_state_store_up` gauge,
+/// `/readyz`'s body and the status page.
+const STATE_STORE_CHECK: Duration = Duration::from_secs(2);
+
+/// Check the shared state store every [`STATE_STORE_CHECK`], for as long as mcpbox runs; a
+/// change either way is logged once.
+async fn watch_state_store(state: Arc<StateService>) {
+    let metrics = crate::metrics::metrics();
+    let mut was_up = true;
+    loop {
+        let up = match state.health().await {
+            Ok(()) => true,
+            Err(e) => {
+                if was_up {
+                    tracing::warn!(
+                        "{e}; stateful calls fail until it answers, stateless ones keep serving"
+                    );
+                }
+                false
+            }
+        };
+        if up && !was_up {
+            tracing::info!(store = %state.config(), "the state store answers again");
+        }
+        metrics.set_state_store_up(up);
+        was_up = up;
+        tokio::time::sleep(STATE_STORE_CHECK).await;
     }
 }
 
@@ -1308,7 +1467,7 @@ async fn serve_http(
     listener: tokio::net::TcpListener,
     args: &ServeArgs,
     modern: Arc<ModernSettings>,
-    loading: Arc<std::sync::atomic::AtomicUsize>,
+    readiness: Arc<Readiness>,
     state: Arc<StateService>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -1340,6 +1499,7 @@ async fn serve_http(
     if !address.ip().is_loopback() && args.auth_token.is_none() && oauth.is_none() {
         tracing::warn!(%address, "serving HTTP beyond loopback without --auth-token: anyone who can reach it can call every tool");
     }
+    let page_state = Arc::clone(&state);
     let config = HttpConfig {
         allowed_hosts: args.allowed_host.clone(),
         allowed_origins: args.allowed_origin.clone(),
@@ -1347,14 +1507,14 @@ async fn serve_http(
         max_body_bytes: args.max_message_bytes,
         session_idle: Duration::from_secs(args.session_idle_secs),
         modern,
-        loading,
+        readiness,
         state: Some(state),
         oauth,
         status_page: (!args.no_status_page).then(|| {
             let started = std::time::SystemTime::now();
             let plugins = Arc::clone(&plugins);
             http::StatusPage(Arc::new(move || {
-                crate::catalog::status::render(&plugins, started)
+                crate::catalog::status::render(&plugins, started, &page_state)
             }))
         }),
     };
@@ -1379,15 +1539,6 @@ fn parse_origin(text: &str) -> Result<String, String> {
         Err(format!(
             "`{text}` is not an origin: expected scheme://host[:port], such as https://app.example.com"
         ))
-    }
-}
-
-/// Counts a late plugin load as finished when dropped (loaded, failed or aborted).
-struct LoadDone(Arc<std::sync::atomic::AtomicUsize>);
-
-impl Drop for LoadDone {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 

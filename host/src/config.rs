@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use clap::ArgAction;
 use clap::parser::ValueSource;
 
-use crate::policy::{Limits, check_sections, parse_section};
+use crate::policy::{Limits, check_sections, key_at, parse_section};
 use crate::registry::trust::TrustPolicy;
 
 /// Why a configuration file was refused: the file, the line and key, and what is wrong.
@@ -98,9 +98,10 @@ impl ConfigFile {
             message,
         };
         let table: toml::Table = toml::from_str(text).map_err(|e| {
+            let key = e.span().and_then(|s| key_at(text, s.start));
             error(
                 e.span().map(|s| line_of(s.start)),
-                None,
+                key.as_deref(),
                 e.message().trim().to_owned(),
             )
         })?;
@@ -151,11 +152,12 @@ impl ConfigFile {
                             "expected a table: [plugin.NAME]".to_owned(),
                         ));
                     };
-                    let text = toml::to_string(&section).map_err(|e| {
+                    let section_text = toml::to_string(&section).map_err(|e| {
                         error(Some(line), Some(&format!("plugin.{name}")), e.to_string())
                     })?;
-                    parse_section(path, &name, &text, Limits::default())?;
-                    sections.insert(name, text);
+                    parse_section(path, &name, &section_text, Limits::default())
+                        .map_err(|e| e.in_file(text))?;
+                    sections.insert(name, section_text);
                 }
                 continue;
             }

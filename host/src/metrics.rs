@@ -1,6 +1,6 @@
 //! Prometheus metrics: the one process-wide registry of what mcpbox counts (requests, plugin
 //! calls and their outcomes, fuel, instances, sessions, listen streams, reloads, the compiled
-//! cache), the small guards that keep its gauges true when work is dropped, and the text
+//! cache, whether the state store answers), the small guards that keep its gauges true when work is dropped, and the text
 //! exposition served at `/metrics`.
 //!
 //! Every label value is bounded: methods are the known ones (others are `other`), plugin and
@@ -195,6 +195,7 @@ pub struct Metrics {
     bound_max: Family<BoundLabels, Gauge>,
     bound_in_use: Family<BoundLabels, Gauge>,
     bound_refusals: Family<BoundLabels, Counter>,
+    state_store_up: Gauge,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -320,6 +321,13 @@ impl Metrics {
             drop(bound_in_use.get_or_create(&BoundLabels { limit }));
             drop(bound_refusals.get_or_create(&BoundLabels { limit }));
         }
+        let state_store_up = Gauge::default();
+        state_store_up.set(1);
+        registry.register(
+            "state_store_up",
+            "Whether the plugin state store answers (1) or not (0); the embedded store is always 1",
+            state_store_up.clone(),
+        );
         // The bounded label sets start at zero, so that rates and dashboards see them at once.
         for transport in ["stdio", "http"] {
             drop(sessions.get_or_create(&TransportLabels { transport }));
@@ -355,6 +363,7 @@ impl Metrics {
             bound_max,
             bound_in_use,
             bound_refusals,
+            state_store_up,
         }
     }
 
@@ -525,6 +534,11 @@ impl Metrics {
     /// How many plugins are serving.
     pub fn set_plugins(&self, count: usize) {
         self.plugins.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Whether the plugin state store answered its last health check.
+    pub fn set_state_store_up(&self, up: bool) {
+        self.state_store_up.set(i64::from(up));
     }
 }
 

@@ -93,9 +93,9 @@ async fn tools_are_listed_with_their_derived_schemas() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["echo", "add", "divide", "show_content"]);
+    assert_eq!(names, ["echo", "sum", "divide", "show_content"]);
     let add = &tools[1];
-    assert_eq!(add["title"], "Add");
+    assert_eq!(add["title"], "Sum");
     assert_eq!(add["inputSchema"]["type"], "object");
     assert_eq!(add["inputSchema"]["required"], json!(["a", "b"]));
     assert_eq!(
@@ -125,9 +125,9 @@ async fn tools_return_text_structured_content_and_errors() {
 
     let add = json(
         &client
-            .call_tool(call("add", json!({"a": 2, "b": 3.5})))
+            .call_tool(call("sum", json!({"a": 2, "b": 3.5})))
             .await
-            .expect("add"),
+            .expect("sum"),
     );
     assert_eq!(add["structuredContent"], json!({"sum": 5.5}));
     assert_eq!(add["content"][0]["text"], r#"{"sum":5.5}"#);
@@ -157,14 +157,14 @@ async fn arguments_that_do_not_fit_are_an_is_error_result_not_a_protocol_error()
     // Checked against the tool's input schema before the plugin runs (SEP-1303).
     let result = json(
         &client
-            .call_tool(call("add", json!({"a": "two", "b": 1})))
+            .call_tool(call("sum", json!({"a": "two", "b": 1})))
             .await
-            .expect("add"),
+            .expect("sum"),
     );
     assert_eq!(result["isError"], true);
     assert_eq!(
         result["content"][0]["text"],
-        r#"invalid arguments for tool `add`: "two" is not of type "number" (at /a)"#
+        r#"invalid arguments for tool `sum`: "two" is not of type "number" (at /a)"#
     );
 
     // No `arguments` at all is treated as `{}`.
@@ -436,7 +436,7 @@ async fn every_list_is_paginated_with_opaque_cursors() {
             None => break,
         }
     }
-    assert_eq!(names, ["echo", "add", "divide", "show_content"]);
+    assert_eq!(names, ["echo", "sum", "divide", "show_content"]);
     assert_eq!(
         client.list_all_resources().await.expect("resources").len(),
         2

@@ -155,19 +155,31 @@ fn check_names_the_file_line_and_key_of_every_mistake() {
             "config = \"other.toml\"\n",
             &["`config`", "cannot name another"],
         ),
-        ("fuel = \n", &["line 1"]),
-        ("plugin = 3\n", &["line 1", "expected a map"]),
+        ("fuel = \n", &["line 1", "`fuel`"]),
+        ("plugin = 3\n", &["line 1", "plugin", "expected a map"]),
         (
             "\n[plugin.weather.limits]\nfule = 1\n",
-            &["line 3", "unknown field `fule`"],
+            &[
+                "line 3",
+                "plugin.weather.limits.fule",
+                "unknown field `fule`",
+            ],
         ),
         (
             "[plugin.weather.limits]\nmemory-mib = 0\n",
-            &["plugin.weather.limits.memory-mib"],
+            &["line 2", "plugin.weather.limits.memory-mib"],
         ),
         (
             "[plugin.weather.http]\nallow = [\"*\"]\n",
-            &["plugin.weather.http.allow"],
+            &["line 2", "plugin.weather.http.allow"],
+        ),
+        (
+            "fuel = 5\n\n[plugin.weather]\nprefix = \"w x\"\n",
+            &["line 4", "plugin.weather.prefix", "a prefix is"],
+        ),
+        (
+            "[plugin.weather.tools]\nallow = [\"a\"]\ndeny = [\"a\"]\n",
+            &["line 3", "plugin.weather.tools.deny[0]", "listed twice"],
         ),
     ];
     for (text, needles) in cases {

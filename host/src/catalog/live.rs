@@ -132,18 +132,61 @@ impl PluginSet {
     /// and the names newly refused. Returns how many names the plugin from `file` now serves.
     /// Calls in flight keep the catalog they started with.
     pub fn update(&self, file: &Path, plugin: Option<Arc<LoadedPlugin>>) -> Names {
-        let (old, new) = {
-            let mut plugins = lock(&self.plugins);
-            match plugin {
-                Some(plugin) => plugins.insert(file.to_owned(), plugin),
-                None => plugins.remove(file),
-            };
-            let loaded: Vec<_> = plugins.values().cloned().collect();
-            let previous = self.current.load();
-            let new = Arc::new(Catalog::build(&loaded, self.page_size, previous.claims()));
-            crate::metrics::metrics().set_plugins(new.plugin_count());
-            (self.current.swap(Arc::clone(&new)), new)
-        };
+        let (old, new) = self.publish(|plugins| match plugin {
+            Some(plugin) => {
+                plugins.insert(file.to_owned(), plugin);
+            }
+            None => {
+                plugins.remove(file);
+            }
+        });
+        self.announce_lists(&old, &new);
+        let known: HashSet<&Refusal> = old.refusals().iter().collect();
+        for refusal in new.refusals().iter().filter(|r| !known.contains(r)) {
+            tracing::warn!("{refusal}");
+            self.hub.announce(ServerEvent::HostLog {
+                level: LogLevel::Warning,
+                message: refusal.to_string(),
+            });
+        }
+        new.names_of(file)
+    }
+
+    /// Serve the plugins loaded at startup, added to the set at once (which `serve` creates
+    /// empty, so that it answers health checks while they load): names go to plugins in
+    /// file-name order, and each refusal is logged and kept for clients that ask for logs, as
+    /// with [`PluginSet::new`].
+    pub fn add_startup(&self, loaded: Vec<LoadedPlugin>) {
+        let (old, new) = self.publish(|plugins| {
+            for plugin in loaded {
+                plugins.insert(plugin.file.clone(), Arc::new(plugin));
+            }
+        });
+        self.announce_lists(&old, &new);
+        let known: HashSet<&Refusal> = old.refusals().iter().collect();
+        for refusal in new.refusals().iter().filter(|r| !known.contains(r)) {
+            tracing::warn!("{refusal}");
+            lock(&self.startup_problems).push(refusal.to_string());
+        }
+    }
+
+    /// Change the plugins with `change`, build the catalog (names served before stay with
+    /// their plugins) and publish it; returns the old and new catalogs.
+    fn publish(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<PathBuf, Arc<LoadedPlugin>>),
+    ) -> (Arc<Catalog>, Arc<Catalog>) {
+        let mut plugins = lock(&self.plugins);
+        change(&mut plugins);
+        let loaded: Vec<_> = plugins.values().cloned().collect();
+        let previous = self.current.load();
+        let new = Arc::new(Catalog::build(&loaded, self.page_size, previous.claims()));
+        crate::metrics::metrics().set_plugins(new.plugin_count());
+        (self.current.swap(Arc::clone(&new)), new)
+    }
+
+    /// Announce each list whose content differs between `old` and `new`.
+    fn announce_lists(&self, old: &Catalog, new: &Catalog) {
         for list in [
             ChangedList::Tools,
             ChangedList::Prompts,
@@ -154,15 +197,6 @@ impl PluginSet {
                 self.hub.announce(ServerEvent::ListChanged(list));
             }
         }
-        let known: HashSet<&Refusal> = old.refusals().iter().collect();
-        for refusal in new.refusals().iter().filter(|r| !known.contains(r)) {
-            tracing::warn!("{refusal}");
-            self.hub.announce(ServerEvent::HostLog {
-                level: LogLevel::Warning,
-                message: refusal.to_string(),
-            });
-        }
-        new.names_of(file)
     }
 }
 

@@ -358,7 +358,11 @@ async fn compile_source(
         .into();
     let policy = match &source.policy {
         Some(PolicyText::Manifest(path, text)) => parse_manifest(path, text, limits)?,
-        Some(PolicyText::Section(config, name, text)) => parse_section(config, name, text, limits)?,
+        Some(PolicyText::Section(config, name, text)) => parse_section(config, name, text, limits)
+            .map_err(|e| match std::fs::read_to_string(config) {
+                Ok(file_text) => e.in_file(&file_text),
+                Err(_) => e,
+            })?,
         None => Policy::deny_all(limits),
     };
     let compiler = runtime.clone();

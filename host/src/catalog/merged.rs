@@ -20,7 +20,7 @@ use super::prepare::{Prepared, prepare};
 use super::uri_template::UriTemplate;
 use super::validate::ToolSchemas;
 use crate::engine::{PluginCode, PluginLists};
-use crate::policy::GrantSummary;
+use crate::policy::{GrantSummary, NamingSummary};
 use crate::protocol::ErrorObject;
 use crate::server::{ChangedList, ListKind, MethodResult, Offers};
 
@@ -106,7 +106,7 @@ pub struct LoadedPlugin {
 impl LoadedPlugin {
     /// A loaded plugin, its lists checked and prepared (invalid items are logged once, here).
     pub fn new(code: PluginCode, file: PathBuf, lists: PluginLists, digest: [u8; 32]) -> Self {
-        let prepared = prepare(code.name(), &file, &lists);
+        let prepared = prepare(code.name(), &file, &lists, &code.policy().naming);
         Self {
             code,
             file,
@@ -132,6 +132,7 @@ impl LoadedPlugin {
             serves = names.served,
             refused = names.refused,
             grants = %GrantSummary(self.code.policy()),
+            naming = %NamingSummary(&self.code.policy().naming),
             "{verb} plugin"
         );
     }
@@ -165,6 +166,8 @@ impl LoadedPlugin {
             "resources": items(p.resources.iter().map(|t| &*t.json).collect()),
             "resourceTemplates": items(p.templates.iter().map(|t| &*t.json).collect()),
             "refused": p.refused.iter().map(|(item, why)| serde_json::json!({"item": item, "reason": why})).collect::<Vec<_>>(),
+            "naming": naming_json(&self.code.policy().naming),
+            "unknownNames": p.unknown,
             "grants": GrantSummary(self.code.policy()).to_string(),
             "limits": {
                 "fuel": limits.fuel,
@@ -178,6 +181,20 @@ impl LoadedPlugin {
     /// Items of this plugin that cannot be served, and why (invalid names or schemas).
     pub fn refused_items(&self) -> &[(String, String)] {
         &self.prepared.refused
+    }
+
+    /// Names in its allow- and deny-lists that it does not offer, said for people.
+    pub fn unknown_names(&self) -> &[String] {
+        &self.prepared.unknown
+    }
+
+    /// The names its tools and prompts are served as (with its prefix; hidden ones left out).
+    pub fn served_names(&self) -> (Vec<&str>, Vec<&str>) {
+        let p = &self.prepared;
+        (
+            p.tools.iter().map(|t| t.name.as_str()).collect(),
+            p.prompts.iter().map(|x| x.name.as_str()).collect(),
+        )
     }
 
     /// Every name the plugin offers (valid ones; invalid items were refused when prepared).
@@ -194,6 +211,18 @@ impl LoadedPlugin {
                     .map(|t| Claim::Template(t.uri_template.clone())),
             )
     }
+}
+
+/// A plugin's [`Naming`](crate::policy::Naming) as `inspect` shows it.
+fn naming_json(naming: &crate::policy::Naming) -> serde_json::Value {
+    let filter =
+        |f: &crate::policy::ItemFilter| serde_json::json!({"allow": f.allow, "deny": f.deny});
+    serde_json::json!({
+        "prefix": naming.prefix,
+        "tools": filter(&naming.tools),
+        "prompts": filter(&naming.prompts),
+        "resources": filter(&naming.resources),
+    })
 }
 
 /// One list: its items pre-serialised in order, and an index by key.
@@ -218,11 +247,15 @@ pub(super) struct Owner {
 
 pub(super) struct ToolEntry {
     pub(super) plugin: usize,
+    /// Its name in the plugin (the served name may carry a prefix).
+    pub(super) own: String,
     pub(super) schemas: Arc<ToolSchemas>,
 }
 
 pub(super) struct PromptEntry {
     pub(super) plugin: usize,
+    /// Its name in the plugin (the served name may carry a prefix).
+    pub(super) own: String,
     pub(super) description: String,
     pub(super) required: Vec<String>,
 }
@@ -334,6 +367,7 @@ impl Catalog {
             self.tools.items.push(Arc::clone(&tool.json));
             let entry = ToolEntry {
                 plugin: index,
+                own: tool.own.clone(),
                 schemas: Arc::clone(&tool.schemas),
             };
             self.tools.index.insert(tool.name.clone(), entry);
@@ -345,6 +379,7 @@ impl Catalog {
             self.prompts.items.push(Arc::clone(&prompt.json));
             let entry = PromptEntry {
                 plugin: index,
+                own: prompt.own.clone(),
                 description: prompt.description.clone(),
                 required: prompt.required.clone(),
             };

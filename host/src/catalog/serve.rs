@@ -124,6 +124,8 @@ impl Backend for PluginSet {
             )));
         };
         let plugin = &catalog.plugins[entry.plugin];
+        // The plugin knows the tool by its own name (the served one may carry a prefix).
+        let own = entry.own.as_str();
         // Invalid arguments are the model's to fix: an `isError` result, not a protocol error.
         let schemas = Arc::clone(&entry.schemas);
         let checked = off_the_workers(arguments.get().len(), {
@@ -136,18 +138,18 @@ impl Backend for PluginSet {
             metrics().call(
                 plugin.name(),
                 CallKind::Tool,
-                &Arc::from(name),
+                &Arc::from(own),
                 CallOutcome::InvalidArguments,
                 std::time::Duration::ZERO,
             );
             return PluginFailure::InvalidArguments(problem).into_mcp(plugin.name(), Request::Tool);
         }
         ctx.bind_plugin(plugin.component_digest())?;
-        let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = name);
+        let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = own);
         let any_structured = ctx_accepts_any_structured(&ctx);
         let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
         let outcome = plugin
-            .call_tool(name, arguments.get(), host)
+            .call_tool(own, arguments.get(), host)
             .instrument(span)
             .await;
         let result = match outcome {
@@ -214,7 +216,7 @@ impl Backend for PluginSet {
         ctx.bind_plugin(plugin.component_digest())?;
         let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
         let request = Request::Prompt;
-        match plugin.get_prompt(name, &arguments, host).await {
+        match plugin.get_prompt(&entry.own, &arguments, host).await {
             Ok(Ok(messages)) => within_limit(
                 plugin,
                 convert::prompt_result(&entry.description, &messages)?,
@@ -247,7 +249,7 @@ impl Backend for PluginSet {
                 let entry = catalog.prompts.index.get(name).ok_or_else(|| {
                     ErrorObject::invalid_params(format!("unknown prompt `{name}`"))
                 })?;
-                (entry.plugin, CompletionRef::Prompt(name.clone()))
+                (entry.plugin, CompletionRef::Prompt(entry.own.clone()))
             }
             CompletionReference::Resource { uri } => {
                 let entry = catalog

@@ -1,7 +1,9 @@
 //! The status page (`GET /` over HTTP): plain server-rendered HTML, readable without
 //! JavaScript, of the loaded plugins (version digest, where each was pulled from and which key
-//! signed it, tools, prompts, resources, grants and limits, calls by outcome from the
-//! metrics), the names refused, and recent loads, reloads and failures. Everything a plugin supplies is escaped (maud escapes every interpolation).
+//! signed it, tools, prompts, resources, the names they are served as, grants and limits,
+//! calls by outcome from the metrics), the plugin state store and whether it answers, the
+//! names refused, and recent loads, reloads and failures. Everything a plugin supplies is
+//! escaped (maud escapes every interpolation).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -11,13 +13,13 @@ use maud::{DOCTYPE, Markup, html};
 use super::live::PluginSet;
 use super::merged::LoadedPlugin;
 use crate::metrics::{CallKind, metrics};
-use crate::policy::GrantSummary;
+use crate::policy::{GrantSummary, NamingSummary};
 
 /// The page refreshes itself this often (a `<meta>` refresh: no script).
 const REFRESH_SECS: u32 = 10;
 
-/// Render the page for `set`, serving since `started`.
-pub fn render(set: &PluginSet, started: SystemTime) -> String {
+/// Render the page for `set`, serving since `started`, with plugin state in `state`.
+pub fn render(set: &PluginSet, started: SystemTime, state: &crate::kv::StateService) -> String {
     let catalog = set.catalog();
     let mut plugins = set.plugins();
     plugins.sort_by(|a, b| a.code.name().cmp(b.code.name()));
@@ -40,6 +42,15 @@ pub fn render(set: &PluginSet, started: SystemTime) -> String {
                     (catalog.plugin_count()) " plugins serving · up " (ago(uptime))
                     " · refreshes every " (REFRESH_SECS) " s · "
                     a href="/metrics" { "metrics" }
+                }
+                p id="state" {
+                    "Plugin state: " (state.config().to_string())
+                    @if let Some(problem) = state.last_problem() {
+                        " — " strong class="down" { "down" } ": " (problem)
+                        " (stateful calls fail; stateless tools keep serving)"
+                    } @else if state.is_shared() {
+                        " — up"
+                    }
                 }
                 h2 { "Plugins" }
                 @if plugins.is_empty() {
@@ -133,6 +144,20 @@ fn plugin_section(plugin: &LoadedPlugin) -> Markup {
                 dt { "resources" } dd {
                     (names(lists.resources.iter().map(|r| r.uri.as_str()).chain(lists.templates.iter().map(|t| t.uri_template.as_str()))))
                 }
+                @let naming = &plugin.code.policy().naming;
+                @if !naming.is_default() {
+                    dt { "naming" } dd { (NamingSummary(naming).to_string()) }
+                    @let (tools, prompts) = plugin.served_names();
+                    dt { "served as" } dd { (names(tools.into_iter().chain(prompts))) }
+                }
+                @if !plugin.unknown_names().is_empty() {
+                    dt { "unknown names" } dd {
+                        @for (i, unknown) in plugin.unknown_names().iter().enumerate() {
+                            @if i > 0 { "; " }
+                            (unknown)
+                        }
+                    }
+                }
                 dt { "grants" } dd { (GrantSummary(plugin.code.policy()).to_string()) }
                 dt { "limits" } dd {
                     (limits.fuel) " fuel · " (limits.timeout.as_millis()) " ms · "
@@ -176,4 +201,4 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:70rem;margi
 section.plugin{border:1px solid #ccc;border-radius:6px;padding:0 1rem;margin:1rem 0}\
 dl{display:grid;grid-template-columns:8rem 1fr;gap:.3rem 1rem}dt{font-weight:600}dd{margin:0}\
 table{border-collapse:collapse}td,th{border-bottom:1px solid #ddd;padding:.2rem .6rem;text-align:left}\
-td.when{white-space:nowrap;color:#555}.outcome.ok{color:#070}.outcome:not(.ok){color:#a00}";
+td.when{white-space:nowrap;color:#555}.down{color:#a00}.outcome.ok{color:#070}.outcome:not(.ok){color:#a00}";

@@ -435,6 +435,8 @@ impl fmt::Display for StateConfig {
 pub struct StateService {
     config: StateConfig,
     backend: tokio::sync::OnceCell<Arc<dyn Backend>>,
+    /// Why the last [`StateService::health`] check failed (`None`: it passed, or none ran).
+    last_problem: std::sync::Mutex<Option<String>>,
 }
 
 impl fmt::Debug for StateService {
@@ -454,6 +456,7 @@ impl StateService {
         Ok(Self {
             config,
             backend: tokio::sync::OnceCell::new(),
+            last_problem: std::sync::Mutex::new(None),
         })
     }
 
@@ -464,11 +467,36 @@ impl StateService {
 
     /// Whether the store can serve: a Redis store must answer `PING`; the embedded store is
     /// opened on first use by the one process that owns it, so it is always ready.
+    /// The outcome is remembered for [`StateService::last_problem`].
     pub async fn health(&self) -> Result<(), KvError> {
-        match &self.config {
-            StateConfig::Redis(_) => self.backend().await?.ping().await,
+        let outcome = match &self.config {
+            StateConfig::Redis(_) => match self.backend().await {
+                Ok(backend) => backend.ping().await,
+                Err(e) => Err(e),
+            },
             StateConfig::Disk(_) | StateConfig::Unset => Ok(()),
-        }
+        };
+        *self
+            .last_problem
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            outcome.as_ref().err().map(ToString::to_string);
+        outcome
+    }
+
+    /// Whether the store is shared between processes (Redis), so its health is worth
+    /// watching: the embedded store is always ready.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.config, StateConfig::Redis(_))
+    }
+
+    /// Why the last [`StateService::health`] check failed, or `None` if it passed (or none
+    /// ran yet): what the status page and `/readyz` show without waiting for the store.
+    pub fn last_problem(&self) -> Option<String> {
+        self.last_problem
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The backend, opening it if this is the first use.

@@ -3,6 +3,7 @@
 //! ```toml
 //! title = "Weather"        # optional: a display name (the plugin's name is its file name)
 //! scopes = ["weather"]     # optional: OAuth scopes a caller's token must carry (HTTP + OAuth)
+//! prefix = "weather_"      # optional: its tools and prompts are served as weather_NAME
 //!
 //! [limits]                 # each key optional; the command line's values are the defaults
 //! fuel = 2_000_000_000
@@ -23,6 +24,10 @@
 //! [http]
 //! allow = ["api.open-meteo.com", "127.0.0.1:8080"]
 //!
+//! [tools]                  # optional, as are [prompts] and [resources] (by URI or template)
+//! allow = ["forecast"]     # only these are served (the plugin's own names)
+//! deny = ["debug"]         # never these
+//!
 //! [keyvalue]               # durable state through wasi:keyvalue
 //! buckets = ["default"]    # the bucket names it may open
 //! quota-kib = 16384        # optional: all its keys and values together (default 16 MiB)
@@ -39,25 +44,40 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
-use super::{DirGrant, EnvGrant, HttpGrant, KvGrant, Limits, Policy, resolve};
+use super::locate::{key_at, line_of_key};
+use super::{DirGrant, EnvGrant, HttpGrant, ItemFilter, KvGrant, Limits, Naming, Policy, resolve};
 
-/// Why a manifest was refused: the file, where in it, and what is wrong.
+/// Why a manifest (or a `[plugin.NAME]` section) was refused: the file, the line and the key
+/// in it, and what is wrong.
 #[derive(Debug, thiserror::Error)]
-#[error("{}{}: {message}", file.display(), location.as_deref().map(|l| format!(": {l}")).unwrap_or_default())]
+#[error("{}{}{}: {message}", file.display(), line.map(|l| format!(": line {l}")).unwrap_or_default(), key.as_deref().map(|k| format!(": {k}")).unwrap_or_default())]
 pub struct PolicyError {
     file: PathBuf,
-    /// `line 3` or a key path such as `dirs[0].host`.
-    location: Option<String>,
+    /// The line, when known.
+    line: Option<usize>,
+    /// The key path, such as `dirs[0].host` (`plugin.NAME.dirs[0].host` in a section).
+    key: Option<String>,
     message: String,
 }
 
 impl PolicyError {
-    fn at(file: &Path, location: impl Into<String>, message: impl Into<String>) -> Self {
+    fn at(file: &Path, key: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             file: file.to_owned(),
-            location: Some(location.into()),
+            line: None,
+            key: Some(key.into()),
             message: message.into(),
         }
+    }
+
+    /// Fill in the line of the key, or the key of the line, from `text` (the file's text).
+    fn locate(mut self, text: &str) -> Self {
+        if self.line.is_none()
+            && let Some(key) = &self.key
+        {
+            self.line = line_of_key(text, key);
+        }
+        self
     }
 }
 
@@ -83,6 +103,23 @@ struct Manifest {
     keyvalue: Option<KeyValueTable>,
     #[serde(default)]
     scopes: Vec<String>,
+    /// Put before each tool and prompt name.
+    prefix: Option<String>,
+    #[serde(default)]
+    tools: FilterTable,
+    #[serde(default)]
+    prompts: FilterTable,
+    #[serde(default)]
+    resources: FilterTable,
+}
+
+/// `[tools]`, `[prompts]`, `[resources]`: which of the plugin's items are served.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilterTable {
+    allow: Option<Vec<String>>,
+    #[serde(default)]
+    deny: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -170,7 +207,8 @@ impl<'de> Deserialize<'de> for EnvValue {
 pub fn load_manifest(file: &Path, defaults: Limits) -> Result<Policy, PolicyError> {
     let text = std::fs::read_to_string(file).map_err(|e| PolicyError {
         file: file.to_owned(),
-        location: None,
+        line: None,
+        key: None,
         message: format!("cannot read it: {e}"),
     })?;
     parse_manifest(file, &text, defaults)
@@ -179,6 +217,10 @@ pub fn load_manifest(file: &Path, defaults: Limits) -> Result<Policy, PolicyErro
 /// Validate the manifest text `text`, read from `file` (which relative paths and messages
 /// refer to).
 pub fn parse_manifest(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyError> {
+    validate(file, text, defaults).map_err(|e| e.locate(text))
+}
+
+fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyError> {
     let manifest: Manifest = toml::from_str(text).map_err(|e| syntax_error(file, text, &e))?;
     if let Some(title) = &manifest.title
         && (title.is_empty() || title.len() > 128 || title.chars().any(char::is_control))
@@ -200,6 +242,69 @@ pub fn parse_manifest(file: &Path, text: &str, defaults: Limits) -> Result<Polic
             .map(|table| keyvalue(file, table).map(Arc::new))
             .transpose()?,
         scopes: scopes(file, manifest.scopes)?,
+        naming: Naming {
+            prefix: prefix(file, manifest.prefix)?,
+            tools: filter(file, "tools", manifest.tools)?,
+            prompts: filter(file, "prompts", manifest.prompts)?,
+            resources: filter(file, "resources", manifest.resources)?,
+        },
+    })
+}
+
+/// The longest name prefix: tool and prompt names stay within the 64 characters clients take.
+const MAX_PREFIX_CHARS: usize = 32;
+
+/// A name prefix: what tool and prompt names may hold (`A-Z a-z 0-9 _ -`), 1 to 32 of them.
+fn prefix(file: &Path, prefix: Option<String>) -> Result<Option<String>, PolicyError> {
+    if let Some(prefix) = &prefix {
+        let valid = !prefix.is_empty()
+            && prefix.len() <= MAX_PREFIX_CHARS
+            && prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(PolicyError::at(
+                file,
+                "prefix",
+                format!(
+                    "a prefix is 1 to {MAX_PREFIX_CHARS} of A-Z, a-z, 0-9, `_` and `-` (such as \"todo_\")"
+                ),
+            ));
+        }
+    }
+    Ok(prefix)
+}
+
+/// An allow-list and a deny-list of `kind` (`tools`, …): names, each once, none in both.
+fn filter(file: &Path, kind: &str, table: FilterTable) -> Result<ItemFilter, PolicyError> {
+    let mut seen = HashSet::new();
+    let lists = table
+        .allow
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, n)| ("allow", i, n))
+        .chain(table.deny.iter().enumerate().map(|(i, n)| ("deny", i, n)));
+    for (list, i, name) in lists {
+        let key = format!("{kind}.{list}[{i}]");
+        if name.is_empty() || name.chars().any(char::is_control) {
+            return Err(PolicyError::at(
+                file,
+                key,
+                "a name is not empty and has no control characters",
+            ));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(PolicyError::at(
+                file,
+                key,
+                format!("`{name}` is listed twice (in `allow` and `deny` together)"),
+            ));
+        }
+    }
+    Ok(ItemFilter {
+        allow: table.allow,
+        deny: table.deny,
     })
 }
 
@@ -253,22 +358,32 @@ pub fn parse_section(
     text: &str,
     defaults: Limits,
 ) -> Result<Policy, PolicyError> {
-    parse_manifest(file, text, defaults).map_err(|mut e| {
-        e.location = Some(match e.location {
-            Some(inner) if !inner.starts_with("line ") => format!("plugin.{name}.{inner}"),
-            _ => format!("[plugin.{name}]"),
+    validate(file, text, defaults).map_err(|mut e| {
+        // Lines of the section's own text are not the file's: [`PolicyError::in_file`] finds
+        // the key in the file.
+        e.line = None;
+        e.key = Some(match e.key {
+            Some(inner) => format!("plugin.{name}.{inner}"),
+            None => format!("plugin.{name}"),
         });
         e
     })
 }
 
+impl PolicyError {
+    /// This error of a `[plugin.NAME]` section, with the line of its key in `text`, the whole
+    /// configuration file.
+    pub fn in_file(self, text: &str) -> Self {
+        self.locate(text)
+    }
+}
+
 fn syntax_error(file: &Path, text: &str, e: &toml::de::Error) -> PolicyError {
-    let line = e
-        .span()
-        .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+    let start = e.span().map(|span| span.start.min(text.len()));
     PolicyError {
         file: file.to_owned(),
-        location: line.map(|l| format!("line {l}")),
+        line: start.map(|start| text[..start].matches('\n').count() + 1),
+        key: start.and_then(|start| key_at(text, start)),
         message: e.message().trim().to_owned(),
     }
 }
@@ -621,6 +736,66 @@ mod tests {
         assert!(e.contains("is not a port number"), "{e}");
         let e = error("[env]\nX = 5\n");
         assert!(e.contains("line 2") && e.contains("from-host"), "{e}");
+    }
+
+    #[test]
+    fn naming_parses_prefix_and_lists() {
+        let text = "prefix = \"todo_\"\n[tools]\nallow = [\"add\", \"list\"]\ndeny = [\"list\"]\n[resources]\ndeny = [\"todo://items\"]\n";
+        let e = error(text);
+        assert!(
+            e.contains("line 4: tools.deny[0]: `list` is listed twice"),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let text = "prefix = \"todo_\"\n[tools]\nallow = [\"add\", \"list\"]\n[resources]\ndeny = [\"todo://items\"]\n";
+        let naming = load_manifest(&write(dir.path(), text), Limits::default())
+            .unwrap()
+            .naming;
+        assert_eq!(naming.prefix.as_deref(), Some("todo_"));
+        assert_eq!(naming.served_name("add"), "todo_add");
+        assert!(naming.tools.shows("add") && !naming.tools.shows("remove"));
+        assert!(naming.prompts.shows("anything"));
+        assert!(!naming.resources.shows("todo://items"));
+        assert_eq!(
+            crate::policy::NamingSummary(&naming).to_string(),
+            "tool and prompt names prefixed with `todo_`; tools only [add, list]; resources hidden [todo://items]"
+        );
+        assert!(error("prefix = \"a b\"\n").contains("line 1: prefix: a prefix is"));
+        assert!(error("prefix = \"\"\n").contains("prefix: a prefix is"));
+        let e = error("[prompts]\nonly = [\"x\"]\n");
+        assert!(
+            e.contains("line 2: prompts.only: unknown field `only`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_key() {
+        let e = error("title = \"x\"\n\n[limits]\nfuel = 0\n");
+        assert!(
+            e.contains("plugin.toml: line 4: limits.fuel: must be"),
+            "{e}"
+        );
+        let e = error("[limits]\nfuel = \"many\"\n");
+        assert!(e.contains("line 2: limits.fuel: invalid type"), "{e}");
+        // A section of the configuration file: its key and its line in the file.
+        let config = "fuel = 5\n\n[plugin.todo]\ntitle = \"T\"\n\n[plugin.todo.limits]\nfuel = 0\n";
+        let section = "title = \"T\"\n[limits]\nfuel = 0\n";
+        let e = parse_section(Path::new("mcpbox.toml"), "todo", section, Limits::default())
+            .unwrap_err()
+            .in_file(config)
+            .to_string();
+        assert_eq!(
+            e,
+            "mcpbox.toml: line 7: plugin.todo.limits.fuel: must be greater than 0"
+        );
+        let e = check_sections(Path::new("mcpbox.toml"), "[plugin.todo.tools]\nallow = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("mcpbox.toml: line 2: plugin.todo.tools.allow: invalid type"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,12 +1,14 @@
-//! Per-plugin policy: the limits each call runs under and the capabilities the operator
-//! granted, read from a manifest beside the plugin (`weather.wasm` → `weather.toml`) or from
-//! the plugin's `[plugin.NAME]` section of the configuration file, and validated.
+//! Per-plugin policy: the limits each call runs under, the capabilities the operator granted,
+//! and which of its items are served under what names ([`Naming`]), read from a manifest
+//! beside the plugin (`weather.wasm` → `weather.toml`) or from the plugin's `[plugin.NAME]`
+//! section of the configuration file, and validated.
 //!
 //! Depends on nothing else in the crate. Deny by default: a plugin without a manifest gets the
 //! default limits and no capabilities at all. Every key is checked; an unknown key, a bad
 //! value or a grant that cannot work (a missing directory, an unset host variable) is an
-//! error naming the file, the line or key, and what is wrong, never a silent default.
+//! error naming the file, the line and the key, and what is wrong, never a silent default.
 
+mod locate;
 mod manifest;
 
 use std::fmt;
@@ -14,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use locate::key_at;
 pub use manifest::{
     PolicyError, check_sections, load_manifest, manifest_path, parse_manifest, parse_section,
 };
@@ -78,6 +81,98 @@ pub struct Policy {
     pub keyvalue: Option<Arc<KvGrant>>,
     /// OAuth scopes a caller's token must carry to use it (over HTTP with OAuth).
     pub scopes: Vec<String>,
+    /// Which of its tools, prompts and resources are served, and under what names.
+    pub naming: Naming,
+}
+
+/// Which of a plugin's items are served, and under what names: a prefix for its tool and
+/// prompt names (resources keep their URIs), and an allow-list and a deny-list for each
+/// kind, written with the plugin's own names. Hidden items are neither listed nor callable.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Naming {
+    /// Put before each tool and prompt name: with `todo_`, the plugin's `add` is served as
+    /// `todo_add` (and a call to `todo_add` reaches the plugin as `add`).
+    pub prefix: Option<String>,
+    /// Which tools are served.
+    pub tools: ItemFilter,
+    /// Which prompts are served.
+    pub prompts: ItemFilter,
+    /// Which resources and resource templates are served (by URI or URI template).
+    pub resources: ItemFilter,
+}
+
+impl Naming {
+    /// The name a tool or prompt the plugin calls `own` is served as.
+    pub fn served_name(&self, own: &str) -> String {
+        match &self.prefix {
+            Some(prefix) => format!("{prefix}{own}"),
+            None => own.to_owned(),
+        }
+    }
+
+    /// Whether anything is renamed or hidden.
+    pub fn is_default(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// An allow-list and a deny-list of one kind of item: an item is served when the allow-list
+/// is absent or names it, and the deny-list does not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ItemFilter {
+    /// Only these, when present.
+    pub allow: Option<Vec<String>>,
+    /// Never these.
+    pub deny: Vec<String>,
+}
+
+impl ItemFilter {
+    /// Whether the item the plugin calls `name` is served.
+    pub fn shows(&self, name: &str) -> bool {
+        self.allow
+            .as_ref()
+            .is_none_or(|allow| allow.iter().any(|a| a == name))
+            && !self.deny.iter().any(|d| d == name)
+    }
+
+    /// Every name either list holds, with the list's key (`allow` or `deny`).
+    pub fn listed(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.allow
+            .iter()
+            .flatten()
+            .map(|n| ("allow", n.as_str()))
+            .chain(self.deny.iter().map(|n| ("deny", n.as_str())))
+    }
+}
+
+/// A one-line summary of what a [`Naming`] changes, for the log, `inspect` and the status
+/// page.
+pub struct NamingSummary<'a>(pub &'a Naming);
+
+impl fmt::Display for NamingSummary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let naming = self.0;
+        if naming.is_default() {
+            return f.write_str("all items, under their own names");
+        }
+        let mut parts = Vec::new();
+        if let Some(prefix) = &naming.prefix {
+            parts.push(format!("tool and prompt names prefixed with `{prefix}`"));
+        }
+        for (kind, filter) in [
+            ("tools", &naming.tools),
+            ("prompts", &naming.prompts),
+            ("resources", &naming.resources),
+        ] {
+            if let Some(allow) = &filter.allow {
+                parts.push(format!("{kind} only [{}]", allow.join(", ")));
+            }
+            if !filter.deny.is_empty() {
+                parts.push(format!("{kind} hidden [{}]", filter.deny.join(", ")));
+            }
+        }
+        f.write_str(&parts.join("; "))
+    }
 }
 
 impl Policy {

@@ -1,4 +1,4 @@
-//! Example tools plugin: `echo`, a typed calculator (`add`, `divide`) and `show_content`, which
+//! Example tools plugin: `echo`, a typed calculator (`sum`, `divide`) and `show_content`, which
 //! returns each kind of MCP content a tool can produce.
 
 use mcpbox_sdk::{
@@ -24,7 +24,7 @@ struct AddArgs {
     b: f64,
 }
 
-/// The result of `add`.
+/// The result of `sum`.
 #[derive(Serialize, JsonSchema)]
 struct Sum {
     /// `a + b`.
@@ -98,8 +98,8 @@ impl Plugin for EchoTools {
                 |args: EchoArgs| args.text,
             )
             .add(
-                Tool::new("add", "Add two numbers")
-                    .title("Add")
+                Tool::new("sum", "Add two numbers")
+                    .title("Sum")
                     .read_only(true),
                 |args: AddArgs| {
                     Json(Sum {

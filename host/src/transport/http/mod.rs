@@ -28,7 +28,8 @@
 //! - `MCP-Protocol-Version`, when present, must be one this server speaks (400 otherwise).
 //!
 //! `GET /healthz` (the process serves) and `GET /readyz` (every plugin found at startup has
-//! loaded or failed) answer orchestrators, outside the token and `Origin` checks. `GET
+//! loaded or failed) answer orchestrators from the moment the port is bound, outside the token
+//! and `Origin` checks; MCP is answered 503 until the startup load is done ([`ready`]). `GET
 //! /metrics` is the Prometheus exposition and `GET /` the status page (rendered by the caller's
 //! [`StatusPage`]), both behind the same gate as `/mcp`; [`serve_metrics`] serves the
 //! metrics alone on a separate address.
@@ -37,6 +38,7 @@
 //! client that falls behind is detached (it can resume). Idle sessions expire.
 
 mod accept;
+pub mod ready;
 mod streams;
 
 pub use self::accept::{listen_stream_budget, raise_descriptor_limit};
@@ -58,6 +60,7 @@ use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::Instrument as _;
 
+pub use self::ready::{Readiness, StillListing};
 use self::streams::{LIVE_QUEUE, STANDALONE, Streams};
 use crate::auth::{Access, AuthError};
 use crate::protocol::error::{INTERNAL_ERROR, INVALID_REQUEST};
@@ -87,9 +90,11 @@ pub struct HttpConfig {
     pub session_idle: Duration,
     /// Settings of 2026-07-28 requests.
     pub modern: Arc<ModernSettings>,
-    /// Plugins still loading (listing what they offer); `/readyz` is 503 while any are.
-    pub loading: Arc<std::sync::atomic::AtomicUsize>,
-    /// Plugin state; `/readyz` is 503 while a shared store (Redis) does not answer.
+    /// Whether the plugins found at startup are loaded: `/readyz` is 503 and MCP 503 with
+    /// `Retry-After` until they are (see [`ready`]).
+    pub readiness: Arc<Readiness>,
+    /// Plugin state; `/readyz` names a shared store (Redis) that does not answer, but stays
+    /// 200.
     pub state: Option<Arc<crate::kv::StateService>>,
     /// The status page served at `/` (none: 404).
     pub status_page: Option<StatusPage>,
@@ -116,7 +121,7 @@ impl Default for HttpConfig {
             max_body_bytes: 4 << 20,
             session_idle: Duration::from_secs(30 * 60),
             modern: Arc::default(),
-            loading: Arc::default(),
+            readiness: Arc::default(),
             state: None,
             status_page: None,
             oauth: None,
@@ -1053,39 +1058,6 @@ async fn post_messages<B: Backend>(
     StatusCode::ACCEPTED.into_response()
 }
 
-/// Liveness for orchestrators: the process serves HTTP. Not behind the token or `Origin`
-/// checks (it says nothing but "ok").
-async fn healthz() -> Response {
-    (StatusCode::OK, "ok\n").into_response()
-}
-
-/// Readiness for orchestrators: 200 once every plugin found at startup is loaded (or has
-/// failed), 503 while some are still listing what they offer. Not behind the token or
-/// `Origin` checks.
-async fn readyz<B: Backend>(State(app): Shared<B>) -> Response {
-    let loading = app
-        .config
-        .loading
-        .load(std::sync::atomic::Ordering::Acquire);
-    if loading != 0 {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {loading} plugins still loading\n"),
-        )
-            .into_response();
-    }
-    if let Some(state) = &app.config.state
-        && let Err(e) = state.health().await
-    {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: plugin state: {e}\n"),
-        )
-            .into_response();
-    }
-    (StatusCode::OK, "ready\n").into_response()
-}
-
 /// The answer to a request OAuth refuses: 401 (no token, or an invalid one) or 403 (missing
 /// scopes) with `WWW-Authenticate` pointing at the resource metadata (RFC 6750, RFC 9728), or
 /// 503 when the issuer's keys cannot be fetched.
@@ -1279,8 +1251,8 @@ pub async fn serve<B: Backend>(
                 .delete(delete_mcp::<B>),
         )
         .route("/sse", axum::routing::get(get_sse::<B>))
-        .route("/healthz", axum::routing::get(healthz))
-        .route("/readyz", axum::routing::get(readyz::<B>))
+        .route("/healthz", axum::routing::get(ready::healthz))
+        .route("/readyz", axum::routing::get(ready::readyz::<B>))
         .route("/metrics", axum::routing::get(metrics_endpoint::<B>))
         .route("/", axum::routing::get(status_page::<B>))
         .route(
@@ -1295,6 +1267,10 @@ pub async fn serve<B: Backend>(
             "/messages",
             axum::routing::post(post_messages::<B>.layer(reserve())),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app),
+            ready::startup_gate::<B>,
+        ))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(Arc::clone(&app));
     // Browser clients from the allowed origins: CORS answers their preflights and lets them
@@ -1332,7 +1308,20 @@ pub async fn serve<B: Backend>(
     };
     let server = axum::serve(accept::Acceptor::new(listener), router.into_make_service())
         .with_graceful_shutdown(closer);
-    tracing::info!(%bound, "serving MCP over HTTP at /mcp (and legacy SSE at /sse)");
+    if !app.config.readiness.is_started() {
+        tracing::info!(
+            %bound,
+            "answering /healthz, and /readyz 503 while plugins load; /mcp answers 503 until they have"
+        );
+    }
+    // Logged when MCP is served, which is what a client waits for.
+    let announcer = {
+        let readiness = Arc::clone(&app.config.readiness);
+        tokio::spawn(async move {
+            readiness.wait_started().await;
+            tracing::info!(%bound, "serving MCP over HTTP at /mcp (and legacy SSE at /sse)");
+        })
+    };
     let result = tokio::select! {
         result = server.into_future() => result,
         () = async {
@@ -1344,5 +1333,6 @@ pub async fn serve<B: Backend>(
         }
     };
     sweeper.abort();
+    announcer.abort();
     result
 }
