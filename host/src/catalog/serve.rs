@@ -27,6 +27,53 @@ fn ctx_accepts_any_structured(ctx: &RequestContext) -> bool {
     ctx.is_stateless()
 }
 
+/// What names the plugin a request reaches: the one field its method reads.
+#[derive(Debug, Default)]
+struct Target {
+    name: Option<String>,
+    uri: Option<String>,
+    reference: Option<CompletionReference>,
+}
+
+/// The target of a request for `method` with `params`. Each method's field is read alone: a
+/// malformed field the method ignores (a `ref` in a `tools/call`) must not make the whole
+/// target unreadable, and with it the plugin's scopes unchecked. A malformed field the method
+/// does read makes its params fail to parse too, so the request is refused either way.
+fn target_of(method: &Method, params: &str) -> Target {
+    #[derive(serde::Deserialize)]
+    struct Name {
+        name: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Uri {
+        uri: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Ref {
+        #[serde(rename = "ref")]
+        reference: Option<CompletionReference>,
+    }
+    match method {
+        Method::CallTool | Method::GetPrompt => Target {
+            name: serde_json::from_str::<Name>(params)
+                .ok()
+                .and_then(|n| n.name),
+            ..Target::default()
+        },
+        Method::ReadResource => Target {
+            uri: serde_json::from_str::<Uri>(params).ok().and_then(|u| u.uri),
+            ..Target::default()
+        },
+        Method::Complete => Target {
+            reference: serde_json::from_str::<Ref>(params)
+                .ok()
+                .and_then(|r| r.reference),
+            ..Target::default()
+        },
+        _ => Target::default(),
+    }
+}
+
 /// The most completion values sent to a client.
 const MAX_COMPLETION_VALUES: usize = 100;
 
@@ -53,14 +100,7 @@ impl Backend for PluginSet {
     }
 
     fn scopes_for(&self, method: &Method, params: Option<&RawValue>) -> Vec<String> {
-        #[derive(serde::Deserialize)]
-        struct Target {
-            name: Option<String>,
-            uri: Option<String>,
-            #[serde(rename = "ref")]
-            reference: Option<CompletionReference>,
-        }
-        let Some(target) = params.and_then(|p| serde_json::from_str::<Target>(p.get()).ok()) else {
+        let Some(target) = params.map(|p| target_of(method, p.get())) else {
             return Vec::new();
         };
         let catalog = self.catalog();
@@ -324,4 +364,25 @@ fn within_limit(plugin: &PluginCode, result: Box<RawValue>, request: Request<'_>
         return PluginFailure::TooLarge { size, limit }.into_mcp(plugin.name(), request);
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_malformed_field_the_method_ignores_does_not_hide_its_target() {
+        let target = target_of(&Method::CallTool, r#"{"name":"secret","ref":5,"uri":[1]}"#);
+        assert_eq!(target.name.as_deref(), Some("secret"));
+        let target = target_of(&Method::ReadResource, r#"{"uri":"x://y","name":{}}"#);
+        assert_eq!(target.uri.as_deref(), Some("x://y"));
+        let target = target_of(
+            &Method::Complete,
+            r#"{"ref":{"type":"ref/prompt","name":"p"},"name":7}"#,
+        );
+        assert!(matches!(
+            target.reference,
+            Some(CompletionReference::Prompt { name }) if name == "p"
+        ));
+    }
 }

@@ -4,9 +4,14 @@
 //!
 //! Depends on `protocol` and `server`; knows nothing of plugins, and keeps no request ordering
 //! of its own: every decoded body goes to [`Session::accept`]. Every request passes the same
-//! gate first: the `Host` and `Origin` headers must name the bound address (DNS rebinding →
-//! 403), the bearer token must match when one is configured (401 with `WWW-Authenticate`), and
-//! bodies are size-limited (413).
+//! gate first: the headers that decide the call appear once (400 with -32020), the `Host` and
+//! `Origin` headers must name the bound address (DNS rebinding → 403), the bearer token must
+//! match when one is configured (401 with `WWW-Authenticate`), and bodies are size-limited
+//! (413). What one client can make the host hold is bounded globally (the process's
+//! [`crate::server::HostLimits`]): a POST reserves its bytes before its body is read, sessions
+//! and listen streams take a place each, and at a bound the answer is 503 with `Retry-After`;
+//! a reserve of descriptors is kept from listen streams for calls ([`accept`]). Bodies of
+//! 256 KiB or more are decoded on a blocking thread.
 //!
 //! A POST is 2026-07-28 when its `_meta` carries the protocol-version key or its
 //! `MCP-Protocol-Version` header is not a handshake version ([`v2026::is_modern`]). Such a
@@ -35,7 +40,8 @@
 //! metrics alone on a separate address.
 //!
 //! A slow or vanished client never blocks others: each stream has a bounded queue, and a
-//! client that falls behind is detached (it can resume). Idle sessions expire.
+//! client that falls a whole queue behind is detached (a 2025-11-25 stream can resume; a
+//! 2026-07-28 stream is dropped and its request cancelled). Idle sessions expire.
 
 mod accept;
 pub mod ready;
