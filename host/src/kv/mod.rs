@@ -20,6 +20,7 @@
 //! Depends on nothing else in the crate. The engine links `wasi:keyvalue` to it
 //! (`engine/keyvalue.rs`) and the `mcpbox state` command reads and clears it.
 
+pub mod calls;
 mod disk;
 mod redis;
 

@@ -317,6 +317,9 @@ pub struct RequestContext {
     last_progress: Arc<Mutex<ProgressPace>>,
     finished: Arc<AtomicBool>,
     cancellation: Arc<Cancellation>,
+    /// The id a trusted balancer gave the HTTP request (`--call-id-header`), if configured
+    /// and sent: the catalog records a tool call under it so a retry never runs it twice.
+    call_id: Option<Arc<str>>,
 }
 
 impl RequestContext {
@@ -333,6 +336,30 @@ impl RequestContext {
             last_progress: Arc::new(Mutex::new(ProgressPace::default())),
             finished: Arc::new(AtomicBool::new(false)),
             cancellation,
+            call_id: None,
+        }
+    }
+
+    /// This context, for a request the balancer gave `call_id`.
+    pub(super) fn with_call_id(mut self, call_id: Option<Arc<str>>) -> Self {
+        self.call_id = call_id;
+        self
+    }
+
+    /// The id the balancer gave this request, when `--call-id-header` is set and it sent one.
+    pub fn call_id(&self) -> Option<&str> {
+        self.call_id.as_deref()
+    }
+
+    /// Whether the plugin asked the client for input that a 2026-07-28 retry will answer (so
+    /// its run ends with `input_required` and is run again by design).
+    pub fn asked_client(&self) -> bool {
+        match &self.client {
+            Client::Stateless(stateless) => stateless
+                .inputs
+                .as_ref()
+                .is_some_and(|inputs| inputs.has_questions()),
+            Client::Session(_) => false,
         }
     }
 

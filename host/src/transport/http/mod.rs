@@ -100,6 +100,9 @@ pub struct HttpConfig {
     pub status_page: Option<StatusPage>,
     /// OAuth: tokens are JWTs checked by this verifier (instead of `auth_token`).
     pub oauth: Option<Arc<crate::auth::Verifier>>,
+    /// The header in which a trusted balancer names each request (`--call-id-header`):
+    /// carried with the request to where its tool call runs, never interpreted here.
+    pub call_id_header: Option<axum::http::HeaderName>,
 }
 
 /// Renders the status page (HTML); the transport only serves it, behind the gate.
@@ -125,6 +128,7 @@ impl Default for HttpConfig {
             state: None,
             status_page: None,
             oauth: None,
+            call_id_header: None,
         }
     }
 }
@@ -656,11 +660,43 @@ async fn post_mcp_in<B: Backend>(app: Arc<App<B>>, headers: HeaderMap, body: Byt
     if let Err(refused) = app.check_scopes(access.as_ref(), &decoded) {
         return *refused;
     }
+    let call_id = match call_id(&app.config, &headers) {
+        Ok(call_id) => call_id,
+        Err(refused) => return *refused,
+    };
     let mirror = mirror_headers(&headers);
     if is_modern(&decoded, mirror.protocol_version.as_deref()) {
-        return post_stateless(&app, &headers, decoded, mirror).await;
+        return post_stateless(&app, &headers, decoded, mirror, call_id).await;
     }
-    post_session(&app, &headers, decoded).await
+    post_session(&app, &headers, decoded, call_id).await
+}
+
+/// The id the balancer gave this request, when `--call-id-header` is set and it sent one
+/// (absent: the request runs unrecorded); an unusable one is refused (400).
+fn call_id(config: &HttpConfig, headers: &HeaderMap) -> Result<Option<Arc<str>>, Box<Response>> {
+    let Some(name) = &config.call_id_header else {
+        return Ok(None);
+    };
+    let mut values = headers.get_all(name).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return match headers.get(name) {
+            None => Ok(None),
+            Some(_) => Err(Box::new(rpc_error(
+                StatusCode::BAD_REQUEST,
+                INVALID_REQUEST,
+                &format!("the request carries more than one {name} header"),
+            ))),
+        };
+    };
+    let id = value.to_str().unwrap_or_default();
+    match crate::kv::calls::check_call_id(id) {
+        Ok(()) => Ok(Some(Arc::from(id))),
+        Err(problem) => Err(Box::new(rpc_error(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            &format!("invalid {name} header: {problem}"),
+        ))),
+    }
 }
 
 /// Whether a POST belongs to 2026-07-28 (the routing rule of [`v2026::is_modern`]).
@@ -735,6 +771,7 @@ async fn post_stateless<B: Backend>(
     headers: &HeaderMap,
     decoded: Decoded,
     mirror: MirrorHeaders,
+    call_id: Option<Arc<str>>,
 ) -> Response {
     let streams = accepts_sse(headers);
     if !streams
@@ -754,7 +791,10 @@ async fn post_stateless<B: Backend>(
         );
     }
     let (outbound, mut sent) = mpsc::channel::<Reply>(LIVE_QUEUE);
-    let Some(pending) = app.stateless.accept(decoded, Some(mirror), &outbound).await else {
+    let Some(pending) = app
+        .stateless
+        .accept_call(decoded, Some(mirror), call_id, &outbound)
+        .await else {
         return StatusCode::ACCEPTED.into_response();
     };
     drop(outbound);
@@ -842,6 +882,7 @@ async fn post_session<B: Backend>(
     app: &Arc<App<B>>,
     headers: &HeaderMap,
     decoded: Decoded,
+    call_id: Option<Arc<str>>,
 ) -> Response {
     if let Err(refused) = check_version(headers) {
         return *refused;
@@ -883,10 +924,14 @@ async fn post_session<B: Backend>(
         return StatusCode::ACCEPTED.into_response();
     }
     if accepts_sse(headers) && !initialize {
-        return stream_replies(&http, decoded).await;
+        return stream_replies(&http, decoded, call_id).await;
     }
     // One JSON response; anything sent meanwhile goes to the session's standalone stream.
-    let answer = match http.session.accept(decoded, None, &http.standalone).await {
+    let answer = match http
+        .session
+        .accept_call(decoded, None, call_id, &http.standalone)
+        .await
+    {
         Some(pending) => pending.work.await,
         None => None,
     };
@@ -905,11 +950,18 @@ async fn post_session<B: Backend>(
 }
 
 /// Answer requests on a new SSE stream: what they send while running, then their replies.
-async fn stream_replies<B: Backend>(http: &Arc<HttpSession<B>>, decoded: Decoded) -> Response {
+async fn stream_replies<B: Backend>(
+    http: &Arc<HttpSession<B>>,
+    decoded: Decoded,
+    call_id: Option<Arc<str>>,
+) -> Response {
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
     let stream = http.streams().open(live);
     let (outbound, mut queue) = mpsc::channel::<Reply>(LIVE_QUEUE);
-    let pending = http.session.accept(decoded, None, &outbound).await;
+    let pending = http
+        .session
+        .accept_call(decoded, None, call_id, &outbound)
+        .await;
     let http = Arc::clone(http);
     tokio::spawn(async move {
         let pump = {
