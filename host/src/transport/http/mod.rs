@@ -34,6 +34,12 @@
 //! [`StatusPage`]), both behind the same gate as `/mcp`; [`serve_metrics`] serves the
 //! metrics alone on a separate address.
 //!
+//! With `--call-id-header NAME` ([`HttpConfig::call_id_header`]), the id a trusted balancer
+//! put in that header (1–128 visible ASCII bytes, once; 400 otherwise) is handed to the session
+//! with a single message ([`Session::accept_call`]) and travels on the request's context to
+//! where its tool call runs (`catalog::once` records it); this transport only carries it.
+//! Unset, the header is not read at all.
+//!
 //! A slow or vanished client never blocks others: each stream has a bounded queue, and a
 //! client that falls behind is detached (it can resume). Idle sessions expire.
 
