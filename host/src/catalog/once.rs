@@ -98,7 +98,11 @@ pub(super) async fn at_most_once(
     };
     if let Err(e) = kept {
         // Its retries find the record expired and fail clearly.
-        tracing::warn!(request = id, tool, "cannot keep the call's result for retries: {e}");
+        tracing::warn!(
+            request = id,
+            tool,
+            "cannot keep the call's result for retries: {e}"
+        );
     }
     outcome
 }

@@ -101,9 +101,10 @@ pub fn prepare(plugin: &str, file: &Path, lists: &PluginLists, naming: &Naming) 
                 own,
                 json: json.into(),
                 schemas: Arc::new(schemas),
-                repeatable: tool.annotations.as_ref().is_some_and(|a| {
-                    a.read_only == Some(true) || a.idempotent == Some(true)
-                }),
+                repeatable: tool
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.read_only == Some(true) || a.idempotent == Some(true)),
             }),
             Err(problem) => refuse("tool", &served, &problem),
         }

@@ -237,7 +237,8 @@ impl CallLedger {
                     .conditional_set(redis::ExistenceCheck::NX)
                     .with_expiration(redis::SetExpiry::PX(millis(RESULT_LIFETIME)));
                 self.run(|mut c| async move {
-                    c.set_options::<_, _, Option<String>>(&k, lost, options).await
+                    c.set_options::<_, _, Option<String>>(&k, lost, options)
+                        .await
                 })
                 .await?;
                 return Ok(FirstRun::Lost);

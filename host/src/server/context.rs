@@ -7,7 +7,8 @@
 //! envelope ([`Stateless`]): its capabilities, its log level, and its [`InputRound`], which
 //! turns questions to the client into `input_required`. [`RequestContext`] is one request's
 //! half: where its messages go (the session's stream on stdio, the request's own stream on
-//! HTTP), its progress token, and its cancellation flag.
+//! HTTP), its progress token, its cancellation flag, and the id a trusted balancer gave it
+//! (`--call-id-header`; the catalog records tool calls under it).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};

@@ -357,7 +357,7 @@ impl<B: Backend> Session<B> {
                                 .run(request, era, headers, call_id, outbound, cancel)
                                 .await
                         }
-                            .instrument(span),
+                        .instrument(span),
                     ),
                     cancellation: Some(cancellation),
                     settled: false,

@@ -800,7 +800,8 @@ async fn post_stateless<B: Backend>(
     let Some(pending) = app
         .stateless
         .accept_call(decoded, Some(mirror), call_id, &outbound)
-        .await else {
+        .await
+    else {
         return StatusCode::ACCEPTED.into_response();
     };
     drop(outbound);
