@@ -608,6 +608,14 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_READ_TTL_MS", default_value_t = 0)]
     pub read_ttl_ms: u64,
 
+    /// HTTP behind a balancer: the header in which the balancer names each request (HAProxy's
+    /// `unique-id-header`, such as `X-Request-Id`). Calls of tools not annotated read-only or
+    /// idempotent are then recorded under that id in the shared state store, so a request the
+    /// balancer retries never runs its call twice. Only behind a balancer that sets the header
+    /// and deletes any the client sent; needs `--http` and `--state redis://…`.
+    #[arg(long, env = "MCPBOX_CALL_ID_HEADER", value_name = "HEADER", value_parser = parse_header_name)]
+    pub call_id_header: Option<String>,
+
     /// Where plugins' key-value state is kept.
     #[command(flatten)]
     pub state: StateArgs,
@@ -1124,6 +1132,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal();
     raise_open_file_limit();
     let modern = Arc::new(args.modern()?);
+    let call_ledger = call_ledger(&args)?;
     let memory_bytes = args.limits.memory_bytes();
     let limits = args.limits.limits();
     let cache_dir = if args.no_cache {
@@ -1216,6 +1225,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         watching,
         hub,
     ));
+    if let Some(ledger) = call_ledger {
+        plugins.record_calls(ledger);
+    }
     let state = Arc::clone(engine.state());
     if state.is_shared() {
         tokio::spawn(watch_state_store(Arc::clone(&state)));
@@ -1510,6 +1522,10 @@ async fn serve_http(
         readiness,
         state: Some(state),
         oauth,
+        call_id_header: args
+            .call_id_header
+            .as_deref()
+            .and_then(|name| axum::http::HeaderName::from_bytes(name.as_bytes()).ok()),
         status_page: (!args.no_status_page).then(|| {
             let started = std::time::SystemTime::now();
             let plugins = Arc::clone(&plugins);
@@ -1523,6 +1539,43 @@ async fn serve_http(
         .context("HTTP transport failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A `--call-id-header`: an HTTP header name.
+fn parse_header_name(text: &str) -> Result<String, String> {
+    axum::http::HeaderName::from_bytes(text.as_bytes())
+        .map(|name| name.as_str().to_owned())
+        .map_err(|_| format!("`{text}` is not an HTTP header name"))
+}
+
+/// The call ledger `--call-id-header` needs: in the shared Redis, the only store every
+/// replica behind the balancer sees (a per-process record could not see a retry that lands on
+/// another replica, which is the case it exists for).
+fn call_ledger(args: &ServeArgs) -> anyhow::Result<Option<Arc<crate::kv::calls::CallLedger>>> {
+    let Some(header) = &args.call_id_header else {
+        return Ok(None);
+    };
+    if args.http.is_none() {
+        anyhow::bail!(
+            "--call-id-header {header} (MCPBOX_CALL_ID_HEADER) needs --http: it names a header a balancer sets on HTTP requests"
+        );
+    }
+    match args.state.config() {
+        StateConfig::Redis(url) => {
+            let ledger = crate::kv::calls::CallLedger::connect(&url)
+                .map_err(|e| anyhow::anyhow!("--call-id-header {header}: {e}"))?;
+            tracing::info!(
+                header = %header,
+                "tool calls carrying {header} are recorded in Redis and run at most once across retries"
+            );
+            Ok(Some(Arc::new(ledger)))
+        }
+        other => anyhow::bail!(
+            "--call-id-header {header} (MCPBOX_CALL_ID_HEADER) needs a shared state store: \
+             give --state redis://… (the store is {other}); replicas record calls there so a \
+             retry on another replica does not run a call again"
+        ),
+    }
 }
 
 /// An `--allowed-origin`: `scheme://host[:port]`, nothing more (a browser's `Origin`).

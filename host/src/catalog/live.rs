@@ -29,6 +29,9 @@ pub struct PluginSet {
     startup_problems: Mutex<Vec<String>>,
     /// What happened to the set lately (loads, reloads, removals, failures), oldest first.
     history: Mutex<std::collections::VecDeque<(std::time::SystemTime, String)>>,
+    /// Where tool calls are recorded by a balancer's request id (`--call-id-header`); unset,
+    /// calls are never recorded.
+    pub(super) calls: std::sync::OnceLock<Arc<crate::kv::calls::CallLedger>>,
 }
 
 /// How many events [`PluginSet::history`] keeps.
@@ -63,7 +66,14 @@ impl PluginSet {
             hub,
             startup_problems: Mutex::new(startup_problems),
             history: Mutex::new(std::collections::VecDeque::with_capacity(HISTORY)),
+            calls: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Record tool calls that carry a balancer's request id in `ledger`, so a retried request
+    /// never runs its call twice (see `serve`). Set once, at startup.
+    pub fn record_calls(&self, ledger: Arc<crate::kv::calls::CallLedger>) {
+        let _ = self.calls.set(ledger);
     }
 
     /// Remember an event of the set (a plugin loaded, reloaded, removed, or failing to), for

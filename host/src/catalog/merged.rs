@@ -250,6 +250,8 @@ pub(super) struct ToolEntry {
     /// Its name in the plugin (the served name may carry a prefix).
     pub(super) own: String,
     pub(super) schemas: Arc<ToolSchemas>,
+    /// Annotated read-only or idempotent (never recorded under a request id).
+    pub(super) repeatable: bool,
 }
 
 pub(super) struct PromptEntry {
@@ -369,6 +371,7 @@ impl Catalog {
                 plugin: index,
                 own: tool.own.clone(),
                 schemas: Arc::clone(&tool.schemas),
+                repeatable: tool.repeatable,
             };
             self.tools.index.insert(tool.name.clone(), entry);
         }

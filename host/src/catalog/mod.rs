@@ -24,6 +24,7 @@ mod live;
 mod load;
 mod merged;
 mod names;
+mod once;
 mod prepare;
 mod serve;
 pub mod status;

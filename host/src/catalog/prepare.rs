@@ -28,6 +28,9 @@ pub struct PreparedTool {
     pub own: String,
     pub json: Arc<RawValue>,
     pub schemas: Arc<ToolSchemas>,
+    /// Annotated read-only or idempotent: running it twice changes nothing more than once,
+    /// so it is not recorded under a balancer's request id (see `serve`).
+    pub repeatable: bool,
 }
 
 /// A prompt ready to serve.
@@ -98,6 +101,10 @@ pub fn prepare(plugin: &str, file: &Path, lists: &PluginLists, naming: &Naming) 
                 own,
                 json: json.into(),
                 schemas: Arc::new(schemas),
+                repeatable: tool
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.read_only == Some(true) || a.idempotent == Some(true)),
             }),
             Err(problem) => refuse("tool", &served, &problem),
         }

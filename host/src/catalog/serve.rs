@@ -185,53 +185,17 @@ impl Backend for PluginSet {
             return PluginFailure::InvalidArguments(problem).into_mcp(plugin.name(), Request::Tool);
         }
         ctx.bind_plugin(plugin.component_digest())?;
-        let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = own);
-        let any_structured = ctx_accepts_any_structured(&ctx);
-        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
-        let outcome = plugin
-            .call_tool(own, arguments.get(), host)
-            .instrument(span)
-            .await;
-        let result = match outcome {
-            Ok(Ok(result)) => result,
-            Ok(Err(error)) => {
-                return PluginFailure::Guest(error).into_mcp(plugin.name(), Request::Tool);
-            }
-            Err(error) => return PluginFailure::Run(error).into_mcp(plugin.name(), Request::Tool),
-        };
-        let limit = plugin.limits().result_bytes;
-        if let Some(structured) = result.structured.as_deref() {
-            // Too large to send anyway: refused below, without validating it.
-            if structured.len() <= limit {
-                let checked = match convert::check_structured(structured, any_structured) {
-                    Ok(()) => {
-                        let (structured, is_error) = (structured.to_owned(), result.is_error);
-                        off_the_workers(structured.len(), move || {
-                            schemas.check_output(Some(&structured), is_error)
-                        })
-                        .await
-                    }
-                    Err(problem) => Err(problem),
-                };
-                if let Err(problem) = checked {
-                    metrics().invalid_result(plugin.name());
-                    return PluginFailure::InvalidOutput(problem)
-                        .into_mcp(plugin.name(), Request::Tool);
-                }
-            }
-        } else if let Err(problem) = schemas.check_output(None, result.is_error) {
-            metrics().invalid_result(plugin.name());
-            return PluginFailure::InvalidOutput(problem).into_mcp(plugin.name(), Request::Tool);
+        // A request id from a trusted balancer: run the call at most once across its retries.
+        if let (Some(id), Some(ledger), false) = (ctx.call_id(), self.calls.get(), entry.repeatable)
+        {
+            let id = id.to_owned();
+            let watch = ctx.clone();
+            let run = self.run_tool(plugin, own, arguments, schemas, ctx);
+            let limit = plugin.limits().timeout;
+            return super::once::at_most_once(ledger, &id, name, arguments, limit, &watch, run)
+                .await;
         }
-        let result = match convert::call_tool_result(&result) {
-            Ok(result) => result,
-            Err(problem) => {
-                metrics().invalid_result(plugin.name());
-                return PluginFailure::InvalidOutput(problem)
-                    .into_mcp(plugin.name(), Request::Tool);
-            }
-        };
-        within_limit(plugin, result, Request::Tool)
+        self.run_tool(plugin, own, arguments, schemas, ctx).await
     }
 
     async fn get_prompt(
@@ -327,6 +291,66 @@ impl Backend for PluginSet {
             Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), Request::Completion),
             Err(e) => PluginFailure::Run(e).into_mcp(plugin.name(), Request::Completion),
         }
+    }
+}
+
+impl PluginSet {
+    /// Run a checked tool call in its plugin and turn the outcome into MCP.
+    async fn run_tool(
+        &self,
+        plugin: &PluginCode,
+        own: &str,
+        arguments: &RawValue,
+        schemas: Arc<super::validate::ToolSchemas>,
+        ctx: RequestContext,
+    ) -> MethodResult {
+        let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = own);
+        let any_structured = ctx_accepts_any_structured(&ctx);
+        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
+        let outcome = plugin
+            .call_tool(own, arguments.get(), host)
+            .instrument(span)
+            .await;
+        let result = match outcome {
+            Ok(Ok(result)) => result,
+            Ok(Err(error)) => {
+                return PluginFailure::Guest(error).into_mcp(plugin.name(), Request::Tool);
+            }
+            Err(error) => return PluginFailure::Run(error).into_mcp(plugin.name(), Request::Tool),
+        };
+        let limit = plugin.limits().result_bytes;
+        if let Some(structured) = result.structured.as_deref() {
+            // Too large to send anyway: refused below, without validating it.
+            if structured.len() <= limit {
+                let checked = match convert::check_structured(structured, any_structured) {
+                    Ok(()) => {
+                        let (structured, is_error) = (structured.to_owned(), result.is_error);
+                        off_the_workers(structured.len(), move || {
+                            schemas.check_output(Some(&structured), is_error)
+                        })
+                        .await
+                    }
+                    Err(problem) => Err(problem),
+                };
+                if let Err(problem) = checked {
+                    metrics().invalid_result(plugin.name());
+                    return PluginFailure::InvalidOutput(problem)
+                        .into_mcp(plugin.name(), Request::Tool);
+                }
+            }
+        } else if let Err(problem) = schemas.check_output(None, result.is_error) {
+            metrics().invalid_result(plugin.name());
+            return PluginFailure::InvalidOutput(problem).into_mcp(plugin.name(), Request::Tool);
+        }
+        let result = match convert::call_tool_result(&result) {
+            Ok(result) => result,
+            Err(problem) => {
+                metrics().invalid_result(plugin.name());
+                return PluginFailure::InvalidOutput(problem)
+                    .into_mcp(plugin.name(), Request::Tool);
+            }
+        };
+        within_limit(plugin, result, Request::Tool)
     }
 }
 

@@ -17,9 +17,13 @@
 //! longer than a key can be is refused. Both backends keep counters the same way too: see
 //! `parse_counter`.
 //!
+//! Also owns the call ledger (`calls`): tool calls recorded by a balancer's request id in
+//! Redis, so a retried request never runs its call twice (`--call-id-header`).
+//!
 //! Depends on nothing else in the crate. The engine links `wasi:keyvalue` to it
 //! (`engine/keyvalue.rs`) and the `mcpbox state` command reads and clears it.
 
+pub mod calls;
 mod disk;
 mod redis;
 

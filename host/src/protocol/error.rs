@@ -15,6 +15,9 @@ pub const INVALID_PARAMS: i32 = -32602;
 pub const INTERNAL_ERROR: i32 = -32603;
 /// MCP: no resource at that URI.
 pub const RESOURCE_NOT_FOUND: i32 = -32002;
+/// mcpbox: a request the balancer retried names a tool call that may already have run (its
+/// replica went away, or its result was not kept): it was not run again.
+pub const CALL_NOT_REPEATED: i32 = -32030;
 
 /// A JSON-RPC error: code, message and optional data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,8 @@
 //! envelope ([`Stateless`]): its capabilities, its log level, and its [`InputRound`], which
 //! turns questions to the client into `input_required`. [`RequestContext`] is one request's
 //! half: where its messages go (the session's stream on stdio, the request's own stream on
-//! HTTP), its progress token, and its cancellation flag.
+//! HTTP), its progress token, its cancellation flag, and the id a trusted balancer gave it
+//! (`--call-id-header`; the catalog records tool calls under it).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -317,6 +318,9 @@ pub struct RequestContext {
     last_progress: Arc<Mutex<ProgressPace>>,
     finished: Arc<AtomicBool>,
     cancellation: Arc<Cancellation>,
+    /// The id a trusted balancer gave the HTTP request (`--call-id-header`), if configured
+    /// and sent: the catalog records a tool call under it so a retry never runs it twice.
+    call_id: Option<Arc<str>>,
 }
 
 impl RequestContext {
@@ -333,6 +337,30 @@ impl RequestContext {
             last_progress: Arc::new(Mutex::new(ProgressPace::default())),
             finished: Arc::new(AtomicBool::new(false)),
             cancellation,
+            call_id: None,
+        }
+    }
+
+    /// This context, for a request the balancer gave `call_id`.
+    pub(super) fn with_call_id(mut self, call_id: Option<Arc<str>>) -> Self {
+        self.call_id = call_id;
+        self
+    }
+
+    /// The id the balancer gave this request, when `--call-id-header` is set and it sent one.
+    pub fn call_id(&self) -> Option<&str> {
+        self.call_id.as_deref()
+    }
+
+    /// Whether the plugin asked the client for input that a 2026-07-28 retry will answer (so
+    /// its run ends with `input_required` and is run again by design).
+    pub fn asked_client(&self) -> bool {
+        match &self.client {
+            Client::Stateless(stateless) => stateless
+                .inputs
+                .as_ref()
+                .is_some_and(|inputs| inputs.has_questions()),
+            Client::Session(_) => false,
         }
     }
 

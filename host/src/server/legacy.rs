@@ -94,13 +94,15 @@ impl<B: Backend> Session<B> {
         request: TypedRequest,
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
+        call_id: Option<Arc<str>>,
     ) -> Option<Answer> {
         let ctx = RequestContext::new(
             Client::Session(Arc::clone(self.legacy.peer())),
             outbound,
             request.meta.progress_token.clone(),
             cancellation,
-        );
+        )
+        .with_call_id(call_id);
         let outcome = self
             .legacy_outcome(request.body, &request.method, &ctx)
             .await;

@@ -40,6 +40,7 @@ impl<B: Backend> Session<B> {
         &self,
         request: TypedRequest,
         headers: Option<MirrorHeaders>,
+        call_id: Option<Arc<str>>,
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
     ) -> Option<Answer> {
@@ -79,6 +80,7 @@ impl<B: Backend> Session<B> {
                 meta.progress_token.clone(),
                 Arc::clone(&cancellation),
             )
+            .with_call_id(call_id.clone())
         };
         let outcome = match body {
             ClientRequest::Listen(p) => {

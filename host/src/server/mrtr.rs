@@ -532,6 +532,11 @@ impl InputRound {
         ))
     }
 
+    /// Whether the plugin asked a question this round has no answer for.
+    pub fn has_questions(&self) -> bool {
+        !self.asked().requests.is_empty()
+    }
+
     /// End the round. `failed` says whether the plugin's outcome was a failure.
     pub fn end(
         self,

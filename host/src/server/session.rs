@@ -262,6 +262,19 @@ impl<B: Backend> Session<B> {
         headers: Option<MirrorHeaders>,
         outbound: &Outbound,
     ) -> Option<Pending> {
+        self.accept_call(input, headers, None, outbound).await
+    }
+
+    /// [`Session::accept`] for an input a trusted balancer gave an id (`call_id`, see
+    /// `kv::calls`): a single request's tool call is recorded under it. A batch's requests are
+    /// not (one id cannot name several calls).
+    pub async fn accept_call(
+        self: &Arc<Self>,
+        input: Decoded,
+        headers: Option<MirrorHeaders>,
+        call_id: Option<Arc<str>>,
+        outbound: &Outbound,
+    ) -> Option<Pending> {
         match input {
             Decoded::Single(Err(reply)) => Some(Pending::ready(Some(Answer::refused(
                 reply,
@@ -269,7 +282,8 @@ impl<B: Backend> Session<B> {
             )))),
             Decoded::Single(Ok(message)) => {
                 let _order = self.order.lock().await;
-                self.accept_message(message, headers, outbound).await
+                self.accept_message(message, headers, call_id, outbound)
+                    .await
             }
             Decoded::Batch(items) => {
                 let _order = self.order.lock().await;
@@ -277,7 +291,7 @@ impl<B: Backend> Session<B> {
                 for item in items {
                     steps.push(match item {
                         Err(reply) => Err(reply),
-                        Ok(message) => Ok(self.accept_message(message, None, outbound).await),
+                        Ok(message) => Ok(self.accept_message(message, None, None, outbound).await),
                     });
                 }
                 Some(Pending {
@@ -305,6 +319,7 @@ impl<B: Backend> Session<B> {
         self: &Arc<Self>,
         message: Message,
         headers: Option<MirrorHeaders>,
+        call_id: Option<Arc<str>>,
         outbound: &Outbound,
     ) -> Option<Pending> {
         match message {
@@ -325,7 +340,7 @@ impl<B: Backend> Session<B> {
                 if era == Era::Legacy && request.method.changes_session() {
                     let meter = RequestMeter::start(&request.method);
                     let answer = self
-                        .legacy_request(request, outbound.clone(), Arc::default())
+                        .legacy_request(request, outbound.clone(), Arc::default(), None)
                         .instrument(span)
                         .await;
                     meter.answered(answer.as_ref());
@@ -337,8 +352,12 @@ impl<B: Backend> Session<B> {
                 let (outbound, cancel) = (outbound.clone(), Arc::clone(&cancellation));
                 Some(Pending {
                     work: Box::pin(
-                        async move { session.run(request, era, headers, outbound, cancel).await }
-                            .instrument(span),
+                        async move {
+                            session
+                                .run(request, era, headers, call_id, outbound, cancel)
+                                .await
+                        }
+                        .instrument(span),
                     ),
                     cancellation: Some(cancellation),
                     settled: false,
@@ -359,6 +378,7 @@ impl<B: Backend> Session<B> {
         request: TypedRequest,
         era: Era,
         headers: Option<MirrorHeaders>,
+        call_id: Option<Arc<str>>,
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
     ) -> Option<Answer> {
@@ -369,12 +389,18 @@ impl<B: Backend> Session<B> {
         let work = async {
             match era {
                 Era::Legacy => {
-                    self.legacy_request(request, outbound, Arc::clone(&cancellation))
+                    self.legacy_request(request, outbound, Arc::clone(&cancellation), call_id)
                         .await
                 }
                 Era::Modern => {
-                    self.modern_request(request, headers, outbound, Arc::clone(&cancellation))
-                        .await
+                    self.modern_request(
+                        request,
+                        headers,
+                        call_id,
+                        outbound,
+                        Arc::clone(&cancellation),
+                    )
+                    .await
                 }
             }
         };

@@ -39,6 +39,12 @@
 //! [`StatusPage`]), both behind the same gate as `/mcp`; [`serve_metrics`] serves the
 //! metrics alone on a separate address.
 //!
+//! With `--call-id-header NAME` ([`HttpConfig::call_id_header`]), the id a trusted balancer
+//! put in that header (1–128 visible ASCII bytes, once; 400 otherwise) is handed to the session
+//! with a single message ([`Session::accept_call`]) and travels on the request's context to
+//! where its tool call runs (`catalog::once` records it); this transport only carries it.
+//! Unset, the header is not read at all.
+//!
 //! A slow or vanished client never blocks others: each stream has a bounded queue, and a
 //! client that falls a whole queue behind is detached (a 2025-11-25 stream can resume; a
 //! 2026-07-28 stream is dropped and its request cancelled). Idle sessions expire.
@@ -106,6 +112,9 @@ pub struct HttpConfig {
     pub status_page: Option<StatusPage>,
     /// OAuth: tokens are JWTs checked by this verifier (instead of `auth_token`).
     pub oauth: Option<Arc<crate::auth::Verifier>>,
+    /// The header in which a trusted balancer names each request (`--call-id-header`):
+    /// carried with the request to where its tool call runs, never interpreted here.
+    pub call_id_header: Option<axum::http::HeaderName>,
 }
 
 /// Renders the status page (HTML); the transport only serves it, behind the gate.
@@ -131,6 +140,7 @@ impl Default for HttpConfig {
             state: None,
             status_page: None,
             oauth: None,
+            call_id_header: None,
         }
     }
 }
@@ -662,11 +672,43 @@ async fn post_mcp_in<B: Backend>(app: Arc<App<B>>, headers: HeaderMap, body: Byt
     if let Err(refused) = app.check_scopes(access.as_ref(), &decoded) {
         return *refused;
     }
+    let call_id = match call_id(&app.config, &headers) {
+        Ok(call_id) => call_id,
+        Err(refused) => return *refused,
+    };
     let mirror = mirror_headers(&headers);
     if is_modern(&decoded, mirror.protocol_version.as_deref()) {
-        return post_stateless(&app, &headers, decoded, mirror).await;
+        return post_stateless(&app, &headers, decoded, mirror, call_id).await;
     }
-    post_session(&app, &headers, decoded).await
+    post_session(&app, &headers, decoded, call_id).await
+}
+
+/// The id the balancer gave this request, when `--call-id-header` is set and it sent one
+/// (absent: the request runs unrecorded); an unusable one is refused (400).
+fn call_id(config: &HttpConfig, headers: &HeaderMap) -> Result<Option<Arc<str>>, Box<Response>> {
+    let Some(name) = &config.call_id_header else {
+        return Ok(None);
+    };
+    let mut values = headers.get_all(name).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return match headers.get(name) {
+            None => Ok(None),
+            Some(_) => Err(Box::new(rpc_error(
+                StatusCode::BAD_REQUEST,
+                INVALID_REQUEST,
+                &format!("the request carries more than one {name} header"),
+            ))),
+        };
+    };
+    let id = value.to_str().unwrap_or_default();
+    match crate::kv::calls::check_call_id(id) {
+        Ok(()) => Ok(Some(Arc::from(id))),
+        Err(problem) => Err(Box::new(rpc_error(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            &format!("invalid {name} header: {problem}"),
+        ))),
+    }
 }
 
 /// Whether a POST belongs to 2026-07-28 (the routing rule of [`v2026::is_modern`]).
@@ -741,6 +783,7 @@ async fn post_stateless<B: Backend>(
     headers: &HeaderMap,
     decoded: Decoded,
     mirror: MirrorHeaders,
+    call_id: Option<Arc<str>>,
 ) -> Response {
     let streams = accepts_sse(headers);
     if !streams
@@ -760,7 +803,11 @@ async fn post_stateless<B: Backend>(
         );
     }
     let (outbound, mut sent) = mpsc::channel::<Reply>(LIVE_QUEUE);
-    let Some(pending) = app.stateless.accept(decoded, Some(mirror), &outbound).await else {
+    let Some(pending) = app
+        .stateless
+        .accept_call(decoded, Some(mirror), call_id, &outbound)
+        .await
+    else {
         return StatusCode::ACCEPTED.into_response();
     };
     drop(outbound);
@@ -848,6 +895,7 @@ async fn post_session<B: Backend>(
     app: &Arc<App<B>>,
     headers: &HeaderMap,
     decoded: Decoded,
+    call_id: Option<Arc<str>>,
 ) -> Response {
     if let Err(refused) = check_version(headers) {
         return *refused;
@@ -889,10 +937,14 @@ async fn post_session<B: Backend>(
         return StatusCode::ACCEPTED.into_response();
     }
     if accepts_sse(headers) && !initialize {
-        return stream_replies(&http, decoded).await;
+        return stream_replies(&http, decoded, call_id).await;
     }
     // One JSON response; anything sent meanwhile goes to the session's standalone stream.
-    let answer = match http.session.accept(decoded, None, &http.standalone).await {
+    let answer = match http
+        .session
+        .accept_call(decoded, None, call_id, &http.standalone)
+        .await
+    {
         Some(pending) => pending.work.await,
         None => None,
     };
@@ -911,11 +963,18 @@ async fn post_session<B: Backend>(
 }
 
 /// Answer requests on a new SSE stream: what they send while running, then their replies.
-async fn stream_replies<B: Backend>(http: &Arc<HttpSession<B>>, decoded: Decoded) -> Response {
+async fn stream_replies<B: Backend>(
+    http: &Arc<HttpSession<B>>,
+    decoded: Decoded,
+    call_id: Option<Arc<str>>,
+) -> Response {
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
     let stream = http.streams().open(live);
     let (outbound, mut queue) = mpsc::channel::<Reply>(LIVE_QUEUE);
-    let pending = http.session.accept(decoded, None, &outbound).await;
+    let pending = http
+        .session
+        .accept_call(decoded, None, call_id, &outbound)
+        .await;
     let http = Arc::clone(http);
     tokio::spawn(async move {
         let pump = {
