@@ -34,7 +34,7 @@
 //!
 //! `GET /healthz` (the process serves) and `GET /readyz` (every plugin found at startup has
 //! loaded or failed) answer orchestrators from the moment the port is bound, outside the token
-//! and `Origin` checks; MCP is answered 503 until the startup load is done ([`ready`]). `GET
+//! and `Origin` checks; MCP requests wait for the startup load, boundedly ([`ready`]). `GET
 //! /metrics` is the Prometheus exposition and `GET /` the status page (rendered by the caller's
 //! [`StatusPage`]), both behind the same gate as `/mcp`; [`serve_metrics`] serves the
 //! metrics alone on a separate address.
@@ -102,8 +102,8 @@ pub struct HttpConfig {
     pub session_idle: Duration,
     /// Settings of 2026-07-28 requests.
     pub modern: Arc<ModernSettings>,
-    /// Whether the plugins found at startup are loaded: `/readyz` is 503 and MCP 503 with
-    /// `Retry-After` until they are (see [`ready`]).
+    /// Whether the plugins found at startup are loaded: `/readyz` is 503 and MCP requests wait
+    /// until they are (see [`ready`]).
     pub readiness: Arc<Readiness>,
     /// Plugin state; `/readyz` names a shared store (Redis) that does not answer, but stays
     /// 200.
@@ -1376,7 +1376,7 @@ pub async fn serve<B: Backend>(
     if !app.config.readiness.is_started() {
         tracing::info!(
             %bound,
-            "answering /healthz, and /readyz 503 while plugins load; /mcp answers 503 until they have"
+            "answering /healthz, and /readyz 503 while plugins load; MCP requests wait until they have"
         );
     }
     // Logged when MCP is served, which is what a client waits for.

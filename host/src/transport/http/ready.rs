@@ -9,10 +9,12 @@
 //!   that does not answer does *not* make a replica unready: every replica shares the store,
 //!   so a balancer would take them all out and stateless tools would go down with it. The
 //!   body says when the store is down; stateful calls get their own clear error.
-//! - MCP (`/mcp`, `/sse`, `/messages`) is answered 503 with `Retry-After` until the startup
-//!   load is done (every plugin compiled, listings given their bounded wait), so no client
-//!   sees an empty or partial catalog that fills in behind it; from then on it is served,
-//!   and a plugin still listing is added when it is done (with `list_changed`).
+//! - MCP (`/mcp`, `/sse`, `/messages`) requests that arrive during the startup load wait for
+//!   it (every plugin compiled, listings given their bounded wait), for at most
+//!   [`STARTUP_HOLD`], so no client sees an empty or partial catalog that fills in behind it
+//!   and a client that connects as soon as the port opens is simply answered a little later;
+//!   past the hold, 503 with `Retry-After`. From then on MCP is served, and a plugin still
+//!   listing is added when it is done (with `list_changed`).
 //!
 //! Knows nothing of plugins: the caller counts loads through [`Readiness`].
 
@@ -131,15 +133,24 @@ pub(super) async fn readyz<B: Backend>(State(app): Shared<B>) -> Response {
     }
 }
 
-/// Holds MCP requests off with 503 and `Retry-After` until the startup load is done; health,
-/// readiness, metrics and the status page pass.
+/// How long an MCP request that arrives during the startup load waits for it before it is
+/// answered 503 with `Retry-After`.
+pub const STARTUP_HOLD: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Holds MCP requests until the startup load is done (at most [`STARTUP_HOLD`], then 503 and
+/// `Retry-After`); health, readiness, metrics and the status page pass.
 pub(super) async fn startup_gate<B: Backend>(
     State(app): State<Arc<App<B>>>,
     request: Request,
     next: Next,
 ) -> Response {
     let mcp = matches!(request.uri().path(), "/mcp" | "/sse" | "/messages");
-    if mcp && !app.config.readiness.is_started() {
+    if mcp
+        && !app.config.readiness.is_started()
+        && tokio::time::timeout(STARTUP_HOLD, app.config.readiness.wait_started())
+            .await
+            .is_err()
+    {
         let mut response = rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
             INTERNAL_ERROR,
