@@ -367,41 +367,57 @@ async fn request_bytes_in_flight_are_bounded() {
         &format!(r#""name":"echo","arguments":{object}"#),
         "",
     );
-    let mut attacks = Vec::new();
-    for _ in 0..6 {
-        let (client, url, big) = (client.clone(), server.url.clone(), big.clone());
-        attacks.push(tokio::spawn(async move {
-            let response = post(
-                &client,
-                &url,
-                &[
-                    ("mcp-protocol-version", "2026-07-28"),
-                    ("mcp-method", "tools/call"),
-                    ("mcp-name", "echo"),
-                ],
-                &big,
-            )
-            .await;
-            let retry_after = response.headers().get("retry-after").cloned();
-            let status = response.status().as_u16();
-            (status, retry_after, response.text().await.unwrap())
-        }));
+    // A client that declares a 4 MB body and sends it slowly holds its reservation while it
+    // is being read.
+    let stalled = {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+            .await
+            .unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: echo\r\ncontent-length: 4000000\r\n\r\n{{",
+            server.port
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream
+    };
+    let in_use = r#"mcpbox_limit_in_use{limit="request_bytes"}"#;
+    let deadline = tokio::time::Instant::now() + STEP;
+    while metric(&client, server.port, in_use).await < 4_000_000.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slow body was never reserved"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let mut refused = 0;
-    for attack in attacks {
-        let (status, retry_after, text) = attack.await.unwrap();
-        if status == 503 {
-            refused += 1;
-            assert!(retry_after.is_some());
-            let answer: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(
-                answer["error"]["data"]["limit"], "request_bytes",
-                "{answer}"
-            );
-            assert!(text.contains("--max-request-bytes-in-flight"), "{text}");
-        }
+    // Another 3.1 MB request would pass the budget: refused before its body is read.
+    let headers = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "echo"),
+    ];
+    let response = post(&client, &server.url, &headers, &big).await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "1");
+    let text = response.text().await.unwrap();
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        answer["error"]["data"]["limit"], "request_bytes",
+        "{answer}"
+    );
+    assert!(text.contains("--max-request-bytes-in-flight"), "{text}");
+    // The slow client goes away: its reservation is given back, and the same request passes.
+    drop(stalled);
+    let deadline = tokio::time::Instant::now() + STEP;
+    while metric(&client, server.port, in_use).await > 0.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the reservation was never given back"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert!(refused >= 1, "no request was refused");
+    let response = post(&client, &server.url, &headers, &big).await;
+    assert_eq!(response.status(), 200);
     // Small requests still pass once the big ones are done.
     let small = body(
         2,
