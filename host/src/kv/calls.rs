@@ -26,7 +26,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands as _;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 
 use super::KvError;
 
@@ -120,16 +120,7 @@ fn millis(d: Duration) -> u64 {
 impl CallLedger {
     /// A ledger in the Redis at `url`. Connects lazily, like the state backend.
     pub fn connect(url: &str) -> Result<Self, KvError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| KvError::Unavailable(format!("invalid Redis URL: {e}")))?;
-        let server = client.get_connection_info().addr().to_string();
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| KvError::Unavailable(format!("Redis at {server}: {e}")))?;
+        let (connection, server) = super::redis::lazy_connection(url)?;
         Ok(Self { connection, server })
     }
 

@@ -169,20 +169,27 @@ pub fn describe_url(url: &str) -> String {
         .unwrap_or_else(|_| "an invalid URL".to_owned())
 }
 
+/// A lazily connecting, reconnecting connection to the Redis at `url`, with mcpbox's timeouts
+/// (1 s to connect, 2 s per command), and the server's address for messages.
+pub(super) fn lazy_connection(url: &str) -> Result<(ConnectionManager, String), KvError> {
+    let client = redis::Client::open(url)
+        .map_err(|e| KvError::Unavailable(format!("invalid Redis URL: {e}")))?;
+    let server = client.get_connection_info().addr().to_string();
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(1)))
+        .set_response_timeout(Some(Duration::from_secs(2)))
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(500));
+    let connection = ConnectionManager::new_lazy_with_config(client, config)
+        .map_err(|e| KvError::Unavailable(format!("Redis at {server}: {e}")))?;
+    Ok((connection, server))
+}
+
 impl RedisBackend {
     /// A backend for `url`. Connects lazily: mcpbox starts whether or not Redis is up, and
     /// calls that need it fail clearly until it is.
     pub fn connect(url: &str) -> Result<Self, KvError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| KvError::Unavailable(format!("invalid Redis URL: {e}")))?;
-        let server = client.get_connection_info().addr().to_string();
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| KvError::Unavailable(format!("Redis at {server}: {e}")))?;
+        let (connection, server) = lazy_connection(url)?;
         Ok(Self {
             connection,
             server,
