@@ -645,7 +645,10 @@ async fn reserve_request_bytes<B: Backend>(
     let amount = declared.unwrap_or(most).clamp(1, most);
     let share = match app.config.modern.limits.request_bytes.take(amount) {
         Ok(share) => share,
-        Err(refused) => return at_limit(&refused),
+        Err(refused) => {
+            discard_body(request.into_body(), amount);
+            return at_limit(&refused);
+        }
     };
     let response = next.run(request).await;
     let streaming = response
@@ -661,6 +664,29 @@ async fn reserve_request_bytes<B: Backend>(
         chunk
     }));
     Response::from_parts(parts, body)
+}
+
+/// How long the body of a refused request is read and thrown away.
+const DISCARD_TIME: Duration = Duration::from_secs(10);
+
+/// Read and throw away the body of a request refused before it was read, at most `most`
+/// bytes for at most [`DISCARD_TIME`], holding nothing. A client still sending its body then
+/// reads the refusal (and its `Retry-After`); closing on unread bytes would reset the
+/// connection under it, and it would see a broken pipe instead.
+fn discard_body(body: axum::body::Body, most: usize) {
+    tokio::spawn(async move {
+        let mut chunks = body.into_data_stream();
+        let mut read = 0usize;
+        let _ = tokio::time::timeout(DISCARD_TIME, async {
+            while let Some(Ok(chunk)) = chunks.next().await {
+                read = read.saturating_add(chunk.len());
+                if read > most {
+                    break;
+                }
+            }
+        })
+        .await;
+    });
 }
 
 async fn post_mcp_in<B: Backend>(app: Arc<App<B>>, headers: HeaderMap, body: Bytes) -> Response {
