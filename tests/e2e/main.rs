@@ -20,6 +20,7 @@ mod config;
 mod conformance;
 mod container;
 mod contract;
+mod docs;
 mod fuzz_http;
 mod golden;
 mod hardening;
