@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::ArgAction;
 use clap::parser::ValueSource;
@@ -59,6 +60,8 @@ pub struct ConfigFile {
     signatures: Option<TrustPolicy>,
     /// The `[signatures]` table as written, to tell when it changed.
     signatures_text: Option<String>,
+    /// The command whose options it may set, to read it again by the same rules.
+    serve: Arc<clap::Command>,
 }
 
 /// An option of `serve` (with the global ones) a file may set: every flag but these.
@@ -190,7 +193,13 @@ impl ConfigFile {
             sections,
             signatures,
             signatures_text,
+            serve: Arc::new(serve.clone()),
         })
+    }
+
+    /// Read the file again, by the rules it was first read with.
+    pub fn reload(&self) -> Result<Self, ConfigError> {
+        Self::load(&self.path, &self.serve)
     }
 
     /// A path option's value (`plugins = "..."`), relative to the file.

@@ -18,6 +18,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod host;
 pub mod kv;
 pub mod metrics;
 pub mod policy;

@@ -85,8 +85,7 @@ fn reread(
     plugins: &PluginSet,
 ) -> Option<ConfigFile> {
     let path = previous.path();
-    let serve = crate::cli::serve_command();
-    let next = match ConfigFile::load(path, &serve) {
+    let next = match previous.reload() {
         Ok(next) => next,
         Err(error) => {
             let message = format!(

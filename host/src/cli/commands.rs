@@ -1,0 +1,261 @@
+//! The bodies of the commands other than `serve` that need more than a line: `pull`, `check`,
+//! `call` and `state`. Their work is done by the rooms they name (`registry`, `config`,
+//! `author`, `kv`); this module reads their arguments and shapes what they print.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::args::{CallArgs, CheckArgs, PullArgs, ServeArgs, StateAction, StateCommandArgs};
+use super::{ArgsError, Cli, Command, Outcome, reported, serve_command};
+use crate::author::{self, CallRequest};
+use crate::config::ConfigFile;
+use crate::kv::StateService;
+use crate::policy::Sections;
+
+/// `mcpbox pull`: the policy is the configuration's `[signatures]` (with `--key`s added), the
+/// directory `--to` or the configuration's `plugins`.
+pub(super) async fn pull(args: PullArgs) -> anyhow::Result<Outcome> {
+    let config = match &args.config {
+        Some(path) => Some(ConfigFile::load(path, &serve_command())?),
+        None => None,
+    };
+    let mut policy = config.as_ref().and_then(|c| c.signatures().cloned());
+    for key in &args.key {
+        let key = crate::registry::trust::TrustedKey::read(&key.display().to_string(), key)?;
+        policy
+            .get_or_insert_with(|| crate::registry::trust::TrustPolicy {
+                source: "--key".to_owned(),
+                ..Default::default()
+            })
+            .add_required_key(key);
+    }
+    let dir = match (
+        &args.to,
+        config.as_ref().and_then(|c| c.path_option("plugins")),
+    ) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(dir)) => dir,
+        (None, None) => anyhow::bail!(
+            "where to? give --to DIR, or --config FILE whose `plugins` is the plugin directory"
+        ),
+    };
+    let registry = args.registry.client()?;
+    let request = crate::registry::PullRequest {
+        reference: args.reference,
+        dir,
+        name: args.name,
+        locked: args.locked,
+        policy,
+    };
+    reported(crate::registry::pull(&registry, request).await)
+}
+
+/// `mcpbox check --config FILE`: read and check the file as `serve` would, and say what it
+/// sets.
+pub(super) async fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
+    // Exactly what `serve --config FILE` would read (with the environment's overrides).
+    let argv = vec![
+        OsString::from("mcpbox"),
+        OsString::from("serve"),
+        OsString::from("--config"),
+        args.config.clone().into_os_string(),
+    ];
+    let cli = match Cli::load(argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let message = match e {
+                ArgsError::Clap(e) => e.to_string().lines().next().unwrap_or_default().to_owned(),
+                other => other.to_string(),
+            };
+            return Ok(Outcome {
+                output: Some(format!("invalid: {message}")),
+                failed: true,
+            });
+        }
+    };
+    let Command::Serve(serve) = &cli.command else {
+        anyhow::bail!("the configuration file was not read");
+    };
+    let Some(file) = serve.loaded_config.as_ref() else {
+        anyhow::bail!("the configuration file was not read");
+    };
+    let keys: Vec<&str> = file.keys().collect();
+    let sections: Vec<&str> = file.sections().keys().map(String::as_str).collect();
+    let mut report = format!(
+        "{} is valid: {} options{}{}, {} plugin sections{}",
+        args.config.display(),
+        keys.len(),
+        if keys.is_empty() { "" } else { " (" },
+        if keys.is_empty() {
+            String::new()
+        } else {
+            format!("{})", keys.join(", "))
+        },
+        sections.len(),
+        if sections.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", sections.join(", "))
+        },
+    );
+    if let Some(policy) = file.signatures() {
+        let required: Vec<String> = policy
+            .require
+            .iter()
+            .map(|(plugin, keys)| format!("{plugin} by {}", keys.join(" or ")))
+            .collect();
+        report.push_str(&format!(
+            "\nsignatures: {} keys ({}); required: {}",
+            policy.keys.len(),
+            policy.keys.keys().cloned().collect::<Vec<_>>().join(", "),
+            if required.is_empty() {
+                "none".to_owned()
+            } else {
+                required.join(", ")
+            }
+        ));
+    }
+    if !keys.contains(&"plugins") {
+        report.push_str(
+            "\nnote: it sets no `plugins` directory; give --plugins or MCPBOX_PLUGINS when serving",
+        );
+    }
+    if let Some(dir) = serve.plugins.as_deref().filter(|dir| dir.is_dir()) {
+        report.push_str(&plugin_warnings(file, dir, serve).await?);
+    }
+    Ok(Outcome {
+        output: Some(report),
+        failed: false,
+    })
+}
+
+/// What `check` warns about in the plugin directory `dir`, as `serve` would: `[plugin.NAME]`
+/// sections naming no plugin there, and names in allow- and deny-lists (of sections and
+/// manifests) that their plugin does not offer (the plugins are loaded to know).
+async fn plugin_warnings(
+    file: &ConfigFile,
+    dir: &Path,
+    serve: &ServeArgs,
+) -> anyhow::Result<String> {
+    let mut warnings = String::new();
+    for name in file.sections().keys() {
+        if !dir.join(format!("{name}.wasm")).exists() {
+            warnings.push_str(&format!(
+                "\nwarning: [plugin.{name}] names no plugin in {}: there is no {name}.wasm",
+                dir.display()
+            ));
+        }
+    }
+    let sections = Arc::new(Sections::new(
+        file.path().to_owned(),
+        file.sections().clone(),
+    ));
+    let cache_dir = if serve.no_cache {
+        None
+    } else {
+        serve.cache_dir.clone()
+    };
+    let unknown =
+        author::unknown_listed_names(dir, sections, serve.limits.limits(), cache_dir).await?;
+    for unknown in unknown {
+        warnings.push_str(&format!("\nwarning: {unknown}"));
+    }
+    Ok(warnings)
+}
+
+pub(super) async fn call(args: CallArgs) -> anyhow::Result<Outcome> {
+    let request = match (args.tool, args.prompt, args.resource) {
+        (_, Some(prompt), _) => CallRequest::Prompt(prompt),
+        (_, _, Some(uri)) => CallRequest::Resource(uri),
+        (Some(tool), _, _) => CallRequest::Tool(tool),
+        (None, None, None) => anyhow::bail!("name a tool, or --prompt or --resource"),
+    };
+    let limits = args.limits.limits();
+    let outcome = author::call(
+        &args.plugin,
+        request,
+        &args.args,
+        limits,
+        args.cache_dir,
+        args.state.config(),
+    )
+    .await?;
+    Ok(Outcome {
+        output: Some(outcome.json),
+        failed: outcome.failed,
+    })
+}
+
+/// `mcpbox state`: read or clear a plugin's key-value state.
+pub(super) async fn state_command(args: StateCommandArgs) -> anyhow::Result<Outcome> {
+    let service = StateService::new(args.state.config())?;
+    let backend = service.backend().await?;
+    let output = match args.action {
+        StateAction::Ls { plugin } => {
+            let entries = backend.entries(&plugin).await?;
+            let usage = backend.usage(&plugin).await?;
+            let mut out = String::new();
+            for entry in &entries {
+                out.push_str(&format!(
+                    "{}\t{}\t{} bytes\n",
+                    entry.bucket,
+                    crate::engine::log_line(&entry.key, 1024),
+                    entry.size
+                ));
+            }
+            out.push_str(&format!(
+                "plugin `{plugin}`: {} keys, {} bytes in {}",
+                usage.keys,
+                usage.bytes,
+                service.config()
+            ));
+            out
+        }
+        StateAction::Get {
+            plugin,
+            key,
+            bucket,
+        } => match backend.get(&plugin, &bucket, &key).await? {
+            None => {
+                return Ok(Outcome {
+                    output: Some(format!(
+                        "plugin `{plugin}` has no key `{key}` in bucket `{bucket}`"
+                    )),
+                    failed: true,
+                });
+            }
+            Some(value) => match String::from_utf8(value) {
+                Ok(text) => text,
+                Err(binary) => {
+                    use base64::Engine as _;
+                    tracing::info!("the value is not UTF-8 text; printed as base64");
+                    base64::engine::general_purpose::STANDARD.encode(binary.as_bytes())
+                }
+            },
+        },
+        StateAction::Rm {
+            plugin,
+            key: Some(key),
+            bucket,
+        } => {
+            let existed = backend.exists(&plugin, &bucket, &key).await?;
+            backend.delete(&plugin, &bucket, &key).await?;
+            if existed {
+                format!("removed `{key}` from bucket `{bucket}` of plugin `{plugin}`")
+            } else {
+                format!("plugin `{plugin}` had no key `{key}` in bucket `{bucket}`")
+            }
+        }
+        StateAction::Rm {
+            plugin, key: None, ..
+        } => {
+            let removed = backend.clear(&plugin).await?;
+            format!("removed all state of plugin `{plugin}` ({removed} keys)")
+        }
+    };
+    Ok(Outcome {
+        output: Some(output),
+        failed: false,
+    })
+}

@@ -1,0 +1,507 @@
+//! The composition root: [`Host::start`] builds a running mcpbox from checked
+//! [`ServeSettings`] — the wasm runtime, the listeners (bound before any plugin loads, so a
+//! taken port fails at once and an orchestrator sees the port open while plugins compile), the
+//! plugin set, the startup load, the watchers of the plugin directory and the configuration
+//! file — and [`Host::serve`] serves it over stdio or HTTP until stdin ends or a signal
+//! arrives. The CLI parses and checks arguments into settings and calls this; nothing here
+//! knows of clap's argument types. Depends on every room below it (`engine`, `catalog`,
+//! `server`, `transport`, `watch`, `kv`, `auth`, `config`, `policy`, `registry::trust`,
+//! `metrics`), never on `cli`.
+
+mod settings;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use self::settings::{HttpSettings, ServeSettings, Transport};
+use crate::catalog::{EventHub, PluginSet, load_directory};
+use crate::engine::Runtime;
+use crate::kv::StateService;
+use crate::server::{Mode, Session};
+use crate::transport::http::{self, HttpConfig, Readiness};
+use crate::transport::stdio;
+use crate::watch::Reloader;
+
+/// Why mcpbox could not start or stopped serving with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The wasm runtime could not be set up.
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    /// An address flag is not an address.
+    #[error(
+        "invalid {flag} address `{address}`: expected host:port (such as 127.0.0.1:8080 or localhost:8080) or a port"
+    )]
+    Address {
+        /// The flag (`--http`, `--metrics-addr`).
+        flag: &'static str,
+        /// What it was given.
+        address: String,
+    },
+    /// An address could not be bound.
+    #[error("cannot listen on {flag} {address}")]
+    Bind {
+        /// The flag (`--http`, `--metrics-addr`).
+        flag: &'static str,
+        /// What it was given.
+        address: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The plugin directory could not be read.
+    #[error(transparent)]
+    Directory(#[from] crate::catalog::DirectoryError),
+    /// The plugin directory or the configuration file could not be watched.
+    #[error(transparent)]
+    Watch(#[from] crate::watch::WatchError),
+    /// The OAuth settings are unusable.
+    #[error("{0}")]
+    OAuth(String),
+    /// A transport failed while serving.
+    #[error("{what}")]
+    Transport {
+        /// Which (`HTTP transport`, `stdio transport`, `reading stdin`).
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server task ended abnormally.
+    #[error("the server task failed: {0}")]
+    Task(String),
+}
+
+/// A started mcpbox: runtime built, listeners bound, plugins not loaded yet.
+pub struct Host {
+    settings: ServeSettings,
+    engine: Runtime,
+    listener: Option<tokio::net::TcpListener>,
+    plugins: Arc<PluginSet>,
+    relists: crate::catalog::RelistRequests,
+    readiness: Arc<Readiness>,
+}
+
+impl Host {
+    /// Build the runtime, bind the listeners (`--http` before any plugin loads, and the
+    /// separate metrics listener), and create the (empty) plugin set.
+    pub async fn start(settings: ServeSettings) -> Result<Self, HostError> {
+        let engine = Runtime::new(settings.runtime.clone())?;
+        let listener = match &settings.transport {
+            Transport::Http(http) => Some(bind_tcp(&http.address, "--http").await?),
+            Transport::Stdio(_) => None,
+        };
+        if let Some(address) = &settings.metrics_addr {
+            let listener = bind_tcp(address, "--metrics-addr").await?;
+            // Ends with the process: the runtime drops it on the way out.
+            tokio::spawn(async move {
+                if let Err(e) = http::serve_metrics(listener, std::future::pending()).await {
+                    tracing::error!("the metrics listener failed: {e}");
+                }
+            });
+        }
+        // The hub is how plugins and the plugin set reach sessions and the reloader.
+        let (hub, relists) = EventHub::new();
+        // Empty until the startup load fills it: the HTTP listener answers health checks (and
+        // holds MCP off) meanwhile.
+        let plugins = Arc::new(PluginSet::new(
+            Vec::new(),
+            settings.page_size,
+            settings.watch,
+            hub,
+        ));
+        if let Some(ledger) = &settings.call_ledger {
+            plugins.record_calls(Arc::clone(ledger));
+        }
+        let state = engine.state();
+        if state.is_shared() {
+            tokio::spawn(watch_state_store(Arc::clone(state)));
+        }
+        Ok(Self {
+            settings,
+            engine,
+            listener,
+            plugins,
+            relists,
+            readiness: Arc::new(Readiness::starting()),
+        })
+    }
+
+    /// Load the plugins and serve until stdin ends (stdio) or `shutdown` resolves. Over HTTP
+    /// the listener serves health checks at once and MCP once the startup load is done.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), HostError> {
+        let Self {
+            settings,
+            engine,
+            listener,
+            plugins,
+            relists,
+            readiness,
+        } = self;
+        let startup = Startup {
+            engine: &engine,
+            settings: &settings,
+            plugins: &plugins,
+            relists,
+            readiness: &readiness,
+        };
+        match &settings.transport {
+            Transport::Http(http) => {
+                let Some(listener) = listener else {
+                    return Err(HostError::Task(
+                        "the HTTP listener was not bound".to_owned(),
+                    ));
+                };
+                let server = serve_http(
+                    Arc::clone(&plugins),
+                    listener,
+                    http,
+                    Arc::clone(&settings.modern),
+                    Arc::clone(&readiness),
+                    Arc::clone(engine.state()),
+                    shutdown,
+                );
+                tokio::pin!(server);
+                let _running = tokio::select! {
+                    stopped = &mut server => return stopped,
+                    running = startup.run() => running?,
+                };
+                readiness.start();
+                server.await
+            }
+            Transport::Stdio(config) => {
+                let _running = startup.run().await?;
+                readiness.start();
+                let session = Arc::new(Session::new(
+                    plugins,
+                    Mode::Dual,
+                    Arc::clone(&settings.modern),
+                ));
+                let (input, output): (Box<dyn tokio::io::AsyncBufRead + Unpin + Send>, _) =
+                    match stdio::stdio_streams() {
+                        Some((input, output)) => (input, stdio::Output::Async(output)),
+                        None => (
+                            Box::new(stdio::stdin_reader().map_err(|source| {
+                                HostError::Transport {
+                                    what: "cannot start reading stdin",
+                                    source,
+                                }
+                            })?),
+                            stdio::Output::Blocking(Box::new(std::io::stdout())),
+                        ),
+                    };
+                tracing::info!("serving MCP on stdio");
+                stdio::serve(session, input, output, *config, shutdown)
+                    .await
+                    .map_err(|source| HostError::Transport {
+                        what: "stdio transport failed",
+                        source,
+                    })?;
+                tracing::info!("stdio session over; exiting");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What the startup load needs: the plugins found in the directory are loaded into the (empty)
+/// set, those still listing are added when done, and the directory and the configuration
+/// file are watched.
+struct Startup<'a> {
+    engine: &'a Runtime,
+    settings: &'a ServeSettings,
+    plugins: &'a Arc<PluginSet>,
+    relists: crate::catalog::RelistRequests,
+    readiness: &'a Arc<Readiness>,
+}
+
+/// What must live while mcpbox serves: the watchers of the plugin directory and the
+/// configuration file.
+struct Running {
+    _watcher: Option<Arc<crate::watch::Watcher>>,
+    _config_watcher: Option<crate::watch::ConfigWatcher>,
+}
+
+impl Startup<'_> {
+    async fn run(self) -> Result<Running, HostError> {
+        let Self {
+            engine,
+            settings,
+            plugins,
+            relists,
+            readiness,
+        } = self;
+        let (dir, limits, sections) = (
+            settings.plugin_dir.as_path(),
+            settings.limits,
+            &settings.sections,
+        );
+        let loaded = load_directory(engine, dir, limits, sections, &settings.trust).await?;
+        plugins.add_startup(loaded.plugins);
+        for problem in loaded.problems {
+            plugins.note_startup_problem(problem);
+        }
+        let catalog = plugins.catalog();
+        for plugin in plugins.plugins() {
+            plugin.log_loaded("loaded", catalog.names_of(&plugin.file));
+        }
+        plugins.record(format!(
+            "started: {} plugins loaded, {} skipped, {} names refused",
+            catalog.plugin_count(),
+            loaded.skipped,
+            catalog.refusals().len()
+        ));
+        tracing::info!(
+            loaded = catalog.plugin_count(),
+            skipped = loaded.skipped,
+            refused_names = catalog.refusals().len(),
+            "{} loaded, {} skipped, {} names refused",
+            catalog.plugin_count(),
+            loaded.skipped,
+            catalog.refusals().len()
+        );
+        // Plugins that were still listing: served as soon as they are done.
+        for late in loaded.late {
+            let plugins = Arc::clone(plugins);
+            let done = readiness.late_load();
+            tokio::spawn(async move {
+                match late.await {
+                    Ok((file, Ok(plugin))) => {
+                        let plugin = Arc::new(plugin);
+                        let names = plugins.update(&file, Some(Arc::clone(&plugin)));
+                        drop(done);
+                        plugins.record(format!("loaded plugin `{}` (late)", plugin.code.name()));
+                        plugin.log_loaded("loaded (late)", names);
+                    }
+                    Ok((file, Err(error))) => {
+                        let message = format!(
+                            "could not load plugin {}: {error}; it is not loaded",
+                            file.display()
+                        );
+                        tracing::error!(file = %file.display(), "skipped plugin: {error}");
+                        plugins.note_startup_problem(message.clone());
+                        plugins.hub().announce(crate::server::ServerEvent::HostLog {
+                            level: crate::protocol::mcp::LogLevel::Error,
+                            message,
+                        });
+                    }
+                    Err(e) => tracing::error!("a plugin load task failed: {e}"),
+                }
+            });
+        }
+        let debounce = settings.reload_debounce;
+        let watcher = if settings.watch {
+            Some(Arc::new(
+                Reloader::new(
+                    engine.clone(),
+                    dir.to_owned(),
+                    limits,
+                    Arc::clone(sections),
+                    settings.trust.clone(),
+                    Arc::clone(plugins),
+                    relists,
+                )
+                .watch(debounce)?,
+            ))
+        } else {
+            drop(relists);
+            None
+        };
+        let config_watcher = match &settings.config {
+            Some(config) => Some(crate::watch::watch_config(
+                Arc::clone(config),
+                Arc::clone(sections),
+                watcher.clone(),
+                Arc::clone(plugins),
+                debounce,
+            )?),
+            None => None,
+        };
+        tracing::info!(
+            dir = %dir.display(),
+            plugins = catalog.plugin_count(),
+            fuel = limits.fuel,
+            timeout_ms = settings.timeout_ms,
+            memory_mib = settings.memory_mib,
+            "plugins ready"
+        );
+        Ok(Running {
+            _watcher: watcher,
+            _config_watcher: config_watcher,
+        })
+    }
+}
+
+/// How often a shared state store (Redis) is checked, for the `mcpbox_state_store_up` gauge,
+/// `/readyz`'s body and the status page.
+const STATE_STORE_CHECK: Duration = Duration::from_secs(2);
+
+/// Check the shared state store every [`STATE_STORE_CHECK`], for as long as mcpbox runs; a
+/// change either way is logged once.
+async fn watch_state_store(state: Arc<StateService>) {
+    let metrics = crate::metrics::metrics();
+    let mut was_up = true;
+    loop {
+        let up = match state.health().await {
+            Ok(()) => true,
+            Err(e) => {
+                if was_up {
+                    tracing::warn!(
+                        "{e}; stateful calls fail until it answers, stateless ones keep serving"
+                    );
+                }
+                false
+            }
+        };
+        if up && !was_up {
+            tracing::info!(store = %state.config(), "the state store answers again");
+        }
+        metrics.set_state_store_up(up);
+        was_up = up;
+        tokio::time::sleep(STATE_STORE_CHECK).await;
+    }
+}
+
+/// Bind the address of `flag` (`--http`, `--metrics-addr`): `host:port` (a host name is
+/// resolved; `localhost:8080` binds loopback), `[v6]:port`, or a bare port on 127.0.0.1.
+async fn bind_tcp(address: &str, flag: &'static str) -> Result<tokio::net::TcpListener, HostError> {
+    let target = match address.parse::<u16>() {
+        Ok(port) => format!("127.0.0.1:{port}"),
+        Err(_) => address.to_owned(),
+    };
+    if !target.contains(':') {
+        return Err(HostError::Address {
+            flag,
+            address: address.to_owned(),
+        });
+    }
+    let failed = |source| HostError::Bind {
+        flag,
+        address: address.to_owned(),
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(&target)
+        .await
+        .map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
+    tracing::info!(%bound, "{flag} port bound");
+    Ok(listener)
+}
+
+/// Serve over HTTP on `listener` (bound by [`bind_tcp`]).
+async fn serve_http(
+    plugins: Arc<PluginSet>,
+    listener: tokio::net::TcpListener,
+    settings: &HttpSettings,
+    modern: Arc<crate::server::ModernSettings>,
+    readiness: Arc<Readiness>,
+    state: Arc<StateService>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), HostError> {
+    let address = listener
+        .local_addr()
+        .map_err(|source| HostError::Transport {
+            what: "cannot read the bound HTTP address",
+            source,
+        })?;
+    let oauth = match &settings.oauth {
+        Some(config) => {
+            let verifier = crate::auth::Verifier::new(config.clone()).map_err(HostError::OAuth)?;
+            let verifier = Arc::new(verifier);
+            tracing::info!(
+                issuer = config.issuer,
+                resource = config.resource,
+                scopes = %config.scopes.join(" "),
+                "HTTP requests need OAuth access tokens from the issuer"
+            );
+            verifier.prefetch().await;
+            Some(verifier)
+        }
+        None => None,
+    };
+    if !address.ip().is_loopback() && settings.auth_token.is_none() && oauth.is_none() {
+        tracing::warn!(%address, "serving HTTP beyond loopback without --auth-token: anyone who can reach it can call every tool");
+    }
+    let page_state = Arc::clone(&state);
+    let config = HttpConfig {
+        allowed_hosts: settings.allowed_hosts.clone(),
+        allowed_origins: settings.allowed_origins.clone(),
+        auth_token: settings.auth_token.clone(),
+        max_body_bytes: settings.max_body_bytes,
+        session_idle: settings.session_idle,
+        modern,
+        readiness,
+        state: Some(state),
+        oauth,
+        call_id_header: settings.call_id_header.clone(),
+        status_page: settings.status_page.then(|| {
+            let started = std::time::SystemTime::now();
+            let plugins = Arc::clone(&plugins);
+            http::StatusPage(Arc::new(move || {
+                crate::catalog::status::render(&plugins, started, &page_state)
+            }))
+        }),
+    };
+    http::serve(plugins, listener, config, shutdown, Duration::from_secs(10))
+        .await
+        .map_err(|source| HostError::Transport {
+            what: "HTTP transport failed",
+            source,
+        })?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Plugins' open files and sockets are host descriptors: use every descriptor the system
+/// allows mcpbox (the soft limit up to the hard one), so that calls bounded to
+/// `MAX_HANDLES_PER_CALL` each cannot together exhaust the process.
+pub fn raise_open_file_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => tracing::debug!(open_files = ?limit.maximum, "raised the open-file limit"),
+            Err(e) => tracing::debug!("could not raise the open-file limit: {e}"),
+        }
+    }
+}
+
+/// A future that resolves on SIGINT or SIGTERM. The handlers are installed now, before the
+/// future is first polled, so a signal that arrives early is not lost (nor fatal).
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    let signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        match signals {
+            (Ok(mut terminate), Ok(mut interrupt)) => {
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = interrupt.recv() => {}
+                }
+            }
+            _ => {
+                tracing::warn!(
+                    "cannot listen for SIGTERM and SIGINT; stop mcpbox by closing its input"
+                );
+                std::future::pending::<()>().await;
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("received a shutdown signal");
+    }
+}

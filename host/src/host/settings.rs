@@ -1,0 +1,80 @@
+//! What `serve` runs with, once the command line and the configuration file have been read and
+//! checked: real types, every bad combination already refused (the CLI builds these before
+//! anything binds a port or loads a plugin). Depends on `engine`, `policy`, `server`,
+//! `transport`, `kv`, `auth`, `config` and `registry::trust` for their configuration types only.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::ConfigFile;
+use crate::engine::RuntimeConfig;
+use crate::kv::calls::CallLedger;
+use crate::policy::{Limits, Sections};
+use crate::registry::trust::Trust;
+use crate::server::ModernSettings;
+use crate::transport::stdio::StdioConfig;
+
+/// Everything `serve` needs, checked.
+pub struct ServeSettings {
+    /// The plugin directory, canonical (file events carry absolute paths).
+    pub plugin_dir: PathBuf,
+    /// The wasm runtime: cache, instance pool, memory, state store.
+    pub runtime: RuntimeConfig,
+    /// The limits of one call into a plugin.
+    pub limits: Limits,
+    /// The call time limit and memory as given, for the log line that says what is in force.
+    pub timeout_ms: u64,
+    /// See [`ServeSettings::timeout_ms`].
+    pub memory_mib: u64,
+    /// 2026-07-28 requests and the process's global bounds.
+    pub modern: Arc<ModernSettings>,
+    /// Where tool calls carrying a balancer's request id are recorded (`--call-id-header`).
+    pub call_ledger: Option<Arc<CallLedger>>,
+    /// The most items in one page of a list.
+    pub page_size: usize,
+    /// Whether the plugin directory is watched (plugins added, replaced, removed live).
+    pub watch: bool,
+    /// How long file events settle before a reload.
+    pub reload_debounce: Duration,
+    /// The configuration file, when one was given (watched for changes).
+    pub config: Option<Arc<ConfigFile>>,
+    /// Its `[plugin.NAME]` sections (empty without a file).
+    pub sections: Arc<Sections>,
+    /// Which plugins must be signed, by whom.
+    pub trust: Trust,
+    /// Where to serve Prometheus metrics apart from MCP (`--metrics-addr`).
+    pub metrics_addr: Option<String>,
+    /// How clients reach the host.
+    pub transport: Transport,
+}
+
+/// How clients reach the host.
+pub enum Transport {
+    /// One client on stdin and stdout.
+    Stdio(StdioConfig),
+    /// Streamable HTTP (and legacy SSE) on an address.
+    Http(Box<HttpSettings>),
+}
+
+/// The HTTP listener's settings.
+pub struct HttpSettings {
+    /// `host:port`, `[v6]:port` or a bare port (loopback), as given to `--http`.
+    pub address: String,
+    /// `Host` values accepted beyond loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted (with CORS).
+    pub allowed_origins: Vec<String>,
+    /// A static bearer token every request must carry.
+    pub auth_token: Option<String>,
+    /// OAuth 2.1 access tokens from this issuer, for this resource.
+    pub oauth: Option<crate::auth::OAuthConfig>,
+    /// The largest request body.
+    pub max_body_bytes: usize,
+    /// How long an idle 2025-11-25 session lives.
+    pub session_idle: Duration,
+    /// The header a trusted balancer sets to name one call across its retries.
+    pub call_id_header: Option<axum::http::HeaderName>,
+    /// Whether `/` serves the status page.
+    pub status_page: bool,
+}
