@@ -12,6 +12,8 @@
 //!
 //! Depends on nothing else in the crate; the transport asks [`Verifier::verify`] and maps the
 //! [`AuthError`] to 401 or 403 with `WWW-Authenticate`.
+//!
+//! Uses: nothing else in the crate.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -5,6 +5,8 @@
 //!
 //! The request goes through a real session, as a client's would: `initialize`, then the one
 //! request. Nothing is written to stdout here; the caller prints the result.
+//!
+//! Uses: `catalog`, `engine`, `kv`, `policy`, `protocol`, `registry`, `server`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

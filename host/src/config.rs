@@ -10,8 +10,10 @@
 //! file > default. Values are checked by the flags' own parsers, and every error names the
 //! file, the line and the key. Relative paths in the file are relative to the file's directory.
 //!
-//! Depends on `policy` (plugin sections are validated as manifests are); the CLI owns the
-//! flags themselves, and hot reload of the file is `watch`'s.
+//! Plugin sections are validated as manifests are (`policy`), `[signatures]` as the registry's
+//! trust policy; the CLI owns the flags themselves, and hot reload of the file is `watch`'s.
+//!
+//! Uses: `policy`, `registry`.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -29,3 +29,6 @@ pub mod server;
 pub mod telemetry;
 pub mod transport;
 pub mod watch;
+
+#[cfg(test)]
+mod layering;

@@ -7,6 +7,8 @@
 //! tool names come from loaded plugins, never from what a client sends. Recording is a few
 //! atomic adds behind a read lock; the registry is global because one process serves one
 //! set of plugins (tests in one process share it and only ever compare differences).
+//!
+//! Uses: `protocol`.
 
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;

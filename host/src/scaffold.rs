@@ -6,6 +6,8 @@
 //! modules, and the templates. A Rust project depends on the `mcpbox-sdk` crate: by path when
 //! mcpbox was built from a checkout that is still there (or `--sdk` names one), otherwise by
 //! version from crates.io.
+//!
+//! Uses: nothing else in the crate.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

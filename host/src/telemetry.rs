@@ -6,6 +6,8 @@
 //! Off by default, and free when off: the spans are TRACE-level under their own target
 //! ([`TARGET`]), which only the OpenTelemetry layer enables, so without it their call sites are
 //! never interested and record nothing.
+//!
+//! Uses: nothing else in the crate.
 
 use std::collections::HashMap;
 

@@ -13,7 +13,10 @@
 //! which plugins and the live set reach sessions and the reloader, and the HTML status page
 //! ([`status`]).
 //!
-//! Depends on `engine`, `policy`, `protocol` and `server` (for the backend interface).
+//! Built on `engine`, `policy`, `protocol` and `server` (for the backend interface), with `kv`
+//! (the call ledger, the store on the status page) and `registry::trust`.
+//!
+//! Uses: `engine`, `kv`, `metrics`, `policy`, `protocol`, `registry`, `server`.
 
 mod bridge;
 mod convert;

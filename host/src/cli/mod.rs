@@ -4,6 +4,9 @@
 //! `check` and `pull` for operators). `serve` is checked into settings and handed to
 //! [`Host`], the composition root; the other commands' work is their rooms' (`commands`).
 //! The top of the crate: it may use any room, and none uses it.
+//!
+//! Uses: `auth`, `author`, `config`, `engine`, `host`, `kv`, `policy`, `registry`, `scaffold`,
+//! `server`, `telemetry`, `transport`.
 
 mod args;
 mod commands;

@@ -1,8 +1,8 @@
 //! The WebAssembly runtime: one wasmtime `Engine` for the process, plugin compilation and
 //! linking, and per-call execution under limits.
 //!
-//! Depends on `policy` and `kv` (the store behind `wasi:keyvalue`) only; it knows nothing of
-//! JSON-RPC or sessions. Its outputs are the
+//! Built on `policy` and `kv` (the store behind `wasi:keyvalue`), recording to `metrics` and
+//! `telemetry`; it knows nothing of JSON-RPC or sessions. Its outputs are the
 //! WIT types of the plugin contract, and its failures are [`CallError`]s.
 //!
 //! Why it is shaped this way (measured on wasmtime 48, see `shared/notes/wasmtime-48.md`):
@@ -17,6 +17,8 @@
 //!   where neither fuel nor epochs advance.
 //! - Instances are admitted through a semaphore sized to the pool, so a burst of calls waits
 //!   for a slot instead of failing.
+//!
+//! Uses: `kv`, `metrics`, `policy`, `telemetry`.
 
 mod bindings;
 mod cache;

@@ -4,9 +4,10 @@
 //! plugin set, the startup load, the watchers of the plugin directory and the configuration
 //! file — and [`Host::serve`] serves it over stdio or HTTP until stdin ends or a signal
 //! arrives. The CLI parses and checks arguments into settings and calls this; nothing here
-//! knows of clap's argument types. Depends on every room below it (`engine`, `catalog`,
-//! `server`, `transport`, `watch`, `kv`, `auth`, `config`, `policy`, `registry::trust`,
-//! `metrics`), never on `cli`.
+//! knows of clap's argument types, and no room but `cli` uses it.
+//!
+//! Uses: `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `policy`, `protocol`, `registry`,
+//! `server`, `transport`, `watch`.
 
 mod settings;
 

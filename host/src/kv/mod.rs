@@ -22,6 +22,8 @@
 //!
 //! Depends on nothing else in the crate. The engine links `wasi:keyvalue` to it
 //! (`engine/keyvalue.rs`) and the `mcpbox state` command reads and clears it.
+//!
+//! Uses: nothing else in the crate.
 
 pub mod calls;
 mod disk;

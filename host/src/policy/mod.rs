@@ -7,6 +7,8 @@
 //! default limits and no capabilities at all. Every key is checked; an unknown key, a bad
 //! value or a grant that cannot work (a missing directory, an unset host variable) is an
 //! error naming the file, the line and the key, and what is wrong, never a silent default.
+//!
+//! Uses: nothing else in the crate.
 
 mod locate;
 mod manifest;

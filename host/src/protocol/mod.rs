@@ -5,6 +5,8 @@
 //!
 //! Depends on nothing else in the crate (no tokio, no wasmtime): it turns bytes into typed
 //! messages and typed replies into bytes.
+//!
+//! Uses: nothing else in the crate.
 
 pub mod error;
 pub mod jsonrpc;

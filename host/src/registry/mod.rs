@@ -29,6 +29,8 @@
 //!
 //! Depends on nothing else of the host but `scaffold` (plugin names); the catalog depends on
 //! [`trust`] to check lock entries and signatures before loading.
+//!
+//! Uses: `scaffold`.
 
 pub mod lock;
 pub mod trust;

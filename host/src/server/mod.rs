@@ -3,9 +3,11 @@
 //! stateless era side by side, dispatch of each method to the [`Backend`], and the rules for
 //! which request gets which error.
 //!
-//! Depends on `protocol` only. It defines the interface it dispatches to ([`Backend`]) so it
+//! Built on `protocol` (recording to `metrics` and `telemetry`). It defines the interface it dispatches to ([`Backend`]) so it
 //! knows nothing of plugins, wasmtime or files; and it knows nothing of byte framing, so the
 //! same session serves stdio and HTTP.
+//!
+//! Uses: `metrics`, `protocol`, `telemetry`.
 
 mod bounds;
 mod context;

@@ -3,7 +3,10 @@
 //! carry headers and hold streams; arrival order, requests in flight and cancellation are the
 //! session loop's ([`crate::server::Session::accept`]).
 //!
-//! Depends on `protocol` and `server`; knows nothing of plugins.
+//! Built on `protocol` and `server` (with `auth` for tokens and `kv` for the state store's
+//! health and the call ledger's ids); knows nothing of plugins.
+//!
+//! Uses: `auth`, `kv`, `metrics`, `protocol`, `server`, `telemetry`.
 
 pub mod http;
 pub mod stdio;

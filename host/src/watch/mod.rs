@@ -1,8 +1,9 @@
 //! Hot reload: watching the plugin directory and putting each change into effect.
 //!
-//! Depends on `catalog` (loading plugins, publishing catalogs), `engine`, `policy` and
-//! `registry::trust` (lock entries and signatures are checked on every load); knows nothing of
-//! the protocol. A change to `name.wasm`, `name.toml` or `name.wasm.sig` reloads that plugin
+//! Built on `catalog` (loading plugins, publishing catalogs), `engine`, `policy`, `config` and
+//! `registry::trust` (lock entries and signatures are checked on every load); of the protocol
+//! and the sessions it knows only the events it announces (`server::ServerEvent`, a log
+//! level). A change to `name.wasm`, `name.toml` or `name.wasm.sig` reloads that plugin
 //! only:
 //!
 //! 1. file events are debounced, so a file is read once its writer has gone quiet (writers
@@ -29,6 +30,8 @@
 //!
 //! The configuration file is watched too ([`watch_config`]): a changed `[plugin.NAME]` section
 //! reloads that plugin; other changed options are reported as needing a restart.
+//!
+//! Uses: `catalog`, `config`, `engine`, `metrics`, `policy`, `protocol`, `registry`, `server`.
 
 mod config;
 
