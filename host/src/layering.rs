@@ -141,7 +141,7 @@ fn no_arrow_points_back_up() {
         .collect();
     // Take away, again and again, the rooms that use no room left: what cannot be taken away
     // is on a cycle.
-    let mut left: BTreeSet<String> = rooms.clone();
+    let mut left: BTreeSet<String> = rooms;
     loop {
         let leaves: Vec<String> = left
             .iter()

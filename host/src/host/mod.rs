@@ -6,7 +6,7 @@
 //! arrives. The CLI parses and checks arguments into settings and calls this; nothing here
 //! knows of clap's argument types, and no room but `cli` uses it.
 //!
-//! Uses: `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `policy`, `protocol`, `registry`,
+//! Uses: `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `policy`, `registry`,
 //! `server`, `transport`, `watch`.
 
 mod settings;
@@ -21,7 +21,7 @@ use crate::kv::StateService;
 use crate::server::{Mode, Session};
 use crate::transport::http::{self, HttpConfig, Readiness};
 use crate::transport::stdio;
-use crate::watch::Reloader;
+use crate::watch::{Arrival, Left, LifecycleEvent, Reloader, report};
 
 /// Why mcpbox could not start or stopped serving with an error.
 #[derive(Debug, thiserror::Error)]
@@ -247,22 +247,24 @@ impl Startup<'_> {
         }
         let catalog = plugins.catalog();
         for plugin in plugins.plugins() {
-            plugin.log_loaded("loaded", catalog.names_of(&plugin.file));
+            let names = catalog.names_of(&plugin.file);
+            let (plugin, arrival) = (&plugin, Arrival::Startup);
+            report(
+                plugins,
+                LifecycleEvent::Serving {
+                    plugin,
+                    arrival,
+                    names,
+                },
+            );
         }
-        plugins.record(format!(
-            "started: {} plugins loaded, {} skipped, {} names refused",
-            catalog.plugin_count(),
-            loaded.skipped,
-            catalog.refusals().len()
-        ));
-        tracing::info!(
-            loaded = catalog.plugin_count(),
-            skipped = loaded.skipped,
-            refused_names = catalog.refusals().len(),
-            "{} loaded, {} skipped, {} names refused",
-            catalog.plugin_count(),
-            loaded.skipped,
-            catalog.refusals().len()
+        report(
+            plugins,
+            LifecycleEvent::Started {
+                loaded: catalog.plugin_count(),
+                skipped: loaded.skipped,
+                refused: catalog.refusals().len(),
+            },
         );
         // Plugins that were still listing: served as soon as they are done.
         for late in loaded.late {
@@ -274,20 +276,20 @@ impl Startup<'_> {
                         let plugin = Arc::new(plugin);
                         let names = plugins.update(&file, Some(Arc::clone(&plugin)));
                         drop(done);
-                        plugins.record(format!("loaded plugin `{}` (late)", plugin.code.name()));
-                        plugin.log_loaded("loaded (late)", names);
+                        let arrival = Arrival::Late;
+                        report(
+                            &plugins,
+                            LifecycleEvent::Serving {
+                                plugin: &plugin,
+                                arrival,
+                                names,
+                            },
+                        );
                     }
                     Ok((file, Err(error))) => {
-                        let message = format!(
-                            "could not load plugin {}: {error}; it is not loaded",
-                            file.display()
-                        );
-                        tracing::error!(file = %file.display(), "skipped plugin: {error}");
-                        plugins.note_startup_problem(message.clone());
-                        plugins.hub().announce(crate::server::ServerEvent::HostLog {
-                            level: crate::protocol::mcp::LogLevel::Error,
-                            message,
-                        });
+                        let left = Left::SkippedAtStartup;
+                        let (file, error) = (&file, &error);
+                        report(&plugins, LifecycleEvent::Failed { file, error, left });
                     }
                     Err(e) => tracing::error!("a plugin load task failed: {e}"),
                 }

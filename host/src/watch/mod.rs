@@ -31,11 +31,15 @@
 //! The configuration file is watched too ([`watch_config`]): a changed `[plugin.NAME]` section
 //! reloads that plugin; other changed options are reported as needing a restart.
 //!
+//! Every lifecycle event, here and in the startup load, is told through [`report`].
+//!
 //! Uses: `catalog`, `config`, `engine`, `metrics`, `policy`, `protocol`, `registry`, `server`.
 
 mod config;
+mod report;
 
 pub use config::{ConfigWatcher, watch_config};
+pub use report::{Arrival, Left, LifecycleEvent, report};
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -52,9 +56,7 @@ use crate::catalog::{
 };
 use crate::engine::Runtime;
 use crate::policy::{Limits, Sections};
-use crate::protocol::mcp::LogLevel;
 use crate::registry::trust::{Trust, signature_file};
-use crate::server::ServerEvent;
 
 /// The pause after relisting, during which further requests gather (and are coalesced): a
 /// plugin calling `notify-list-changed` in a loop costs at most one relist per pause.
@@ -293,9 +295,7 @@ impl Reloader {
                 self.seen().remove(name);
                 if current.is_some() {
                     self.plugins.update(&file, None);
-                    crate::metrics::metrics().reload("removed");
-                    self.plugins.record(format!("removed plugin `{name}`"));
-                    tracing::info!(plugin = name, file = %file.display(), "removed plugin");
+                    report(&self.plugins, LifecycleEvent::Removed { name, file: &file });
                 }
                 return;
             }
@@ -307,20 +307,21 @@ impl Reloader {
         }
         match load_source(&self.runtime, source, self.limits).await {
             Ok(plugin) => {
-                let verb = if current.is_some() {
-                    crate::metrics::metrics().reload("replaced");
-                    "reloaded"
+                let arrival = if current.is_some() {
+                    Arrival::Replaced
                 } else {
-                    crate::metrics::metrics().reload("added");
-                    "added"
+                    Arrival::Added
                 };
-                let log = Arc::new(plugin);
-                let names = self.plugins.update(&file, Some(Arc::clone(&log)));
-                self.plugins.record(format!(
-                    "{verb} plugin `{name}` ({} names served, {} refused)",
-                    names.served, names.refused
-                ));
-                log.log_loaded(verb, names);
+                let plugin = Arc::new(plugin);
+                let names = self.plugins.update(&file, Some(Arc::clone(&plugin)));
+                report(
+                    &self.plugins,
+                    LifecycleEvent::Serving {
+                        plugin: &plugin,
+                        arrival,
+                        names,
+                    },
+                );
             }
             Err(error) => self.failed(&file, current.as_deref(), &error),
         }
@@ -343,35 +344,22 @@ impl Reloader {
                 self.plugins.update(&current.file, Some(Arc::new(plugin)));
                 tracing::debug!(plugin = name, "read the plugin's lists again");
             }
-            Err(error) => {
-                let message = format!(
-                    "plugin `{name}` failed while listing what it offers: {error}; its previous lists stay"
-                );
-                tracing::warn!(plugin = name, "{message}");
-                self.plugins.hub().announce(ServerEvent::HostLog {
-                    level: LogLevel::Warning,
-                    message,
-                });
-            }
+            Err(error) => report(
+                &self.plugins,
+                LifecycleEvent::ListingFailed {
+                    name,
+                    error: &error,
+                },
+            ),
         }
     }
 
     fn failed(&self, file: &Path, current: Option<&LoadedPlugin>, error: &FileError) {
-        let outcome = if current.is_some() {
-            "the previous version keeps serving"
+        let left = if current.is_some() {
+            Left::Previous
         } else {
-            "it is not loaded"
+            Left::Nothing
         };
-        let message = format!(
-            "could not load plugin {}: {error}; {outcome} (it is tried again when the file changes)",
-            file.display()
-        );
-        crate::metrics::metrics().reload("failed");
-        self.plugins.record(message.clone());
-        tracing::error!(file = %file.display(), "{message}");
-        self.plugins.hub().announce(ServerEvent::HostLog {
-            level: LogLevel::Error,
-            message,
-        });
+        report(&self.plugins, LifecycleEvent::Failed { file, error, left });
     }
 }
