@@ -11,8 +11,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::engine::{
-    Content, Prompt, PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Role, Tool,
-    ToolAnnotations, ToolResult,
+    CompletionResult, Content, Prompt, PromptMessage, ResourceContents, ResourceInfo,
+    ResourceTemplate, Role, Tool, ToolAnnotations, ToolResult,
 };
 use crate::protocol::ErrorObject;
 use crate::protocol::error::RESOURCE_NOT_FOUND;
@@ -201,6 +201,25 @@ pub fn call_tool_result(result: &ToolResult) -> Result<Box<RawValue>, String> {
 }
 
 /// The `prompts/get` result.
+/// The most completion values sent to a client.
+pub const MAX_COMPLETION_VALUES: usize = 100;
+
+/// A `completion/complete` result from a plugin's answer: at most [`MAX_COMPLETION_VALUES`]
+/// values, `hasMore` when it had more (or said so), `total` as it said (else the count).
+pub fn completion_result(mut result: CompletionResult) -> MethodResult {
+    let has_more = result.has_more || result.values.len() > MAX_COMPLETION_VALUES;
+    let total = result.total.map_or(result.values.len(), |t| t as usize);
+    result.values.truncate(MAX_COMPLETION_VALUES);
+    to_raw(&json!({
+        "completion": { "values": result.values, "total": total, "hasMore": has_more }
+    }))
+}
+
+/// The `completion/complete` result of a plugin that offers no completion.
+pub fn no_completions() -> MethodResult {
+    to_raw(&json!({ "completion": { "values": [], "hasMore": false } }))
+}
+
 pub fn prompt_result(description: &str, messages: &[PromptMessage]) -> MethodResult {
     let messages: Vec<Value> = messages
         .iter()

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::json;
 use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 use tracing::Instrument;
@@ -73,9 +72,6 @@ fn target_of(method: &Method, params: &str) -> Target {
         _ => Target::default(),
     }
 }
-
-/// The most completion values sent to a client.
-const MAX_COMPLETION_VALUES: usize = 100;
 
 impl Backend for PluginSet {
     fn offers(&self) -> Offers {
@@ -268,7 +264,7 @@ impl Backend for PluginSet {
         };
         let plugin = &catalog.plugins[plugin];
         if !plugin.exports().completion() {
-            return convert::to_raw(&json!({ "completion": { "values": [], "hasMore": false } }));
+            return convert::no_completions();
         }
         let context: Vec<(String, String)> = params
             .context
@@ -280,14 +276,7 @@ impl Backend for PluginSet {
             .complete(&reference, &argument.name, &argument.value, &context, host)
             .await
         {
-            Ok(Ok(mut result)) => {
-                let has_more = result.has_more || result.values.len() > MAX_COMPLETION_VALUES;
-                let total = result.total.map_or(result.values.len(), |t| t as usize);
-                result.values.truncate(MAX_COMPLETION_VALUES);
-                convert::to_raw(&json!({
-                    "completion": { "values": result.values, "total": total, "hasMore": has_more }
-                }))
-            }
+            Ok(Ok(result)) => convert::completion_result(result),
             Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), Request::Completion),
             Err(e) => PluginFailure::Run(e).into_mcp(plugin.name(), Request::Completion),
         }
