@@ -26,7 +26,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{App, Shared, rpc_error};
+use super::reply::rpc_error;
+use super::{App, Shared};
 use crate::protocol::error::INTERNAL_ERROR;
 use crate::server::Backend;
 

@@ -1,0 +1,332 @@
+//! The gate in front of every MCP route, the metrics and the status page, applied as a layer
+//! over the router of those routes ([`admit`]), so a handler placed there cannot be reached
+//! without passing it. In this order: the headers that decide the call appear once (400 with
+//! -32020), `Host` and `Origin` name this server or an allowed one (403, DNS rebinding), the
+//! static bearer token matches (401 with `WWW-Authenticate`), and with OAuth the JWT is valid
+//! (401, or 503 when the issuer's keys cannot be fetched). What the gate learned travels to
+//! the handler as [`Admitted`]; with OAuth, the handler checks the scopes each decoded request
+//! needs ([`App::check_scopes`], 403 `insufficient_scope`).
+//!
+//! Depends on `auth` (tokens and their grants) and `protocol` (error codes); knows nothing of
+//! sessions or plugins (a plugin's scopes come from the [`Backend`]).
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::reply::{Refused, plain, rpc_error};
+use super::{App, SESSION_HEADER, Shared, VERSION_HEADER};
+use crate::auth::{Access, AuthError};
+use crate::protocol::jsonrpc::Decoded;
+use crate::protocol::request::Method;
+use crate::protocol::{Message, v2026};
+use crate::server::Backend;
+
+/// What the gate learned of a request it let through: with OAuth, the token's grant. Taken by
+/// the handlers behind the gate; reached without passing it (a route placed outside the gated
+/// router by mistake), it refuses (500) rather than serve.
+#[derive(Debug, Clone)]
+pub(super) struct Admitted {
+    /// The OAuth grant (`None` without OAuth).
+    pub(super) access: Option<Access>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Admitted {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
+        parts.extensions.remove::<Self>().ok_or_else(|| {
+            tracing::error!(
+                path = parts.uri.path(),
+                "a gated handler was reached without the gate"
+            );
+            plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the request bypassed the gate\n",
+            )
+        })
+    }
+}
+
+/// The gate as a middleware (`route_layer` over the gated routes): a refused request gets
+/// its refusal; a passed one reaches its handler with [`Admitted`] in its extensions.
+pub(super) async fn admit<B: Backend>(
+    State(app): Shared<B>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match app.check(request.headers()).await {
+        Ok(access) => {
+            request.extensions_mut().insert(Admitted { access });
+            next.run(request).await
+        }
+        Err(refused) => *refused,
+    }
+}
+
+impl<B: Backend> App<B> {
+    /// The gate every gated request passes: headers that decide the call appear once; Host,
+    /// Origin, and the bearer token (a static one, or with OAuth a JWT whose access is
+    /// returned).
+    async fn check(&self, headers: &HeaderMap) -> Result<Option<Access>, Refused> {
+        single_headers(headers)?;
+        self.check_static(headers)?;
+        let Some(verifier) = &self.config.oauth else {
+            return Ok(None);
+        };
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        match verifier.verify(authorization).await {
+            Ok(access) => Ok(Some(access)),
+            Err(error) => Err(Box::new(oauth_refusal(verifier, &error))),
+        }
+    }
+
+    /// With OAuth: that the admitted grant carries the scopes of every plugin the requests in
+    /// `decoded` would reach (403 `insufficient_scope` naming the missing ones).
+    pub(super) fn check_scopes(
+        &self,
+        admitted: &Admitted,
+        decoded: &Decoded,
+    ) -> Result<(), Refused> {
+        let (Some(access), Some(verifier)) = (&admitted.access, &self.config.oauth) else {
+            return Ok(());
+        };
+        let requests: Vec<&crate::protocol::Request> = match decoded {
+            Decoded::Single(Ok(Message::Request(request))) => vec![request],
+            Decoded::Batch(items) => items
+                .iter()
+                .filter_map(|item| match item {
+                    Ok(Message::Request(request)) => Some(request),
+                    _ => None,
+                })
+                .collect(),
+            Decoded::Single(_) => Vec::new(),
+        };
+        for request in requests {
+            let method = Method::from_name(&request.method);
+            let required = self.backend.scopes_for(&method, request.params.as_deref());
+            let missing = access.missing(&required);
+            if !missing.is_empty() {
+                let missing: Vec<String> = missing.into_iter().map(str::to_owned).collect();
+                tracing::info!(method = %request.method, scopes = %missing.join(" "), subject = access.subject.as_deref().unwrap_or(""), "refused: the token lacks a plugin's scopes");
+                return Err(Box::new(oauth_refusal(
+                    verifier,
+                    &AuthError::InsufficientScope(missing),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Host, Origin, and the static bearer token.
+    fn check_static(&self, headers: &HeaderMap) -> Result<(), Refused> {
+        if let Some(host) = headers.get(header::HOST) {
+            let host = host.to_str().unwrap_or("");
+            if !self.allowed_authority(host) {
+                tracing::warn!(host, "refused a request for another host (DNS rebinding?)");
+                return Err(Box::new(plain(
+                    StatusCode::FORBIDDEN,
+                    "forbidden: Host does not name this server",
+                )));
+            }
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            let authority = origin
+                .split_once("://")
+                .map(|(_, rest)| rest.trim_end_matches('/'));
+            // `null` (sandboxed pages, file URLs) never names this server.
+            let allowed = authority.is_some_and(|a| self.allowed_authority(a))
+                || self
+                    .config
+                    .allowed_origins
+                    .iter()
+                    .any(|o| o.eq_ignore_ascii_case(origin.trim_end_matches('/')));
+            if !allowed {
+                tracing::warn!(
+                    origin,
+                    "refused a request from another origin (allow it with --allowed-origin)"
+                );
+                let shown: String = origin
+                    .chars()
+                    .take(200)
+                    .filter(|c| !c.is_control())
+                    .collect();
+                return Err(Box::new(
+                    (
+                        StatusCode::FORBIDDEN,
+                        format!(
+                            "forbidden: Origin {shown} is not allowed; to allow a browser client \
+                             from it, start mcpbox with --allowed-origin {shown}"
+                        ),
+                    )
+                        .into_response(),
+                ));
+            }
+        }
+        if let Some(token) = &self.config.auth_token {
+            let given = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            let matches = given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes()));
+            if !matches {
+                let mut response = plain(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized: a valid bearer token is required",
+                );
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static(r#"Bearer realm="mcpbox""#),
+                );
+                return Err(Box::new(response));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `authority` (`host[:port]`) names this server: the bound address (or, on
+    /// loopback, `localhost`) with the bound port, or an `--allowed-host` with any port (a
+    /// load balancer in front listens on its own port).
+    fn allowed_authority(&self, authority: &str) -> bool {
+        let (host, port) = split_authority(authority);
+        if self
+            .config
+            .allowed_hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(host))
+        {
+            return true;
+        }
+        if port.is_some_and(|p| p != self.bound.port()) {
+            return false;
+        }
+        let bound_ip = self.bound.ip();
+        let loopback_names = ["localhost", "127.0.0.1", "::1"];
+        (bound_ip.is_loopback() && loopback_names.iter().any(|n| n.eq_ignore_ascii_case(host)))
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip == bound_ip)
+    }
+}
+
+fn split_authority(authority: &str) -> (&str, Option<u16>) {
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (host, rest) = rest.split_once(']').unwrap_or((rest, ""));
+        return (host, rest.strip_prefix(':').and_then(|p| p.parse().ok()));
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => (host, port.parse().ok().or(Some(0))),
+        _ => (authority, None),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Headers that must appear at most once: what they say decides which call runs, so two
+/// values could let a proxy act on one while this server runs the other.
+const SINGLE_HEADERS: [HeaderName; 5] = [
+    HeaderName::from_static(VERSION_HEADER),
+    HeaderName::from_static("mcp-method"),
+    HeaderName::from_static("mcp-name"),
+    HeaderName::from_static(SESSION_HEADER),
+    header::AUTHORIZATION,
+];
+
+/// 400 (-32020) when a header of [`SINGLE_HEADERS`] appears more than once.
+fn single_headers(headers: &HeaderMap) -> Result<(), Refused> {
+    for name in &SINGLE_HEADERS {
+        let count = headers.get_all(name).iter().count();
+        if count > 1 {
+            let name = name.as_str();
+            tracing::debug!(header = name, count, "refused a request repeating a header");
+            return Err(Box::new(rpc_error(
+                StatusCode::BAD_REQUEST,
+                v2026::HEADER_MISMATCH,
+                &format!("the {name} header appears {count} times; send it once"),
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The answer to a request OAuth refuses: 401 (no token, or an invalid one) or 403 (missing
+/// scopes) with `WWW-Authenticate` pointing at the resource metadata (RFC 6750, RFC 9728), or
+/// 503 when the issuer's keys cannot be fetched.
+fn oauth_refusal(verifier: &crate::auth::Verifier, error: &AuthError) -> Response {
+    let metadata = metadata_url(&verifier.config().resource);
+    let quoted = |text: &str| -> String {
+        text.chars()
+            .map(|c| {
+                if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' {
+                    c
+                } else {
+                    '\''
+                }
+            })
+            .take(300)
+            .collect()
+    };
+    let (status, challenge) = match error {
+        AuthError::Missing => {
+            let scopes = &verifier.config().scopes;
+            let scope = if scopes.is_empty() {
+                String::new()
+            } else {
+                format!(", scope=\"{}\"", quoted(&scopes.join(" ")))
+            };
+            (
+                StatusCode::UNAUTHORIZED,
+                format!("Bearer resource_metadata=\"{metadata}\"{scope}"),
+            )
+        }
+        AuthError::Invalid(why) => (
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{metadata}\"",
+                quoted(why)
+            ),
+        ),
+        AuthError::InsufficientScope(scopes) => (
+            StatusCode::FORBIDDEN,
+            format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{metadata}\"",
+                quoted(&scopes.join(" "))
+            ),
+        ),
+        AuthError::Unavailable(why) => {
+            tracing::warn!("refused a request: {why}");
+            return (StatusCode::SERVICE_UNAVAILABLE, format!("{error}\n")).into_response();
+        }
+    };
+    let mut response = (status, format!("{error}\n")).into_response();
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// Where the Protected Resource Metadata of `resource` is (RFC 9728 §3.1: the well-known
+/// path inserted between the origin and the resource's path).
+fn metadata_url(resource: &str) -> String {
+    let resource = resource.trim_end_matches('/');
+    let split = resource
+        .find("://")
+        .and_then(|i| resource[i + 3..].find('/').map(|j| i + 3 + j));
+    match split {
+        Some(at) => format!(
+            "{}/.well-known/oauth-protected-resource{}",
+            &resource[..at],
+            &resource[at..]
+        ),
+        None => format!("{resource}/.well-known/oauth-protected-resource"),
+    }
+}

@@ -1,0 +1,72 @@
+//! The legacy HTTP+SSE transport of 2024-11-05 clients: `GET /sse` opens a session whose
+//! every message travels on that one stream (the first event names where to POST), and
+//! `POST /messages?session_id=…` hands the session a message, answered 202 (its reply goes on
+//! the stream).
+//!
+//! Shares the session table of [`super::sessions`]. Handlers here sit behind the gate
+//! ([`super::gate`]) and do not check it themselves. Depends on `server` only.
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc;
+
+use super::Shared;
+use super::gate::Admitted;
+use super::post::decode_body;
+use super::reply::{at_limit, plain, sse};
+use super::streams::LIVE_QUEUE;
+use crate::server::Backend;
+
+/// `GET /sse`: opens a session whose every message travels on this stream; the first event
+/// names the endpoint to POST messages to.
+pub(super) async fn get_sse<B: Backend>(State(app): Shared<B>, _admitted: Admitted) -> Response {
+    let stream = match app.config.modern.limits.listen_streams.take(1) {
+        Ok(share) => share,
+        Err(refused) => return at_limit(&refused),
+    };
+    let (id, http) = match app.create_session() {
+        Ok(created) => created,
+        Err(refused) => return at_limit(&refused),
+    };
+    let (live, rx) = mpsc::channel(LIVE_QUEUE);
+    let endpoint = Event::default()
+        .event("endpoint")
+        .data(format!("/messages?session_id={id}"));
+    let _ = live.try_send(endpoint);
+    http.streams().attach_standalone(live);
+    sse(rx, Some(stream))
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct LegacyQuery {
+    session_id: String,
+}
+
+/// `POST /messages`: a message for the session; its reply goes on the session's SSE stream.
+pub(super) async fn post_messages<B: Backend>(
+    State(app): Shared<B>,
+    admitted: Admitted,
+    Query(query): Query<LegacyQuery>,
+    body: Bytes,
+) -> Response {
+    let Some(http) = app.sessions().get(&query.session_id).cloned() else {
+        return plain(StatusCode::NOT_FOUND, "unknown session");
+    };
+    http.touch();
+    let decoded = decode_body(body).await;
+    if let Err(refused) = app.check_scopes(&admitted, &decoded) {
+        return *refused;
+    }
+    let pending = http.session.accept(decoded, None, &http.standalone).await;
+    if let Some(pending) = pending {
+        tokio::spawn(async move {
+            if let Some(answer) = pending.work.await {
+                let _ = http.standalone.send(answer.reply).await;
+            }
+        });
+    }
+    StatusCode::ACCEPTED.into_response()
+}

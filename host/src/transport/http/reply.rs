@@ -1,0 +1,84 @@
+//! The answers every HTTP route builds: plain-text refusals, JSON-RPC errors and replies as
+//! JSON with their statuses, 503 with `Retry-After` at a global bound, and event streams.
+//!
+//! Depends on `protocol` (the error encoding) and `server` (bounds); nothing here decides
+//! anything, it only shapes responses.
+
+use std::convert::Infallible;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt as _;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::protocol::jsonrpc::encode_error;
+use crate::protocol::{ErrorObject, Reply};
+use crate::server::{AtLimit, RETRY_AFTER_SECS, Share};
+
+/// A request turned away before it reaches a session.
+pub(super) type Refused = Box<Response>;
+
+/// A plain-text answer.
+pub(super) fn plain(status: StatusCode, message: &'static str) -> Response {
+    (status, message).into_response()
+}
+
+/// A JSON-RPC error without an id, as JSON with `status`.
+pub(super) fn rpc_error(status: StatusCode, code: i32, message: &str) -> Response {
+    json_response(status, encode_error(None, &ErrorObject::new(code, message)))
+}
+
+/// `reply` as JSON with `status` (a 503 says when to retry).
+pub(super) fn json_response(status: StatusCode, reply: Reply) -> Response {
+    let mut response = (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        reply.0,
+    )
+        .into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    }
+    response
+}
+
+/// The answer to a request refused at a global bound: 503 with `Retry-After` and the
+/// JSON-RPC error naming the limit.
+pub(super) fn at_limit(refused: &AtLimit) -> Response {
+    let mut response = json_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        encode_error(None, &refused.error()),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    response
+}
+
+/// Whether the client takes an event stream.
+pub(super) fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
+}
+
+/// An SSE response fed by `rx`, holding `share` (a place among the listen streams) for as
+/// long as the stream is open.
+pub(super) fn sse(rx: mpsc::Receiver<Event>, share: Option<Share>) -> Response {
+    let stream = ReceiverStream::new(rx).map(move |event| {
+        let _held = &share;
+        Ok::<_, Infallible>(event)
+    });
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response();
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}

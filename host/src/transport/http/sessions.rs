@@ -1,0 +1,362 @@
+//! 2025-11-25 (and older) Streamable HTTP: sessions named by `Mcp-Session-Id`.
+//!
+//! - `POST /mcp` ([`post_session`]): `initialize` creates a session and answers with its id;
+//!   other messages need that header (missing → 400, unknown or ended → 404). Notifications
+//!   and responses get 202; requests get an event stream when the client accepts one (what
+//!   they send while running, then their replies), otherwise one JSON response.
+//! - `GET /mcp` opens the session's standalone stream, or with `Last-Event-ID` resumes a
+//!   dropped one; `DELETE /mcp` ends the session.
+//! - Idle sessions expire ([`App::expire_idle`]).
+//!
+//! Also holds the session table the legacy transport shares. Handlers here sit behind the
+//! gate ([`super::gate`]) and do not check it themselves. Depends on `server` (the MCP
+//! session) and the stream buffers of [`super::streams`].
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc;
+
+use super::gate::Admitted;
+use super::reply::{Refused, accepts_sse, at_limit, json_response, plain, rpc_error, sse};
+use super::streams::{LIVE_QUEUE, STANDALONE, Streams};
+use super::{App, LAST_EVENT_HEADER, SESSION_HEADER, Shared, VERSION_HEADER};
+use crate::protocol::error::INVALID_REQUEST;
+use crate::protocol::jsonrpc::Decoded;
+use crate::protocol::request::Method;
+use crate::protocol::{Message, Reply, v2025};
+use crate::server::{AtLimit, Backend, Mode, Outbound, Session, Share, forward_events};
+
+/// One client session over HTTP.
+pub(super) struct HttpSession<B> {
+    pub(super) session: Arc<Session<B>>,
+    streams: Mutex<Streams>,
+    last_used: Mutex<Instant>,
+    /// Where messages not tied to a POST stream go: the standalone stream.
+    pub(super) standalone: Outbound,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Its place among the open sessions (`--max-sessions`), given back when it ends.
+    _slot: Share,
+}
+
+impl<B> HttpSession<B> {
+    pub(super) fn streams(&self) -> std::sync::MutexGuard<'_, Streams> {
+        self.streams.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn touch(&self) {
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .elapsed()
+    }
+}
+
+impl<B> Drop for HttpSession<B> {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl<B: Backend> App<B> {
+    /// Start a session: its MCP state, its standalone stream, and the task forwarding backend
+    /// events into that stream; refused at `--max-sessions`.
+    pub(super) fn create_session(
+        self: &Arc<Self>,
+    ) -> Result<(String, Arc<HttpSession<B>>), AtLimit> {
+        let slot = self.config.modern.limits.sessions.take(1)?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let session = Arc::new(Session::new(
+            Arc::clone(&self.backend),
+            Mode::Legacy,
+            Arc::clone(&self.config.modern),
+        ));
+        let (standalone, mut queue) = mpsc::channel::<Reply>(LIVE_QUEUE);
+        let http = Arc::new_cyclic(|weak: &std::sync::Weak<HttpSession<B>>| {
+            let pump = {
+                let weak = weak.clone();
+                tokio::spawn(async move {
+                    while let Some(reply) = queue.recv().await {
+                        let Some(http) = weak.upgrade() else { return };
+                        http.streams().push(STANDALONE, reply.0);
+                    }
+                })
+            };
+            let events = {
+                let (session, standalone) = (Arc::clone(&session), standalone.clone());
+                tokio::spawn(async move { forward_events(&session, standalone).await })
+            };
+            HttpSession {
+                session,
+                streams: Mutex::new(Streams::new()),
+                last_used: Mutex::new(Instant::now()),
+                standalone,
+                tasks: vec![pump, events],
+                _slot: slot,
+            }
+        });
+        self.sessions().insert(id.clone(), Arc::clone(&http));
+        tracing::debug!(session = id, "HTTP session created");
+        Ok((id, http))
+    }
+
+    /// The session named by the request's `Mcp-Session-Id`: 400 if missing, 404 if unknown.
+    fn session(&self, headers: &HeaderMap) -> Result<Arc<HttpSession<B>>, Refused> {
+        let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+            return Err(Box::new(rpc_error(
+                StatusCode::BAD_REQUEST,
+                INVALID_REQUEST,
+                "missing Mcp-Session-Id header",
+            )));
+        };
+        match self.sessions().get(id) {
+            Some(session) => {
+                session.touch();
+                Ok(Arc::clone(session))
+            }
+            None => Err(Box::new(rpc_error(
+                StatusCode::NOT_FOUND,
+                INVALID_REQUEST,
+                "unknown or ended session",
+            ))),
+        }
+    }
+
+    /// End sessions idle longer than the configured time.
+    pub(super) fn expire_idle(&self) {
+        let idle = self.config.session_idle;
+        self.sessions().retain(|id, session| {
+            let keep = session.idle_for() < idle || session.streams().has_live();
+            if !keep {
+                tracing::info!(session = id, "HTTP session expired after being idle");
+            }
+            keep
+        });
+    }
+}
+
+/// 400 when `MCP-Protocol-Version` names a version sessions do not speak.
+fn check_version(headers: &HeaderMap) -> Result<(), Refused> {
+    match headers
+        .get(VERSION_HEADER)
+        .map(|v| v.to_str().unwrap_or(""))
+    {
+        Some(version) if !v2025::is_handshake_version(version) => Err(Box::new(rpc_error(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            &format!(
+                "unsupported MCP-Protocol-Version `{version}` for a session; supported: {}",
+                v2025::VERSIONS.join(", ")
+            ),
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// 2026-07-28 has no sessions: GET and DELETE from a client of that revision (a modern
+/// `MCP-Protocol-Version` and no session) get 405.
+fn no_stateless_streams(headers: &HeaderMap) -> Result<(), Refused> {
+    let version = headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok());
+    let modern = version.is_some_and(|v| !v2025::is_handshake_version(v));
+    if modern && headers.get(SESSION_HEADER).is_none() {
+        return Err(Box::new(plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "2026-07-28 has no sessions: only POST is served",
+        )));
+    }
+    Ok(())
+}
+
+/// A 2025-11-25 (or older) POST: `initialize` creates a session; everything else needs one.
+pub(super) async fn post_session<B: Backend>(
+    app: &Arc<App<B>>,
+    headers: &HeaderMap,
+    decoded: Decoded,
+    call_id: Option<Arc<str>>,
+) -> Response {
+    if let Err(refused) = check_version(headers) {
+        return *refused;
+    }
+    let decoded = match decoded {
+        Decoded::Single(Err(reply)) => return json_response(StatusCode::BAD_REQUEST, reply),
+        decoded => decoded,
+    };
+    let messages: Vec<&Result<Message, Reply>> = match &decoded {
+        Decoded::Single(message) => vec![message],
+        Decoded::Batch(items) => items.iter().collect(),
+    };
+    let initialize = messages.iter().any(|m| {
+        matches!(m, Ok(Message::Request(r)) if Method::from_name(&r.method) == Method::Initialize)
+    });
+    let has_requests = messages
+        .iter()
+        .any(|m| matches!(m, Ok(Message::Request(_))));
+    let (session_id, http) = if initialize {
+        match app.create_session() {
+            Ok(created) => created,
+            Err(refused) => return at_limit(&refused),
+        }
+    } else {
+        match app.session(headers) {
+            Ok(http) => (
+                headers
+                    .get(SESSION_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned(),
+                http,
+            ),
+            Err(response) => return *response,
+        }
+    };
+    if !has_requests {
+        // Notifications and responses: handled now, in order, and accepted.
+        if let Some(pending) = http.session.accept(decoded, None, &http.standalone).await {
+            pending.work.await;
+        }
+        return StatusCode::ACCEPTED.into_response();
+    }
+    if accepts_sse(headers) && !initialize {
+        return stream_replies(&http, decoded, call_id).await;
+    }
+    // One JSON response; anything sent meanwhile goes to the session's standalone stream.
+    let answer = match http
+        .session
+        .accept_call(decoded, None, call_id, &http.standalone)
+        .await
+    {
+        Some(pending) => pending.work.await,
+        None => None,
+    };
+    if initialize && !http.session.is_initialized() {
+        app.sessions().remove(&session_id);
+    }
+    let reply = answer.map_or_else(|| Reply("{}".into()), |a| a.reply);
+    let mut response = json_response(StatusCode::OK, reply);
+    if initialize
+        && http.session.is_initialized()
+        && let Ok(id) = HeaderValue::from_str(&session_id)
+    {
+        response.headers_mut().insert(SESSION_HEADER, id);
+    }
+    response
+}
+
+/// Answer requests on a new SSE stream: what they send while running, then their replies.
+async fn stream_replies<B: Backend>(
+    http: &Arc<HttpSession<B>>,
+    decoded: Decoded,
+    call_id: Option<Arc<str>>,
+) -> Response {
+    let (live, rx) = mpsc::channel(LIVE_QUEUE);
+    let stream = http.streams().open(live);
+    let (outbound, mut queue) = mpsc::channel::<Reply>(LIVE_QUEUE);
+    let pending = http
+        .session
+        .accept_call(decoded, None, call_id, &outbound)
+        .await;
+    let http = Arc::clone(http);
+    tokio::spawn(async move {
+        let pump = {
+            let http = Arc::clone(&http);
+            async move {
+                while let Some(reply) = queue.recv().await {
+                    http.streams().push(stream, reply.0);
+                }
+            }
+        };
+        let work = async move {
+            if let Some(pending) = pending
+                && let Some(answer) = pending.work.await
+            {
+                let _ = outbound.send(answer.reply).await;
+            }
+            drop(outbound);
+        };
+        tokio::join!(pump, work);
+        http.streams().finish(stream);
+    });
+    sse(rx, None)
+}
+
+/// `GET /mcp`: the session's standalone stream, or with `Last-Event-ID` the resumption of a
+/// dropped stream.
+pub(super) async fn get_mcp<B: Backend>(
+    State(app): Shared<B>,
+    _admitted: Admitted,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = no_stateless_streams(&headers).and_then(|()| check_version(&headers)) {
+        return *refused;
+    }
+    if !accepts_sse(&headers) {
+        return plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET needs Accept: text/event-stream",
+        );
+    }
+    let http = match app.session(&headers) {
+        Ok(http) => http,
+        Err(response) => return *response,
+    };
+    let stream = match app.config.modern.limits.listen_streams.take(1) {
+        Ok(share) => share,
+        Err(refused) => return at_limit(&refused),
+    };
+    let (live, rx) = mpsc::channel(LIVE_QUEUE);
+    match headers.get(LAST_EVENT_HEADER).and_then(|v| v.to_str().ok()) {
+        Some(last) => {
+            if !http.streams().resume(last, live) {
+                return rpc_error(
+                    StatusCode::NOT_FOUND,
+                    INVALID_REQUEST,
+                    "unknown Last-Event-ID: nothing to resume",
+                );
+            }
+        }
+        None => http.streams().attach_standalone(live),
+    }
+    sse(rx, Some(stream))
+}
+
+/// `DELETE /mcp`: the client ends its session.
+pub(super) async fn delete_mcp<B: Backend>(
+    State(app): Shared<B>,
+    _admitted: Admitted,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = no_stateless_streams(&headers) {
+        return *refused;
+    }
+    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            "missing Mcp-Session-Id header",
+        );
+    };
+    match app.sessions().remove(id) {
+        Some(session) => {
+            session.streams().close_all();
+            tracing::debug!(session = id, "HTTP session ended by the client");
+            StatusCode::OK.into_response()
+        }
+        None => rpc_error(
+            StatusCode::NOT_FOUND,
+            INVALID_REQUEST,
+            "unknown or ended session",
+        ),
+    }
+}
