@@ -376,11 +376,14 @@ impl Metrics {
             .set(i64::try_from(max).unwrap_or(i64::MAX));
     }
 
-    /// How much of a global bound is in use now.
-    pub fn bound_in_use(&self, limit: Bound, used: usize) {
-        self.bound_in_use
-            .get_or_create(&BoundLabels { limit })
-            .set(i64::try_from(used).unwrap_or(i64::MAX));
+    /// The gauge of how much of a global bound is in use, to keep and set without a lookup
+    /// (a bound's holder sets it on every take and give-back).
+    pub fn bound_gauge(&self, limit: Bound) -> BoundGauge {
+        BoundGauge(
+            self.bound_in_use
+                .get_or_create(&BoundLabels { limit })
+                .clone(),
+        )
     }
 
     /// A request refused at a global bound.
@@ -558,6 +561,17 @@ impl GaugeGuard {
 impl Drop for GaugeGuard {
     fn drop(&mut self) {
         self.0.dec();
+    }
+}
+
+/// How much of one global bound is in use (`mcpbox_limit_in_use`), kept by the bound's holder.
+#[derive(Debug, Clone)]
+pub struct BoundGauge(Gauge);
+
+impl BoundGauge {
+    /// Say that `used` is in use now.
+    pub fn set(&self, used: usize) {
+        self.0.set(i64::try_from(used).unwrap_or(i64::MAX));
     }
 }
 

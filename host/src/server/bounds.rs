@@ -41,6 +41,8 @@ pub struct Capacity {
     /// When a refusal was last logged at warn, in seconds since the capacity was made.
     warned_at: AtomicU64,
     made: Instant,
+    /// `mcpbox_limit_in_use` for this bound, kept to set without a lookup.
+    gauge: crate::metrics::BoundGauge,
 }
 
 /// Refusals at one bound are logged at warn at most this often (the rest at debug).
@@ -96,13 +98,15 @@ impl Capacity {
     /// A bound of `max` on `limit`.
     pub fn new(limit: Bound, max: usize) -> Arc<Self> {
         metrics().set_bound(limit, max);
-        metrics().bound_in_use(limit, 0);
+        let gauge = metrics().bound_gauge(limit);
+        gauge.set(0);
         Arc::new(Self {
             limit,
             max,
             used: AtomicUsize::new(0),
             warned_at: AtomicU64::new(0),
             made: Instant::now(),
+            gauge,
         })
     }
 
@@ -123,7 +127,7 @@ impl Capacity {
                 .compare_exchange_weak(used, next, Ordering::AcqRel, Ordering::Relaxed)
             {
                 Ok(_) => {
-                    metrics().bound_in_use(self.limit, next);
+                    self.gauge.set(next);
                     return Ok(Share {
                         capacity: Arc::clone(self),
                         amount,
@@ -166,7 +170,7 @@ impl Drop for Share {
     fn drop(&mut self) {
         let capacity = &self.capacity;
         let left = capacity.used.fetch_sub(self.amount, Ordering::AcqRel) - self.amount;
-        metrics().bound_in_use(capacity.limit, left);
+        capacity.gauge.set(left);
     }
 }
 
