@@ -1,0 +1,311 @@
+//! The grants of a manifest: `[[dirs]]`, `[env]`, `[http]` and `[keyvalue]`, validated into
+//! [`DirGrant`], [`EnvGrant`], [`HttpGrant`] and [`KvGrant`]. A grant that cannot work (a
+//! missing directory, an unset host variable) is refused here, at load.
+//!
+//! Depends on its parent (the manifest's errors) and the policy types only; nothing else in
+//! the crate.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+
+use super::{PolicyError, bounded};
+use crate::policy::{DirGrant, EnvGrant, HttpGrant, KvGrant, resolve};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct KeyValueTable {
+    buckets: Vec<String>,
+    quota_kib: Option<u64>,
+    max_keys: Option<u64>,
+    max_value_kib: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DirTable {
+    host: PathBuf,
+    guest: String,
+    #[serde(default)]
+    mode: DirMode,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum DirMode {
+    #[default]
+    ReadOnly,
+    ReadWrite,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HttpTable {
+    #[serde(default)]
+    pub(super) allow: Vec<String>,
+}
+
+/// An `[env]` value: a string, or `{ from-host = "NAME" }`.
+#[derive(Debug)]
+pub(super) enum EnvValue {
+    Literal(String),
+    FromHost(String),
+}
+
+impl<'de> Deserialize<'de> for EnvValue {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EnvVisitor;
+        impl<'de> Visitor<'de> for EnvVisitor {
+            type Value = EnvValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a string, or { from-host = "NAME" }"#)
+            }
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<EnvValue, E> {
+                Ok(EnvValue::Literal(value.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EnvValue, A::Error> {
+                let mut source = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key != "from-host" || source.is_some() {
+                        return Err(de::Error::custom(format!(
+                            r#"unexpected key `{key}`: expected a string, or {{ from-host = "NAME" }}"#
+                        )));
+                    }
+                    source = Some(map.next_value::<String>()?);
+                }
+                source
+                    .map(EnvValue::FromHost)
+                    .ok_or_else(|| de::Error::missing_field("from-host"))
+            }
+        }
+        deserializer.deserialize_any(EnvVisitor)
+    }
+}
+
+/// The longest bucket name a manifest may grant.
+const MAX_BUCKET_NAME_BYTES: usize = 128;
+
+pub(super) fn keyvalue(file: &Path, table: KeyValueTable) -> Result<KvGrant, PolicyError> {
+    let mut seen = HashSet::new();
+    for (i, bucket) in table.buckets.iter().enumerate() {
+        let key = format!("keyvalue.buckets[{i}]");
+        if bucket.is_empty() || bucket.len() > MAX_BUCKET_NAME_BYTES {
+            return Err(PolicyError::at(
+                file,
+                key,
+                format!("a bucket name is 1 to {MAX_BUCKET_NAME_BYTES} bytes"),
+            ));
+        }
+        if bucket.chars().any(char::is_control) {
+            return Err(PolicyError::at(
+                file,
+                key,
+                "a bucket name has no control characters",
+            ));
+        }
+        if !seen.insert(bucket.as_str()) {
+            return Err(PolicyError::at(
+                file,
+                key,
+                format!("`{bucket}` is granted twice"),
+            ));
+        }
+    }
+    if table.buckets.is_empty() {
+        return Err(PolicyError::at(
+            file,
+            "keyvalue.buckets",
+            "grant at least one bucket, such as buckets = [\"default\"]",
+        ));
+    }
+    let sized = |key: &str, value: Option<u64>, unit: u64, max: u64, default: u64| {
+        bounded(file, &format!("keyvalue.{key}"), value, max)
+            .map(|v| v.map_or(default, |v| v * unit))
+    };
+    Ok(KvGrant {
+        buckets: table.buckets,
+        // Up to 1 TiB in all (a Redis server or disk bounds it long before), 64 MiB a value
+        // (one value passes through host memory whole).
+        max_bytes: sized(
+            "quota-kib",
+            table.quota_kib,
+            1 << 10,
+            1 << 30,
+            KvGrant::DEFAULT_MAX_BYTES,
+        )?,
+        max_keys: sized(
+            "max-keys",
+            table.max_keys,
+            1,
+            1 << 32,
+            KvGrant::DEFAULT_MAX_KEYS,
+        )?,
+        max_value_bytes: sized(
+            "max-value-kib",
+            table.max_value_kib,
+            1 << 10,
+            64 << 10,
+            KvGrant::DEFAULT_MAX_VALUE_BYTES,
+        )?,
+    })
+}
+
+pub(super) fn dirs(file: &Path, tables: &[DirTable]) -> Result<Vec<DirGrant>, PolicyError> {
+    let mut guests = HashSet::new();
+    tables
+        .iter()
+        .enumerate()
+        .map(|(i, table)| {
+            let key = |field: &str| format!("dirs[{i}].{field}");
+            let host = resolve(file, &table.host);
+            let host = host.canonicalize().map_err(|e| {
+                PolicyError::at(file, key("host"), format!("cannot use directory {}: {e}", host.display()))
+            })?;
+            if !host.is_dir() {
+                return Err(PolicyError::at(file, key("host"), format!("{} is not a directory", host.display())));
+            }
+            let guest = Path::new(&table.guest);
+            let normal = guest.is_absolute() && guest.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+            if !normal || table.guest == "/" {
+                return Err(PolicyError::at(
+                    file,
+                    key("guest"),
+                    format!("`{}` must be an absolute path below `/` without `.` or `..`, such as `/data`", table.guest),
+                ));
+            }
+            if !guests.insert(table.guest.clone()) {
+                return Err(PolicyError::at(file, key("guest"), format!("`{}` is mapped twice", table.guest)));
+            }
+            Ok(DirGrant { host, guest: table.guest.clone(), writable: matches!(table.mode, DirMode::ReadWrite) })
+        })
+        .collect()
+}
+
+pub(super) fn env(
+    file: &Path,
+    table: BTreeMap<String, EnvValue>,
+) -> Result<Vec<EnvGrant>, PolicyError> {
+    table
+        .into_iter()
+        .map(|(name, value)| {
+            let key = format!("env.{name}");
+            let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(PolicyError::at(file, key, "not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)"));
+            }
+            Ok(match value {
+                EnvValue::Literal(value) => EnvGrant { name, value, from_host: None },
+                EnvValue::FromHost(source) => {
+                    let value = std::env::var(&source).map_err(|_| {
+                        PolicyError::at(file, key, format!("`from-host = \"{source}\"`, but ${source} is not set in mcpbox's environment"))
+                    })?;
+                    EnvGrant { name, value, from_host: Some(source) }
+                }
+            })
+        })
+        .collect()
+}
+
+pub(super) fn http(file: &Path, allow: &[String]) -> Result<Vec<HttpGrant>, PolicyError> {
+    allow
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            parse_http_grant(entry)
+                .map_err(|why| PolicyError::at(file, format!("http.allow[{i}]"), why))
+        })
+        .collect()
+}
+
+/// `host`, `host:port`, `1.2.3.4:80` or `[::1]:8080`.
+fn parse_http_grant(entry: &str) -> Result<HttpGrant, String> {
+    let expected = || format!("expected `host` or `host:port`, found `{entry}`");
+    if entry.contains("://") || entry.contains('/') || entry.is_empty() {
+        return Err(expected());
+    }
+    let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+        let (host, rest) = rest.split_once(']').ok_or_else(expected)?;
+        (host, rest.strip_prefix(':'))
+    } else if entry.matches(':').count() == 1 {
+        let (host, port) = entry.split_once(':').ok_or_else(expected)?;
+        (host, Some(port))
+    } else {
+        (entry, None)
+    };
+    let port = port
+        .map(|p| {
+            p.parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("`{p}` is not a port number"))
+        })
+        .transpose()?;
+    let host = host.to_ascii_lowercase();
+    let valid = !host.is_empty()
+        && (host.parse::<std::net::IpAddr>().is_ok()
+            || host.split('.').all(|label| {
+                !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            }));
+    if !valid {
+        return Err(expected());
+    }
+    Ok(HttpGrant { host, port })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{error, write};
+    use super::*;
+    use crate::policy::Limits;
+    use crate::policy::manifest::load_manifest;
+
+    #[test]
+    fn keyvalue_grants_buckets_and_quotas() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "[keyvalue]\nbuckets = [\"default\", \"cache\"]\nmax-keys = 5\n";
+        let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+        let grant = policy.keyvalue.unwrap();
+        assert_eq!(grant.buckets, ["default", "cache"]);
+        assert_eq!(grant.max_keys, 5);
+        assert_eq!(grant.max_bytes, KvGrant::DEFAULT_MAX_BYTES);
+        let e = error("[keyvalue]\nbuckets = []\n");
+        assert!(
+            e.contains("keyvalue.buckets") && e.contains("at least one"),
+            "{e}"
+        );
+        let e = error("[keyvalue]\nbuckets = [\"a\", \"a\"]\n");
+        assert!(
+            e.contains("keyvalue.buckets[1]") && e.contains("twice"),
+            "{e}"
+        );
+        let e = error("[keyvalue]\nbuckets = [\"\"]\n");
+        assert!(e.contains("keyvalue.buckets[0]"), "{e}");
+        let e = error("[keyvalue]\nbuckets = [\"a\"]\nquota-kib = 0\n");
+        assert!(
+            e.contains("keyvalue.quota-kib: must be greater than 0"),
+            "{e}"
+        );
+        let e = error("[keyvalue]\nbuckets = [\"a\"]\nmax-value-kb = 1\n");
+        assert!(e.contains("unknown field `max-value-kb`"), "{e}");
+        assert!(error("[keyvalue]\nquota-kib = 1\n").contains("missing field `buckets`"));
+        assert!(error("title = \"\"\n").contains("title: a title is 1 to 128 bytes"));
+    }
+
+    #[test]
+    fn grants_match_host_and_port() {
+        let grant = parse_http_grant("api.example.com").unwrap();
+        assert!(grant.allows("api.example.com", 443, 443));
+        assert!(!grant.allows("api.example.com", 8443, 443));
+        assert!(!grant.allows("evil.com", 443, 443));
+        assert!(!grant.is_address_literal());
+        assert!(
+            parse_http_grant("127.0.0.1:80")
+                .unwrap()
+                .is_address_literal()
+        );
+    }
+}

@@ -1,0 +1,429 @@
+//! The manifest file: TOML beside the plugin, parsed strictly and validated into a [`Policy`].
+//!
+//! ```toml
+//! title = "Weather"        # optional: a display name (the plugin's name is its file name)
+//! scopes = ["weather"]     # optional: OAuth scopes a caller's token must carry (HTTP + OAuth)
+//! prefix = "weather_"      # optional: its tools and prompts are served as weather_NAME
+//!
+//! [limits]                 # each key optional; the command line's values are the defaults
+//! fuel = 2_000_000_000
+//! timeout-ms = 5000
+//! memory-mib = 64
+//! output-kib = 64
+//! result-kib = 1024
+//!
+//! [[dirs]]                 # repeatable
+//! host = "data"            # relative to this file's directory, or absolute
+//! guest = "/data"
+//! mode = "read-only"       # or "read-write"; default read-only
+//!
+//! [env]
+//! UNITS = "metric"                      # a literal value
+//! API_KEY = { from-host = "WEATHER_KEY" } # copied from mcpbox's environment at load
+//!
+//! [http]
+//! allow = ["api.open-meteo.com", "127.0.0.1:8080"]
+//!
+//! [tools]                  # optional, as are [prompts] and [resources] (by URI or template)
+//! allow = ["forecast"]     # only these are served (the plugin's own names)
+//! deny = ["debug"]         # never these
+//!
+//! [keyvalue]               # durable state through wasi:keyvalue
+//! buckets = ["default"]    # the bucket names it may open
+//! quota-kib = 16384        # optional: all its keys and values together (default 16 MiB)
+//! max-keys = 10000         # optional (default 10,000)
+//! max-value-kib = 1024     # optional: one value (default 1 MiB)
+//! ```
+//!
+//! This file reads the whole document and owns its errors (with the line and the key of
+//! each); the sections' rules live beside it: [`naming`] (`prefix`, `[tools]`, `[prompts]`,
+//! `[resources]`), [`grants`] (`[[dirs]]`, `[env]`, `[http]`, `[keyvalue]`) and [`limits`].
+//! Like all of `policy`, it depends on nothing else in the crate.
+
+mod grants;
+mod limits;
+mod naming;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use self::grants::{DirTable, EnvValue, HttpTable, KeyValueTable, dirs, env, http, keyvalue};
+use self::limits::{LimitsTable, limits};
+use self::naming::{FilterTable, filter, prefix};
+use super::locate::{key_at, line_of_key};
+use super::{Limits, Naming, Policy};
+
+/// Why a manifest (or a `[plugin.NAME]` section) was refused: the file, the line and the key
+/// in it, and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{}{}: {message}", file.display(), line.map(|l| format!(": line {l}")).unwrap_or_default(), key.as_deref().map(|k| format!(": {k}")).unwrap_or_default())]
+pub struct PolicyError {
+    file: PathBuf,
+    /// The line, when known.
+    line: Option<usize>,
+    /// The key path, such as `dirs[0].host` (`plugin.NAME.dirs[0].host` in a section).
+    key: Option<String>,
+    message: String,
+}
+
+impl PolicyError {
+    fn at(file: &Path, key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            file: file.to_owned(),
+            line: None,
+            key: Some(key.into()),
+            message: message.into(),
+        }
+    }
+
+    /// Fill in the line of the key, or the key of the line, from `text` (the file's text).
+    fn locate(mut self, text: &str) -> Self {
+        if self.line.is_none()
+            && let Some(key) = &self.key
+        {
+            self.line = line_of_key(text, key);
+        }
+        self
+    }
+}
+
+/// The manifest that belongs to a plugin file: the same name with `.toml`.
+pub fn manifest_path(plugin: &Path) -> PathBuf {
+    plugin.with_extension("toml")
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    /// A display name for people (logs, `mcpbox inspect`); the plugin's name stays its file
+    /// name.
+    title: Option<String>,
+    #[serde(default)]
+    limits: LimitsTable,
+    #[serde(default)]
+    dirs: Vec<DirTable>,
+    #[serde(default)]
+    env: BTreeMap<String, EnvValue>,
+    #[serde(default)]
+    http: HttpTable,
+    keyvalue: Option<KeyValueTable>,
+    #[serde(default)]
+    scopes: Vec<String>,
+    /// Put before each tool and prompt name.
+    prefix: Option<String>,
+    #[serde(default)]
+    tools: FilterTable,
+    #[serde(default)]
+    prompts: FilterTable,
+    #[serde(default)]
+    resources: FilterTable,
+}
+
+/// Read and validate the manifest at `file`. `defaults` are the limits of a plugin without
+/// one (from the command line); the manifest overrides them key by key.
+pub fn load_manifest(file: &Path, defaults: Limits) -> Result<Policy, PolicyError> {
+    let text = std::fs::read_to_string(file).map_err(|e| PolicyError {
+        file: file.to_owned(),
+        line: None,
+        key: None,
+        message: format!("cannot read it: {e}"),
+    })?;
+    parse_manifest(file, &text, defaults)
+}
+
+/// Validate the manifest text `text`, read from `file` (which relative paths and messages
+/// refer to).
+pub fn parse_manifest(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyError> {
+    validate(file, text, defaults).map_err(|e| e.locate(text))
+}
+
+fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyError> {
+    let manifest: Manifest = toml::from_str(text).map_err(|e| syntax_error(file, text, &e))?;
+    if let Some(title) = &manifest.title
+        && (title.is_empty() || title.len() > 128 || title.chars().any(char::is_control))
+    {
+        return Err(PolicyError::at(
+            file,
+            "title",
+            "a title is 1 to 128 bytes without control characters",
+        ));
+    }
+    Ok(Policy {
+        title: manifest.title,
+        limits: limits(file, &manifest.limits, defaults)?,
+        dirs: dirs(file, &manifest.dirs)?,
+        env: env(file, manifest.env)?,
+        http: http(file, &manifest.http.allow)?,
+        keyvalue: manifest
+            .keyvalue
+            .map(|table| keyvalue(file, table).map(Arc::new))
+            .transpose()?,
+        scopes: scopes(file, manifest.scopes)?,
+        naming: Naming {
+            prefix: prefix(file, manifest.prefix)?,
+            tools: filter(file, "tools", manifest.tools)?,
+            prompts: filter(file, "prompts", manifest.prompts)?,
+            resources: filter(file, "resources", manifest.resources)?,
+        },
+    })
+}
+
+/// OAuth scope tokens (RFC 6749 §3.3: printable ASCII but space, `"` and `\\`), once each.
+fn scopes(file: &Path, scopes: Vec<String>) -> Result<Vec<String>, PolicyError> {
+    let mut seen = HashSet::new();
+    for (i, scope) in scopes.iter().enumerate() {
+        let valid = !scope.is_empty()
+            && scope.len() <= 256
+            && scope
+                .bytes()
+                .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+        if !valid {
+            return Err(PolicyError::at(
+                file,
+                format!("scopes[{i}]"),
+                "a scope is 1 to 256 printable ASCII characters without spaces, quotes or backslashes",
+            ));
+        }
+        if !seen.insert(scope.as_str()) {
+            return Err(PolicyError::at(
+                file,
+                format!("scopes[{i}]"),
+                format!("`{scope}` is listed twice"),
+            ));
+        }
+    }
+    Ok(scopes)
+}
+
+/// Check the shape of every `[plugin.NAME]` section of the configuration file `file` (text
+/// `text`): unknown keys and wrong types are errors at their line in that file. (Values are
+/// checked by [`parse_section`], section by section.)
+pub fn check_sections(file: &Path, text: &str) -> Result<(), PolicyError> {
+    #[derive(Deserialize)]
+    struct Sections {
+        #[serde(default)]
+        plugin: BTreeMap<String, Manifest>,
+    }
+    toml::from_str::<Sections>(text)
+        .map(|sections| drop(sections.plugin))
+        .map_err(|e| syntax_error(file, text, &e))
+}
+
+/// Validate a plugin's `[plugin.NAME]` section of the configuration file `file`, as TOML text
+/// (relative directories are relative to that file's directory): the same keys and rules as a
+/// manifest beside the plugin.
+pub fn parse_section(
+    file: &Path,
+    name: &str,
+    text: &str,
+    defaults: Limits,
+) -> Result<Policy, PolicyError> {
+    validate(file, text, defaults).map_err(|mut e| {
+        // Lines of the section's own text are not the file's: [`PolicyError::in_file`] finds
+        // the key in the file.
+        e.line = None;
+        e.key = Some(match e.key {
+            Some(inner) => format!("plugin.{name}.{inner}"),
+            None => format!("plugin.{name}"),
+        });
+        e
+    })
+}
+
+impl PolicyError {
+    /// This error of a `[plugin.NAME]` section, with the line of its key in `text`, the whole
+    /// configuration file.
+    pub fn in_file(self, text: &str) -> Self {
+        self.locate(text)
+    }
+}
+
+fn syntax_error(file: &Path, text: &str, e: &toml::de::Error) -> PolicyError {
+    let start = e.span().map(|span| span.start.min(text.len()));
+    PolicyError {
+        file: file.to_owned(),
+        line: start.map(|start| text[..start].matches('\n').count() + 1),
+        key: start.and_then(|start| key_at(text, start)),
+        message: e.message().trim().to_owned(),
+    }
+}
+
+/// The number under `key` (such as `limits.memory-mib`), refused when it is 0 or over `max`;
+/// `None` when the key is absent.
+fn bounded(
+    file: &Path,
+    key: &str,
+    value: Option<u64>,
+    max: u64,
+) -> Result<Option<u64>, PolicyError> {
+    match value {
+        Some(0) => Err(PolicyError::at(file, key, "must be greater than 0")),
+        Some(v) if v > max => Err(PolicyError::at(
+            file,
+            key,
+            format!("{v} is over the maximum of {max}"),
+        )),
+        other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod test_support {
+    use std::path::{Path, PathBuf};
+
+    use super::load_manifest;
+    use crate::policy::Limits;
+
+    pub(super) fn write(dir: &Path, text: &str) -> PathBuf {
+        let file = dir.join("plugin.toml");
+        std::fs::write(&file, text).unwrap();
+        file
+    }
+
+    pub(super) fn error(text: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        load_manifest(&write(dir.path(), text), Limits::default())
+            .unwrap_err()
+            .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::test_support::{error, write};
+    use super::*;
+    use crate::policy::HttpGrant;
+
+    #[test]
+    fn a_full_manifest_parses() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        let text = r#"
+            title = "Weather, by Example Corp"
+
+            [limits]
+            fuel = 1000
+            timeout-ms = 2000
+            memory-mib = 64
+
+            [[dirs]]
+            host = "data"
+            guest = "/data"
+            mode = "read-write"
+
+            [env]
+            UNITS = "metric"
+            HOME_DIR = { from-host = "CARGO_MANIFEST_DIR" }
+
+            [http]
+            allow = ["API.example.com", "127.0.0.1:8080", "[::1]:9000"]
+        "#;
+        let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+        assert_eq!(policy.title.as_deref(), Some("Weather, by Example Corp"));
+        assert_eq!(policy.limits.fuel, 1000);
+        assert_eq!(policy.limits.timeout, Duration::from_secs(2));
+        assert_eq!(policy.limits.memory_bytes, 64 << 20);
+        assert_eq!(policy.limits.output_bytes, Limits::DEFAULT_OUTPUT_BYTES);
+        assert_eq!(policy.dirs[0].guest, "/data");
+        assert!(policy.dirs[0].writable);
+        assert!(policy.dirs[0].host.is_absolute());
+        assert_eq!(policy.env[0].name, "HOME_DIR");
+        assert_eq!(
+            policy.env[0].from_host.as_deref(),
+            Some("CARGO_MANIFEST_DIR")
+        );
+        assert_eq!(policy.env[1].value, "metric");
+        assert_eq!(
+            policy.http[0],
+            HttpGrant {
+                host: "api.example.com".into(),
+                port: None
+            }
+        );
+        assert_eq!(
+            policy.http[1],
+            HttpGrant {
+                host: "127.0.0.1".into(),
+                port: Some(8080)
+            }
+        );
+        assert_eq!(
+            policy.http[2],
+            HttpGrant {
+                host: "::1".into(),
+                port: Some(9000)
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_keys_name_the_line() {
+        let e = error("[limits]\nfule = 5\n");
+        assert!(
+            e.contains("plugin.toml: line 2") && e.contains("unknown field `fule`"),
+            "{e}"
+        );
+        let e = error("[network]\nallow = true\n");
+        assert!(
+            e.contains("line 1") && e.contains("unknown field `network`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        assert!(error("[limits]\nfuel = 0\n").contains("limits.fuel: must be greater than 0"));
+        assert!(error("[limits]\nmemory-mib = 100000\n").contains("limits.memory-mib"));
+        let e = error("[[dirs]]\nhost = \"nope\"\nguest = \"/x\"\n");
+        assert!(e.contains("dirs[0].host: cannot use directory"), "{e}");
+        let e = error("[[dirs]]\nhost = \".\"\nguest = \"../x\"\n");
+        assert!(e.contains("dirs[0].guest"), "{e}");
+        let e = error("[env]\nX = { from-host = \"MCPBOX_TEST_SURELY_UNSET\" }\n");
+        assert!(e.contains("env.X") && e.contains("not set"), "{e}");
+        let e = error("[env]\n\"1X\" = \"v\"\n");
+        assert!(e.contains("env.1X"), "{e}");
+        let e = error("[http]\nallow = [\"https://x.com\"]\n");
+        assert!(
+            e.contains("http.allow[0]: expected `host` or `host:port`"),
+            "{e}"
+        );
+        let e = error("[http]\nallow = [\"x.com:99999\"]\n");
+        assert!(e.contains("is not a port number"), "{e}");
+        let e = error("[env]\nX = 5\n");
+        assert!(e.contains("line 2") && e.contains("from-host"), "{e}");
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_key() {
+        let e = error("title = \"x\"\n\n[limits]\nfuel = 0\n");
+        assert!(
+            e.contains("plugin.toml: line 4: limits.fuel: must be"),
+            "{e}"
+        );
+        let e = error("[limits]\nfuel = \"many\"\n");
+        assert!(e.contains("line 2: limits.fuel: invalid type"), "{e}");
+        // A section of the configuration file: its key and its line in the file.
+        let config = "fuel = 5\n\n[plugin.todo]\ntitle = \"T\"\n\n[plugin.todo.limits]\nfuel = 0\n";
+        let section = "title = \"T\"\n[limits]\nfuel = 0\n";
+        let e = parse_section(Path::new("mcpbox.toml"), "todo", section, Limits::default())
+            .unwrap_err()
+            .in_file(config)
+            .to_string();
+        assert_eq!(
+            e,
+            "mcpbox.toml: line 7: plugin.todo.limits.fuel: must be greater than 0"
+        );
+        let e = check_sections(Path::new("mcpbox.toml"), "[plugin.todo.tools]\nallow = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("mcpbox.toml: line 2: plugin.todo.tools.allow: invalid type"),
+            "{e}"
+        );
+    }
+}
