@@ -219,7 +219,7 @@ impl Runtime {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(EngineError)?;
         bindings::Plugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(EngineError)?;
-        keyvalue::add_to_linker(&mut linker).map_err(EngineError)?;
+        keyvalue::add_to_linker(&mut linker, HostState::keyvalue).map_err(EngineError)?;
         let state = StateService::new(config.state.clone())
             .map_err(|e| EngineError(wasmtime::Error::msg(e.to_string())))?;
 

@@ -9,7 +9,7 @@ use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
-use super::keyvalue::KvAccess;
+use super::keyvalue::KeyValueCtx;
 use super::state::{HostState, log_line};
 use super::{
     CallHost, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
@@ -506,15 +506,17 @@ impl PluginCode {
             .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
         drop(waiting);
         let in_use = metrics().in_use();
-        let kv = KvAccess::new(
+        let keyvalue = KeyValueCtx::new(
+            Arc::clone(&self.name),
             Arc::clone(&self.runtime.state),
             self.policy.keyvalue.clone(),
+            Arc::clone(&denied),
         );
         let state = HostState::new(
             Arc::clone(&self.name),
             &self.policy,
             &self.http_grants,
-            kv,
+            keyvalue,
             host,
             denied,
         )

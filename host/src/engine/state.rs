@@ -16,7 +16,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::mcpbox::plugin::{host, types};
 use super::http::HttpGate;
-use super::keyvalue::KvAccess;
+use super::keyvalue::{KeyValueCtx, KeyValueView};
 use super::{CallHost, HostRequest};
 use crate::policy::{HttpGrant, Policy};
 
@@ -76,13 +76,7 @@ pub struct HostState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     http_gate: HttpGate,
-    pub(crate) kv: KvAccess,
-    /// Whether a refused `wasi:keyvalue` open was logged in this call already.
-    pub(crate) kv_denial_logged: bool,
-    /// The earlier draft's numeric `list-keys` cursors this call was handed.
-    pub(crate) kv_cursors: super::keyvalue::DraftCursors,
-    /// Set when the call is refused a grant (for its outcome in the metrics).
-    pub(crate) denied: Arc<AtomicBool>,
+    keyvalue: KeyValueCtx,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stdout: CappedPipe,
@@ -91,14 +85,15 @@ pub struct HostState {
 
 impl HostState {
     /// A fresh state for one call into `plugin`, with exactly the capabilities its policy
-    /// grants: its directories, its environment variables, HTTP to its hosts. Never sockets,
-    /// arguments, stdin or the host's own environment. Stdout and stderr are captured up to
-    /// the output limit.
+    /// grants: its directories, its environment variables, HTTP to its hosts, and `keyvalue`
+    /// (its state, as its grant allows). Never sockets, arguments, stdin or the host's own
+    /// environment. Stdout and stderr are captured up to the output limit. `denied` is set
+    /// when an HTTP request is refused (`keyvalue` holds the same flag for its refusals).
     pub fn new(
         plugin: Arc<str>,
         policy: &Policy,
         http_grants: &Arc<[HttpGrant]>,
-        kv: KvAccess,
+        keyvalue: KeyValueCtx,
         host: Arc<dyn CallHost>,
         denied: Arc<AtomicBool>,
     ) -> Result<Self, String> {
@@ -135,15 +130,8 @@ impl HostState {
         Ok(Self {
             logged_bytes: 0,
             host,
-            http_gate: HttpGate::new(
-                Arc::clone(&plugin),
-                Arc::clone(http_grants),
-                Arc::clone(&denied),
-            ),
-            kv,
-            denied,
-            kv_denial_logged: false,
-            kv_cursors: super::keyvalue::DraftCursors::default(),
+            http_gate: HttpGate::new(Arc::clone(&plugin), Arc::clone(http_grants), denied),
+            keyvalue,
             plugin,
             wasi: wasi.build(),
             http,
@@ -159,9 +147,12 @@ impl HostState {
         &self.plugin
     }
 
-    /// The call's handles.
-    pub(crate) fn table(&mut self) -> &mut ResourceTable {
-        &mut self.table
+    /// The call's `wasi:keyvalue` capability, for its host traits.
+    pub(crate) fn keyvalue(&mut self) -> KeyValueView<'_> {
+        KeyValueView {
+            ctx: &mut self.keyvalue,
+            table: &mut self.table,
+        }
     }
 }
 
