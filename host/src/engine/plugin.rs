@@ -10,7 +10,8 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
 use super::keyvalue::KeyValueCtx;
-use super::state::{HostState, log_line};
+use super::plugin_host::{MAX_LOG_MESSAGE_BYTES, log_line};
+use super::state::HostState;
 use super::{
     CallHost, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
     PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Runtime, Tool, ToolResult,
@@ -706,7 +707,7 @@ fn log_output(store: &mut Store<HostState>) {
             .lines()
             .filter(|l| !l.trim().is_empty())
         {
-            let line = super::state::log_line(line, super::state::MAX_LOG_MESSAGE_BYTES);
+            let line = log_line(line, MAX_LOG_MESSAGE_BYTES);
             tracing::info!(target: "plugin", plugin, stream, "{line}");
         }
         if dropped > 0 {
