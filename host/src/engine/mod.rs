@@ -25,6 +25,7 @@ mod cache;
 mod http;
 mod keyvalue;
 mod plugin;
+mod plugin_host;
 mod state;
 
 use std::pin::Pin;
@@ -38,6 +39,8 @@ use crate::kv::{StateConfig, StateService};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use self::plugin_host::PluginHostCtx;
+
 pub use bindings::mcpbox::plugin::types::{
     CompletionRef, CompletionResult, Content, Error as GuestError, ListKind, LogLevel, Media,
     Prompt, PromptArgument, PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Role,
@@ -45,7 +48,8 @@ pub use bindings::mcpbox::plugin::types::{
 };
 pub use cache::{ComponentCache, DEFAULT_CACHE_MAX_BYTES};
 pub use plugin::{CallError, Exports, PluginCode, PluginLists};
-pub use state::{HostState, cut_message, log_line};
+pub use plugin_host::{cut_message, log_line};
+pub use state::HostState;
 
 /// A boxed future, for the object-safe [`CallHost`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -219,9 +223,12 @@ impl Runtime {
         // may actually do is decided per call by its policy, in the store's contexts.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(EngineError)?;
-        bindings::Plugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
-            .map_err(EngineError)?;
-        keyvalue::add_to_linker(&mut linker).map_err(EngineError)?;
+        bindings::Plugin::add_to_linker::<HostState, HasSelf<PluginHostCtx>>(
+            &mut linker,
+            HostState::plugin_host,
+        )
+        .map_err(EngineError)?;
+        keyvalue::add_to_linker(&mut linker, HostState::keyvalue).map_err(EngineError)?;
         let state = StateService::new(config.state.clone())
             .map_err(|e| EngineError(wasmtime::Error::msg(e.to_string())))?;
 

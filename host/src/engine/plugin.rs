@@ -9,8 +9,9 @@ use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
-use super::keyvalue::KvAccess;
-use super::state::{HostState, log_line};
+use super::keyvalue::KeyValueCtx;
+use super::plugin_host::{MAX_LOG_MESSAGE_BYTES, log_line};
+use super::state::HostState;
 use super::{
     CallHost, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
     PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Runtime, Tool, ToolResult,
@@ -506,15 +507,17 @@ impl PluginCode {
             .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
         drop(waiting);
         let in_use = metrics().in_use();
-        let kv = KvAccess::new(
+        let keyvalue = KeyValueCtx::new(
+            Arc::clone(&self.name),
             Arc::clone(&self.runtime.state),
             self.policy.keyvalue.clone(),
+            Arc::clone(&denied),
         );
         let state = HostState::new(
             Arc::clone(&self.name),
             &self.policy,
             &self.http_grants,
-            kv,
+            keyvalue,
             host,
             denied,
         )
@@ -704,7 +707,7 @@ fn log_output(store: &mut Store<HostState>) {
             .lines()
             .filter(|l| !l.trim().is_empty())
         {
-            let line = super::state::log_line(line, super::state::MAX_LOG_MESSAGE_BYTES);
+            let line = log_line(line, MAX_LOG_MESSAGE_BYTES);
             tracing::info!(target: "plugin", plugin, stream, "{line}");
         }
         if dropped > 0 {

@@ -1,7 +1,11 @@
 //! The per-call store state: the plugin's WASI context (exactly its grants: directories,
 //! environment variables, HTTP hosts; never sockets, arguments or stdin), a memory limiter
-//! that records what it refused, capped output pipes, and the host functions the plugin
-//! imports.
+//! that records what it refused, capped output pipes, and the contexts of the host's own
+//! capabilities (`wasi:keyvalue`, the plugin world's `host` interface), each lent to its
+//! host traits through one accessor.
+//!
+//! Depends on `policy` and the engine's capability modules (`http`, `keyvalue`,
+//! `plugin_host`); none of them depends on it.
 
 use std::io;
 use std::pin::Pin;
@@ -14,51 +18,11 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::bindings::mcpbox::plugin::{host, types};
+use super::CallHost;
 use super::http::HttpGate;
-use super::keyvalue::KvAccess;
-use super::{CallHost, HostRequest};
+use super::keyvalue::{KeyValueCtx, KeyValueView};
+use super::plugin_host::PluginHostCtx;
 use crate::policy::{HttpGrant, Policy};
-
-/// The longest log message a plugin may send; longer ones are cut (and say so).
-pub const MAX_LOG_MESSAGE_BYTES: usize = 16 << 10;
-/// How much log text one call may write to the host's log; beyond it, its messages still
-/// reach clients (rate-limited) but not the host's log.
-pub const MAX_LOG_BYTES_PER_CALL: usize = 1 << 20;
-
-/// `text` as one line for the host's log: control characters (newlines included) escaped, so a
-/// plugin can never start a line that reads as the host's own, and at most `max` bytes kept.
-pub fn log_line(text: &str, max: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max) + 16);
-    for (i, c) in text.char_indices() {
-        if out.len() >= max {
-            out.push_str(&format!("… ({} more bytes)", text.len() - i));
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// `message` cut to at most `max` bytes on a character boundary, saying how much was cut.
-pub fn cut_message(message: String, max: usize) -> String {
-    if message.len() <= max {
-        return message;
-    }
-    let mut end = max;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!(
-        "{}… ({} more bytes cut by mcpbox)",
-        &message[..end],
-        message.len() - end
-    )
-}
 
 /// Handles (files, directories, streams, HTTP fields and requests, …) one call may hold at
 /// once. Each is host memory or a host file descriptor the plugin's own memory limit does not
@@ -70,19 +34,11 @@ pub const MAX_HTTP_FIELDS_BYTES: usize = 64 << 10;
 /// Everything one call's `Store` holds.
 pub struct HostState {
     pub(crate) plugin: Arc<str>,
-    /// Log text this call wrote to the host's log so far.
-    logged_bytes: usize,
-    host: Arc<dyn CallHost>,
+    plugin_host: PluginHostCtx,
     wasi: WasiCtx,
     http: WasiHttpCtx,
     http_gate: HttpGate,
-    pub(crate) kv: KvAccess,
-    /// Whether a refused `wasi:keyvalue` open was logged in this call already.
-    pub(crate) kv_denial_logged: bool,
-    /// The earlier draft's numeric `list-keys` cursors this call was handed.
-    pub(crate) kv_cursors: super::keyvalue::DraftCursors,
-    /// Set when the call is refused a grant (for its outcome in the metrics).
-    pub(crate) denied: Arc<AtomicBool>,
+    keyvalue: KeyValueCtx,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stdout: CappedPipe,
@@ -91,14 +47,16 @@ pub struct HostState {
 
 impl HostState {
     /// A fresh state for one call into `plugin`, with exactly the capabilities its policy
-    /// grants: its directories, its environment variables, HTTP to its hosts. Never sockets,
-    /// arguments, stdin or the host's own environment. Stdout and stderr are captured up to
-    /// the output limit.
+    /// grants: its directories, its environment variables, HTTP to its hosts, and `keyvalue`
+    /// (its state, as its grant allows). Never sockets, arguments, stdin or the host's own
+    /// environment. Stdout and stderr are captured up to the output limit. `denied` is set
+    /// when an HTTP request is refused (`keyvalue` holds the same flag for its refusals). The
+    /// plugin's `host` imports are forwarded to `host`.
     pub fn new(
         plugin: Arc<str>,
         policy: &Policy,
         http_grants: &Arc<[HttpGrant]>,
-        kv: KvAccess,
+        keyvalue: KeyValueCtx,
         host: Arc<dyn CallHost>,
         denied: Arc<AtomicBool>,
     ) -> Result<Self, String> {
@@ -133,17 +91,9 @@ impl HostState {
         let mut http = WasiHttpCtx::new();
         http.set_field_size_limit(MAX_HTTP_FIELDS_BYTES);
         Ok(Self {
-            logged_bytes: 0,
-            host,
-            http_gate: HttpGate::new(
-                Arc::clone(&plugin),
-                Arc::clone(http_grants),
-                Arc::clone(&denied),
-            ),
-            kv,
-            denied,
-            kv_denial_logged: false,
-            kv_cursors: super::keyvalue::DraftCursors::default(),
+            plugin_host: PluginHostCtx::new(Arc::clone(&plugin), host),
+            http_gate: HttpGate::new(Arc::clone(&plugin), Arc::clone(http_grants), denied),
+            keyvalue,
             plugin,
             wasi: wasi.build(),
             http,
@@ -159,9 +109,17 @@ impl HostState {
         &self.plugin
     }
 
-    /// The call's handles.
-    pub(crate) fn table(&mut self) -> &mut ResourceTable {
-        &mut self.table
+    /// The call's `host` imports, for their host traits.
+    pub(crate) fn plugin_host(&mut self) -> &mut PluginHostCtx {
+        &mut self.plugin_host
+    }
+
+    /// The call's `wasi:keyvalue` capability, for its host traits.
+    pub(crate) fn keyvalue(&mut self) -> KeyValueView<'_> {
+        KeyValueView {
+            ctx: &mut self.keyvalue,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -307,71 +265,5 @@ impl IsTerminal for CappedPipe {
 impl StdoutStream for CappedPipe {
     fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
         Box::new(self.clone())
-    }
-}
-
-impl types::Host for HostState {}
-
-impl host::Host for HostState {
-    async fn log(&mut self, level: types::LogLevel, message: String) {
-        use types::LogLevel as L;
-        let message = cut_message(message, MAX_LOG_MESSAGE_BYTES);
-        let plugin = &*self.plugin;
-        if self.logged_bytes < MAX_LOG_BYTES_PER_CALL {
-            self.logged_bytes += message.len();
-            let line = log_line(&message, MAX_LOG_MESSAGE_BYTES);
-            match level {
-                L::Debug => tracing::debug!(target: "plugin", plugin, "{line}"),
-                L::Info | L::Notice => tracing::info!(target: "plugin", plugin, "{line}"),
-                L::Warning => tracing::warn!(target: "plugin", plugin, "{line}"),
-                L::Error | L::Critical | L::Alert | L::Emergency => {
-                    tracing::error!(target: "plugin", plugin, "{line}");
-                }
-            }
-            if self.logged_bytes >= MAX_LOG_BYTES_PER_CALL {
-                tracing::warn!(
-                    plugin,
-                    limit = MAX_LOG_BYTES_PER_CALL,
-                    "the call logged over its limit; its further messages are not written to the host's log"
-                );
-            }
-        }
-        Arc::clone(&self.host).log(level, message).await;
-    }
-
-    async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
-        Arc::clone(&self.host)
-            .progress(progress, total, message)
-            .await;
-    }
-
-    async fn cancelled(&mut self) -> bool {
-        self.host.cancelled()
-    }
-
-    async fn sample(&mut self, request: String) -> Result<String, String> {
-        Arc::clone(&self.host)
-            .request(HostRequest::Sample, request)
-            .await
-    }
-
-    async fn elicit(&mut self, request: String) -> Result<String, String> {
-        Arc::clone(&self.host)
-            .request(HostRequest::Elicit, request)
-            .await
-    }
-
-    async fn list_roots(&mut self) -> Result<String, String> {
-        Arc::clone(&self.host)
-            .request(HostRequest::ListRoots, "{}".to_owned())
-            .await
-    }
-
-    async fn notify_list_changed(&mut self, kind: types::ListKind) {
-        self.host.list_changed(kind);
-    }
-
-    async fn notify_resource_updated(&mut self, uri: String) {
-        self.host.resource_updated(uri);
     }
 }

@@ -1,0 +1,140 @@
+//! `mcpbox:plugin/host`, the plugin world's own imports: log, progress, cancellation, requests
+//! to the client (sampling, elicitation, roots) and list-change notices, each forwarded to the
+//! call's [`CallHost`]. A plugin's log messages are cut to [`MAX_LOG_MESSAGE_BYTES`], written
+//! to the host's log as single escaped lines ([`log_line`]), at most
+//! [`MAX_LOG_BYTES_PER_CALL`] per call.
+//!
+//! The capability owns its per-call state ([`PluginHostCtx`]), on which the host traits are
+//! implemented; the store's state lends it to the linker through one accessor. Depends on the
+//! engine's generated bindings and [`CallHost`] only; never on the store's state type.
+
+use std::sync::Arc;
+
+use super::bindings::mcpbox::plugin::{host, types};
+use super::{CallHost, HostRequest};
+
+/// The longest log message a plugin may send; longer ones are cut (and say so).
+pub const MAX_LOG_MESSAGE_BYTES: usize = 16 << 10;
+/// How much log text one call may write to the host's log; beyond it, its messages still
+/// reach clients (rate-limited) but not the host's log.
+pub const MAX_LOG_BYTES_PER_CALL: usize = 1 << 20;
+
+/// `text` as one line for the host's log: control characters (newlines included) escaped, so a
+/// plugin can never start a line that reads as the host's own, and at most `max` bytes kept.
+pub fn log_line(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max) + 16);
+    for (i, c) in text.char_indices() {
+        if out.len() >= max {
+            out.push_str(&format!("… ({} more bytes)", text.len() - i));
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `message` cut to at most `max` bytes on a character boundary, saying how much was cut.
+pub fn cut_message(message: String, max: usize) -> String {
+    if message.len() <= max {
+        return message;
+    }
+    let mut end = max;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} more bytes cut by mcpbox)",
+        &message[..end],
+        message.len() - end
+    )
+}
+
+/// What one call's `host` imports reach: the client behind [`CallHost`], and how much the
+/// call has logged so far.
+pub struct PluginHostCtx {
+    plugin: Arc<str>,
+    /// Log text this call wrote to the host's log so far.
+    logged_bytes: usize,
+    host: Arc<dyn CallHost>,
+}
+
+impl PluginHostCtx {
+    /// The `host` imports of one call into `plugin`, forwarded to `host`.
+    pub fn new(plugin: Arc<str>, host: Arc<dyn CallHost>) -> Self {
+        Self {
+            plugin,
+            logged_bytes: 0,
+            host,
+        }
+    }
+}
+
+impl types::Host for PluginHostCtx {}
+
+impl host::Host for PluginHostCtx {
+    async fn log(&mut self, level: types::LogLevel, message: String) {
+        use types::LogLevel as L;
+        let message = cut_message(message, MAX_LOG_MESSAGE_BYTES);
+        let plugin = &*self.plugin;
+        if self.logged_bytes < MAX_LOG_BYTES_PER_CALL {
+            self.logged_bytes += message.len();
+            let line = log_line(&message, MAX_LOG_MESSAGE_BYTES);
+            match level {
+                L::Debug => tracing::debug!(target: "plugin", plugin, "{line}"),
+                L::Info | L::Notice => tracing::info!(target: "plugin", plugin, "{line}"),
+                L::Warning => tracing::warn!(target: "plugin", plugin, "{line}"),
+                L::Error | L::Critical | L::Alert | L::Emergency => {
+                    tracing::error!(target: "plugin", plugin, "{line}");
+                }
+            }
+            if self.logged_bytes >= MAX_LOG_BYTES_PER_CALL {
+                tracing::warn!(
+                    plugin,
+                    limit = MAX_LOG_BYTES_PER_CALL,
+                    "the call logged over its limit; its further messages are not written to the host's log"
+                );
+            }
+        }
+        Arc::clone(&self.host).log(level, message).await;
+    }
+
+    async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        Arc::clone(&self.host)
+            .progress(progress, total, message)
+            .await;
+    }
+
+    async fn cancelled(&mut self) -> bool {
+        self.host.cancelled()
+    }
+
+    async fn sample(&mut self, request: String) -> Result<String, String> {
+        Arc::clone(&self.host)
+            .request(HostRequest::Sample, request)
+            .await
+    }
+
+    async fn elicit(&mut self, request: String) -> Result<String, String> {
+        Arc::clone(&self.host)
+            .request(HostRequest::Elicit, request)
+            .await
+    }
+
+    async fn list_roots(&mut self) -> Result<String, String> {
+        Arc::clone(&self.host)
+            .request(HostRequest::ListRoots, "{}".to_owned())
+            .await
+    }
+
+    async fn notify_list_changed(&mut self, kind: types::ListKind) {
+        self.host.list_changed(kind);
+    }
+
+    async fn notify_resource_updated(&mut self, uri: String) {
+        self.host.resource_updated(uri);
+    }
+}
