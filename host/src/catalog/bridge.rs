@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use super::hub::EventHub;
 use crate::engine::{BoxFuture, CallHost, HostRequest, ListKind, LogLevel};
 use crate::protocol::mcp::LogLevel as McpLogLevel;
-use crate::server::{ClientRequest, RequestContext};
+use crate::server::{RequestContext, ServerRequest};
 
 /// One call's way to its client.
 pub struct ClientBridge {
@@ -62,9 +62,9 @@ impl CallHost for ClientBridge {
     ) -> BoxFuture<'_, Result<String, String>> {
         Box::pin(async move {
             let kind = match request {
-                HostRequest::Sample => ClientRequest::Sampling,
-                HostRequest::Elicit => ClientRequest::Elicitation,
-                HostRequest::ListRoots => ClientRequest::Roots,
+                HostRequest::Sample => ServerRequest::Sampling,
+                HostRequest::Elicit => ServerRequest::Elicitation,
+                HostRequest::ListRoots => ServerRequest::Roots,
             };
             let params = RawValue::from_string(params)
                 .map_err(|e| format!("the request is not valid JSON: {e}"))?;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{
-    Backend, BoxFuture, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, Usage, add_counter,
+    BoxFuture, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, StateStore, Usage, add_counter,
     check_quota, parse_counter,
 };
 
@@ -30,12 +30,12 @@ const ENTRIES: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new
 const USAGE: TableDefinition<&str, (u64, u64)> = TableDefinition::new("usage");
 
 /// The embedded database.
-pub struct DiskBackend {
+pub struct DiskStore {
     db: Arc<Database>,
     path: Arc<PathBuf>,
 }
 
-impl DiskBackend {
+impl DiskStore {
     /// Open (or create) the database in `dir`, creating the directory (mode 0700) if needed.
     pub async fn open(dir: PathBuf) -> Result<Self, KvError> {
         let path = dir.join(FILE_NAME);
@@ -138,7 +138,7 @@ impl DiskBackend {
     }
 }
 
-impl Backend for DiskBackend {
+impl StateStore for DiskStore {
     fn get<'a>(
         &'a self,
         plugin: &'a str,
@@ -390,7 +390,7 @@ mod tests {
     #[tokio::test]
     async fn pages_and_listings_stay_inside_their_namespace() {
         let dir = tempfile::tempdir().unwrap();
-        let store = DiskBackend::open(dir.path().to_owned()).await.unwrap();
+        let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
         let quota = Quota::default();
         for (plugin, bucket, key) in [
             ("a", "b", "k1"),

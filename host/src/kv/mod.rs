@@ -1,6 +1,6 @@
 //! Durable plugin state: the key-value store behind `wasi:keyvalue`, one namespace per plugin.
 //!
-//! Owns the [`Backend`] trait and its two implementations, an embedded database on disk
+//! Owns the [`StateStore`] trait and its two implementations, an embedded database on disk
 //! (`disk`, the default: a single process needs no server) and Redis (`redis`, for replicas
 //! that share state); the [`StateService`] that opens the configured one on first use; and the
 //! rules every backend obeys the same way: keys are addressed as (plugin, bucket, key), never
@@ -34,10 +34,10 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
-pub use disk::DiskBackend;
-pub use redis::RedisBackend;
+pub use disk::DiskStore;
+pub use redis::RedisStore;
 
-/// A boxed future, so that [`Backend`] is object-safe.
+/// A boxed future, so that [`StateStore`] is object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The longest key a plugin may use, in bytes.
@@ -180,7 +180,7 @@ pub struct EntryInfo {
 /// and the key as separate values: implementations must keep them apart (no concatenation
 /// that a crafted name could break out of), apply quotas atomically with the write, and make
 /// an acknowledged write durable.
-pub trait Backend: Send + Sync + 'static {
+pub trait StateStore: Send + Sync + 'static {
     /// The value at `key`, if any.
     fn get<'a>(
         &'a self,
@@ -440,7 +440,7 @@ impl fmt::Display for StateConfig {
 /// database file and needs no Redis. A failed open is not remembered; the next use retries.
 pub struct StateService {
     config: StateConfig,
-    backend: tokio::sync::OnceCell<Arc<dyn Backend>>,
+    backend: tokio::sync::OnceCell<Arc<dyn StateStore>>,
     /// Why the last [`StateService::health`] check failed (`None`: it passed, or none ran).
     last_problem: std::sync::Mutex<Option<String>>,
 }
@@ -506,12 +506,12 @@ impl StateService {
     }
 
     /// The backend, opening it if this is the first use.
-    pub async fn backend(&self) -> Result<&Arc<dyn Backend>, KvError> {
+    pub async fn backend(&self) -> Result<&Arc<dyn StateStore>, KvError> {
         self.backend
             .get_or_try_init(|| async {
-                let backend: Arc<dyn Backend> = match &self.config {
-                    StateConfig::Disk(dir) => Arc::new(DiskBackend::open(dir.clone()).await?),
-                    StateConfig::Redis(url) => Arc::new(RedisBackend::connect(url)?),
+                let backend: Arc<dyn StateStore> = match &self.config {
+                    StateConfig::Disk(dir) => Arc::new(DiskStore::open(dir.clone()).await?),
+                    StateConfig::Redis(url) => Arc::new(RedisStore::connect(url)?),
                     StateConfig::Unset => {
                         return Err(KvError::Unavailable(
                             "no state directory: pass --state-dir (or set HOME)".to_owned(),

@@ -29,7 +29,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 
 use super::{
-    Backend, BoxFuture, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, QuotaKind, Usage,
+    BoxFuture, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, QuotaKind, StateStore, Usage,
     add_counter, bytes, check_value, negative_counter, not_a_counter,
 };
 
@@ -143,7 +143,7 @@ return redis.call('ZRANGEBYLEX', KEYS[2], ARGV[1], '+', 'LIMIT', 0, tonumber(ARG
 ";
 
 /// A Redis server.
-pub struct RedisBackend {
+pub struct RedisStore {
     connection: ConnectionManager,
     server: String,
     set: Script,
@@ -185,7 +185,7 @@ pub(super) fn lazy_connection(url: &str) -> Result<(ConnectionManager, String), 
     Ok((connection, server))
 }
 
-impl RedisBackend {
+impl RedisStore {
     /// A backend for `url`. Connects lazily: mcpbox starts whether or not Redis is up, and
     /// calls that need it fail clearly until it is.
     pub fn connect(url: &str) -> Result<Self, KvError> {
@@ -350,7 +350,7 @@ fn buckets_key(plugin: &str) -> String {
     format!("mcpbox:buckets:{}:{plugin}", plugin.len())
 }
 
-impl Backend for RedisBackend {
+impl StateStore for RedisStore {
     fn get<'a>(
         &'a self,
         plugin: &'a str,

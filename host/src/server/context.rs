@@ -86,7 +86,7 @@ impl ProgressPace {
 
 /// The requests a server may send a client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientRequest {
+pub enum ServerRequest {
     /// `sampling/createMessage`, if the client declared `sampling`.
     Sampling,
     /// `elicitation/create`, if the client declared `elicitation`.
@@ -95,7 +95,7 @@ pub enum ClientRequest {
     Roots,
 }
 
-impl ClientRequest {
+impl ServerRequest {
     /// The method of the request.
     pub fn method(self) -> &'static str {
         match self {
@@ -478,7 +478,7 @@ impl RequestContext {
     /// request is already answered, or the client answers with an error.
     pub async fn request(
         &self,
-        kind: ClientRequest,
+        kind: ServerRequest,
         params: &RawValue,
     ) -> Result<Box<RawValue>, String> {
         let peer = match &self.client {
@@ -500,7 +500,7 @@ impl RequestContext {
                 kind.method()
             ));
         }
-        if kind == ClientRequest::Elicitation {
+        if kind == ServerRequest::Elicitation {
             let url_mode = serde_json::from_str::<Value>(params.get())
                 .ok()
                 .and_then(|p| p.get("mode").cloned())
@@ -523,7 +523,7 @@ impl RequestContext {
             id: id.clone(),
         };
         let params = without_input_key(params);
-        let params = (kind != ClientRequest::Roots || params.get() != "{}").then_some(&*params);
+        let params = (kind != ServerRequest::Roots || params.get() != "{}").then_some(&*params);
         if self
             .outbound
             .send(encode_request(&id, kind.method(), params))
@@ -650,7 +650,7 @@ mod tests {
         let ctx = RequestContext::detached();
         let params = RawValue::from_string("{}".to_owned()).unwrap();
         let error = ctx
-            .request(ClientRequest::Sampling, &params)
+            .request(ServerRequest::Sampling, &params)
             .await
             .unwrap_err();
         assert!(

@@ -34,7 +34,7 @@ pub use bounds::{
     AT_LIMIT, AtLimit, Capacity, DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_SESSIONS, HostLimits, RETRY_AFTER_SECS, Share,
 };
-pub use context::{Cancellation, ClientRequest, Outbound, RequestContext};
+pub use context::{Cancellation, Outbound, RequestContext, ServerRequest};
 pub use events::forward_events;
 pub use mrtr::{INPUT_KEY_META, StateKey};
 pub use rate::{Admission, RateLimit};

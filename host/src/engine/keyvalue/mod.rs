@@ -258,7 +258,7 @@ struct KvCall {
 
 impl KvCall {
     /// The backend, as a WIT error when it cannot be opened.
-    async fn backend(&self) -> Result<Arc<dyn kv::Backend>, store::Error> {
+    async fn backend(&self) -> Result<Arc<dyn kv::StateStore>, store::Error> {
         self.service
             .backend()
             .await

@@ -51,7 +51,7 @@ use serde_json::{Map, Value, json};
 
 use self::readers::{read_responses, read_state};
 use self::state::{Answered, State, digest, now_ms};
-use super::context::ClientRequest;
+use super::context::ServerRequest;
 use crate::protocol::ErrorObject;
 use crate::protocol::request::RetryParams;
 
@@ -209,7 +209,7 @@ impl InputRound {
 
     /// The plugin asks the client: the answer when the client already gave it, else an error
     /// for the plugin (the question is recorded for `input_required`).
-    pub fn ask(&self, kind: ClientRequest, params: &RawValue) -> Result<Box<RawValue>, String> {
+    pub fn ask(&self, kind: ServerRequest, params: &RawValue) -> Result<Box<RawValue>, String> {
         let mut params: Map<String, Value> = serde_json::from_str(params.get())
             .map_err(|_| "the request must be a JSON object".to_owned())?;
         let named = params
@@ -224,7 +224,7 @@ impl InputRound {
         {
             params.remove("_meta");
         }
-        let request = if kind == ClientRequest::Roots && params.is_empty() {
+        let request = if kind == ServerRequest::Roots && params.is_empty() {
             json!({ "method": kind.method() })
         } else {
             json!({ "method": kind.method(), "params": params })
@@ -349,7 +349,7 @@ mod tests {
         let round = begin(&first, &caps(), &key).unwrap();
         round.bind_plugin("v1").unwrap();
         let _ = round.ask(
-            ClientRequest::Elicitation,
+            ServerRequest::Elicitation,
             &question("may I read /srv/data?"),
         );
         let (state, _) =
@@ -370,7 +370,7 @@ mod tests {
         assert!(
             round
                 .ask(
-                    ClientRequest::Elicitation,
+                    ServerRequest::Elicitation,
                     &question("may I DELETE EVERYTHING under /srv/data?")
                 )
                 .is_err()
@@ -384,7 +384,7 @@ mod tests {
         round.bind_plugin("v1").unwrap();
         let answer = round
             .ask(
-                ClientRequest::Elicitation,
+                ServerRequest::Elicitation,
                 &question("may I read /srv/data?"),
             )
             .unwrap();
@@ -396,7 +396,7 @@ mod tests {
         let key = StateKey::random();
         let first = call("{}", "");
         let round = begin(&first, &caps(), &key).unwrap();
-        let _ = round.ask(ClientRequest::Elicitation, &question("one?"));
+        let _ = round.ask(ServerRequest::Elicitation, &question("one?"));
         let (state, _) =
             state_of(round.end(|| binding(&first), true, &key, Duration::from_secs(60)));
         let accept: Value = serde_json::from_str(ACCEPT).unwrap();
@@ -405,14 +405,14 @@ mod tests {
         let round = begin(&again, &caps(), &key).unwrap();
         assert!(
             round
-                .ask(ClientRequest::Elicitation, &question("one?"))
+                .ask(ServerRequest::Elicitation, &question("one?"))
                 .is_ok()
         );
         // Asked later under a key the client answered unasked: asked for real.
         assert!(
             round
                 .ask(
-                    ClientRequest::Elicitation,
+                    ServerRequest::Elicitation,
                     &raw(&json!({"message": "two?"}))
                 )
                 .is_err()
@@ -442,7 +442,7 @@ mod tests {
                 let q = raw(
                     &json!({"message": format!("q{i}"), "_meta": {"mcpbox/inputKey": format!("q{i}")}}),
                 );
-                if let Err(e) = round.ask(ClientRequest::Elicitation, &q) {
+                if let Err(e) = round.ask(ServerRequest::Elicitation, &q) {
                     refused = Some(e);
                 }
             }
@@ -470,13 +470,13 @@ mod tests {
         let round = begin(&request, &caps(), &key).unwrap();
         for _ in 0..10_000 {
             let _ = round.ask(
-                ClientRequest::Elicitation,
+                ServerRequest::Elicitation,
                 &raw(&json!({"message": "again?"})),
             );
         }
         let error = round
             .ask(
-                ClientRequest::Elicitation,
+                ServerRequest::Elicitation,
                 &raw(&json!({"message": "once more"})),
             )
             .unwrap_err();

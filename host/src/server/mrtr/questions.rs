@@ -1,4 +1,4 @@
-//! What the host knows of each kind of question ([`ClientRequest`]): the capability it needs
+//! What the host knows of each kind of question ([`ServerRequest`]): the capability it needs
 //! of the client (and of that capability's parts, such as elicitation's `url` mode), and the
 //! shape an answer must have.
 //!
@@ -6,9 +6,9 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::server::ClientRequest;
+use crate::server::ServerRequest;
 
-impl ClientRequest {
+impl ServerRequest {
     /// The capability (name and ClientCapabilities value) this request needs and the client
     /// lacks, if any.
     pub(super) fn missing_capability(
@@ -76,7 +76,7 @@ mod tests {
         );
         let round = begin(&request, &Map::new(), &key).unwrap();
         let error = round
-            .ask(ClientRequest::Sampling, &raw(&json!({})))
+            .ask(ServerRequest::Sampling, &raw(&json!({})))
             .unwrap_err();
         assert!(error.contains("`sampling`"), "{error}");
         let end = round.end(|| binding(&request), true, &key, Duration::from_secs(1));
@@ -86,7 +86,7 @@ mod tests {
         assert_eq!(Value::Object(missing), json!({"sampling": {}}));
 
         let round = begin(&request, &caps(), &key).unwrap();
-        assert!(round.ask(ClientRequest::Roots, &raw(&json!({}))).is_err());
+        assert!(round.ask(ServerRequest::Roots, &raw(&json!({}))).is_err());
         assert!(matches!(
             round.end(|| binding(&request), false, &key, Duration::from_secs(1)),
             RoundEnd::InvalidAnswer(_)

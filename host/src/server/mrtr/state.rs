@@ -212,7 +212,7 @@ mod tests {
         begin, binding, call, caps, question, raw, retry_line, state_of, typed,
     };
     use super::*;
-    use crate::server::ClientRequest;
+    use crate::server::ServerRequest;
 
     #[test]
     fn params_that_cannot_be_bound_are_refused_never_bound_as_empty() {
@@ -227,7 +227,7 @@ mod tests {
             let round = begin(&first, &caps(), &key).unwrap();
             assert!(
                 round
-                    .ask(ClientRequest::Elicitation, &question("sure?"))
+                    .ask(ServerRequest::Elicitation, &question("sure?"))
                     .is_err()
             );
             let RoundEnd::Refused(error) =
@@ -245,7 +245,7 @@ mod tests {
             // A state issued for sound params is not accepted for others carrying such a value.
             let sound = call(r#"{"target":"a"}"#, "");
             let round = begin(&sound, &caps(), &key).unwrap();
-            let _ = round.ask(ClientRequest::Elicitation, &question("sure?"));
+            let _ = round.ask(ServerRequest::Elicitation, &question("sure?"));
             let (state, _) =
                 state_of(round.end(|| binding(&sound), true, &key, Duration::from_secs(60)));
             let other = call(
@@ -265,7 +265,7 @@ mod tests {
         );
         let round = begin(&first, &caps(), &key).unwrap();
         let ask = json!({"message": "who?", "_meta": {"mcpbox/inputKey": "user_name"}});
-        assert!(round.ask(ClientRequest::Elicitation, &raw(&ask)).is_err());
+        assert!(round.ask(ServerRequest::Elicitation, &raw(&ask)).is_err());
         let end = round.end(|| binding(&first), true, &key, Duration::from_secs(60));
         let RoundEnd::InputRequired(result) = end else {
             panic!("expected input_required")
@@ -285,7 +285,7 @@ mod tests {
             r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"t","arguments":{{"a":1}},"inputResponses":{{"user_name":{{"action":"accept","content":{{"n":"A"}}}}}},"requestState":"{state}"}}}}"#
         ));
         let round = begin(&retry, &caps(), &key).unwrap();
-        let answer = round.ask(ClientRequest::Elicitation, &raw(&ask)).unwrap();
+        let answer = round.ask(ServerRequest::Elicitation, &raw(&ask)).unwrap();
         assert!(answer.get().contains("accept"));
         assert!(matches!(
             round.end(|| binding(&retry), false, &key, Duration::from_secs(60)),
