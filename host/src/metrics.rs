@@ -8,12 +8,14 @@
 //! atomic adds behind a read lock; the registry is global because one process serves one
 //! set of plugins (tests in one process share it and only ever compare differences).
 //!
-//! Uses: `protocol`.
+//! Uses: `policy` (the plugin name as a label), `protocol`.
 
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+
+use crate::policy::PluginName;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -138,7 +140,7 @@ struct MethodLabels {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct CallLabels {
-    plugin: Arc<str>,
+    plugin: PluginName,
     kind: CallKind,
     name: Arc<str>,
     outcome: CallOutcome,
@@ -146,18 +148,18 @@ struct CallLabels {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct CallTimeLabels {
-    plugin: Arc<str>,
+    plugin: PluginName,
     kind: CallKind,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct PluginLabels {
-    plugin: Arc<str>,
+    plugin: PluginName,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct DenialLabels {
-    plugin: Arc<str>,
+    plugin: PluginName,
     grant: Grant,
 }
 
@@ -415,7 +417,7 @@ impl Metrics {
     /// A plugin call ended.
     pub fn call(
         &self,
-        plugin: &Arc<str>,
+        plugin: &PluginName,
         kind: CallKind,
         name: &Arc<str>,
         outcome: CallOutcome,
@@ -423,7 +425,7 @@ impl Metrics {
     ) {
         self.calls
             .get_or_create(&CallLabels {
-                plugin: Arc::clone(plugin),
+                plugin: plugin.clone(),
                 kind,
                 name: Arc::clone(name),
                 outcome,
@@ -432,7 +434,7 @@ impl Metrics {
         if outcome != CallOutcome::InvalidArguments {
             self.call_seconds
                 .get_or_create(&CallTimeLabels {
-                    plugin: Arc::clone(plugin),
+                    plugin: plugin.clone(),
                     kind,
                 })
                 .observe(elapsed.as_secs_f64());
@@ -443,7 +445,7 @@ impl Metrics {
     /// outcome that happened (for the status page).
     pub fn outcomes(
         &self,
-        plugin: &Arc<str>,
+        plugin: &PluginName,
         calls: &[(CallKind, Arc<str>)],
     ) -> Vec<(CallOutcome, u64)> {
         CallOutcome::ALL
@@ -454,7 +456,7 @@ impl Metrics {
                     .filter_map(|(kind, name)| {
                         self.calls
                             .get(&CallLabels {
-                                plugin: Arc::clone(plugin),
+                                plugin: plugin.clone(),
                                 kind: *kind,
                                 name: Arc::clone(name),
                                 outcome,
@@ -469,28 +471,28 @@ impl Metrics {
     }
 
     /// Fuel a plugin consumed in one call.
-    pub fn fuel(&self, plugin: &Arc<str>, fuel: u64) {
+    pub fn fuel(&self, plugin: &PluginName, fuel: u64) {
         self.fuel
             .get_or_create(&PluginLabels {
-                plugin: Arc::clone(plugin),
+                plugin: plugin.clone(),
             })
             .inc_by(fuel);
     }
 
     /// A tool result refused (broke its output schema or a size limit).
-    pub fn invalid_result(&self, plugin: &Arc<str>) {
+    pub fn invalid_result(&self, plugin: &PluginName) {
         self.invalid_results
             .get_or_create(&PluginLabels {
-                plugin: Arc::clone(plugin),
+                plugin: plugin.clone(),
             })
             .inc();
     }
 
     /// A host call refused for want of a grant.
-    pub fn denial(&self, plugin: &Arc<str>, grant: Grant) {
+    pub fn denial(&self, plugin: &PluginName, grant: Grant) {
         self.denials
             .get_or_create(&DenialLabels {
-                plugin: Arc::clone(plugin),
+                plugin: plugin.clone(),
                 grant,
             })
             .inc();
@@ -575,6 +577,12 @@ impl BoundGauge {
     }
 }
 
+impl EncodeLabelValue for PluginName {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,7 +593,7 @@ mod tests {
             serde_json::from_str(include_str!("../deploy/grafana-dashboard.json"))
                 .expect("the dashboard is JSON");
         let m = metrics();
-        let plugin: Arc<str> = Arc::from("dashboard-test");
+        let plugin = PluginName::from("dashboard-test");
         let name: Arc<str> = Arc::from("t");
         m.request(&Method::CallTool, "ok", Duration::ZERO);
         m.call(
@@ -627,7 +635,7 @@ mod tests {
     #[test]
     fn the_exposition_names_every_family_and_counts() {
         let m = metrics();
-        let plugin: Arc<str> = Arc::from("unit-test-plugin");
+        let plugin = PluginName::from("unit-test-plugin");
         let tool: Arc<str> = Arc::from("echo");
         m.call(
             &plugin,

@@ -7,19 +7,20 @@ use serde_json::value::RawValue;
 
 use super::hub::EventHub;
 use crate::engine::{BoxFuture, CallHost, HostRequest, ListKind, LogLevel};
+use crate::policy::PluginName;
 use crate::protocol::mcp::LogLevel as McpLogLevel;
 use crate::server::{RequestContext, ServerRequest};
 
 /// One call's way to its client.
 pub struct ClientBridge {
-    plugin: Arc<str>,
+    plugin: PluginName,
     ctx: RequestContext,
     hub: EventHub,
 }
 
 impl ClientBridge {
     /// The bridge for a call into `plugin` made for the request behind `ctx`.
-    pub fn host(plugin: Arc<str>, ctx: RequestContext, hub: EventHub) -> Arc<dyn CallHost> {
+    pub fn host(plugin: PluginName, ctx: RequestContext, hub: EventHub) -> Arc<dyn CallHost> {
         Arc::new(Self { plugin, ctx, hub })
     }
 }

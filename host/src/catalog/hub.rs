@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{broadcast, mpsc};
 
+use crate::policy::PluginName;
 use crate::server::{Admission, RateLimit, ServerEvent};
 
 /// How many events a slow session may fall behind before it is told that everything changed.
@@ -24,13 +25,13 @@ const UPDATE_BURST: f64 = 50.0;
 #[derive(Clone)]
 pub struct EventHub {
     events: broadcast::Sender<ServerEvent>,
-    relist: mpsc::UnboundedSender<Arc<str>>,
-    updates: Arc<Mutex<HashMap<Arc<str>, RateLimit>>>,
-    relists_pending: Arc<Mutex<std::collections::HashSet<Arc<str>>>>,
+    relist: mpsc::UnboundedSender<PluginName>,
+    updates: Arc<Mutex<HashMap<PluginName, RateLimit>>>,
+    relists_pending: Arc<Mutex<std::collections::HashSet<PluginName>>>,
 }
 
 /// Where relist requests arrive (the reloader holds it; dropping it means nobody relists).
-pub type RelistRequests = mpsc::UnboundedReceiver<Arc<str>>;
+pub type RelistRequests = mpsc::UnboundedReceiver<PluginName>;
 
 impl EventHub {
     /// A hub, and the receiving end of relist requests for the reloader.
@@ -60,17 +61,17 @@ impl EventHub {
     }
 
     /// Ask the reloader to read `plugin`'s lists again.
-    pub fn relist(&self, plugin: &Arc<str>) {
+    pub fn relist(&self, plugin: &PluginName) {
         // One request per plugin waits at a time: a plugin asking in a loop queues nothing more.
         if !self
             .relists_pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(Arc::clone(plugin))
+            .insert(plugin.clone())
         {
             return;
         }
-        if self.relist.send(Arc::clone(plugin)).is_err() {
+        if self.relist.send(plugin.clone()).is_err() {
             tracing::debug!(
                 plugin = &**plugin,
                 "ignored notify-list-changed: the plugin directory is not watched"
@@ -79,7 +80,7 @@ impl EventHub {
     }
 
     /// The reloader took `plugin`'s relist request: a later request queues a new one.
-    pub fn relist_taken(&self, plugin: &Arc<str>) {
+    pub fn relist_taken(&self, plugin: &PluginName) {
         self.relists_pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -87,12 +88,12 @@ impl EventHub {
     }
 
     /// Announce that `plugin`'s resource at `uri` changed, within the plugin's rate.
-    pub fn resource_updated(&self, plugin: &Arc<str>, uri: String) {
+    pub fn resource_updated(&self, plugin: &PluginName, uri: String) {
         let admission = self
             .updates
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .entry(Arc::clone(plugin))
+            .entry(plugin.clone())
             .or_insert_with(|| RateLimit::new(UPDATES_PER_SECOND, UPDATE_BURST))
             .admit();
         match admission {
@@ -114,7 +115,7 @@ mod tests {
     #[test]
     fn relist_requests_queue_once_per_plugin() {
         let (hub, mut requests) = EventHub::new();
-        let plugin: Arc<str> = "p".into();
+        let plugin: PluginName = "p".into();
         for _ in 0..10_000 {
             hub.relist(&plugin);
         }
@@ -129,7 +130,7 @@ mod tests {
     fn resource_updates_are_rate_limited_per_plugin() {
         let (hub, _requests) = EventHub::new();
         let mut events = hub.subscribe();
-        let noisy: Arc<str> = "noisy".into();
+        let noisy: PluginName = "noisy".into();
         for i in 0..10_000 {
             hub.resource_updated(&noisy, format!("x://{i}"));
         }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::LoadedPlugin;
 use crate::engine::{LoadError, PluginCode, Runtime};
+use crate::policy::PluginName;
 use crate::registry::trust::{Provenance, Trust, TrustError};
 use sha2::{Digest as _, Sha256};
 
@@ -351,7 +352,7 @@ async fn compile_source(
     limits: Limits,
 ) -> Result<Compiled, FileError> {
     let file = source.file;
-    let name: Arc<str> = file
+    let name: PluginName = file
         .file_stem()
         .and_then(|s| s.to_str())
         .ok_or(FileError::Name)?

@@ -20,6 +20,7 @@ use super::prepare::{Prepared, prepare};
 use super::uri_template::UriTemplate;
 use super::validate::ToolSchemas;
 use crate::engine::{PluginCode, PluginLists};
+use crate::policy::PluginName;
 use crate::policy::{GrantSummary, NamingSummary};
 use crate::protocol::ErrorObject;
 use crate::server::{ChangedList, ListKind, MethodResult, Offers};
@@ -54,9 +55,9 @@ pub struct Refusal {
     /// The name.
     pub claim: Claim,
     /// The plugin refused.
-    pub plugin: Arc<str>,
+    pub plugin: PluginName,
     /// The plugin that serves it.
-    pub owner: Arc<str>,
+    pub owner: PluginName,
 }
 
 impl std::fmt::Display for Refusal {
@@ -343,8 +344,8 @@ impl Catalog {
             names.refused += 1;
             self.refusals.push(Refusal {
                 claim,
-                plugin: Arc::clone(plugins[index].code.name()),
-                owner: Arc::clone(plugins[owner].code.name()),
+                plugin: plugins[index].code.name().clone(),
+                owner: plugins[owner].code.name().clone(),
             });
             return false;
         }

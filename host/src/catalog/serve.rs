@@ -214,7 +214,7 @@ impl Backend for PluginSet {
         let plugin = &catalog.plugins[entry.plugin];
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
         ctx.bind_plugin(plugin.component_digest())?;
-        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
+        let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
         let request = Request::Prompt;
         match plugin.get_prompt(&entry.own, &arguments, host).await {
             Ok(Ok(messages)) => within_limit(
@@ -233,7 +233,7 @@ impl Backend for PluginSet {
             return Err(convert::resource_not_found(uri));
         };
         ctx.bind_plugin(plugin.component_digest())?;
-        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
+        let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
         let request = Request::Resource(uri);
         match plugin.read_resource(uri, host).await {
             Ok(Ok(contents)) => within_limit(plugin, convert::read_result(&contents)?, request),
@@ -271,7 +271,7 @@ impl Backend for PluginSet {
             .map(|c| c.arguments.into_iter().collect())
             .unwrap_or_default();
         let argument = &params.argument;
-        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
+        let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
         match plugin
             .complete(&reference, &argument.name, &argument.value, &context, host)
             .await
@@ -295,7 +295,7 @@ impl PluginSet {
     ) -> MethodResult {
         let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = own);
         let any_structured = ctx_accepts_any_structured(&ctx);
-        let host = ClientBridge::host(Arc::clone(plugin.name()), ctx, self.hub.clone());
+        let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
         let outcome = plugin
             .call_tool(own, arguments.get(), host)
             .instrument(span)

@@ -15,10 +15,11 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::policy::HttpGrant;
+use crate::policy::PluginName;
 
 /// The send hook for one call into one plugin.
 pub struct HttpGate {
-    plugin: Arc<str>,
+    plugin: PluginName,
     grants: Arc<[HttpGrant]>,
     denied: Arc<AtomicBool>,
     /// The span of the call (egress spans are its children in traces).
@@ -28,7 +29,7 @@ pub struct HttpGate {
 impl HttpGate {
     /// A gate allowing exactly `grants`.
     /// `denied` is set when a request is refused.
-    pub fn new(plugin: Arc<str>, grants: Arc<[HttpGrant]>, denied: Arc<AtomicBool>) -> Self {
+    pub fn new(plugin: PluginName, grants: Arc<[HttpGrant]>, denied: Arc<AtomicBool>) -> Self {
         Self {
             plugin,
             grants,
@@ -57,7 +58,7 @@ impl WasiHttpHooks for HttpGate {
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> ResponseFuture {
-        let plugin = Arc::clone(&self.plugin);
+        let plugin = self.plugin.clone();
         let grants = Arc::clone(&self.grants);
         let denied = Arc::clone(&self.denied);
         let span = tracing::trace_span!(

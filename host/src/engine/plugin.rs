@@ -17,7 +17,7 @@ use super::{
     PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Runtime, Tool, ToolResult,
 };
 use crate::metrics::{CallKind, CallOutcome, GaugeGuard, metrics};
-use crate::policy::{HttpGrant, Limits, Policy};
+use crate::policy::{HttpGrant, Limits, PluginName, Policy};
 
 /// Extra time the outer timeout allows beyond the plugin's deadline, so that a guest running
 /// wasm is stopped by the epoch deadline (a clean trap) and only a guest stuck in a host
@@ -71,7 +71,7 @@ pub struct PluginLists {
 /// A compiled and linked plugin, ready to instantiate once per call. Cheap to clone.
 #[derive(Clone)]
 pub struct PluginCode {
-    name: Arc<str>,
+    name: PluginName,
     runtime: Runtime,
     pre: InstancePre<HostState>,
     exports: Exports,
@@ -178,7 +178,7 @@ impl Drop for ActiveCall {
 /// Counts one plugin call in the metrics: its outcome and duration when it ends, or
 /// `cancelled` if it is dropped first.
 struct CallMeter {
-    plugin: Arc<str>,
+    plugin: PluginName,
     kind: CallKind,
     name: Arc<str>,
     started: Instant,
@@ -188,9 +188,9 @@ struct CallMeter {
 }
 
 impl CallMeter {
-    fn start(plugin: &Arc<str>, kind: CallKind, name: &str) -> Self {
+    fn start(plugin: &PluginName, kind: CallKind, name: &str) -> Self {
         Self {
-            plugin: Arc::clone(plugin),
+            plugin: plugin.clone(),
             kind,
             name: Arc::from(name),
             started: Instant::now(),
@@ -230,7 +230,7 @@ impl PluginCode {
     /// run under `policy`.
     pub fn prepare(
         runtime: &Runtime,
-        name: Arc<str>,
+        name: PluginName,
         component: &Component,
         component_digest: &[u8; 32],
         policy: Policy,
@@ -293,7 +293,7 @@ impl PluginCode {
     }
 
     /// The plugin's name.
-    pub fn name(&self) -> &Arc<str> {
+    pub fn name(&self) -> &PluginName {
         &self.name
     }
 
@@ -508,13 +508,13 @@ impl PluginCode {
         drop(waiting);
         let in_use = metrics().in_use();
         let keyvalue = KeyValueCtx::new(
-            Arc::clone(&self.name),
+            self.name.clone(),
             Arc::clone(&self.runtime.state),
             self.policy.keyvalue.clone(),
             Arc::clone(&denied),
         );
         let state = HostState::new(
-            Arc::clone(&self.name),
+            self.name.clone(),
             &self.policy,
             &self.http_grants,
             keyvalue,

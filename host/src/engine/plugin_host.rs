@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use super::bindings::mcpbox::plugin::{host, types};
 use super::{CallHost, HostRequest};
+use crate::policy::PluginName;
 
 /// The longest log message a plugin may send; longer ones are cut (and say so).
 pub const MAX_LOG_MESSAGE_BYTES: usize = 16 << 10;
@@ -56,7 +57,7 @@ pub fn cut_message(message: String, max: usize) -> String {
 /// What one call's `host` imports reach: the client behind [`CallHost`], and how much the
 /// call has logged so far.
 pub struct PluginHostCtx {
-    plugin: Arc<str>,
+    plugin: PluginName,
     /// Log text this call wrote to the host's log so far.
     logged_bytes: usize,
     host: Arc<dyn CallHost>,
@@ -64,7 +65,7 @@ pub struct PluginHostCtx {
 
 impl PluginHostCtx {
     /// The `host` imports of one call into `plugin`, forwarded to `host`.
-    pub fn new(plugin: Arc<str>, host: Arc<dyn CallHost>) -> Self {
+    pub fn new(plugin: PluginName, host: Arc<dyn CallHost>) -> Self {
         Self {
             plugin,
             logged_bytes: 0,

@@ -22,6 +22,7 @@ use super::CallHost;
 use super::http::HttpGate;
 use super::keyvalue::{KeyValueCtx, KeyValueView};
 use super::plugin_host::PluginHostCtx;
+use crate::policy::PluginName;
 use crate::policy::{HttpGrant, Policy};
 
 /// Handles (files, directories, streams, HTTP fields and requests, …) one call may hold at
@@ -33,7 +34,7 @@ pub const MAX_HTTP_FIELDS_BYTES: usize = 64 << 10;
 
 /// Everything one call's `Store` holds.
 pub struct HostState {
-    pub(crate) plugin: Arc<str>,
+    pub(crate) plugin: PluginName,
     plugin_host: PluginHostCtx,
     wasi: WasiCtx,
     http: WasiHttpCtx,
@@ -53,7 +54,7 @@ impl HostState {
     /// when an HTTP request is refused (`keyvalue` holds the same flag for its refusals). The
     /// plugin's `host` imports are forwarded to `host`.
     pub fn new(
-        plugin: Arc<str>,
+        plugin: PluginName,
         policy: &Policy,
         http_grants: &Arc<[HttpGrant]>,
         keyvalue: KeyValueCtx,
@@ -91,8 +92,8 @@ impl HostState {
         let mut http = WasiHttpCtx::new();
         http.set_field_size_limit(MAX_HTTP_FIELDS_BYTES);
         Ok(Self {
-            plugin_host: PluginHostCtx::new(Arc::clone(&plugin), host),
-            http_gate: HttpGate::new(Arc::clone(&plugin), Arc::clone(http_grants), denied),
+            plugin_host: PluginHostCtx::new(plugin.clone(), host),
+            http_gate: HttpGate::new(plugin.clone(), Arc::clone(http_grants), denied),
             keyvalue,
             plugin,
             wasi: wasi.build(),

@@ -12,6 +12,7 @@
 
 mod locate;
 mod manifest;
+mod name;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ pub use locate::key_at;
 pub use manifest::{
     PolicyError, check_sections, load_manifest, manifest_path, parse_manifest, parse_section,
 };
+pub use name::PluginName;
 
 /// The limits applied to every call into one plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -36,6 +36,7 @@ use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use self::bindings::draft2::wasi::keyvalue::store;
 use crate::kv::{self, KvError, Quota, StateService, check_cursor, check_key};
 use crate::policy::KvGrant;
+use crate::policy::PluginName;
 
 /// The most keys one batch operation may name.
 pub const MAX_BATCH_KEYS: usize = 1000;
@@ -58,7 +59,7 @@ pub struct Cas {
 /// What one call into one plugin may do with state, and what the call has done so far: the
 /// service, the plugin's grant (if any), and the earlier draft's cursors it was handed.
 pub struct KeyValueCtx {
-    plugin: Arc<str>,
+    plugin: PluginName,
     service: Arc<StateService>,
     grant: Option<Arc<KvGrant>>,
     /// Set when the call is refused a grant (shared with the call's other capabilities).
@@ -73,7 +74,7 @@ impl KeyValueCtx {
     /// State access for one call into `plugin`, which holds `grant` (none: every `open` is
     /// refused). `denied` is set when an `open` is refused.
     pub fn new(
-        plugin: Arc<str>,
+        plugin: PluginName,
         service: Arc<StateService>,
         grant: Option<Arc<KvGrant>>,
         denied: Arc<AtomicBool>,
@@ -150,7 +151,7 @@ impl KeyValueView<'_> {
     /// `Sync`, so nothing of it may be held across an `await`.
     fn call(&self) -> KvCall {
         KvCall {
-            plugin: Arc::clone(&self.ctx.plugin),
+            plugin: self.ctx.plugin.clone(),
             service: Arc::clone(&self.ctx.service),
             quota: self.ctx.quota(),
         }
@@ -251,7 +252,7 @@ impl KeyValueView<'_> {
 
 /// One operation's plugin, service and quota.
 struct KvCall {
-    plugin: Arc<str>,
+    plugin: PluginName,
     service: Arc<StateService>,
     quota: Quota,
 }
