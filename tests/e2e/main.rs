@@ -43,3 +43,4 @@ mod support;
 mod surface;
 mod tools;
 mod traces;
+mod workspace;
