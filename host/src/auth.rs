@@ -10,10 +10,11 @@
 //! `scp`) must include the server's required scopes. The token is only read here: it is never
 //! handed to plugins, logged, or sent on.
 //!
-//! Depends on nothing else in the crate; the transport asks [`Verifier::verify`] and maps the
+//! A valid token names its caller (a `principal`): the issuer and subject, the client it was
+//! issued to, and its scopes. The transport asks [`Verifier::verify`] and maps the
 //! [`AuthError`] to 401 or 403 with `WWW-Authenticate`.
 //!
-//! Uses: nothing else in the crate.
+//! Uses: `principal`.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,6 +23,8 @@ use std::time::{Duration, Instant};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
+
+use crate::principal::Principal;
 
 /// The least time between two fetches of the JWKS (unknown key ids wait for the next one).
 const REFRESH_INTERVAL: Duration = Duration::from_secs(1);
@@ -64,31 +67,14 @@ pub enum AuthError {
     Unavailable(String),
 }
 
-/// A valid token's grant.
-#[derive(Debug, Clone, Default)]
-pub struct Access {
-    /// Its subject.
-    pub subject: Option<String>,
-    /// Its scopes.
-    pub scopes: BTreeSet<String>,
-}
-
-impl Access {
-    /// The scopes of `required` this access lacks.
-    pub fn missing<'a>(&self, required: &'a [String]) -> Vec<&'a str> {
-        required
-            .iter()
-            .filter(|s| !self.scopes.contains(*s))
-            .map(String::as_str)
-            .collect()
-    }
-}
-
 #[derive(Debug, Deserialize)]
 struct Claims {
     sub: Option<String>,
     scope: Option<String>,
     scp: Option<Vec<String>>,
+    /// The client the token was issued to (RFC 9068), or its authorized party (OIDC).
+    client_id: Option<String>,
+    azp: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -186,8 +172,9 @@ impl Verifier {
         }
     }
 
-    /// Check the `Authorization` header's bearer token; the access it grants.
-    pub async fn verify(&self, authorization: Option<&str>) -> Result<Access, AuthError> {
+    /// Check the `Authorization` header's bearer token; the caller it names, with the scopes
+    /// it grants.
+    pub async fn verify(&self, authorization: Option<&str>) -> Result<Principal, AuthError> {
         let token = authorization
             .and_then(|v| {
                 v.strip_prefix("Bearer ")
@@ -237,17 +224,19 @@ impl Verifier {
             .map(str::to_owned)
             .collect();
         scopes.extend(data.claims.scp.unwrap_or_default());
-        let access = Access {
-            subject: data.claims.sub,
+        let caller = Principal::oauth(
+            &self.config.issuer,
+            data.claims.sub,
+            data.claims.client_id.or(data.claims.azp),
             scopes,
-        };
-        let missing = access.missing(&self.config.scopes);
+        );
+        let missing = caller.missing(&self.config.scopes);
         if !missing.is_empty() {
             return Err(AuthError::InsufficientScope(
                 missing.into_iter().map(str::to_owned).collect(),
             ));
         }
-        Ok(access)
+        Ok(caller)
     }
 
     /// The cached key for `kid` usable with `alg`.

@@ -6,7 +6,8 @@
 //! The request goes through a real session, as a client's would: `initialize`, then the one
 //! request. Nothing is written to stdout here; the caller prints the result.
 //!
-//! Uses: `catalog`, `engine`, `kv`, `policy`, `protocol`, `registry`, `server`.
+//! Uses: `catalog`, `engine`, `kv`, `policy`, `principal`, `protocol`, `registry`, `server`,
+//! `watch`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,13 +16,15 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::catalog::{EventHub, LoadedPlugin, PluginSet, load_directory, load_source, read_source};
+use crate::catalog::{EventHub, LoadedPlugin, PluginSet};
 use crate::engine::{ComponentCache, Runtime, RuntimeConfig};
 use crate::kv::StateConfig;
 use crate::policy::Limits;
+use crate::principal::Principal;
 use crate::protocol::jsonrpc::decode;
 use crate::registry::trust::Trust;
 use crate::server::{Mode, Session};
+use crate::watch::{load_directory, load_source, read_source};
 
 /// What to ask the plugin.
 #[derive(Debug, Clone)]
@@ -78,7 +81,9 @@ pub async fn call(
     let mut reply = Value::Null;
     for message in [initialize, request] {
         let bytes = serde_json::to_vec(&message)?;
-        if let Some(pending) = session.accept(decode(&bytes), None, &outbound).await
+        if let Some(pending) = session
+            .accept(decode(&bytes), None, &outbound, &Principal::local())
+            .await
             && let Some(answer) = pending.work.await
         {
             reply = serde_json::from_str(&answer.reply.0).context("an unreadable reply")?;

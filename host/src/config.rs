@@ -2,7 +2,8 @@
 //! `serve` under its flag's long name (`fuel = 2_000_000_000` is `--fuel`), and `[plugin.NAME]`
 //! sections holding what a manifest beside the plugin would (limits and grants), and a
 //! `[signatures]` table saying which plugins must be signed by which keys (read by
-//! `registry::trust`).
+//! `registry::trust`), and `[tokens.NAME]` tables naming the static bearer tokens HTTP accepts
+//! (each by its SHA-256 digest, with the scopes it grants; see `principal`).
 //!
 //! This module reads the file, checks every key against the command line's own definitions
 //! (so the file and the flags cannot drift apart), and turns the file's options into arguments
@@ -13,9 +14,9 @@
 //! Plugin sections are validated as manifests are (`policy`), `[signatures]` as the registry's
 //! trust policy; the CLI owns the flags themselves, and hot reload of the file is `watch`'s.
 //!
-//! Uses: `policy`, `registry`.
+//! Uses: `policy`, `principal`, `registry`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use clap::ArgAction;
 use clap::parser::ValueSource;
 
 use crate::policy::{Limits, check_sections, key_at, parse_section};
+use crate::principal::{Scopes, Tokens, parse_digest};
 use crate::registry::trust::TrustPolicy;
 
 /// Why a configuration file was refused: the file, the line and key, and what is wrong.
@@ -62,8 +64,75 @@ pub struct ConfigFile {
     signatures: Option<TrustPolicy>,
     /// The `[signatures]` table as written, to tell when it changed.
     signatures_text: Option<String>,
+    /// The `[tokens.NAME]` tables.
+    tokens: Tokens,
+    /// The `[tokens]` table as written, to tell when it changed.
+    tokens_text: Option<String>,
     /// The command whose options it may set, to read it again by the same rules.
     serve: Arc<clap::Command>,
+}
+
+/// The `[tokens.NAME]` tables: each `sha256 = "<64 hex digits>"` (the token's digest; the
+/// token itself is never written here) and optionally `scopes = [...]` (none if absent). An
+/// error names the token it is about, if any.
+fn parse_tokens(value: toml::Value) -> Result<Tokens, (Option<String>, String)> {
+    let toml::Value::Table(table) = value else {
+        return Err((
+            None,
+            "expected tables: [tokens.NAME] with `sha256` and `scopes`".to_owned(),
+        ));
+    };
+    let mut tokens = Tokens::default();
+    for (name, entry) in table {
+        let fail = |message: String| (Some(name.clone()), message);
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
+        {
+            return Err(fail(
+                "a token's name is letters, digits and `-_.@` (it names the caller in logs)"
+                    .to_owned(),
+            ));
+        }
+        let toml::Value::Table(entry) = entry else {
+            return Err(fail(
+                "expected a table: [tokens.NAME] with `sha256` and `scopes`".to_owned(),
+            ));
+        };
+        let mut digest = None;
+        let mut scopes = BTreeSet::new();
+        for (key, value) in entry {
+            match (key.as_str(), value) {
+                ("sha256", toml::Value::String(hex)) => {
+                    digest = Some(parse_digest(&hex).map_err(|m| fail(format!("`sha256`: {m}")))?);
+                }
+                ("scopes", toml::Value::Array(list)) => {
+                    for scope in list {
+                        let toml::Value::String(scope) = scope else {
+                            return Err(fail("`scopes` is a list of strings".to_owned()));
+                        };
+                        scopes.insert(scope);
+                    }
+                }
+                ("sha256" | "scopes", _) => {
+                    return Err(fail(format!("`{key}` has the wrong type")));
+                }
+                (other, _) => {
+                    return Err(fail(format!(
+                        "unknown key `{other}`; a token has `sha256` (its digest) and `scopes`"
+                    )));
+                }
+            }
+        }
+        let digest = digest.ok_or_else(|| {
+            fail("missing `sha256`, the token's digest (`printf %s TOKEN | sha256sum`)".to_owned())
+        })?;
+        tokens
+            .add(&name, digest, Scopes::Granted(scopes))
+            .map_err(fail)?;
+    }
+    Ok(tokens)
 }
 
 /// An option of `serve` (with the global ones) a file may set: every flag but these.
@@ -125,8 +194,18 @@ impl ConfigFile {
         let mut sections = BTreeMap::new();
         let mut signatures = None;
         let mut signatures_text = None;
+        let mut tokens = Tokens::default();
+        let mut tokens_text = None;
         for (key, value) in table {
             let line = lines.get(&key).copied().unwrap_or(1);
+            if key == "tokens" {
+                tokens_text = Some(value.to_string());
+                tokens = parse_tokens(value).map_err(|(name, message)| {
+                    let key = name.map_or_else(|| "tokens".to_owned(), |n| format!("tokens.{n}"));
+                    error(Some(line), Some(&key), message)
+                })?;
+                continue;
+            }
             if key == "signatures" {
                 let toml::Value::Table(table) = value else {
                     return Err(error(
@@ -176,7 +255,7 @@ impl ConfigFile {
                     let mut known: Vec<&str> = serve.get_arguments().filter_map(settable).collect();
                     known.sort_unstable();
                     format!(
-                        "unknown key; the keys are the long flags of `mcpbox serve` ({}) and [plugin.NAME] sections",
+                        "unknown key; the keys are the long flags of `mcpbox serve` ({}), [plugin.NAME] sections, [signatures] and [tokens.NAME]",
                         known.join(", ")
                     )
                 };
@@ -195,6 +274,8 @@ impl ConfigFile {
             sections,
             signatures,
             signatures_text,
+            tokens,
+            tokens_text,
             serve: Arc::new(serve.clone()),
         })
     }
@@ -215,6 +296,16 @@ impl ConfigFile {
     /// The signature policy (`[signatures]`), if the file has one.
     pub fn signatures(&self) -> Option<&TrustPolicy> {
         self.signatures.as_ref()
+    }
+
+    /// The static bearer tokens (`[tokens.NAME]`), none if the file names none.
+    pub fn tokens(&self) -> &Tokens {
+        &self.tokens
+    }
+
+    /// Whether `other` names different tokens (a restart applies them).
+    pub fn tokens_differ(&self, other: &Self) -> bool {
+        self.tokens_text != other.tokens_text
     }
 
     /// Whether `other` has a different signature policy (a restart applies it).

@@ -3,13 +3,15 @@
 //!
 //! The data path of one call reads straight down the modules: [`transport`] frames bytes,
 //! [`protocol`] decodes them, [`server`] runs the session and dispatches to the [`catalog`],
-//! which finds the plugin and calls it through the [`engine`] under its [`policy`] limits.
+//! which finds the plugin and calls it through the [`engine`] under its [`policy`] limits;
+//! every request carries its caller, a [`principal`], from the transport to the plugin.
 //! A plugin's durable state lives in [`kv`] (the engine links `wasi:keyvalue` to it). Beside the
 //! data path: [`auth`] (OAuth for HTTP), [`cli`] (the commands) with [`config`] (the
 //! configuration file), [`author`] (`call`, `inspect`), [`scaffold`] (`new`), [`metrics`]
 //! (Prometheus) and [`telemetry`] (OpenTelemetry traces), both recorded along the data path,
 //! [`registry`] (plugins from OCI registries: pull, push, signatures, the lock file) and
-//! [`watch`] (hot reload of plugins and of the configuration file). Each module's docs say
+//! [`watch`] (the plugin lifecycle: the startup load, hot reload of plugins and of the
+//! configuration file). Each module's docs say
 //! what it owns and what it must not depend on.
 
 pub mod auth;
@@ -22,6 +24,7 @@ pub mod host;
 pub mod kv;
 pub mod metrics;
 pub mod policy;
+pub mod principal;
 pub mod protocol;
 pub mod registry;
 pub mod scaffold;

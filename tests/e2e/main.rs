@@ -31,6 +31,7 @@ mod metrics;
 mod modern;
 mod naming;
 mod oauth;
+mod principals;
 mod python;
 mod readiness;
 mod registry;

@@ -2,8 +2,9 @@
 //! started by the test on loopback): the 401 challenge and the Protected Resource Metadata;
 //! real signed tokens that are valid, expired, not yet valid, for another audience, from
 //! another issuer, signed by an unpublished key, signed by a rotated-in key, and short of a
-//! server or plugin scope; an issuer that goes away; and the official Python SDK's OAuth client
-//! discovering everything, authorizing with PKCE and stepping up to a plugin's scope.
+//! server or plugin scope; an issuer that goes away; two users of one issuer, each bound to
+//! their own sessions; and the official Python SDK's OAuth client discovering everything,
+//! authorizing with PKCE and stepping up to a plugin's scope.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -234,6 +235,82 @@ async fn tokens_are_checked_against_a_real_authorization_server() {
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("cannot check the token"), "{body}");
     assert!(!stderr.text().contains(&valid), "tokens are never logged");
+}
+
+#[tokio::test]
+async fn two_users_of_one_issuer_cannot_use_each_others_sessions() {
+    let dir = plugins();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let authorization = AuthorizationServer::start(&url).await;
+    let (_mcpbox, stderr) = serve(dir.path(), &authorization.url, port).await;
+    let alice = format!(
+        "Bearer {}",
+        authorization.token("scope=mcp&sub=alice").await
+    );
+    let bob = format!("Bearer {}", authorization.token("scope=mcp&sub=bob").await);
+    let client = reqwest::Client::new();
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let echo = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hers"}}}"#;
+
+    let response = post(&client, &url, &[("authorization", &alice)], initialize).await;
+    assert_eq!(response.status(), 200);
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let as_bob = [
+        ("authorization", bob.as_str()),
+        ("mcp-session-id", &session),
+    ];
+    let response = post(&client, &url, &as_bob, echo).await;
+    assert_eq!(
+        response.status(),
+        404,
+        "bob calls a tool in alice's session"
+    );
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let response = client
+            .request(method.clone(), &url)
+            .header("authorization", &bob)
+            .header("mcp-session-id", &session)
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "bob's {method} of alice's session");
+    }
+    let as_alice = [
+        ("authorization", alice.as_str()),
+        ("mcp-session-id", &session),
+    ];
+    let response = post(&client, &url, &as_alice, echo).await;
+    assert_eq!(response.status(), 200);
+    assert!(response.text().await.unwrap().contains("hers"));
+
+    // The legacy SSE transport: bob's message to alice's stream is refused.
+    let stream = client
+        .get(format!("http://127.0.0.1:{port}/sse"))
+        .header("authorization", &alice)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let mut events = crate::support::SseReader::new(stream);
+    let endpoint = tokio::time::timeout(STEP, events.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let messages = format!("http://127.0.0.1:{port}{}", endpoint.data.trim());
+    let response = post(&client, &messages, &[("authorization", &bob)], initialize).await;
+    assert_eq!(response.status(), 404, "bob posts to alice's SSE session");
+    let response = post(&client, &messages, &[("authorization", &alice)], initialize).await;
+    assert_eq!(response.status(), 202);
+    assert!(
+        stderr.text().contains("did not create it"),
+        "the refusal is logged"
+    );
 }
 
 #[tokio::test]

@@ -1,68 +1,80 @@
 //! The edit–test loop's own promise (TESTING.md): the quick start's build (`cargo build -p
-//! mcpbox`, in `plugins/run.sh`) and the test command (`cargo test --workspace`) resolve every
-//! dependency with the same features, so whichever runs second compiles nothing of the
-//! dependency tree again. A dev-dependency that turns on a feature the host's own dependencies
-//! do not (serde's `rc`, tokio's `process`, rand's `default`…) breaks that silently and costs a
-//! fresh clone minutes; host/Cargo.toml asks for those features too.
+//! mcpbox`, in `plugins/run.sh`) and the test command (`cargo test --workspace`) build every
+//! dependency they share with the same features, so the second compiles none of them again.
+//! A dev-dependency that turns on a feature the host's own dependencies do not (serde's `rc`,
+//! tokio's `process`, libc's `extra_traits`…) breaks that silently: `cargo test` then builds a
+//! second copy of that crate and of everything above it (a fresh clone measured 145 crates
+//! compiled twice for libc's `extra_traits` alone). host/Cargo.toml asks for those features too.
 //!
-//! The test runs after `cargo test` has built everything, so `cargo build -p mcpbox` must find
-//! every unit fresh. It stops at the first unit cargo compiles and names it.
+//! The check reads both commands' unit graphs (what cargo would compile, without compiling):
+//! every registry crate the test command builds in a variant the quick start does not build,
+//! while the quick start builds that crate too, is a crate compiled twice.
 
-use std::io::{BufRead, BufReader};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// The (package, features) of every registry crate `args` would compile.
+fn variants(args: &[&str]) -> BTreeSet<(String, Vec<String>)> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    // `--unit-graph` is unstable; RUSTC_BOOTSTRAP lets this one stable cargo print it. Nothing
+    // is compiled, so no fingerprint records the variable.
+    let output = Command::new(cargo)
+        .args(args)
+        .args(["--offline", "--unit-graph", "-Z", "unstable-options"])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "cargo {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let graph: Value = serde_json::from_slice(&output.stdout).unwrap();
+    graph["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|unit| unit["mode"] == "build")
+        .filter_map(|unit| {
+            let id = unit["pkg_id"].as_str()?;
+            let package = id.strip_prefix("registry+")?.rsplit('#').next()?;
+            let features = unit["features"]
+                .as_array()?
+                .iter()
+                .filter_map(|f| f.as_str().map(str::to_owned))
+                .collect();
+            Some((package.to_owned(), features))
+        })
+        .collect()
+}
 
 #[test]
 fn quick_start_and_tests_share_one_build() {
-    // Only when the tests were built with the dev profile: under `--release` or another
-    // profile there is no dev build to share.
-    let binary = Path::new(env!("CARGO_BIN_EXE_mcpbox"));
-    if binary.parent().and_then(Path::file_name) != Some("debug".as_ref()) {
-        eprintln!("skipped: the tests were not built with the dev profile");
-        return;
-    }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let mut build = Command::new(cargo)
-        .args([
-            "build",
-            "-p",
-            "mcpbox",
-            "--offline",
-            "--message-format=json",
-        ])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = build.stdout.take().unwrap();
-    let mut compiled = None;
-    let mut artifacts = 0;
-    for line in BufReader::new(stdout).lines() {
-        let line = line.unwrap();
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if message["reason"] != "compiler-artifact" {
-            continue;
-        }
-        artifacts += 1;
-        if message["fresh"] == false {
-            compiled = Some(message["package_id"].as_str().unwrap_or("?").to_owned());
-            let _ = build.kill();
-            break;
+    let quick_start = variants(&["build", "-p", "mcpbox"]);
+    let tests = variants(&["test", "--workspace", "--no-run"]);
+    let shared: BTreeSet<&String> = quick_start.iter().map(|(package, _)| package).collect();
+    let mut twice: BTreeMap<&String, Vec<&Vec<String>>> = BTreeMap::new();
+    for (package, features) in tests.difference(&quick_start) {
+        if shared.contains(package) {
+            twice.entry(package).or_default().push(features);
         }
     }
-    let status = build.wait().unwrap();
-    if let Some(package) = compiled {
-        panic!(
-            "`cargo build -p mcpbox` compiled {package} again after `cargo test --workspace`: \
-             a dev-dependency turns on a feature the host's own dependencies do not; ask for it \
-             in host/Cargo.toml too (see the comment there)"
-        );
-    }
-    assert!(status.success(), "cargo build -p mcpbox failed: {status}");
-    assert!(artifacts > 100, "cargo reported only {artifacts} artifacts");
+    assert!(
+        quick_start.len() > 300,
+        "the quick start builds only {} crates?",
+        quick_start.len()
+    );
+    assert!(
+        twice.is_empty(),
+        "`cargo test --workspace` would compile these again, with features `cargo build -p \
+         mcpbox` does not turn on (a dev-dependency turns them on; ask for them in \
+         host/Cargo.toml too): {twice:?}"
+    );
 }

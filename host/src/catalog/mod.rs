@@ -7,8 +7,8 @@
 //! - the [`crate::server::Backend`] implementation (`serve`): requests pinned to a catalog,
 //!   dispatched to plugins.
 //!
-//! Around them: loading plugins from disk (`load`), preparing and checking their lists once
-//! per version (`prepare`, `names`, `validate`), the one place where WIT types become MCP
+//! Around them: preparing and checking plugins' lists once per version (`prepare`, `names`,
+//! `validate`), the one place where WIT types become MCP
 //! types (`convert`), a call's bridge to its client (`bridge`), the [`EventHub`] through
 //! which plugins and the live set reach sessions and the reloader, and the HTML status page
 //! ([`status`]).
@@ -24,7 +24,6 @@ mod cursor;
 mod failure;
 mod hub;
 mod live;
-mod load;
 mod merged;
 mod names;
 mod once;
@@ -37,8 +36,4 @@ mod validate;
 pub use failure::{PluginFailure, Request};
 pub use hub::{EventHub, RelistRequests};
 pub use live::PluginSet;
-pub use load::{
-    DirectoryError, FileError, LoadedDirectory, PluginSource, load_directory, load_source,
-    read_source,
-};
 pub use merged::{Catalog, Claim, LoadedPlugin, Names, Refusal};

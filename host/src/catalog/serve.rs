@@ -1,5 +1,6 @@
 //! The catalog as the sessions' [`Backend`]: each request pins the current catalog, finds the
-//! plugin that owns the name, checks arguments, calls the plugin through the engine with a
+//! plugin that owns the name, checks that the caller holds the plugin's scopes and the
+//! arguments, calls the plugin through the engine with a
 //! bridge to its client, and turns the outcome into MCP (the conversion is `convert`'s).
 
 use std::collections::BTreeMap;
@@ -17,7 +18,7 @@ use crate::engine::{CompletionRef, PluginCode};
 use crate::metrics::{CallKind, CallOutcome, metrics};
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
-use crate::protocol::request::Method;
+use crate::protocol::request::ClientRequest;
 use crate::server::{Backend, ListKind, MethodResult, Offers, RequestContext, ServerEvent};
 
 /// Whether the request's revision takes structured content of any JSON type (2026-07-28) or
@@ -26,51 +27,16 @@ fn ctx_accepts_any_structured(ctx: &RequestContext) -> bool {
     ctx.is_stateless()
 }
 
-/// What names the plugin a request reaches: the one field its method reads.
-#[derive(Debug, Default)]
-struct Target {
-    name: Option<String>,
-    uri: Option<String>,
-    reference: Option<CompletionReference>,
-}
-
-/// The target of a request for `method` with `params`. Each method's field is read alone: a
-/// malformed field the method ignores (a `ref` in a `tools/call`) must not make the whole
-/// target unreadable, and with it the plugin's scopes unchecked. A malformed field the method
-/// does read makes its params fail to parse too, so the request is refused either way.
-fn target_of(method: &Method, params: &str) -> Target {
-    #[derive(serde::Deserialize)]
-    struct Name {
-        name: Option<String>,
+/// The caller may use `plugin`: it holds the plugin's scopes (the session refused it earlier
+/// otherwise; checked again here, where the plugin is known, so no path reaches a plugin
+/// unchecked).
+fn caller_may_use(ctx: &RequestContext, plugin: &PluginCode) -> Result<(), ErrorObject> {
+    let missing = ctx.caller().missing(&plugin.policy().scopes);
+    if missing.is_empty() {
+        return Ok(());
     }
-    #[derive(serde::Deserialize)]
-    struct Uri {
-        uri: Option<String>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Ref {
-        #[serde(rename = "ref")]
-        reference: Option<CompletionReference>,
-    }
-    match method {
-        Method::CallTool | Method::GetPrompt => Target {
-            name: serde_json::from_str::<Name>(params)
-                .ok()
-                .and_then(|n| n.name),
-            ..Target::default()
-        },
-        Method::ReadResource => Target {
-            uri: serde_json::from_str::<Uri>(params).ok().and_then(|u| u.uri),
-            ..Target::default()
-        },
-        Method::Complete => Target {
-            reference: serde_json::from_str::<Ref>(params)
-                .ok()
-                .and_then(|r| r.reference),
-            ..Target::default()
-        },
-        _ => Target::default(),
-    }
+    let missing: Vec<String> = missing.into_iter().map(str::to_owned).collect();
+    Err(crate::server::insufficient_scope(&missing))
 }
 
 impl Backend for PluginSet {
@@ -95,32 +61,24 @@ impl Backend for PluginSet {
         PluginSet::startup_problems(self)
     }
 
-    fn scopes_for(&self, method: &Method, params: Option<&RawValue>) -> Vec<String> {
-        let Some(target) = params.map(|p| target_of(method, p.get())) else {
-            return Vec::new();
-        };
+    fn required_scopes(&self, request: &ClientRequest) -> Vec<String> {
         let catalog = self.catalog();
-        let name = target.name.as_deref().unwrap_or_default();
-        let plugin = match (method, &target.reference) {
-            (Method::CallTool, _) => catalog.tools.index.get(name).map(|e| e.plugin),
-            (Method::GetPrompt, _)
-            | (Method::Complete, Some(CompletionReference::Prompt { .. })) => {
-                let name = match &target.reference {
-                    Some(CompletionReference::Prompt { name }) => name.as_str(),
-                    _ => name,
-                };
-                catalog.prompts.index.get(name).map(|e| e.plugin)
-            }
-            (Method::Complete, Some(CompletionReference::Resource { uri })) => catalog
-                .templates
-                .iter()
-                .find(|t| t.uri_template == *uri)
-                .map(|t| t.plugin),
-            (Method::ReadResource, _) => {
-                return target
-                    .uri
-                    .as_deref()
-                    .and_then(|uri| catalog.resource_owner(uri))
+        let plugin = match request {
+            ClientRequest::CallTool(p) => catalog.tools.index.get(&p.name).map(|e| e.plugin),
+            ClientRequest::GetPrompt(p) => catalog.prompts.index.get(&p.name).map(|e| e.plugin),
+            ClientRequest::Complete(p) => match &p.reference {
+                CompletionReference::Prompt { name } => {
+                    catalog.prompts.index.get(name).map(|e| e.plugin)
+                }
+                CompletionReference::Resource { uri } => catalog
+                    .templates
+                    .iter()
+                    .find(|t| t.uri_template == *uri)
+                    .map(|t| t.plugin),
+            },
+            ClientRequest::ReadResource(p) => {
+                return catalog
+                    .resource_owner(&p.uri)
                     .map(|p| p.policy().scopes.clone())
                     .unwrap_or_default();
             }
@@ -160,6 +118,7 @@ impl Backend for PluginSet {
             )));
         };
         let plugin = &catalog.plugins[entry.plugin];
+        caller_may_use(&ctx, plugin)?;
         // The plugin knows the tool by its own name (the served one may carry a prefix).
         let own = entry.own.as_str();
         // Invalid arguments are the model's to fix: an `isError` result, not a protocol error.
@@ -212,6 +171,7 @@ impl Backend for PluginSet {
             )));
         }
         let plugin = &catalog.plugins[entry.plugin];
+        caller_may_use(&ctx, plugin)?;
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
         ctx.bind_plugin(plugin.component_digest())?;
         let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
@@ -232,6 +192,7 @@ impl Backend for PluginSet {
         let Some(plugin) = catalog.resource_owner(uri) else {
             return Err(convert::resource_not_found(uri));
         };
+        caller_may_use(&ctx, plugin)?;
         ctx.bind_plugin(plugin.component_digest())?;
         let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
         let request = Request::Resource(uri);
@@ -263,6 +224,7 @@ impl Backend for PluginSet {
             }
         };
         let plugin = &catalog.plugins[plugin];
+        caller_may_use(&ctx, plugin)?;
         if !plugin.exports().completion() {
             return convert::no_completions();
         }
@@ -377,25 +339,4 @@ fn within_limit(plugin: &PluginCode, result: Box<RawValue>, request: Request<'_>
         return PluginFailure::TooLarge { size, limit }.into_mcp(plugin.name(), request);
     }
     Ok(result)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_malformed_field_the_method_ignores_does_not_hide_its_target() {
-        let target = target_of(&Method::CallTool, r#"{"name":"secret","ref":5,"uri":[1]}"#);
-        assert_eq!(target.name.as_deref(), Some("secret"));
-        let target = target_of(&Method::ReadResource, r#"{"uri":"x://y","name":{}}"#);
-        assert_eq!(target.uri.as_deref(), Some("x://y"));
-        let target = target_of(
-            &Method::Complete,
-            r#"{"ref":{"type":"ref/prompt","name":"p"},"name":7}"#,
-        );
-        assert!(matches!(
-            target.reference,
-            Some(CompletionReference::Prompt { name }) if name == "p"
-        ));
-    }
 }

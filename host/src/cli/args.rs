@@ -577,7 +577,7 @@ impl ServeArgs {
         let sections = Arc::new(self.sections(&plugin_dir));
         let trust = self.trust(&plugin_dir);
         let transport = match &self.http {
-            Some(address) => Transport::Http(Box::new(self.http_settings(address))),
+            Some(address) => Transport::Http(Box::new(self.http_settings(address)?)),
             None => Transport::Stdio(StdioConfig {
                 max_message_bytes: self.max_message_bytes,
                 ..StdioConfig::default()
@@ -653,8 +653,38 @@ impl ServeArgs {
         trust
     }
 
+    /// The bearer tokens HTTP accepts: the configuration file's `[tokens.NAME]` and
+    /// `--auth-token`. Refused beside OAuth (one way of knowing callers).
+    fn tokens(&self) -> anyhow::Result<crate::principal::Tokens> {
+        let mut tokens = self
+            .loaded_config
+            .as_ref()
+            .map(|c| c.tokens().clone())
+            .unwrap_or_default();
+        if let Some(token) = &self.auth_token {
+            if token.is_empty() {
+                anyhow::bail!("--auth-token (MCPBOX_AUTH_TOKEN) must not be empty");
+            }
+            tokens
+                .add_auth_token(token)
+                .map_err(|e| anyhow::anyhow!("--auth-token: {e}"))?;
+        }
+        if !tokens.is_empty() && self.oauth_issuer.is_some() {
+            anyhow::bail!(
+                "the configuration file's [tokens] cannot be combined with --oauth-issuer: callers are known either by static tokens or by OAuth"
+            );
+        }
+        if !tokens.is_empty() {
+            tracing::info!(
+                tokens = tokens.len(),
+                "HTTP requests need a bearer token; each names its caller"
+            );
+        }
+        Ok(tokens)
+    }
+
     /// The HTTP listener's settings.
-    fn http_settings(&self, address: &str) -> HttpSettings {
+    fn http_settings(&self, address: &str) -> anyhow::Result<HttpSettings> {
         let oauth = match (&self.oauth_issuer, &self.oauth_resource) {
             (Some(issuer), Some(resource)) => Some(crate::auth::OAuthConfig {
                 issuer: issuer.clone(),
@@ -665,11 +695,11 @@ impl ServeArgs {
             }),
             _ => None,
         };
-        HttpSettings {
+        Ok(HttpSettings {
             address: address.to_owned(),
             allowed_hosts: self.allowed_host.clone(),
             allowed_origins: self.allowed_origin.clone(),
-            auth_token: self.auth_token.clone(),
+            tokens: Arc::new(self.tokens()?),
             oauth,
             max_body_bytes: self.max_message_bytes,
             session_idle: Duration::from_secs(self.session_idle_secs),
@@ -678,7 +708,7 @@ impl ServeArgs {
                 .as_deref()
                 .and_then(|name| axum::http::HeaderName::from_bytes(name.as_bytes()).ok()),
             status_page: !self.no_status_page,
-        }
+        })
     }
 
     /// The settings of 2026-07-28 requests.

@@ -5,7 +5,7 @@
 //! [`Host`], the composition root; the other commands' work is their rooms' (`commands`).
 //! The top of the crate: it may use any room, and none uses it.
 //!
-//! Uses: `auth`, `author`, `config`, `engine`, `host`, `kv`, `policy`, `registry`, `scaffold`,
+//! Uses: `auth`, `author`, `config`, `engine`, `host`, `kv`, `policy`, `principal`, `registry`, `scaffold`,
 //! `server`, `telemetry`, `transport`.
 
 mod args;

@@ -6,7 +6,7 @@
 //! arrives. The CLI parses and checks arguments into settings and calls this; nothing here
 //! knows of clap's argument types, and no room but `cli` uses it.
 //!
-//! Uses: `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `policy`, `registry`,
+//! Uses: `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `policy`, `principal`, `registry`,
 //! `server`, `transport`, `watch`.
 
 mod settings;
@@ -15,13 +15,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use self::settings::{HttpSettings, ServeSettings, Transport};
-use crate::catalog::{EventHub, PluginSet, load_directory};
+use crate::catalog::{EventHub, PluginSet};
 use crate::engine::Runtime;
 use crate::kv::StateService;
 use crate::server::{Mode, Session};
 use crate::transport::http::{self, HttpConfig, Readiness};
 use crate::transport::stdio;
-use crate::watch::{Arrival, Left, LifecycleEvent, Reloader, report};
+use crate::watch::Reloader;
 
 /// Why mcpbox could not start or stopped serving with an error.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +52,7 @@ pub enum HostError {
     },
     /// The plugin directory could not be read.
     #[error(transparent)]
-    Directory(#[from] crate::catalog::DirectoryError),
+    Directory(#[from] crate::watch::DirectoryError),
     /// The plugin directory or the configuration file could not be watched.
     #[error(transparent)]
     Watch(#[from] crate::watch::WatchError),
@@ -240,77 +240,27 @@ impl Startup<'_> {
             settings.limits,
             &settings.sections,
         );
-        let loaded = load_directory(engine, dir, limits, sections, &settings.trust).await?;
-        plugins.add_startup(loaded.plugins);
-        for problem in loaded.problems {
-            plugins.note_startup_problem(problem);
-        }
-        let catalog = plugins.catalog();
-        for plugin in plugins.plugins() {
-            let names = catalog.names_of(&plugin.file);
-            let (plugin, arrival) = (&plugin, Arrival::Startup);
-            report(
-                plugins,
-                LifecycleEvent::Serving {
-                    plugin,
-                    arrival,
-                    names,
-                },
-            );
-        }
-        report(
-            plugins,
-            LifecycleEvent::Started {
-                loaded: catalog.plugin_count(),
-                skipped: loaded.skipped,
-                refused: catalog.refusals().len(),
-            },
+        // The startup load is the reloader's first pass; the same reloader then watches.
+        let reloader = Reloader::new(
+            engine.clone(),
+            dir.to_owned(),
+            limits,
+            Arc::clone(sections),
+            settings.trust.clone(),
+            Arc::clone(plugins),
+            relists,
         );
-        // Plugins that were still listing: served as soon as they are done.
-        for late in loaded.late {
-            let plugins = Arc::clone(plugins);
+        for late in reloader.first_pass().await? {
+            // Ready (HTTP `/readyz`) once every late plugin is in.
             let done = readiness.late_load();
             tokio::spawn(async move {
-                match late.await {
-                    Ok((file, Ok(plugin))) => {
-                        let plugin = Arc::new(plugin);
-                        let names = plugins.update(&file, Some(Arc::clone(&plugin)));
-                        drop(done);
-                        let arrival = Arrival::Late;
-                        report(
-                            &plugins,
-                            LifecycleEvent::Serving {
-                                plugin: &plugin,
-                                arrival,
-                                names,
-                            },
-                        );
-                    }
-                    Ok((file, Err(error))) => {
-                        let left = Left::SkippedAtStartup;
-                        let (file, error) = (&file, &error);
-                        report(&plugins, LifecycleEvent::Failed { file, error, left });
-                    }
-                    Err(e) => tracing::error!("a plugin load task failed: {e}"),
-                }
+                let _ = late.await;
+                drop(done);
             });
         }
-        let debounce = settings.reload_debounce;
         let watcher = if settings.watch {
-            Some(Arc::new(
-                Reloader::new(
-                    engine.clone(),
-                    dir.to_owned(),
-                    limits,
-                    Arc::clone(sections),
-                    settings.trust.clone(),
-                    Arc::clone(plugins),
-                    relists,
-                )
-                .watch(debounce)?,
-            ))
+            Some(Arc::new(reloader.watch(settings.reload_debounce)?))
         } else {
-            drop(relists);
             None
         };
         let config_watcher = match &settings.config {
@@ -319,13 +269,13 @@ impl Startup<'_> {
                 Arc::clone(sections),
                 watcher.clone(),
                 Arc::clone(plugins),
-                debounce,
+                settings.reload_debounce,
             )?),
             None => None,
         };
         tracing::info!(
             dir = %dir.display(),
-            plugins = catalog.plugin_count(),
+            plugins = plugins.catalog().plugin_count(),
             fuel = limits.fuel,
             timeout_ms = settings.timeout_ms,
             memory_mib = settings.memory_mib,
@@ -425,14 +375,14 @@ async fn serve_http(
         }
         None => None,
     };
-    if !address.ip().is_loopback() && settings.auth_token.is_none() && oauth.is_none() {
+    if !address.ip().is_loopback() && settings.tokens.is_empty() && oauth.is_none() {
         tracing::warn!(%address, "serving HTTP beyond loopback without --auth-token: anyone who can reach it can call every tool");
     }
     let page_state = Arc::clone(&state);
     let config = HttpConfig {
         allowed_hosts: settings.allowed_hosts.clone(),
         allowed_origins: settings.allowed_origins.clone(),
-        auth_token: settings.auth_token.clone(),
+        tokens: Arc::clone(&settings.tokens),
         max_body_bytes: settings.max_body_bytes,
         session_idle: settings.session_idle,
         modern,

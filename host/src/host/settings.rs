@@ -65,8 +65,9 @@ pub struct HttpSettings {
     pub allowed_hosts: Vec<String>,
     /// Browser origins accepted (with CORS).
     pub allowed_origins: Vec<String>,
-    /// A static bearer token every request must carry.
-    pub auth_token: Option<String>,
+    /// The static bearer tokens accepted (`--auth-token`, `[tokens.NAME]`); if any, every
+    /// request must carry one.
+    pub tokens: Arc<crate::principal::Tokens>,
     /// OAuth 2.1 access tokens from this issuer, for this resource.
     pub oauth: Option<crate::auth::OAuthConfig>,
     /// The largest request body.

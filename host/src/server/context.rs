@@ -7,8 +7,9 @@
 //! envelope ([`Stateless`]): its capabilities, its log level, and its [`InputRound`], which
 //! turns questions to the client into `input_required`. [`RequestContext`] is one request's
 //! half: where its messages go (the session's stream on stdio, the request's own stream on
-//! HTTP), its progress token, its cancellation flag, and the id a trusted balancer gave it
-//! (`--call-id-header`; the catalog records tool calls under it).
+//! HTTP), its progress token, its cancellation flag, the id a trusted balancer gave it
+//! (`--call-id-header`; the catalog records tool calls under it), and its caller (a
+//! `principal`, whose scopes the catalog checks).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -20,6 +21,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::mrtr::InputRound;
 use super::rate::{Admission, RateLimit};
+use crate::principal::Principal;
 use crate::protocol::jsonrpc::{encode_notification, encode_request};
 use crate::protocol::mcp::LogLevel;
 use crate::protocol::result::{LOG_MESSAGE, LoggingMessage, PROGRESS, Progress};
@@ -321,6 +323,8 @@ pub struct RequestContext {
     /// The id a trusted balancer gave the HTTP request (`--call-id-header`), if configured
     /// and sent: the catalog records a tool call under it so a retry never runs it twice.
     call_id: Option<Arc<str>>,
+    /// Who sent the request.
+    caller: Principal,
 }
 
 impl RequestContext {
@@ -329,6 +333,7 @@ impl RequestContext {
         outbound: Outbound,
         progress_token: Option<Box<RawValue>>,
         cancellation: Arc<Cancellation>,
+        caller: Principal,
     ) -> Self {
         Self {
             client,
@@ -338,7 +343,14 @@ impl RequestContext {
             finished: Arc::new(AtomicBool::new(false)),
             cancellation,
             call_id: None,
+            caller,
         }
+    }
+
+    /// Who sent the request: the catalog checks the scopes of the plugin it reaches against
+    /// this caller's.
+    pub fn caller(&self) -> &Principal {
+        &self.caller
     }
 
     /// This context, for a request the balancer gave `call_id`.
@@ -365,7 +377,8 @@ impl RequestContext {
     }
 
     /// A context with no client behind it (used where nothing can reach a client, such as
-    /// reading a plugin's lists at load): logs and progress go nowhere, requests fail.
+    /// reading a plugin's lists at load, by the host itself): logs and progress go nowhere,
+    /// requests fail.
     pub fn detached() -> Self {
         let (outbound, _) = mpsc::channel(1);
         Self::new(
@@ -373,6 +386,7 @@ impl RequestContext {
             outbound,
             None,
             Arc::default(),
+            Principal::local(),
         )
     }
 
@@ -608,6 +622,7 @@ mod tests {
             outbound,
             token,
             Arc::default(),
+            Principal::local(),
         );
         ctx.progress(1.0, Some(3.0), None).await;
         ctx.progress(1.0, Some(3.0), None).await;
@@ -632,6 +647,7 @@ mod tests {
             outbound,
             token,
             Arc::default(),
+            Principal::local(),
         );
         for i in 0..10_000 {
             ctx.progress(f64::from(i), None, Some(&"m".repeat(5000)))

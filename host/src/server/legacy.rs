@@ -14,6 +14,7 @@ use super::context::{Cancellation, Client, Outbound, Peer, RequestContext};
 use super::dispatch::dispatch;
 use super::session::{Answer, Era, Session, answer};
 use super::{Backend, Offers};
+use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::error::INVALID_REQUEST;
 use crate::protocol::mcp::InitializeParams;
@@ -95,12 +96,14 @@ impl<B: Backend> Session<B> {
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
         call_id: Option<Arc<str>>,
+        caller: Principal,
     ) -> Option<Answer> {
         let ctx = RequestContext::new(
             Client::Session(Arc::clone(self.legacy.peer())),
             outbound,
             request.meta.progress_token.clone(),
             cancellation,
+            caller,
         )
         .with_call_id(call_id);
         let outcome = self

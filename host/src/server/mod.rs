@@ -1,13 +1,14 @@
 //! MCP sessions for both revisions: the one loop every transport shares (arrival order,
 //! requests in flight, cancellation), the 2025-11-25 handshake era and the 2026-07-28
 //! stateless era side by side, dispatch of each method to the [`Backend`], and the rules for
-//! which request gets which error.
+//! which request gets which error. Every request carries its caller (a `principal`): a
+//! request that would reach a plugin whose scopes the caller lacks is refused before it runs.
 //!
 //! Built on `protocol` (recording to `metrics` and `telemetry`). It defines the interface it dispatches to ([`Backend`]) so it
 //! knows nothing of plugins, wasmtime or files; and it knows nothing of byte framing, so the
 //! same session serves stdio and HTTP.
 //!
-//! Uses: `metrics`, `protocol`, `telemetry`.
+//! Uses: `metrics`, `principal`, `protocol`, `telemetry`.
 
 mod bounds;
 mod context;
@@ -38,7 +39,9 @@ pub use context::{Cancellation, Outbound, RequestContext, ServerRequest};
 pub use events::forward_events;
 pub use mrtr::{INPUT_KEY_META, StateKey};
 pub use rate::{Admission, RateLimit};
-pub use session::{Answer, Era, Mode, Pending, Session, Status};
+pub use session::{
+    Answer, Era, INSUFFICIENT_SCOPE, Mode, Pending, Session, Status, insufficient_scope,
+};
 
 /// The most rounds of input requests one request may make, by default.
 pub const DEFAULT_MAX_INPUT_ROUNDS: u32 = 8;
@@ -157,14 +160,12 @@ pub trait Backend: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// The OAuth scopes a request (`method` with `params`) needs beyond the server's own: the
-    /// scopes of the plugin that would serve it.
-    fn scopes_for(
-        &self,
-        method: &crate::protocol::request::Method,
-        params: Option<&RawValue>,
-    ) -> Vec<String> {
-        let _ = (method, params);
+    /// The scopes a request needs beyond the server's own: those of the plugin that would
+    /// serve it (none for a request no plugin serves). The session refuses a caller without
+    /// them before the request runs; the backend checks them again where it resolves the
+    /// plugin ([`RequestContext::caller`]).
+    fn required_scopes(&self, request: &crate::protocol::request::ClientRequest) -> Vec<String> {
+        let _ = request;
         Vec::new()
     }
 

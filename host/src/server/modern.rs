@@ -14,6 +14,7 @@ use super::dispatch::dispatch;
 use super::legacy::to_raw;
 use super::mrtr::{Binding, InputRound, RoundEnd};
 use super::session::{Answer, Era, Session, Status, answer};
+use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::request::{ClientRequest, Method, TypedRequest};
@@ -43,6 +44,7 @@ impl<B: Backend> Session<B> {
         call_id: Option<Arc<str>>,
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
+        caller: Principal,
     ) -> Option<Answer> {
         let envelope = match v2026::check(&request, headers.as_ref(), &|m| self.serves(m)) {
             Ok(envelope) => envelope,
@@ -67,7 +69,7 @@ impl<B: Backend> Session<B> {
             params,
         } = request;
         // Computed only when a state is verified or issued.
-        let binding = || Binding::new(&method, target.as_ref(), params.as_deref());
+        let binding = || Binding::new(&method, target.as_ref(), params.as_deref(), &caller);
         let body = match body {
             Ok(body) => body,
             Err(error) => return Some(answer(&id, Err(error), Era::Modern)),
@@ -79,6 +81,7 @@ impl<B: Backend> Session<B> {
                 outbound.clone(),
                 meta.progress_token.clone(),
                 Arc::clone(&cancellation),
+                caller.clone(),
             )
             .with_call_id(call_id.clone())
         };

@@ -19,6 +19,7 @@ use tracing::Instrument as _;
 use super::context::{Cancellation, Outbound};
 use super::legacy::Legacy;
 use super::{Backend, ModernSettings};
+use crate::principal::Principal;
 use crate::protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::protocol::jsonrpc::{encode_batch, encode_error};
 use crate::protocol::request::{ClientNotification, Method, TypedRequest};
@@ -62,6 +63,8 @@ pub enum Status {
     NotFound,
     /// 503 with `Retry-After`: refused at a global bound (try again later).
     Unavailable,
+    /// 403: the caller lacks the scopes of the plugin the request would reach.
+    Forbidden,
 }
 
 /// A reply and the status it earns.
@@ -73,6 +76,8 @@ pub struct Answer {
     pub status: Status,
     /// It is an error.
     pub failed: bool,
+    /// With [`Status::Forbidden`]: the scopes the caller lacks.
+    pub missing_scopes: Vec<String>,
 }
 
 impl Answer {
@@ -81,6 +86,7 @@ impl Answer {
             reply,
             status: Status::Ok,
             failed: false,
+            missing_scopes: Vec::new(),
         }
     }
 
@@ -90,9 +96,38 @@ impl Answer {
             reply,
             status,
             failed: true,
+            missing_scopes: Vec::new(),
+        }
+    }
+
+    /// The refusal of request `id`, whose caller lacks the `missing` scopes.
+    fn forbidden(id: &RequestId, missing: Vec<String>) -> Self {
+        let error = insufficient_scope(&missing);
+        Self {
+            reply: encode_error(Some(id), &error),
+            status: Status::Forbidden,
+            failed: true,
+            missing_scopes: missing,
         }
     }
 }
+
+/// The JSON-RPC error of a request refused for lack of scopes: [`INSUFFICIENT_SCOPE`], naming
+/// them (in `data.missingScopes` too).
+pub fn insufficient_scope(missing: &[String]) -> ErrorObject {
+    ErrorObject::new(
+        INSUFFICIENT_SCOPE,
+        format!(
+            "insufficient scope: this needs {} (ask the authorization server for it)",
+            missing.join(" ")
+        ),
+    )
+    .with_data(serde_json::json!({ "missingScopes": missing }))
+}
+
+/// The JSON-RPC error code of a request refused for lack of scopes (a server error of the
+/// implementation-defined range; over HTTP the request is answered 403 before any of this).
+pub const INSUFFICIENT_SCOPE: i32 = -32003;
 
 /// The trace span of one request (exported only with `--otlp-endpoint`), parented on the trace
 /// context in its `_meta`, else on the span it arrived in (an HTTP request's).
@@ -155,14 +190,27 @@ pub struct Pending {
     /// The work is already done (a message handled in arrival order): its answer should go
     /// out before anything accepted later.
     pub settled: bool,
+    /// Refused before it ran because the caller lacks these scopes: over HTTP the transport
+    /// answers 403 `insufficient_scope` naming them (the answer carries the JSON-RPC error).
+    pub forbidden: Option<Vec<String>>,
 }
 
 impl Pending {
+    /// A request refused for lack of scopes, before it ran: its answer is ready, and
+    /// `forbidden` names the scopes the transport tells the client to ask for (HTTP 403).
+    fn forbidden(answer: Answer) -> Self {
+        Self {
+            forbidden: Some(answer.missing_scopes.clone()),
+            ..Self::ready(Some(answer))
+        }
+    }
+
     fn ready(answer: Option<Answer>) -> Self {
         Self {
             work: Box::pin(std::future::ready(answer)),
             cancellation: None,
             settled: true,
+            forbidden: None,
         }
     }
 }
@@ -261,19 +309,27 @@ impl<B: Backend> Session<B> {
         input: Decoded,
         headers: Option<MirrorHeaders>,
         outbound: &Outbound,
+        caller: &Principal,
     ) -> Option<Pending> {
-        self.accept_call(input, headers, None, outbound).await
+        self.accept_call(input, headers, None, outbound, caller)
+            .await
     }
 
     /// [`Session::accept`] for an input a trusted balancer gave an id (`call_id`, see
     /// `kv::calls`): a single request's tool call is recorded under it. A batch's requests are
     /// not (one id cannot name several calls).
+    ///
+    /// A request that would reach a plugin whose scopes `caller` does not hold is refused
+    /// here, before it runs, with [`Status::Forbidden`] and the missing scopes (HTTP answers
+    /// 403 `insufficient_scope`, so the client can step up); in a batch, one such request
+    /// refuses the whole batch.
     pub async fn accept_call(
         self: &Arc<Self>,
         input: Decoded,
         headers: Option<MirrorHeaders>,
         call_id: Option<Arc<str>>,
         outbound: &Outbound,
+        caller: &Principal,
     ) -> Option<Pending> {
         match input {
             Decoded::Single(Err(reply)) => Some(Pending::ready(Some(Answer::refused(
@@ -282,17 +338,27 @@ impl<B: Backend> Session<B> {
             )))),
             Decoded::Single(Ok(message)) => {
                 let _order = self.order.lock().await;
-                self.accept_message(message, headers, call_id, outbound)
+                self.accept_message(message, headers, call_id, outbound, caller)
                     .await
             }
             Decoded::Batch(items) => {
                 let _order = self.order.lock().await;
                 let mut steps = Vec::with_capacity(items.len());
                 for item in items {
-                    steps.push(match item {
+                    let step = match item {
                         Err(reply) => Err(reply),
-                        Ok(message) => Ok(self.accept_message(message, None, None, outbound).await),
-                    });
+                        Ok(message) => {
+                            let pending = self
+                                .accept_message(message, None, None, outbound, caller)
+                                .await;
+                            if pending.as_ref().is_some_and(|p| p.forbidden.is_some()) {
+                                // Nothing of the batch runs: the others' work is dropped unrun.
+                                return pending;
+                            }
+                            Ok(pending)
+                        }
+                    };
+                    steps.push(step);
                 }
                 Some(Pending {
                     work: Box::pin(async move {
@@ -310,6 +376,7 @@ impl<B: Backend> Session<B> {
                     }),
                     cancellation: None,
                     settled: false,
+                    forbidden: None,
                 })
             }
         }
@@ -321,6 +388,7 @@ impl<B: Backend> Session<B> {
         headers: Option<MirrorHeaders>,
         call_id: Option<Arc<str>>,
         outbound: &Outbound,
+        caller: &Principal,
     ) -> Option<Pending> {
         match message {
             Message::Notification(notification) => {
@@ -336,11 +404,21 @@ impl<B: Backend> Session<B> {
             Message::Request(request) => {
                 let request = TypedRequest::decode(request);
                 let span = request_span(&request);
+                if let Some(forbidden) = self.refuse_unscoped(&request, caller) {
+                    RequestMeter::start(&request.method).answered(Some(&forbidden));
+                    return Some(Pending::forbidden(forbidden));
+                }
                 let era = self.era(&request, headers.as_ref());
                 if era == Era::Legacy && request.method.changes_session() {
                     let meter = RequestMeter::start(&request.method);
                     let answer = self
-                        .legacy_request(request, outbound.clone(), Arc::default(), None)
+                        .legacy_request(
+                            request,
+                            outbound.clone(),
+                            Arc::default(),
+                            None,
+                            caller.clone(),
+                        )
                         .instrument(span)
                         .await;
                     meter.answered(answer.as_ref());
@@ -350,17 +428,19 @@ impl<B: Backend> Session<B> {
                     Arc::clone(self.in_flight().entry(request.id.clone()).or_default());
                 let session = Arc::clone(self);
                 let (outbound, cancel) = (outbound.clone(), Arc::clone(&cancellation));
+                let caller = caller.clone();
                 Some(Pending {
                     work: Box::pin(
                         async move {
                             session
-                                .run(request, era, headers, call_id, outbound, cancel)
+                                .run(request, era, headers, call_id, outbound, cancel, caller)
                                 .await
                         }
                         .instrument(span),
                     ),
                     cancellation: Some(cancellation),
                     settled: false,
+                    forbidden: None,
                 })
             }
         }
@@ -372,7 +452,24 @@ impl<B: Backend> Session<B> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The refusal of a request that would reach a plugin whose scopes `caller` lacks.
+    fn refuse_unscoped(&self, request: &TypedRequest, caller: &Principal) -> Option<Answer> {
+        let body = request.body.as_ref().ok()?;
+        let required = self.backend.required_scopes(body);
+        let missing = caller.missing(&required);
+        if missing.is_empty() {
+            return None;
+        }
+        let missing: Vec<String> = missing.into_iter().map(str::to_owned).collect();
+        tracing::info!(id = %request.id, method = %request.method.as_str(), scopes = %missing.join(" "), %caller, "refused: the caller lacks a plugin's scopes");
+        Some(Answer::forbidden(&request.id, missing))
+    }
+
     /// Run one request to its reply, unless the client cancels it first.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one request's parts, passed through once"
+    )]
     async fn run(
         self: Arc<Self>,
         request: TypedRequest,
@@ -381,6 +478,7 @@ impl<B: Backend> Session<B> {
         call_id: Option<Arc<str>>,
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
+        caller: Principal,
     ) -> Option<Answer> {
         let meter = RequestMeter::start(&request.method);
         let started = meter.started;
@@ -389,8 +487,14 @@ impl<B: Backend> Session<B> {
         let work = async {
             match era {
                 Era::Legacy => {
-                    self.legacy_request(request, outbound, Arc::clone(&cancellation), call_id)
-                        .await
+                    self.legacy_request(
+                        request,
+                        outbound,
+                        Arc::clone(&cancellation),
+                        call_id,
+                        caller,
+                    )
+                    .await
                 }
                 Era::Modern => {
                     self.modern_request(
@@ -399,6 +503,7 @@ impl<B: Backend> Session<B> {
                         call_id,
                         outbound,
                         Arc::clone(&cancellation),
+                        caller,
                     )
                     .await
                 }

@@ -6,7 +6,7 @@
 //! Built on `protocol` and `server` (with `auth` for tokens and `kv` for the state store's
 //! health and the call ledger's ids); knows nothing of plugins.
 //!
-//! Uses: `auth`, `kv`, `metrics`, `protocol`, `server`, `telemetry`.
+//! Uses: `auth`, `kv`, `metrics`, `principal`, `protocol`, `server`, `telemetry`.
 
 pub mod http;
 pub mod stdio;

@@ -24,6 +24,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use crate::principal::Principal;
 use crate::protocol::error::INVALID_REQUEST;
 use crate::protocol::jsonrpc::{decode, encode_error, sniff_id};
 use crate::protocol::{ErrorObject, Reply};
@@ -189,7 +190,11 @@ async fn handle_line<B: Backend>(
         decode(&bytes)
     };
     // The session decides what runs now (in arrival order) and what runs concurrently.
-    let Some(pending) = session.accept(decoded, None, replies).await else {
+    // One user on stdio: the local principal.
+    let Some(pending) = session
+        .accept(decoded, None, replies, &Principal::local())
+        .await
+    else {
         return;
     };
     if pending.settled {

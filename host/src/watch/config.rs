@@ -106,6 +106,12 @@ fn reread(
             "`{key}` changed in the configuration file: restart mcpbox to apply it (the running value stays)"
         );
     }
+    if previous.tokens_differ(&next) {
+        tracing::warn!(
+            config = %path.display(),
+            "[tokens] changed in the configuration file: restart mcpbox to apply it (the running tokens stay)"
+        );
+    }
     if previous.signatures_differ(&next) {
         tracing::warn!(
             config = %path.display(),

@@ -1,6 +1,13 @@
-//! Hot reload: watching the plugin directory and putting each change into effect.
+//! The plugin lifecycle: loading the plugin directory, watching it, putting each change into
+//! effect, and telling what happened. It is the one room that reads plugin files.
 //!
-//! Built on `catalog` (loading plugins, publishing catalogs), `engine`, `policy`, `config` and
+//! The startup load is the reloader's first pass ([`Reloader::first_pass`]): every `*.wasm`
+//! file is read with its manifest, checked against the lock file and the signature policy,
+//! compiled in parallel off the async executor, linked and listed (`load`); a plugin that
+//! fails is reported and skipped, the others serve. Then, if watching is on, the same
+//! reloader watches the directory ([`Reloader::watch`]).
+//!
+//! Built on `catalog` (publishing catalogs), `engine`, `policy`, `config` and
 //! `registry::trust` (lock entries and signatures are checked on every load); of the protocol
 //! and the sessions it knows only the events it announces (`server::ServerEvent`, a log
 //! level). A change to `name.wasm`, `name.toml` or `name.wasm.sig` reloads that plugin
@@ -36,9 +43,14 @@
 //! Uses: `catalog`, `config`, `engine`, `metrics`, `policy`, `protocol`, `registry`, `server`.
 
 mod config;
+mod load;
 mod report;
 
 pub use config::{ConfigWatcher, watch_config};
+pub use load::{
+    DirectoryError, FileError, LoadedDirectory, PluginSource, STARTUP_LISTING_WAIT, load_directory,
+    load_source, read_source,
+};
 pub use report::{Arrival, Left, LifecycleEvent, report};
 
 use std::collections::{BTreeSet, HashMap};
@@ -51,9 +63,7 @@ use notify_debouncer_full::notify::event::{AccessKind, AccessMode, EventKind, Mo
 use notify_debouncer_full::{DebounceEventResult, new_debouncer};
 use tokio::sync::mpsc;
 
-use crate::catalog::{
-    FileError, LoadedPlugin, PluginSet, RelistRequests, load_source, read_source,
-};
+use crate::catalog::{LoadedPlugin, PluginSet, RelistRequests};
 use crate::engine::Runtime;
 use crate::policy::{Limits, Sections};
 use crate::registry::trust::{Trust, signature_file};
@@ -165,6 +175,75 @@ impl Reloader {
 
     fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<String, Fingerprint>> {
         self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The first pass: load every plugin in the directory into the (empty) plugin set, in
+    /// parallel, and report each. Plugins still listing after [`STARTUP_LISTING_WAIT`] are
+    /// added when they are done, by the tasks returned (the caller may wait on them, as the
+    /// HTTP readiness check does).
+    pub async fn first_pass(&self) -> Result<Vec<tokio::task::JoinHandle<()>>, DirectoryError> {
+        let loaded = load_directory(
+            &self.runtime,
+            &self.dir,
+            self.limits,
+            &self.sections,
+            &self.trust,
+        )
+        .await?;
+        let plugins = &self.plugins;
+        plugins.add_startup(loaded.plugins);
+        for problem in loaded.problems {
+            plugins.note_startup_problem(problem);
+        }
+        let catalog = plugins.catalog();
+        for plugin in plugins.plugins() {
+            let names = catalog.names_of(&plugin.file);
+            let (plugin, arrival) = (&plugin, Arrival::Startup);
+            report(
+                plugins,
+                LifecycleEvent::Serving {
+                    plugin,
+                    arrival,
+                    names,
+                },
+            );
+        }
+        report(
+            plugins,
+            LifecycleEvent::Started {
+                loaded: catalog.plugin_count(),
+                skipped: loaded.skipped,
+                refused: catalog.refusals().len(),
+            },
+        );
+        // Plugins that were still listing: served as soon as they are done.
+        let late = loaded.late.into_iter().map(|late| {
+            let plugins = Arc::clone(plugins);
+            tokio::spawn(async move {
+                match late.await {
+                    Ok((file, Ok(plugin))) => {
+                        let plugin = Arc::new(plugin);
+                        let names = plugins.update(&file, Some(Arc::clone(&plugin)));
+                        let arrival = Arrival::Late;
+                        report(
+                            &plugins,
+                            LifecycleEvent::Serving {
+                                plugin: &plugin,
+                                arrival,
+                                names,
+                            },
+                        );
+                    }
+                    Ok((file, Err(error))) => {
+                        let left = Left::SkippedAtStartup;
+                        let (file, error) = (&file, &error);
+                        report(&plugins, LifecycleEvent::Failed { file, error, left });
+                    }
+                    Err(e) => tracing::error!("a plugin load task failed: {e}"),
+                }
+            })
+        });
+        Ok(late.collect())
     }
 
     /// Start watching, with `debounce` of quiet before a changed file is read.

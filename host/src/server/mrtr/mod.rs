@@ -11,6 +11,8 @@
 //!   `_meta` and the retry fields. Params that cannot be read as a JSON tree (nested deeper than
 //!   serde's limit of 128, a number out of range) cannot be bound, and a request carrying them
 //!   that would need a state is refused with -32602: nothing is ever bound as "no params";
+//! - the caller it was issued to (a digest of the principal's key): another caller retrying
+//!   with it is refused with -32602 and the plugin does not run;
 //! - the plugin that asked: the digest of its component and policy. After a reload, answers
 //!   to the old version's questions are refused (-32602; the client starts again and is asked
 //!   anew), never applied to the new version's questions;
@@ -314,6 +316,7 @@ impl InputRound {
             let state = State {
                 on: binding.on,
                 params: binding.params,
+                caller: binding.caller,
                 // A round whose plugin was never bound gets a state no plugin accepts.
                 plugin: asked.plugin.unwrap_or_default(),
                 round: self.round.saturating_add(1),

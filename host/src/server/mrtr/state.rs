@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::request::Method;
 
@@ -67,6 +68,10 @@ pub(super) struct State {
     pub(super) on: String,
     /// SHA-256 of the params' canonical JSON (without `_meta` and the retry fields).
     pub(super) params: String,
+    /// SHA-256 of the key of the caller it was issued to (not the key itself: the state is
+    /// readable by whoever holds it).
+    #[serde(default)]
+    pub(super) caller: String,
     /// The digest of the plugin (component and policy) whose questions these are.
     pub(super) plugin: String,
     /// How many rounds have ended with `input_required`, this one included.
@@ -83,15 +88,18 @@ pub(super) struct State {
 pub struct Binding {
     pub(super) on: String,
     pub(super) params: String,
+    pub(super) caller: String,
 }
 
 impl Binding {
     /// The binding of a request for `method` on `target` with `params`; -32602 when the params
     /// cannot be read as a JSON tree (they could not be bound, so no state may cover them).
+    /// The state binds its `caller` too: another caller retrying with it is refused.
     pub fn new(
         method: &Method,
         target: Option<&Value>,
         params: Option<&RawValue>,
+        caller: &Principal,
     ) -> Result<Self, ErrorObject> {
         let target = match target {
             Some(Value::String(s)) => s.clone(),
@@ -113,6 +121,7 @@ impl Binding {
         Ok(Self {
             on: format!("{} {target}", method.as_str()),
             params: digest(&Value::Object(params)),
+            caller: hex(&Sha256::digest(caller.key().as_bytes())),
         })
     }
 }
@@ -190,6 +199,9 @@ impl StateKey {
             serde_json::from_slice(&bytes).map_err(|_| "its body is not a request state")?;
         if state.expires < now_ms() {
             return Err("it has expired; start the request again without it".to_owned());
+        }
+        if state.caller != binding.caller {
+            return Err("it was issued to another caller".to_owned());
         }
         if state.on != binding.on || state.params != binding.params {
             return Err(format!(
@@ -303,5 +315,45 @@ mod tests {
             assert_eq!(error.code, -32602, "{}", error.message);
             assert!(error.message.contains("requestState"), "{}", error.message);
         }
+    }
+
+    #[test]
+    fn a_state_is_refused_to_any_caller_but_the_one_it_was_issued_to() {
+        use crate::principal::{Principal, Scopes};
+        let key = StateKey::random();
+        let request = call(r#"{"target":"a"}"#, "");
+        let bind = |caller: &Principal| {
+            Binding::new(
+                &request.method,
+                request.target.as_ref(),
+                request.params.as_deref(),
+                caller,
+            )
+            .unwrap()
+        };
+        let alice = Principal::token("alice", Scopes::All);
+        let bob = Principal::token("bob", Scopes::All);
+        let issued = bind(&alice);
+        let state = State {
+            on: issued.on,
+            params: issued.params,
+            caller: issued.caller,
+            plugin: String::new(),
+            round: 1,
+            asked: BTreeMap::new(),
+            answers: BTreeMap::new(),
+            expires: now_ms() + 60_000,
+        };
+        let text = key.sign(&state);
+        assert!(key.verify(&text, &bind(&alice)).is_ok());
+        let refused = key.verify(&text, &bind(&bob)).unwrap_err();
+        assert!(refused.contains("another caller"), "{refused}");
+        let body = B64.decode(text.split('.').next().unwrap()).unwrap();
+        let body = String::from_utf8(body).unwrap();
+        assert!(body.contains(&state.caller), "{body}");
+        assert!(
+            !body.contains("alice"),
+            "the caller's key is not readable in the state: {body}"
+        );
     }
 }

@@ -37,7 +37,12 @@ pub(super) fn begin(
 }
 
 pub(super) fn binding(r: &TypedRequest) -> Result<Binding, ErrorObject> {
-    Binding::new(&r.method, r.target.as_ref(), r.params.as_deref())
+    Binding::new(
+        &r.method,
+        r.target.as_ref(),
+        r.params.as_deref(),
+        &crate::principal::Principal::local(),
+    )
 }
 
 /// The state of an `input_required` result, and the state's body as JSON.

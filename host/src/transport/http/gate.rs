@@ -3,12 +3,13 @@
 //! without passing it. In this order: the headers that decide the call appear once (400 with
 //! -32020), `Host` and `Origin` name this server or an allowed one (403, DNS rebinding), the
 //! static bearer token matches (401 with `WWW-Authenticate`), and with OAuth the JWT is valid
-//! (401, or 503 when the issuer's keys cannot be fetched). What the gate learned travels to
-//! the handler as [`Admitted`]; with OAuth, the handler checks the scopes each decoded request
-//! needs ([`App::check_scopes`], 403 `insufficient_scope`).
+//! (401, or 503 when the issuer's keys cannot be fetched). Who is calling travels to the
+//! handler as [`Admitted`] (an OAuth token's subject, a static token's name, or the local
+//! user); the session checks that caller's scopes against the plugin each request reaches, and
+//! the handler answers a refusal with [`App::scope_refusal`] (403 `insufficient_scope`).
 //!
-//! Depends on `auth` (tokens and their grants) and `protocol` (error codes); knows nothing of
-//! sessions or plugins (a plugin's scopes come from the [`Backend`]).
+//! Depends on `auth` (OAuth tokens), `principal` (static tokens, callers) and `protocol` (error
+//! codes); knows nothing of sessions or plugins.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -18,19 +19,19 @@ use axum::response::{IntoResponse, Response};
 
 use super::reply::{Refused, plain, rpc_error};
 use super::{App, SESSION_HEADER, Shared, VERSION_HEADER};
-use crate::auth::{Access, AuthError};
-use crate::protocol::jsonrpc::Decoded;
-use crate::protocol::request::Method;
-use crate::protocol::{Message, v2026};
+use crate::auth::AuthError;
+use crate::principal::Principal;
+use crate::protocol::v2026;
 use crate::server::Backend;
 
-/// What the gate learned of a request it let through: with OAuth, the token's grant. Taken by
-/// the handlers behind the gate; reached without passing it (a route placed outside the gated
-/// router by mistake), it refuses (500) rather than serve.
+/// What the gate learned of a request it let through: who is calling. Taken by the handlers
+/// behind the gate; reached without passing it (a route placed outside the gated router by
+/// mistake), it refuses (500) rather than serve.
 #[derive(Debug, Clone)]
 pub(super) struct Admitted {
-    /// The OAuth grant (`None` without OAuth).
-    pub(super) access: Option<Access>,
+    /// The caller: an OAuth token's subject, a static token's name, or (with neither
+    /// configured) the local user.
+    pub(super) caller: Principal,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Admitted {
@@ -58,8 +59,8 @@ pub(super) async fn admit<B: Backend>(
     next: Next,
 ) -> Response {
     match app.check(request.headers()).await {
-        Ok(access) => {
-            request.extensions_mut().insert(Admitted { access });
+        Ok(caller) => {
+            request.extensions_mut().insert(Admitted { caller });
             next.run(request).await
         }
         Err(refused) => *refused,
@@ -68,62 +69,55 @@ pub(super) async fn admit<B: Backend>(
 
 impl<B: Backend> App<B> {
     /// The gate every gated request passes: headers that decide the call appear once; Host,
-    /// Origin, and the bearer token (a static one, or with OAuth a JWT whose access is
-    /// returned).
-    async fn check(&self, headers: &HeaderMap) -> Result<Option<Access>, Refused> {
+    /// Origin, and the bearer token (a static one, or with OAuth a JWT). Returns the caller.
+    async fn check(&self, headers: &HeaderMap) -> Result<Principal, Refused> {
         single_headers(headers)?;
-        self.check_static(headers)?;
+        self.check_origin(headers)?;
+        if let Some(caller) = self.check_token(headers)? {
+            return Ok(caller);
+        }
         let Some(verifier) = &self.config.oauth else {
-            return Ok(None);
+            return Ok(Principal::local());
         };
         let authorization = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
         match verifier.verify(authorization).await {
-            Ok(access) => Ok(Some(access)),
+            Ok(caller) => Ok(caller),
             Err(error) => Err(Box::new(oauth_refusal(verifier, &error))),
         }
     }
 
-    /// With OAuth: that the admitted grant carries the scopes of every plugin the requests in
-    /// `decoded` would reach (403 `insufficient_scope` naming the missing ones).
-    pub(super) fn check_scopes(
-        &self,
-        admitted: &Admitted,
-        decoded: &Decoded,
-    ) -> Result<(), Refused> {
-        let (Some(access), Some(verifier)) = (&admitted.access, &self.config.oauth) else {
-            return Ok(());
-        };
-        let requests: Vec<&crate::protocol::Request> = match decoded {
-            Decoded::Single(Ok(Message::Request(request))) => vec![request],
-            Decoded::Batch(items) => items
-                .iter()
-                .filter_map(|item| match item {
-                    Ok(Message::Request(request)) => Some(request),
-                    _ => None,
-                })
-                .collect(),
-            Decoded::Single(_) => Vec::new(),
-        };
-        for request in requests {
-            let method = Method::from_name(&request.method);
-            let required = self.backend.scopes_for(&method, request.params.as_deref());
-            let missing = access.missing(&required);
-            if !missing.is_empty() {
-                let missing: Vec<String> = missing.into_iter().map(str::to_owned).collect();
-                tracing::info!(method = %request.method, scopes = %missing.join(" "), subject = access.subject.as_deref().unwrap_or(""), "refused: the token lacks a plugin's scopes");
-                return Err(Box::new(oauth_refusal(
-                    verifier,
-                    &AuthError::InsufficientScope(missing),
-                )));
+    /// 403 `insufficient_scope` naming the `missing` scopes (with OAuth, pointing at the
+    /// resource metadata, so a client can step up).
+    pub(super) fn scope_refusal(&self, missing: Vec<String>) -> Response {
+        match &self.config.oauth {
+            Some(verifier) => oauth_refusal(verifier, &AuthError::InsufficientScope(missing)),
+            None => {
+                let mut response = plain(
+                    StatusCode::FORBIDDEN,
+                    "forbidden: the token does not grant the scopes this needs",
+                );
+                let scopes: String = missing
+                    .join(" ")
+                    .chars()
+                    .filter(|c| c.is_ascii_graphic() && *c != '"' && *c != '\\' || *c == ' ')
+                    .take(300)
+                    .collect();
+                if let Ok(value) = HeaderValue::from_str(&format!(
+                    "Bearer realm=\"mcpbox\", error=\"insufficient_scope\", scope=\"{scopes}\""
+                )) {
+                    response
+                        .headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, value);
+                }
+                response
             }
         }
-        Ok(())
     }
 
-    /// Host, Origin, and the static bearer token.
-    fn check_static(&self, headers: &HeaderMap) -> Result<(), Refused> {
+    /// Host and Origin.
+    fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refused> {
         if let Some(host) = headers.get(header::HOST) {
             let host = host.to_str().unwrap_or("");
             if !self.allowed_authority(host) {
@@ -168,13 +162,23 @@ impl<B: Backend> App<B> {
                 ));
             }
         }
-        if let Some(token) = &self.config.auth_token {
-            let given = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "));
-            let matches = given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes()));
-            if !matches {
+        Ok(())
+    }
+
+    /// With static tokens configured: the one the request carries, and the caller it names
+    /// (401 with `WWW-Authenticate` if none matches). Without: `None`.
+    fn check_token(&self, headers: &HeaderMap) -> Result<Option<Principal>, Refused> {
+        if self.config.tokens.is_empty() {
+            return Ok(None);
+        }
+        let holder = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(|token| self.config.tokens.holder(token));
+        match holder {
+            Some(caller) => Ok(Some(caller)),
+            None => {
                 let mut response = plain(
                     StatusCode::UNAUTHORIZED,
                     "unauthorized: a valid bearer token is required",
@@ -183,10 +187,9 @@ impl<B: Backend> App<B> {
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static(r#"Bearer realm="mcpbox""#),
                 );
-                return Err(Box::new(response));
+                Err(Box::new(response))
             }
         }
-        Ok(())
     }
 
     /// Whether `authority` (`host[:port]`) names this server: the bound address (or, on
@@ -223,10 +226,6 @@ fn split_authority(authority: &str) -> (&str, Option<u16>) {
         Some((host, port)) if !host.contains(':') => (host, port.parse().ok().or(Some(0))),
         _ => (authority, None),
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Headers that must appear at most once: what they say decides which call runs, so two

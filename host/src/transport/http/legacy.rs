@@ -1,7 +1,7 @@
 //! The legacy HTTP+SSE transport of 2024-11-05 clients: `GET /sse` opens a session whose
 //! every message travels on that one stream (the first event names where to POST), and
 //! `POST /messages?session_id=…` hands the session a message, answered 202 (its reply goes on
-//! the stream).
+//! the stream). A session answers only the caller that opened it (another gets 404).
 //!
 //! Shares the session table of [`super::sessions`]. Handlers here sit behind the gate
 //! ([`super::gate`]) and do not check it themselves. Depends on `server` only.
@@ -22,12 +22,12 @@ use crate::server::Backend;
 
 /// `GET /sse`: opens a session whose every message travels on this stream; the first event
 /// names the endpoint to POST messages to.
-pub(super) async fn get_sse<B: Backend>(State(app): Shared<B>, _admitted: Admitted) -> Response {
+pub(super) async fn get_sse<B: Backend>(State(app): Shared<B>, admitted: Admitted) -> Response {
     let stream = match app.config.modern.limits.listen_streams.take(1) {
         Ok(share) => share,
         Err(refused) => return at_limit(&refused),
     };
-    let (id, http) = match app.create_session() {
+    let (id, http) = match app.create_session(&admitted.caller) {
         Ok(created) => created,
         Err(refused) => return at_limit(&refused),
     };
@@ -52,15 +52,18 @@ pub(super) async fn post_messages<B: Backend>(
     Query(query): Query<LegacyQuery>,
     body: Bytes,
 ) -> Response {
-    let Some(http) = app.sessions().get(&query.session_id).cloned() else {
+    let Some(http) = app.owned_session(&query.session_id, &admitted.caller) else {
         return plain(StatusCode::NOT_FOUND, "unknown session");
     };
     http.touch();
     let decoded = decode_body(body).await;
-    if let Err(refused) = app.check_scopes(&admitted, &decoded) {
-        return *refused;
+    let pending = http
+        .session
+        .accept(decoded, None, &http.standalone, &admitted.caller)
+        .await;
+    if let Some(missing) = pending.as_ref().and_then(|p| p.forbidden.clone()) {
+        return app.scope_refusal(missing);
     }
-    let pending = http.session.accept(decoded, None, &http.standalone).await;
     if let Some(pending) = pending {
         tokio::spawn(async move {
             if let Some(answer) = pending.work.await {

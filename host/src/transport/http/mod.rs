@@ -89,8 +89,9 @@ pub struct HttpConfig {
     /// Origins (`scheme://host[:port]`) of browser clients allowed besides this server's own:
     /// their requests pass the `Origin` check, and CORS answers them.
     pub allowed_origins: Vec<String>,
-    /// When set, every request needs `Authorization: Bearer <token>`.
-    pub auth_token: Option<String>,
+    /// The static bearer tokens accepted: if any, every request needs `Authorization: Bearer
+    /// <token>` with one of them, which names its caller.
+    pub tokens: Arc<crate::principal::Tokens>,
     /// The largest request body accepted.
     pub max_body_bytes: usize,
     /// Sessions unused this long are ended.
@@ -105,7 +106,7 @@ pub struct HttpConfig {
     pub state: Option<Arc<crate::kv::StateService>>,
     /// The status page served at `/` (none: 404).
     pub status_page: Option<StatusPage>,
-    /// OAuth: tokens are JWTs checked by this verifier (instead of `auth_token`).
+    /// OAuth: tokens are JWTs checked by this verifier (instead of static `tokens`).
     pub oauth: Option<Arc<crate::auth::Verifier>>,
     /// The header in which a trusted balancer names each request (`--call-id-header`):
     /// carried with the request to where its tool call runs, never interpreted here.
@@ -127,7 +128,7 @@ impl Default for HttpConfig {
         Self {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
-            auth_token: None,
+            tokens: Arc::default(),
             max_body_bytes: 4 << 20,
             session_idle: Duration::from_secs(30 * 60),
             modern: Arc::default(),

@@ -1,7 +1,7 @@
 //! `POST /mcp`, before the revision is known: the request's trace span, the body decoded
-//! (off the workers when large), the OAuth scopes it needs checked against what the gate
-//! admitted, the balancer's call id read (`--call-id-header`), and then the choice between
-//! 2026-07-28 ([`super::stateless`]) and 2025-11-25 ([`super::sessions`]).
+//! (off the workers when large), the balancer's call id read (`--call-id-header`), and then
+//! the choice between 2026-07-28 ([`super::stateless`]) and 2025-11-25 ([`super::sessions`]),
+//! with the caller the gate admitted (the session checks its scopes).
 //!
 //! Sits behind the gate ([`super::gate`]) and does not check it itself. Depends on
 //! `protocol` (decoding) and `kv::calls` (the call id's rules) only.
@@ -42,17 +42,14 @@ async fn post_mcp_in<B: Backend>(
     body: Bytes,
 ) -> Response {
     let decoded = decode_body(body).await;
-    if let Err(refused) = app.check_scopes(&admitted, &decoded) {
-        return *refused;
-    }
     let call_id = match call_id(&app.config, &headers) {
         Ok(call_id) => call_id,
         Err(refused) => return *refused,
     };
     if stateless::is_modern(&decoded, &headers) {
-        return stateless::post_stateless(&app, &headers, decoded, call_id).await;
+        return stateless::post_stateless(&app, &headers, decoded, call_id, &admitted.caller).await;
     }
-    sessions::post_session(&app, &headers, decoded, call_id).await
+    sessions::post_session(&app, &headers, decoded, call_id, &admitted.caller).await
 }
 
 /// The trace span of an HTTP request (exported only with `--otlp-endpoint`), parented on its

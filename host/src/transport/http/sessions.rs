@@ -1,7 +1,9 @@
 //! 2025-11-25 (and older) Streamable HTTP: sessions named by `Mcp-Session-Id`.
 //!
 //! - `POST /mcp` ([`post_session`]): `initialize` creates a session and answers with its id;
-//!   other messages need that header (missing → 400, unknown or ended → 404). Notifications
+//!   other messages need that header (missing → 400, unknown or ended → 404). A session
+//!   belongs to the caller that created it: another caller presenting its id gets the same 404,
+//!   for POST, GET and DELETE alike. Notifications
 //!   and responses get 202; requests get an event stream when the client accepts one (what
 //!   they send while running, then their replies), otherwise one JSON response.
 //! - `GET /mcp` opens the session's standalone stream, or with `Last-Event-ID` resumes a
@@ -24,6 +26,7 @@ use super::gate::Admitted;
 use super::reply::{Refused, accepts_sse, at_limit, json_response, plain, rpc_error, sse};
 use super::streams::{LIVE_QUEUE, STANDALONE, Streams};
 use super::{App, LAST_EVENT_HEADER, SESSION_HEADER, Shared, VERSION_HEADER};
+use crate::principal::Principal;
 use crate::protocol::error::INVALID_REQUEST;
 use crate::protocol::jsonrpc::Decoded;
 use crate::protocol::request::Method;
@@ -33,6 +36,8 @@ use crate::server::{AtLimit, Backend, Mode, Outbound, Session, Share, forward_ev
 /// One client session over HTTP.
 pub(super) struct HttpSession<B> {
     pub(super) session: Arc<Session<B>>,
+    /// The caller that created it: the only one it answers (another gets 404).
+    pub(super) owner: Principal,
     streams: Mutex<Streams>,
     last_used: Mutex<Instant>,
     /// Where messages not tied to a POST stream go: the standalone stream.
@@ -71,10 +76,11 @@ impl<B> Drop for HttpSession<B> {
 }
 
 impl<B: Backend> App<B> {
-    /// Start a session: its MCP state, its standalone stream, and the task forwarding backend
-    /// events into that stream; refused at `--max-sessions`.
+    /// Start a session for `owner`: its MCP state, its standalone stream, and the task
+    /// forwarding backend events into that stream; refused at `--max-sessions`.
     pub(super) fn create_session(
         self: &Arc<Self>,
+        owner: &Principal,
     ) -> Result<(String, Arc<HttpSession<B>>), AtLimit> {
         let slot = self.config.modern.limits.sessions.take(1)?;
         let id = uuid::Uuid::new_v4().simple().to_string();
@@ -100,6 +106,7 @@ impl<B: Backend> App<B> {
             };
             HttpSession {
                 session,
+                owner: owner.clone(),
                 streams: Mutex::new(Streams::new()),
                 last_used: Mutex::new(Instant::now()),
                 standalone,
@@ -108,12 +115,17 @@ impl<B: Backend> App<B> {
             }
         });
         self.sessions().insert(id.clone(), Arc::clone(&http));
-        tracing::debug!(session = id, "HTTP session created");
+        tracing::debug!(session = id, caller = %owner, "HTTP session created");
         Ok((id, http))
     }
 
-    /// The session named by the request's `Mcp-Session-Id`: 400 if missing, 404 if unknown.
-    fn session(&self, headers: &HeaderMap) -> Result<Arc<HttpSession<B>>, Refused> {
+    /// The session named by the request's `Mcp-Session-Id`: 400 if missing, 404 if unknown
+    /// or another caller's.
+    fn session(
+        &self,
+        headers: &HeaderMap,
+        caller: &Principal,
+    ) -> Result<Arc<HttpSession<B>>, Refused> {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(Box::new(rpc_error(
                 StatusCode::BAD_REQUEST,
@@ -121,16 +133,32 @@ impl<B: Backend> App<B> {
                 "missing Mcp-Session-Id header",
             )));
         };
-        match self.sessions().get(id) {
+        match self.owned_session(id, caller) {
             Some(session) => {
                 session.touch();
-                Ok(Arc::clone(session))
+                Ok(session)
             }
             None => Err(Box::new(rpc_error(
                 StatusCode::NOT_FOUND,
                 INVALID_REQUEST,
                 "unknown or ended session",
             ))),
+        }
+    }
+
+    /// The session `id` if `caller` created it. Another caller's session is answered as one
+    /// that does not exist: no oracle of which ids are live.
+    pub(super) fn owned_session(
+        &self,
+        id: &str,
+        caller: &Principal,
+    ) -> Option<Arc<HttpSession<B>>> {
+        let session = self.sessions().get(id).cloned()?;
+        if session.owner.is(caller) {
+            Some(session)
+        } else {
+            tracing::warn!(%caller, owner = %session.owner, "refused a session id presented by a caller that did not create it (answered as unknown)");
+            None
         }
     }
 
@@ -185,6 +213,7 @@ pub(super) async fn post_session<B: Backend>(
     headers: &HeaderMap,
     decoded: Decoded,
     call_id: Option<Arc<str>>,
+    caller: &Principal,
 ) -> Response {
     if let Err(refused) = check_version(headers) {
         return *refused;
@@ -204,12 +233,12 @@ pub(super) async fn post_session<B: Backend>(
         .iter()
         .any(|m| matches!(m, Ok(Message::Request(_))));
     let (session_id, http) = if initialize {
-        match app.create_session() {
+        match app.create_session(caller) {
             Ok(created) => created,
             Err(refused) => return at_limit(&refused),
         }
     } else {
-        match app.session(headers) {
+        match app.session(headers, caller) {
             Ok(http) => (
                 headers
                     .get(SESSION_HEADER)
@@ -223,20 +252,27 @@ pub(super) async fn post_session<B: Backend>(
     };
     if !has_requests {
         // Notifications and responses: handled now, in order, and accepted.
-        if let Some(pending) = http.session.accept(decoded, None, &http.standalone).await {
+        if let Some(pending) = http
+            .session
+            .accept(decoded, None, &http.standalone, caller)
+            .await
+        {
             pending.work.await;
         }
         return StatusCode::ACCEPTED.into_response();
     }
     if accepts_sse(headers) && !initialize {
-        return stream_replies(&http, decoded, call_id).await;
+        return stream_replies(app, &http, decoded, call_id, caller).await;
     }
     // One JSON response; anything sent meanwhile goes to the session's standalone stream.
     let answer = match http
         .session
-        .accept_call(decoded, None, call_id, &http.standalone)
+        .accept_call(decoded, None, call_id, &http.standalone, caller)
         .await
     {
+        Some(pending) if pending.forbidden.is_some() => {
+            return app.scope_refusal(pending.forbidden.unwrap_or_default());
+        }
         Some(pending) => pending.work.await,
         None => None,
     };
@@ -256,17 +292,22 @@ pub(super) async fn post_session<B: Backend>(
 
 /// Answer requests on a new SSE stream: what they send while running, then their replies.
 async fn stream_replies<B: Backend>(
+    app: &Arc<App<B>>,
     http: &Arc<HttpSession<B>>,
     decoded: Decoded,
     call_id: Option<Arc<str>>,
+    caller: &Principal,
 ) -> Response {
-    let (live, rx) = mpsc::channel(LIVE_QUEUE);
-    let stream = http.streams().open(live);
     let (outbound, mut queue) = mpsc::channel::<Reply>(LIVE_QUEUE);
     let pending = http
         .session
-        .accept_call(decoded, None, call_id, &outbound)
+        .accept_call(decoded, None, call_id, &outbound, caller)
         .await;
+    if let Some(missing) = pending.as_ref().and_then(|p| p.forbidden.clone()) {
+        return app.scope_refusal(missing);
+    }
+    let (live, rx) = mpsc::channel(LIVE_QUEUE);
+    let stream = http.streams().open(live);
     let http = Arc::clone(http);
     tokio::spawn(async move {
         let pump = {
@@ -295,7 +336,7 @@ async fn stream_replies<B: Backend>(
 /// dropped stream.
 pub(super) async fn get_mcp<B: Backend>(
     State(app): Shared<B>,
-    _admitted: Admitted,
+    admitted: Admitted,
     headers: HeaderMap,
 ) -> Response {
     if let Err(refused) = no_stateless_streams(&headers).and_then(|()| check_version(&headers)) {
@@ -307,7 +348,7 @@ pub(super) async fn get_mcp<B: Backend>(
             "GET needs Accept: text/event-stream",
         );
     }
-    let http = match app.session(&headers) {
+    let http = match app.session(&headers, &admitted.caller) {
         Ok(http) => http,
         Err(response) => return *response,
     };
@@ -334,7 +375,7 @@ pub(super) async fn get_mcp<B: Backend>(
 /// `DELETE /mcp`: the client ends its session.
 pub(super) async fn delete_mcp<B: Backend>(
     State(app): Shared<B>,
-    _admitted: Admitted,
+    admitted: Admitted,
     headers: HeaderMap,
 ) -> Response {
     if let Err(refused) = no_stateless_streams(&headers) {
@@ -347,7 +388,8 @@ pub(super) async fn delete_mcp<B: Backend>(
             "missing Mcp-Session-Id header",
         );
     };
-    match app.sessions().remove(id) {
+    let owned = app.owned_session(id, &admitted.caller).is_some();
+    match owned.then(|| app.sessions().remove(id)).flatten() {
         Some(session) => {
             session.streams().close_all();
             tracing::debug!(session = id, "HTTP session ended by the client");

@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use super::reply::{accepts_sse, json_response, rpc_error, sse};
 use super::streams::LIVE_QUEUE;
 use super::{App, VERSION_HEADER};
+use crate::principal::Principal;
 use crate::protocol::error::{INTERNAL_ERROR, INVALID_REQUEST};
 use crate::protocol::jsonrpc::{Decoded, encode_error};
 use crate::protocol::request::{Method, RequestMeta};
@@ -61,6 +62,7 @@ fn status_of(status: Status) -> StatusCode {
         Status::BadRequest => StatusCode::BAD_REQUEST,
         Status::NotFound => StatusCode::NOT_FOUND,
         Status::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Status::Forbidden => StatusCode::FORBIDDEN,
     }
 }
 
@@ -89,6 +91,7 @@ pub(super) async fn post_stateless<B: Backend>(
     headers: &HeaderMap,
     decoded: Decoded,
     call_id: Option<Arc<str>>,
+    caller: &Principal,
 ) -> Response {
     let mirror = mirror_headers(headers);
     let streams = accepts_sse(headers);
@@ -111,11 +114,14 @@ pub(super) async fn post_stateless<B: Backend>(
     let (outbound, mut sent) = mpsc::channel::<Reply>(LIVE_QUEUE);
     let Some(pending) = app
         .stateless
-        .accept_call(decoded, Some(mirror), call_id, &outbound)
+        .accept_call(decoded, Some(mirror), call_id, &outbound, caller)
         .await
     else {
         return StatusCode::ACCEPTED.into_response();
     };
+    if let Some(missing) = pending.forbidden {
+        return app.scope_refusal(missing);
+    }
     drop(outbound);
     let mut guard = CancelOnDrop(pending.cancellation);
     let mut work = tokio::spawn(pending.work);

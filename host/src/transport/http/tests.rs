@@ -84,8 +84,10 @@ async fn start() -> (String, tokio::sync::oneshot::Sender<()>) {
         .await
         .expect("bind a loopback port");
     let base = format!("http://{}", listener.local_addr().expect("bound address"));
+    let mut tokens = crate::principal::Tokens::default();
+    tokens.add_auth_token(TOKEN).expect("one token");
     let config = HttpConfig {
-        auth_token: Some(TOKEN.to_owned()),
+        tokens: Arc::new(tokens),
         status_page: Some(StatusPage(Arc::new(|| "<p>status</p>".to_owned()))),
         ..HttpConfig::default()
     };
@@ -198,6 +200,8 @@ async fn a_gated_handler_reached_without_the_gate_refuses() {
         .await
         .expect_err("no gate, no admission");
     assert_eq!(refused.status(), StatusCode::INTERNAL_SERVER_ERROR);
-    parts.extensions.insert(Admitted { access: None });
+    parts.extensions.insert(Admitted {
+        caller: crate::principal::Principal::local(),
+    });
     assert!(Admitted::from_request_parts(&mut parts, &()).await.is_ok());
 }

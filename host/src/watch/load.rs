@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::LoadedPlugin;
+use crate::catalog::LoadedPlugin;
 use crate::engine::{LoadError, PluginCode, Runtime};
 use crate::policy::PluginName;
 use crate::registry::trust::{Provenance, Trust, TrustError};
