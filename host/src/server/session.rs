@@ -18,14 +18,14 @@ use tracing::Instrument as _;
 
 use super::context::{Cancellation, Outbound};
 use super::legacy::Legacy;
-use super::{Backend, ModernSettings};
+use super::{Backend, MethodResult, ModernSettings};
 use crate::protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::protocol::jsonrpc::{encode_batch, encode_error};
 use crate::protocol::request::{ClientNotification, Method, TypedRequest};
 use crate::protocol::v2026::{
     self, HEADER_MISMATCH, MISSING_CAPABILITY, MirrorHeaders, UNSUPPORTED_VERSION,
 };
-use crate::protocol::{Decoded, ErrorObject, Message, Reply, RequestId};
+use crate::protocol::{Decoded, Message, Reply, RequestId};
 
 /// How long a cancelled call may run on (to notice `cancelled()` and stop cleanly) before it
 /// is interrupted and its instance dropped.
@@ -465,13 +465,9 @@ impl<B: Backend> Session<B> {
 
 /// The answer to a request: its result, or its error with the status the error earns (on
 /// HTTP, 2026-07-28 errors have statuses of their own; 2025-11-25 errors travel under 200).
-pub(super) fn answer(
-    id: &RequestId,
-    outcome: Result<Box<serde_json::value::RawValue>, ErrorObject>,
-    era: Era,
-) -> Answer {
+pub(super) fn answer(id: &RequestId, outcome: MethodResult, era: Era) -> Answer {
     match outcome {
-        Ok(result) => Answer::ok(crate::protocol::jsonrpc::encode_result(id, &result)),
+        Ok(output) => Answer::ok(crate::protocol::jsonrpc::encode_result(id, &output.body)),
         Err(error) => {
             tracing::debug!(%id, code = error.code, "{}", error.message);
             let status = match error.code {
