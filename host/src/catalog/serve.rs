@@ -14,7 +14,7 @@ use super::convert;
 use super::failure::{PluginFailure, Request};
 use super::live::PluginSet;
 use crate::engine::{CompletionRef, PluginCode};
-use crate::metrics::{CallKind, CallOutcome, metrics};
+use crate::metrics::metrics;
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
 use crate::protocol::request::Method;
@@ -173,13 +173,7 @@ impl Backend for PluginSet {
         })
         .await;
         if let Err(problem) = checked {
-            metrics().call(
-                plugin.name(),
-                CallKind::Tool,
-                &Arc::from(own),
-                CallOutcome::InvalidArguments,
-                std::time::Duration::ZERO,
-            );
+            plugin.refuse_tool_call(own);
             return PluginFailure::InvalidArguments(problem).into_mcp(plugin.name(), Request::Tool);
         }
         ctx.bind_plugin(plugin.component_digest())?;
