@@ -16,12 +16,17 @@ use crate::engine::{
 };
 use crate::protocol::ErrorObject;
 use crate::protocol::error::RESOURCE_NOT_FOUND;
-use crate::server::MethodResult;
+use crate::server::{MethodOutput, MethodResult};
 
 /// Serialise `value` as raw JSON; failure is an internal error.
-pub fn to_raw(value: &impl Serialize) -> MethodResult {
+pub fn to_raw(value: &impl Serialize) -> Result<Box<RawValue>, ErrorObject> {
     serde_json::value::to_raw_value(value)
         .map_err(|e| ErrorObject::internal(format!("could not encode the result: {e}")))
+}
+
+/// `value` as a result that reports no failure.
+fn result(value: &impl Serialize) -> MethodResult {
+    to_raw(value).map(MethodOutput::from)
 }
 
 /// Parse plugin-supplied JSON text, keeping it byte-for-byte.
@@ -172,6 +177,7 @@ fn content_value(content: &Content) -> Value {
 /// A `tools/call` result that reports a failure to the model (`isError: true`).
 pub fn error_result(message: &str) -> MethodResult {
     to_raw(&json!({ "content": [{ "type": "text", "text": message }], "isError": true }))
+        .map(MethodOutput::tool_error)
 }
 
 #[derive(Serialize)]
@@ -185,7 +191,7 @@ struct CallToolJson<'a> {
 
 /// The `tools/call` result for what a tool returned (its failures are [`super::PluginFailure`]'s
 /// business), or what is wrong with its structured content.
-pub fn call_tool_result(result: &ToolResult) -> Result<Box<RawValue>, String> {
+pub fn call_tool_result(result: &ToolResult) -> Result<MethodOutput, String> {
     let structured = result
         .structured
         .as_deref()
@@ -197,10 +203,13 @@ pub fn call_tool_result(result: &ToolResult) -> Result<Box<RawValue>, String> {
         structured_content: structured.as_deref(),
         is_error: result.is_error,
     })
+    .map(|body| MethodOutput {
+        body,
+        is_error: result.is_error,
+    })
     .map_err(|e| e.message)
 }
 
-/// The `prompts/get` result.
 /// The most completion values sent to a client.
 pub const MAX_COMPLETION_VALUES: usize = 100;
 
@@ -210,16 +219,17 @@ pub fn completion_result(mut result: CompletionResult) -> MethodResult {
     let has_more = result.has_more || result.values.len() > MAX_COMPLETION_VALUES;
     let total = result.total.map_or(result.values.len(), |t| t as usize);
     result.values.truncate(MAX_COMPLETION_VALUES);
-    to_raw(&json!({
+    self::result(&json!({
         "completion": { "values": result.values, "total": total, "hasMore": has_more }
     }))
 }
 
 /// The `completion/complete` result of a plugin that offers no completion.
 pub fn no_completions() -> MethodResult {
-    to_raw(&json!({ "completion": { "values": [], "hasMore": false } }))
+    result(&json!({ "completion": { "values": [], "hasMore": false } }))
 }
 
+/// The `prompts/get` result.
 pub fn prompt_result(description: &str, messages: &[PromptMessage]) -> MethodResult {
     let messages: Vec<Value> = messages
         .iter()
@@ -231,12 +241,12 @@ pub fn prompt_result(description: &str, messages: &[PromptMessage]) -> MethodRes
             json!({ "role": role, "content": content_value(&m.content) })
         })
         .collect();
-    to_raw(&json!({ "description": description, "messages": messages }))
+    result(&json!({ "description": description, "messages": messages }))
 }
 
 /// The `resources/read` result.
 pub fn read_result(contents: &[ResourceContents]) -> MethodResult {
-    to_raw(&json!({ "contents": contents.iter().map(contents_value).collect::<Vec<_>>() }))
+    result(&json!({ "contents": contents.iter().map(contents_value).collect::<Vec<_>>() }))
 }
 
 /// The error for a URI no plugin serves.
@@ -361,6 +371,21 @@ mod tests {
     }
 
     #[test]
+    fn a_result_says_whether_it_reports_a_failure() {
+        let failed = ToolResult {
+            content: vec![Content::Text("no".into())],
+            structured: None,
+            is_error: true,
+        };
+        let out = call_tool_result(&failed).unwrap();
+        assert!(out.is_error);
+        assert!(out.body.get().contains(r#""isError":true"#), "{}", out.body);
+        assert!(error_result("no").unwrap().is_error);
+        assert!(!read_result(&[]).unwrap().is_error);
+        assert!(!no_completions().unwrap().is_error);
+    }
+
+    #[test]
     fn content_blocks_have_their_mcp_shapes() {
         let result = ToolResult {
             content: vec![
@@ -377,7 +402,9 @@ mod tests {
             structured: Some(r#"{"a": 1}"#.into()),
             is_error: false,
         };
-        let out: Value = serde_json::from_str(call_tool_result(&result).unwrap().get()).unwrap();
+        let out = call_tool_result(&result).unwrap();
+        assert!(!out.is_error);
+        let out: Value = serde_json::from_str(out.body.get()).unwrap();
         assert_eq!(out["content"][0], json!({"type": "text", "text": "hi"}));
         assert_eq!(
             out["content"][1],

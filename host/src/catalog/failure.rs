@@ -99,7 +99,10 @@ mod tests {
     use serde_json::Value;
 
     fn result(outcome: MethodResult) -> Value {
-        serde_json::from_str(outcome.unwrap().get()).unwrap()
+        let output = outcome.unwrap();
+        let body: Value = serde_json::from_str(output.body.get()).unwrap();
+        assert_eq!(output.is_error, body["isError"] == true);
+        body
     }
 
     #[test]

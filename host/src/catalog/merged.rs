@@ -23,7 +23,7 @@ use crate::engine::{PluginCode, PluginLists};
 use crate::policy::PluginName;
 use crate::policy::{GrantSummary, NamingSummary};
 use crate::protocol::ErrorObject;
-use crate::server::{ChangedList, ListKind, MethodResult, Offers};
+use crate::server::{ChangedList, ListKind, MethodOutput, MethodResult, Offers};
 
 /// A name in one of the catalog's namespaces.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -500,6 +500,7 @@ impl Catalog {
         }
         out.push('}');
         RawValue::from_string(out)
+            .map(MethodOutput::from)
             .map_err(|e| ErrorObject::internal(format!("could not build the page: {e}")))
     }
 

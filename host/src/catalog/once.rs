@@ -27,7 +27,7 @@ use serde_json::value::RawValue;
 use crate::kv::calls::{CallLedger, Claim, FirstRun, LEASE_RENEWAL, call_digest};
 use crate::protocol::ErrorObject;
 use crate::protocol::error::{CALL_NOT_REPEATED, INVALID_REQUEST};
-use crate::server::{MethodResult, RequestContext};
+use crate::server::{MethodOutput, MethodResult, RequestContext};
 
 /// How much longer than the tool's time limit a retry waits for the first run's result.
 const WAIT_MARGIN: Duration = Duration::from_secs(10);
@@ -38,6 +38,19 @@ const WAIT_MARGIN: Duration = Duration::from_secs(10);
 enum Kept {
     Result(Box<RawValue>),
     Error(ErrorObject),
+}
+
+/// A kept result, as its first run returned it. The ledger keeps the result's text alone (the
+/// format every replica reads), so whether it reports a failure (`isError`) is read from it.
+fn replayed(body: Box<RawValue>) -> MethodOutput {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Flag {
+        #[serde(default)]
+        is_error: bool,
+    }
+    let is_error = serde_json::from_str::<Flag>(body.get()).is_ok_and(|f| f.is_error);
+    MethodOutput { body, is_error }
 }
 
 fn not_repeated(id: &str, why: &str) -> ErrorObject {
@@ -86,7 +99,7 @@ pub(super) async fn at_most_once(
         ledger.forget(id).await
     } else {
         let kept = match &outcome {
-            Ok(result) => serde_json::to_vec(&Kept::Result(result.clone())),
+            Ok(output) => serde_json::to_vec(&Kept::Result(output.body.clone())),
             Err(error) => serde_json::to_vec(&Kept::Error(error.clone())),
         };
         match kept {
@@ -120,7 +133,7 @@ async fn retried(
     tracing::debug!(request = id, "a retried request: {first:?}");
     match first {
         Ok(FirstRun::Finished(bytes)) => match serde_json::from_slice::<Kept>(&bytes) {
-            Ok(Kept::Result(result)) => Ok(result),
+            Ok(Kept::Result(body)) => Ok(replayed(body)),
             Ok(Kept::Error(error)) => Err(error),
             Err(e) => Err(not_repeated(
                 id,

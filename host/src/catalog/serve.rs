@@ -15,11 +15,13 @@ use super::convert;
 use super::failure::{PluginFailure, Request};
 use super::live::PluginSet;
 use crate::engine::{CompletionRef, PluginCode};
-use crate::metrics::{CallKind, CallOutcome, metrics};
+use crate::metrics::metrics;
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
 use crate::protocol::request::ClientRequest;
-use crate::server::{Backend, ListKind, MethodResult, Offers, RequestContext, ServerEvent};
+use crate::server::{
+    Backend, ListKind, MethodOutput, MethodResult, Offers, RequestContext, ServerEvent,
+};
 
 /// Whether the request's revision takes structured content of any JSON type (2026-07-28) or
 /// only an object (2025-11-25).
@@ -130,13 +132,7 @@ impl Backend for PluginSet {
         })
         .await;
         if let Err(problem) = checked {
-            metrics().call(
-                plugin.name(),
-                CallKind::Tool,
-                &Arc::from(own),
-                CallOutcome::InvalidArguments,
-                std::time::Duration::ZERO,
-            );
+            plugin.refuse_tool_call(own);
             return PluginFailure::InvalidArguments(problem).into_mcp(plugin.name(), Request::Tool);
         }
         ctx.bind_plugin(plugin.component_digest())?;
@@ -331,12 +327,12 @@ async fn off_the_workers(
         .unwrap_or_else(|e| Err(format!("validation failed: {e}")))
 }
 
-/// `result` if it is within the plugin's result limit, else the failure saying by how much.
-fn within_limit(plugin: &PluginCode, result: Box<RawValue>, request: Request<'_>) -> MethodResult {
-    let (size, limit) = (result.get().len(), plugin.limits().result_bytes);
+/// `output` if it is within the plugin's result limit, else the failure saying by how much.
+fn within_limit(plugin: &PluginCode, output: MethodOutput, request: Request<'_>) -> MethodResult {
+    let (size, limit) = (output.body.get().len(), plugin.limits().result_bytes);
     if size > limit {
         metrics().invalid_result(plugin.name());
         return PluginFailure::TooLarge { size, limit }.into_mcp(plugin.name(), request);
     }
-    Ok(result)
+    Ok(output)
 }

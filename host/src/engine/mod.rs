@@ -24,6 +24,7 @@ mod bindings;
 mod cache;
 mod http;
 mod keyvalue;
+mod meter;
 mod plugin;
 mod plugin_host;
 mod state;

@@ -1,7 +1,7 @@
 //! One compiled, linked plugin, and running calls into it under its limits.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -10,6 +10,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
 use super::keyvalue::KeyValueCtx;
+use super::meter::CallMeter;
 use super::plugin_host::{MAX_LOG_MESSAGE_BYTES, log_line};
 use super::state::HostState;
 use super::{
@@ -175,56 +176,6 @@ impl Drop for ActiveCall {
     }
 }
 
-/// Counts one plugin call in the metrics: its outcome and duration when it ends, or
-/// `cancelled` if it is dropped first.
-struct CallMeter {
-    plugin: PluginName,
-    kind: CallKind,
-    name: Arc<str>,
-    started: Instant,
-    /// Set by the host when the call is refused a grant.
-    denied: Arc<AtomicBool>,
-    ended: bool,
-}
-
-impl CallMeter {
-    fn start(plugin: &PluginName, kind: CallKind, name: &str) -> Self {
-        Self {
-            plugin: plugin.clone(),
-            kind,
-            name: Arc::from(name),
-            started: Instant::now(),
-            denied: Arc::default(),
-            ended: false,
-        }
-    }
-
-    fn end(mut self, outcome: CallOutcome) {
-        self.ended = true;
-        metrics().call(
-            &self.plugin,
-            self.kind,
-            &self.name,
-            outcome,
-            self.started.elapsed(),
-        );
-    }
-}
-
-impl Drop for CallMeter {
-    fn drop(&mut self) {
-        if !self.ended {
-            metrics().call(
-                &self.plugin,
-                self.kind,
-                &self.name,
-                CallOutcome::Cancelled,
-                self.started.elapsed(),
-            );
-        }
-    }
-}
-
 impl PluginCode {
     /// Link a compiled component and find which plugin interfaces it exports. Its calls will
     /// run under `policy`.
@@ -378,6 +329,12 @@ impl PluginCode {
         .await
     }
 
+    /// Count a call of the tool `name` refused before it ran: its arguments do not fit the
+    /// tool's input schema (which the catalog checks).
+    pub fn refuse_tool_call(&self, name: &str) {
+        CallMeter::start(&self.name, CallKind::Tool, name).refused(CallOutcome::InvalidArguments);
+    }
+
     /// Render a prompt.
     pub async fn get_prompt(
         &self,
@@ -478,18 +435,7 @@ impl PluginCode {
                     after: self.limits.timeout,
                 }),
             };
-        let outcome = match &result {
-            Ok(value) if is_error(value) => {
-                if meter.denied.load(Ordering::Relaxed) {
-                    CallOutcome::Denied
-                } else {
-                    CallOutcome::IsError
-                }
-            }
-            Ok(_) => CallOutcome::Ok,
-            Err(error) => error.outcome(),
-        };
-        meter.end(outcome);
+        meter.ran(&result, is_error);
         result
     }
 

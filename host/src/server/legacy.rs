@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use super::context::{Cancellation, Client, Outbound, Peer, RequestContext};
 use super::dispatch::dispatch;
 use super::session::{Answer, Era, Session, answer};
-use super::{Backend, Offers};
+use super::{Backend, MethodOutput, MethodResult, Offers};
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::error::INVALID_REQUEST;
@@ -118,7 +118,7 @@ impl<B: Backend> Session<B> {
         body: Result<ClientRequest, ErrorObject>,
         method: &Method,
         ctx: &RequestContext,
-    ) -> Result<Box<RawValue>, ErrorObject> {
+    ) -> MethodResult {
         match method {
             Method::Initialize => return self.initialize(body),
             Method::Ping => return Ok(empty()),
@@ -169,10 +169,7 @@ impl<B: Backend> Session<B> {
         }
     }
 
-    fn initialize(
-        &self,
-        body: Result<ClientRequest, ErrorObject>,
-    ) -> Result<Box<RawValue>, ErrorObject> {
+    fn initialize(&self, body: Result<ClientRequest, ErrorObject>) -> MethodResult {
         let ClientRequest::Initialize(p) = body? else {
             return Err(ErrorObject::internal(
                 "initialize decoded as another method",
@@ -216,11 +213,15 @@ impl<B: Backend> Session<B> {
 }
 
 /// `{}`.
-pub(super) fn empty() -> Box<RawValue> {
-    RawValue::from_string("{}".to_owned()).unwrap_or_default()
+fn empty() -> MethodOutput {
+    RawValue::from_string("{}".to_owned())
+        .unwrap_or_default()
+        .into()
 }
 
-pub(super) fn to_raw(value: &impl serde::Serialize) -> Result<Box<RawValue>, ErrorObject> {
+/// `value` encoded as a result (failing to encode it is a host bug: -32603).
+pub(super) fn to_raw(value: &impl serde::Serialize) -> MethodResult {
     serde_json::value::to_raw_value(value)
+        .map(MethodOutput::from)
         .map_err(|e| ErrorObject::internal(format!("could not encode result: {e}")))
 }

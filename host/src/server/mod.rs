@@ -141,13 +141,45 @@ pub enum ListKind {
     ResourceTemplates,
 }
 
-/// What a method handler produces: a result as JSON text, or the JSON-RPC error to send.
-pub type MethodResult = Result<Box<RawValue>, ErrorObject>;
+/// What a method handler produces: its output, or the JSON-RPC error to send.
+pub type MethodResult = Result<MethodOutput, ErrorObject>;
+
+/// A method's result: the complete MCP `result` object as JSON text, with what the session
+/// needs to know of it, said by whoever built it so that nobody reads the text again.
+#[derive(Debug, Clone)]
+pub struct MethodOutput {
+    /// The `result` object, as it is sent.
+    pub body: Box<RawValue>,
+    /// It reports a failure to the model: a `tools/call` result with `isError: true`. (Such a
+    /// call failed, so a 2026-07-28 input round it ends may owe the client an error.)
+    pub is_error: bool,
+}
+
+impl MethodOutput {
+    /// A `tools/call` result with `isError: true`.
+    pub fn tool_error(body: Box<RawValue>) -> Self {
+        Self {
+            body,
+            is_error: true,
+        }
+    }
+}
+
+impl From<Box<RawValue>> for MethodOutput {
+    /// A result that reports no failure.
+    fn from(body: Box<RawValue>) -> Self {
+        Self {
+            body,
+            is_error: false,
+        }
+    }
+}
 
 /// What the session dispatches to: the merged catalog of everything the plugins offer.
 ///
-/// Each method returns the complete MCP `result` object as JSON text, so the backend may keep
-/// pre-serialised pages and pass plugin JSON (schemas, structured content) through untouched.
+/// Each method returns the complete MCP `result` object as JSON text ([`MethodOutput`]), so the
+/// backend may keep pre-serialised pages and pass plugin JSON (schemas, structured content)
+/// through untouched.
 pub trait Backend: Send + Sync + 'static {
     /// What the backend offers.
     fn offers(&self) -> Offers;

@@ -5,15 +5,12 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
-use super::Backend;
 use super::context::{Cancellation, Client, Outbound, RequestContext, Stateless};
 use super::dispatch::dispatch;
 use super::legacy::to_raw;
 use super::mrtr::{Binding, InputRound, RoundEnd};
 use super::session::{Answer, Era, Session, Status, answer};
+use super::{Backend, MethodOutput};
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::jsonrpc::encode_error;
@@ -113,7 +110,7 @@ impl<B: Backend> Session<B> {
                 let outcome = dispatch(&**self.backend(), body, ctx.clone()).await;
                 ctx.finish();
                 drop(ctx);
-                let failed = outcome.as_ref().map_or(true, |r| is_error_result(r));
+                let failed = outcome.as_ref().map_or(true, |output| output.is_error);
                 let end = match Arc::try_unwrap(round) {
                     Ok(round) => round.end(
                         binding,
@@ -128,13 +125,13 @@ impl<B: Backend> Session<B> {
                     ),
                 };
                 match end {
-                    RoundEnd::Complete => outcome.map(|r| {
+                    RoundEnd::Complete => {
                         let cache = read.then_some(CacheHints {
                             ttl_ms: settings.read_ttl_ms,
                             public: false,
                         });
-                        v2026::complete(&r, cache)
-                    }),
+                        outcome.map(|output| complete(&output, cache))
+                    }
                     RoundEnd::InputRequired(result) => {
                         tracing::debug!(%id, "asked the client for input");
                         to_raw(&result)
@@ -154,20 +151,17 @@ impl<B: Backend> Session<B> {
                 let ctx = context(None);
                 let result = dispatch(&**self.backend(), body, ctx.clone()).await;
                 ctx.finish();
-                result.map(|r| v2026::complete(&r, cache))
+                result.map(|output| complete(&output, cache))
             }
         };
         Some(answer(&id, outcome.map_err(v2026::map_error), Era::Modern))
     }
 }
 
-/// Whether a `tools/call` result says `isError: true`.
-fn is_error_result(result: &RawValue) -> bool {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Flag {
-        #[serde(default)]
-        is_error: bool,
+/// `output` as a complete result of this revision (see [`v2026::complete`]).
+fn complete(output: &MethodOutput, cache: Option<CacheHints>) -> MethodOutput {
+    MethodOutput {
+        body: v2026::complete(&output.body, cache),
+        is_error: output.is_error,
     }
-    serde_json::from_str::<Flag>(result.get()).is_ok_and(|f| f.is_error)
 }

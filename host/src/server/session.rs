@@ -18,7 +18,7 @@ use tracing::Instrument as _;
 
 use super::context::{Cancellation, Outbound};
 use super::legacy::Legacy;
-use super::{Backend, ModernSettings};
+use super::{Backend, MethodResult, ModernSettings};
 use crate::principal::Principal;
 use crate::protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::protocol::jsonrpc::{encode_batch, encode_error};
@@ -570,13 +570,9 @@ impl<B: Backend> Session<B> {
 
 /// The answer to a request: its result, or its error with the status the error earns (on
 /// HTTP, 2026-07-28 errors have statuses of their own; 2025-11-25 errors travel under 200).
-pub(super) fn answer(
-    id: &RequestId,
-    outcome: Result<Box<serde_json::value::RawValue>, ErrorObject>,
-    era: Era,
-) -> Answer {
+pub(super) fn answer(id: &RequestId, outcome: MethodResult, era: Era) -> Answer {
     match outcome {
-        Ok(result) => Answer::ok(crate::protocol::jsonrpc::encode_result(id, &result)),
+        Ok(output) => Answer::ok(crate::protocol::jsonrpc::encode_result(id, &output.body)),
         Err(error) => {
             tracing::debug!(%id, code = error.code, "{}", error.message);
             let status = match error.code {
