@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::Backend;
+use super::audit::{AuditOutcome, AuditSlot};
 use super::context::{Cancellation, Client, Outbound, RequestContext, Stateless};
 use super::dispatch::dispatch;
 use super::legacy::to_raw;
@@ -37,6 +38,10 @@ impl<B: Backend> Session<B> {
     }
 
     /// Answer one 2026-07-28 request.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one request's parts, passed through once"
+    )]
     pub(super) async fn modern_request(
         &self,
         request: TypedRequest,
@@ -45,11 +50,13 @@ impl<B: Backend> Session<B> {
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
         caller: Principal,
+        audit: Arc<AuditSlot>,
     ) -> Option<Answer> {
         let envelope = match v2026::check(&request, headers.as_ref(), &|m| self.serves(m)) {
             Ok(envelope) => envelope,
             Err(refused) => {
                 tracing::debug!(id = %request.id, code = refused.error.code, "refused: {}", refused.error.message);
+                audit.outcome(AuditOutcome::Error(refused.error.code));
                 return Some(Answer::refused(
                     encode_error(Some(&request.id), &refused.error),
                     match refused.refusal {
@@ -72,7 +79,10 @@ impl<B: Backend> Session<B> {
         let binding = || Binding::new(&method, target.as_ref(), params.as_deref(), &caller);
         let body = match body {
             Ok(body) => body,
-            Err(error) => return Some(answer(&id, Err(error), Era::Modern)),
+            Err(error) => {
+                audit.outcome(AuditOutcome::Error(error.code));
+                return Some(answer(&id, Err(error), Era::Modern));
+            }
         };
         let settings = Arc::clone(&self.settings);
         let context = |inputs: Option<Arc<InputRound>>| {
@@ -84,6 +94,7 @@ impl<B: Backend> Session<B> {
                 caller.clone(),
             )
             .with_call_id(call_id.clone())
+            .with_audit(Arc::clone(&audit))
         };
         let outcome = match body {
             ClientRequest::Listen(p) => {
@@ -106,7 +117,10 @@ impl<B: Backend> Session<B> {
                     settings.max_input_rounds,
                 ) {
                     Ok(round) => Arc::new(round),
-                    Err(error) => return Some(answer(&id, Err(error), Era::Modern)),
+                    Err(error) => {
+                        audit.outcome(AuditOutcome::Error(error.code));
+                        return Some(answer(&id, Err(error), Era::Modern));
+                    }
                 };
                 let read = matches!(body, ClientRequest::ReadResource(_));
                 let ctx = context(Some(Arc::clone(&round)));
@@ -157,12 +171,14 @@ impl<B: Backend> Session<B> {
                 result.map(|r| v2026::complete(&r, cache))
             }
         };
-        Some(answer(&id, outcome.map_err(v2026::map_error), Era::Modern))
+        let outcome = outcome.map_err(v2026::map_error);
+        audit.outcome(AuditOutcome::of(&outcome));
+        Some(answer(&id, outcome, Era::Modern))
     }
 }
 
 /// Whether a `tools/call` result says `isError: true`.
-fn is_error_result(result: &RawValue) -> bool {
+pub(super) fn is_error_result(result: &RawValue) -> bool {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Flag {
