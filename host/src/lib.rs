@@ -9,11 +9,13 @@
 //! data path: [`auth`] (OAuth for HTTP), [`cli`] (the commands) with [`config`] (the
 //! configuration file), [`author`] (`call`, `inspect`), [`scaffold`] (`new`), [`metrics`]
 //! (Prometheus) and [`telemetry`] (OpenTelemetry traces), both recorded along the data path,
+//! [`audit`] (the audit log of every call and refusal),
 //! [`registry`] (plugins from OCI registries: pull, push, signatures, the lock file) and
 //! [`watch`] (the plugin lifecycle: the startup load, hot reload of plugins and of the
 //! configuration file). Each module's docs say
 //! what it owns and what it must not depend on.
 
+pub mod audit;
 pub mod auth;
 pub mod author;
 pub mod catalog;

@@ -200,6 +200,7 @@ pub struct Metrics {
     bound_in_use: Family<BoundLabels, Gauge>,
     bound_refusals: Family<BoundLabels, Counter>,
     state_store_up: Gauge,
+    audit_dropped: Counter,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -342,6 +343,12 @@ impl Metrics {
         for outcome in ["hit", "miss"] {
             drop(cache.get_or_create(&OutcomeLabels { outcome }));
         }
+        let audit_dropped = Counter::default();
+        registry.register(
+            "audit_records_dropped",
+            "Audit records dropped because the audit log writer fell behind",
+            audit_dropped.clone(),
+        );
         registry.register(
             "build",
             "The mcpbox version",
@@ -368,6 +375,7 @@ impl Metrics {
             bound_in_use,
             bound_refusals,
             state_store_up,
+            audit_dropped,
         }
     }
 
@@ -477,6 +485,11 @@ impl Metrics {
                 plugin: plugin.clone(),
             })
             .inc_by(fuel);
+    }
+
+    /// An audit record dropped (the writer fell behind).
+    pub fn audit_dropped(&self) {
+        self.audit_dropped.inc();
     }
 
     /// A tool result refused (broke its output schema or a size limit).

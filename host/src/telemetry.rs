@@ -101,3 +101,17 @@ pub fn set_parent(span: &tracing::Span, traceparent: &str, tracestate: Option<&s
         let _ = span.set_parent(context);
     }
 }
+
+/// The trace id `span` belongs to (32 hex digits), when tracing is on and it is in a valid
+/// trace.
+pub fn trace_id(span: &tracing::Span) -> Option<String> {
+    if span.is_disabled() {
+        return None;
+    }
+    use opentelemetry::trace::TraceContextExt as _;
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    span_context
+        .is_valid()
+        .then(|| span_context.trace_id().to_string())
+}

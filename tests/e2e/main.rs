@@ -12,6 +12,7 @@
     reason = "the 2025-11-25 features under test (logging, sampling, roots) are deprecated in 2026-07-28"
 )]
 
+mod audit;
 mod author;
 mod bad_input;
 mod bounds;

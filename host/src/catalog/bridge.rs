@@ -101,4 +101,8 @@ impl CallHost for ClientBridge {
         );
         self.hub.resource_updated(&self.plugin, uri);
     }
+
+    fn used_fuel(&self, fuel: u64) {
+        self.ctx.audit().fuel(fuel);
+    }
 }

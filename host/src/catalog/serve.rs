@@ -14,6 +14,7 @@ use super::bridge::ClientBridge;
 use super::convert;
 use super::failure::{PluginFailure, Request};
 use super::live::PluginSet;
+use super::merged::Catalog;
 use crate::engine::{CompletionRef, PluginCode};
 use crate::metrics::metrics;
 use crate::protocol::ErrorObject;
@@ -33,12 +34,34 @@ fn ctx_accepts_any_structured(ctx: &RequestContext) -> bool {
 /// otherwise; checked again here, where the plugin is known, so no path reaches a plugin
 /// unchecked).
 fn caller_may_use(ctx: &RequestContext, plugin: &PluginCode) -> Result<(), ErrorObject> {
+    ctx.audit().plugin(plugin.name().as_str());
     let missing = ctx.caller().missing(&plugin.policy().scopes);
     if missing.is_empty() {
         return Ok(());
     }
     let missing: Vec<String> = missing.into_iter().map(str::to_owned).collect();
     Err(crate::server::insufficient_scope(&missing))
+}
+
+/// The plugin that would serve `request` (none for a request no plugin serves).
+fn owner<'a>(catalog: &'a Catalog, request: &ClientRequest) -> Option<&'a PluginCode> {
+    let plugin = match request {
+        ClientRequest::CallTool(p) => catalog.tools.index.get(&p.name).map(|e| e.plugin),
+        ClientRequest::GetPrompt(p) => catalog.prompts.index.get(&p.name).map(|e| e.plugin),
+        ClientRequest::Complete(p) => match &p.reference {
+            CompletionReference::Prompt { name } => {
+                catalog.prompts.index.get(name).map(|e| e.plugin)
+            }
+            CompletionReference::Resource { uri } => catalog
+                .templates
+                .iter()
+                .find(|t| t.uri_template == *uri)
+                .map(|t| t.plugin),
+        },
+        ClientRequest::ReadResource(p) => return catalog.resource_owner(&p.uri),
+        _ => None,
+    };
+    plugin.and_then(|i| catalog.plugins.get(i))
 }
 
 impl Backend for PluginSet {
@@ -64,32 +87,13 @@ impl Backend for PluginSet {
     }
 
     fn required_scopes(&self, request: &ClientRequest) -> Vec<String> {
-        let catalog = self.catalog();
-        let plugin = match request {
-            ClientRequest::CallTool(p) => catalog.tools.index.get(&p.name).map(|e| e.plugin),
-            ClientRequest::GetPrompt(p) => catalog.prompts.index.get(&p.name).map(|e| e.plugin),
-            ClientRequest::Complete(p) => match &p.reference {
-                CompletionReference::Prompt { name } => {
-                    catalog.prompts.index.get(name).map(|e| e.plugin)
-                }
-                CompletionReference::Resource { uri } => catalog
-                    .templates
-                    .iter()
-                    .find(|t| t.uri_template == *uri)
-                    .map(|t| t.plugin),
-            },
-            ClientRequest::ReadResource(p) => {
-                return catalog
-                    .resource_owner(&p.uri)
-                    .map(|p| p.policy().scopes.clone())
-                    .unwrap_or_default();
-            }
-            _ => None,
-        };
-        plugin
-            .and_then(|i| catalog.plugins.get(i))
+        owner(&self.catalog(), request)
             .map(|p| p.policy().scopes.clone())
             .unwrap_or_default()
+    }
+
+    fn serving_plugin(&self, request: &ClientRequest) -> Option<String> {
+        owner(&self.catalog(), request).map(|p| p.name().as_str().to_owned())
     }
 
     fn plugin_scopes(&self) -> Vec<String> {

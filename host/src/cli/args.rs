@@ -19,6 +19,8 @@ use crate::registry::trust::Trust;
 use crate::server::{HostLimits, ModernSettings, StateKey};
 use crate::transport::stdio::StdioConfig;
 
+pub use super::state_args::StateArgs;
+
 /// How to reach registries (`pull`, `push` and `sign` take the same flags). Credentials come
 /// from `MCPBOX_REGISTRY_USERNAME` and `MCPBOX_REGISTRY_PASSWORD` (or a bearer token in
 /// `MCPBOX_REGISTRY_TOKEN`), else from the Docker configuration (`docker login`), else none.
@@ -161,44 +163,6 @@ pub struct NewArgs {
     /// from, if it is still there; else the crates.io version].
     #[arg(long, value_name = "DIR")]
     pub sdk: Option<PathBuf>,
-}
-
-/// Where plugins' key-value state lives (`serve`, `call` and `state` take the same flags).
-#[derive(Debug, Clone, clap::Args)]
-pub struct StateArgs {
-    /// Keep plugins' key-value state in an embedded database in this directory
-    /// [default: $XDG_DATA_HOME/mcpbox/state or ~/.local/share/mcpbox/state].
-    #[arg(
-        long,
-        env = "MCPBOX_STATE_DIR",
-        value_name = "DIR",
-        value_hint = clap::ValueHint::DirPath,
-        conflicts_with = "state",
-        global = true
-    )]
-    pub state_dir: Option<PathBuf>,
-
-    /// Keep plugins' key-value state in Redis instead (`redis://[user:password@]host:port/db`),
-    /// shared by every mcpbox that names the same server.
-    #[arg(
-        long,
-        env = "MCPBOX_STATE",
-        value_name = "URL",
-        hide_env_values = true,
-        global = true
-    )]
-    pub state: Option<String>,
-}
-
-impl StateArgs {
-    /// The backend these flags choose.
-    pub fn config(&self) -> StateConfig {
-        match (&self.state, &self.state_dir) {
-            (Some(url), _) => StateConfig::Redis(url.clone()),
-            (None, Some(dir)) => StateConfig::Disk(dir.clone()),
-            (None, None) => StateConfig::default_place(),
-        }
-    }
 }
 
 /// Arguments of `mcpbox state`.
@@ -348,6 +312,12 @@ pub struct ServeArgs {
     /// its host calls beneath it. Off by default (and free when off).
     #[arg(long, env = "MCPBOX_OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,
+
+    /// Append one JSON line per `tools/call`, `prompts/get`, `resources/read` and
+    /// `completion/complete`, and per refusal, to this file (created 0600; reopened on SIGHUP):
+    /// who, which plugin and item, how it ended, how long, fuel. Never arguments or results.
+    #[arg(long, env = "MCPBOX_AUDIT_LOG", value_name = "PATH")]
+    pub audit_log: Option<PathBuf>,
 
     /// HTTP: require `Authorization: Bearer <TOKEN>` on every request.
     #[arg(
@@ -598,8 +568,24 @@ impl ServeArgs {
             sections,
             trust,
             metrics_addr: self.metrics_addr.clone(),
+            audit_log: self.audit_log()?,
             transport,
         })
+    }
+
+    /// `--audit-log`: a file, never standard output (in stdio mode it carries MCP only).
+    fn audit_log(&self) -> anyhow::Result<Option<PathBuf>> {
+        let Some(path) = &self.audit_log else {
+            return Ok(None);
+        };
+        let stdout = ["-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"];
+        if stdout.iter().any(|s| path.as_os_str() == *s) {
+            anyhow::bail!(
+                "--audit-log {} is standard output, which carries MCP in stdio mode: give the                  audit log a file of its own",
+                path.display()
+            );
+        }
+        Ok(Some(path.clone()))
     }
 
     /// The configuration file's `[plugin.NAME]` sections, warning of those that name no

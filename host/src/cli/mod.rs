@@ -10,6 +10,7 @@
 
 mod args;
 mod commands;
+mod state_args;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

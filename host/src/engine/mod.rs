@@ -91,6 +91,10 @@ pub trait CallHost: Send + Sync + 'static {
     fn list_changed(&self, kind: ListKind);
     /// The plugin says the resource at `uri` changed.
     fn resource_updated(&self, uri: String);
+    /// The call used this much fuel (told once per call, however it ended).
+    fn used_fuel(&self, fuel: u64) {
+        let _ = fuel;
+    }
 }
 
 /// The [`CallHost`] of a call no client waits on (reading a plugin's lists at load): logs go

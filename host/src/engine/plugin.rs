@@ -173,6 +173,7 @@ impl Drop for ActiveCall {
         let left = self.store.get_fuel().unwrap_or(0);
         let used = self.limits.fuel.saturating_sub(left);
         metrics().fuel(&self.store.data().plugin, used);
+        self.store.data().call_host().used_fuel(used);
     }
 }
 

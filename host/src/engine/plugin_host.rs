@@ -74,6 +74,13 @@ impl PluginHostCtx {
     }
 }
 
+impl PluginHostCtx {
+    /// Where the call's `host` imports go.
+    pub(crate) fn call_host(&self) -> &Arc<dyn CallHost> {
+        &self.host
+    }
+}
+
 impl types::Host for PluginHostCtx {}
 
 impl host::Host for PluginHostCtx {

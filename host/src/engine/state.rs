@@ -110,6 +110,11 @@ impl HostState {
         &self.plugin
     }
 
+    /// Where the call's `host` imports go.
+    pub(crate) fn call_host(&self) -> &Arc<dyn CallHost> {
+        self.plugin_host.call_host()
+    }
+
     /// The call's `host` imports, for their host traits.
     pub(crate) fn plugin_host(&mut self) -> &mut PluginHostCtx {
         &mut self.plugin_host

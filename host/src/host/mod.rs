@@ -6,7 +6,7 @@
 //! arrives. The CLI parses and checks arguments into settings and calls this; nothing here
 //! knows of clap's argument types, and no room but `cli` uses it.
 //!
-//! Uses: `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `policy`, `principal`, `registry`,
+//! Uses: `audit`, `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `policy`, `principal`, `registry`,
 //! `server`, `transport`, `watch`.
 
 mod settings;
@@ -50,6 +50,9 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// The audit log could not be opened.
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
     /// The plugin directory could not be read.
     #[error(transparent)]
     Directory(#[from] crate::watch::DirectoryError),
@@ -86,8 +89,16 @@ pub struct Host {
 impl Host {
     /// Build the runtime, bind the listeners (`--http` before any plugin loads, and the
     /// separate metrics listener), and create the (empty) plugin set.
-    pub async fn start(settings: ServeSettings) -> Result<Self, HostError> {
+    pub async fn start(mut settings: ServeSettings) -> Result<Self, HostError> {
         let engine = Runtime::new(settings.runtime.clone())?;
+        if let Some(path) = &settings.audit_log {
+            let log = crate::audit::AuditLog::start(path.clone()).await?;
+            tracing::info!(path = %path.display(), "writing the audit log");
+            settings.modern = Arc::new(crate::server::ModernSettings {
+                audit: Some(log),
+                ..(*settings.modern).clone()
+            });
+        }
         let listener = match &settings.transport {
             Transport::Http(http) => Some(bind_tcp(&http.address, "--http").await?),
             Transport::Stdio(_) => None,

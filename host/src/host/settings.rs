@@ -45,6 +45,8 @@ pub struct ServeSettings {
     pub trust: Trust,
     /// Where to serve Prometheus metrics apart from MCP (`--metrics-addr`).
     pub metrics_addr: Option<String>,
+    /// Where the audit log goes (`--audit-log`), if anywhere.
+    pub audit_log: Option<PathBuf>,
     /// How clients reach the host.
     pub transport: Transport,
 }

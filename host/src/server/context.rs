@@ -19,6 +19,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, oneshot};
 
+use super::audit::AuditSlot;
 use super::mrtr::InputRound;
 use super::rate::{Admission, RateLimit};
 use crate::principal::Principal;
@@ -325,6 +326,8 @@ pub struct RequestContext {
     call_id: Option<Arc<str>>,
     /// Who sent the request.
     caller: Principal,
+    /// What the request's audit record learns while it runs.
+    audit: Arc<AuditSlot>,
 }
 
 impl RequestContext {
@@ -344,7 +347,20 @@ impl RequestContext {
             cancellation,
             call_id: None,
             caller,
+            audit: Arc::default(),
         }
+    }
+
+    /// This context, filling the audit slot `audit`.
+    pub(super) fn with_audit(mut self, audit: Arc<AuditSlot>) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// Where the backend notes, for the audit record, the plugin that served the request and
+    /// the fuel it used.
+    pub fn audit(&self) -> &AuditSlot {
+        &self.audit
     }
 
     /// Who sent the request: the catalog checks the scopes of the plugin it reaches against

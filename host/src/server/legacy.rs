@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::audit::{AuditOutcome, AuditSlot};
 use super::context::{Cancellation, Client, Outbound, Peer, RequestContext};
 use super::dispatch::dispatch;
 use super::session::{Answer, Era, Session, answer};
@@ -40,6 +41,8 @@ pub struct Legacy {
     subscriptions: Mutex<HashSet<String>>,
     /// Whether the host's startup problems were sent (once, at the first `logging/setLevel`).
     startup_reported: AtomicBool,
+    /// The client's name, from `clientInfo` at `initialize` (for audit records).
+    client: OnceLock<String>,
 }
 
 impl Legacy {
@@ -55,6 +58,11 @@ impl Legacy {
     /// The version agreed at `initialize`.
     pub fn protocol_version(&self) -> Option<&'static str> {
         self.negotiated.get().map(|n| n.version)
+    }
+
+    /// The client's name, when it gave one at `initialize`.
+    pub(super) fn client_name(&self) -> Option<String> {
+        self.client.get().cloned()
     }
 
     pub(super) fn initialized(&self) {
@@ -97,6 +105,7 @@ impl<B: Backend> Session<B> {
         cancellation: Arc<Cancellation>,
         call_id: Option<Arc<str>>,
         caller: Principal,
+        audit: Arc<AuditSlot>,
     ) -> Option<Answer> {
         let ctx = RequestContext::new(
             Client::Session(Arc::clone(self.legacy.peer())),
@@ -105,11 +114,13 @@ impl<B: Backend> Session<B> {
             cancellation,
             caller,
         )
-        .with_call_id(call_id);
+        .with_call_id(call_id)
+        .with_audit(audit);
         let outcome = self
             .legacy_outcome(request.body, &request.method, &ctx)
             .await;
         ctx.finish();
+        ctx.audit().outcome(AuditOutcome::of(&outcome));
         Some(answer(&request.id, outcome, Era::Legacy))
     }
 
@@ -199,6 +210,9 @@ impl<B: Backend> Session<B> {
         self.legacy
             .peer()
             .set_capabilities(capabilities.unwrap_or(Value::Null));
+        if let Some(info) = &client_info {
+            let _ = self.legacy.client.set(info.name.clone());
+        }
         let client = client_info
             .as_ref()
             .map_or("unknown client", |c| c.name.as_str());

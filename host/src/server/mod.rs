@@ -3,6 +3,8 @@
 //! stateless era side by side, dispatch of each method to the [`Backend`], and the rules for
 //! which request gets which error. Every request carries its caller (a `principal`): a
 //! request that would reach a plugin whose scopes the caller lacks is refused before it runs.
+//! Each call, read, prompt and completion (and each such request refused) leaves one audit
+//! record with the [`AuditSink`] the host gives it.
 //!
 //! Built on `protocol` (recording to `metrics` and `telemetry`). It defines the interface it dispatches to ([`Backend`]) so it
 //! knows nothing of plugins, wasmtime or files; and it knows nothing of byte framing, so the
@@ -10,6 +12,7 @@
 //!
 //! Uses: `metrics`, `principal`, `protocol`, `telemetry`.
 
+mod audit;
 mod bounds;
 mod context;
 mod dispatch;
@@ -31,6 +34,7 @@ use crate::protocol::mcp::{CompleteParams, LogLevel};
 use crate::protocol::result::{Empty, ListCapability, ResourcesCapability, ServerCapabilities};
 
 pub use crate::protocol::result::ChangedList;
+pub use audit::{AuditOutcome, AuditRecord, AuditSink, AuditSlot};
 pub use bounds::{
     AT_LIMIT, AtLimit, Capacity, DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_SESSIONS, HostLimits, RETRY_AFTER_SECS, Share,
@@ -61,6 +65,8 @@ pub struct ModernSettings {
     pub list_ttl_ms: u64,
     /// `ttlMs` of `resources/read` results.
     pub read_ttl_ms: u64,
+    /// Where each audited request's record goes (`--audit-log`), if anywhere.
+    pub audit: Option<std::sync::Arc<dyn AuditSink>>,
 }
 
 impl Default for ModernSettings {
@@ -72,6 +78,7 @@ impl Default for ModernSettings {
             limits: std::sync::Arc::default(),
             list_ttl_ms: 60_000,
             read_ttl_ms: 0,
+            audit: None,
         }
     }
 }
@@ -199,6 +206,13 @@ pub trait Backend: Send + Sync + 'static {
     fn required_scopes(&self, request: &crate::protocol::request::ClientRequest) -> Vec<String> {
         let _ = request;
         Vec::new()
+    }
+
+    /// The name of the plugin that would serve `request`, if any (for the audit record of a
+    /// request refused before it ran).
+    fn serving_plugin(&self, request: &crate::protocol::request::ClientRequest) -> Option<String> {
+        let _ = request;
+        None
     }
 
     /// Every scope some plugin requires (for the OAuth metadata's `scopes_supported`).

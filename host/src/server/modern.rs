@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::audit::{AuditOutcome, AuditSlot};
 use super::context::{Cancellation, Client, Outbound, RequestContext, Stateless};
 use super::dispatch::dispatch;
 use super::legacy::to_raw;
@@ -34,6 +35,10 @@ impl<B: Backend> Session<B> {
     }
 
     /// Answer one 2026-07-28 request.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one request's parts, passed through once"
+    )]
     pub(super) async fn modern_request(
         &self,
         request: TypedRequest,
@@ -42,11 +47,13 @@ impl<B: Backend> Session<B> {
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
         caller: Principal,
+        audit: Arc<AuditSlot>,
     ) -> Option<Answer> {
         let envelope = match v2026::check(&request, headers.as_ref(), &|m| self.serves(m)) {
             Ok(envelope) => envelope,
             Err(refused) => {
                 tracing::debug!(id = %request.id, code = refused.error.code, "refused: {}", refused.error.message);
+                audit.outcome(AuditOutcome::Error(refused.error.code));
                 return Some(Answer::refused(
                     encode_error(Some(&request.id), &refused.error),
                     match refused.refusal {
@@ -69,7 +76,10 @@ impl<B: Backend> Session<B> {
         let binding = || Binding::new(&method, target.as_ref(), params.as_deref(), &caller);
         let body = match body {
             Ok(body) => body,
-            Err(error) => return Some(answer(&id, Err(error), Era::Modern)),
+            Err(error) => {
+                audit.outcome(AuditOutcome::Error(error.code));
+                return Some(answer(&id, Err(error), Era::Modern));
+            }
         };
         let settings = Arc::clone(&self.settings);
         let context = |inputs: Option<Arc<InputRound>>| {
@@ -81,6 +91,7 @@ impl<B: Backend> Session<B> {
                 caller.clone(),
             )
             .with_call_id(call_id.clone())
+            .with_audit(Arc::clone(&audit))
         };
         let outcome = match body {
             ClientRequest::Listen(p) => {
@@ -103,7 +114,10 @@ impl<B: Backend> Session<B> {
                     settings.max_input_rounds,
                 ) {
                     Ok(round) => Arc::new(round),
-                    Err(error) => return Some(answer(&id, Err(error), Era::Modern)),
+                    Err(error) => {
+                        audit.outcome(AuditOutcome::Error(error.code));
+                        return Some(answer(&id, Err(error), Era::Modern));
+                    }
                 };
                 let read = matches!(body, ClientRequest::ReadResource(_));
                 let ctx = context(Some(Arc::clone(&round)));
@@ -154,7 +168,9 @@ impl<B: Backend> Session<B> {
                 result.map(|output| complete(&output, cache))
             }
         };
-        Some(answer(&id, outcome.map_err(v2026::map_error), Era::Modern))
+        let outcome = outcome.map_err(v2026::map_error);
+        audit.outcome(AuditOutcome::of(&outcome));
+        Some(answer(&id, outcome, Era::Modern))
     }
 }
 

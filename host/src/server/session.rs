@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tracing::Instrument as _;
 
+use super::audit::{AuditOutcome, AuditStart};
 use super::context::{Cancellation, Outbound};
 use super::legacy::Legacy;
 use super::{Backend, MethodResult, ModernSettings};
@@ -404,8 +405,22 @@ impl<B: Backend> Session<B> {
             Message::Request(request) => {
                 let request = TypedRequest::decode(request);
                 let span = request_span(&request);
+                let audit = AuditStart::begin(
+                    self.settings.audit.as_ref(),
+                    &request,
+                    caller,
+                    self.client_name(&request),
+                    &span,
+                );
                 if let Some(forbidden) = self.refuse_unscoped(&request, caller) {
                     RequestMeter::start(&request.method).answered(Some(&forbidden));
+                    if let Some(audit) = audit {
+                        let plugin = request.body.as_ref().ok();
+                        if let Some(plugin) = plugin.and_then(|b| self.backend.serving_plugin(b)) {
+                            audit.slot.plugin(&plugin);
+                        }
+                        audit.end(AuditOutcome::RefusedScope);
+                    }
                     return Some(Pending::forbidden(forbidden));
                 }
                 let era = self.era(&request, headers.as_ref());
@@ -418,10 +433,14 @@ impl<B: Backend> Session<B> {
                             Arc::default(),
                             None,
                             caller.clone(),
+                            Arc::default(),
                         )
                         .instrument(span)
                         .await;
                     meter.answered(answer.as_ref());
+                    if let Some(audit) = audit {
+                        audit.end(AuditOutcome::Ok);
+                    }
                     return Some(Pending::ready(answer));
                 }
                 let cancellation: Arc<Cancellation> =
@@ -433,7 +452,9 @@ impl<B: Backend> Session<B> {
                     work: Box::pin(
                         async move {
                             session
-                                .run(request, era, headers, call_id, outbound, cancel, caller)
+                                .run(
+                                    request, era, headers, call_id, outbound, cancel, caller, audit,
+                                )
                                 .await
                         }
                         .instrument(span),
@@ -450,6 +471,16 @@ impl<B: Backend> Session<B> {
         self.in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The client's name: from the request's `_meta` (2026-07-28), else from `initialize`.
+    fn client_name(&self, request: &TypedRequest) -> Option<String> {
+        request
+            .meta
+            .client_info
+            .as_deref()
+            .and_then(super::audit::client_name)
+            .or_else(|| self.legacy.client_name())
     }
 
     /// The refusal of a request that would reach a plugin whose scopes `caller` lacks.
@@ -479,8 +510,12 @@ impl<B: Backend> Session<B> {
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
         caller: Principal,
+        audit: Option<AuditStart>,
     ) -> Option<Answer> {
         let meter = RequestMeter::start(&request.method);
+        let slot = audit
+            .as_ref()
+            .map_or_else(Arc::default, |a| Arc::clone(&a.slot));
         let started = meter.started;
         let id = request.id.clone();
         let method = request.method.clone();
@@ -493,6 +528,7 @@ impl<B: Backend> Session<B> {
                         Arc::clone(&cancellation),
                         call_id,
                         caller,
+                        slot,
                     )
                     .await
                 }
@@ -504,6 +540,7 @@ impl<B: Backend> Session<B> {
                         outbound,
                         Arc::clone(&cancellation),
                         caller,
+                        slot,
                     )
                     .await
                 }
@@ -522,10 +559,21 @@ impl<B: Backend> Session<B> {
         if cancellation.is_cancelled() {
             tracing::debug!(%id, method = method.as_str(), "cancelled; no reply sent");
             meter.answered(None);
+            if let Some(audit) = audit {
+                audit.end(AuditOutcome::Cancelled);
+            }
             return None;
         }
         let outcome = outcome.flatten();
         meter.answered(outcome.as_ref());
+        if let Some(audit) = audit {
+            // Every path that answers sets the outcome; this covers one that does not.
+            audit.end(match &outcome {
+                None => AuditOutcome::Cancelled,
+                Some(answer) if answer.failed => AuditOutcome::Error(0),
+                Some(_) => AuditOutcome::Ok,
+            });
+        }
         // The time a request spends inside mcpbox, from parsed to encoded (the benchmark
         // harness reads it with `--log mcpbox::timing=debug`).
         tracing::debug!(
