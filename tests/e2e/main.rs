@@ -1,6 +1,18 @@
 //! End-to-end tests: the real `mcpbox` binary, the real example plugins (built from
 //! `plugins/` for wasm32-wasip2), driven over stdio by the official Rust MCP client (rmcp)
 //! and, for malformed input no client would send, by raw JSON-RPC lines.
+//!
+//! Two sets. The fast one needs nothing but the binary and the plugins; the tests that install
+//! or start something else (a Redis, HAProxy, Prometheus or registry server, a browser, the
+//! conformance suite, Python and JavaScript toolchains, an authorization server, buildah: all
+//! through `tools.rs`) are under the `services` module, so that their paths start with
+//! `services::` and one filter separates them. No other test's path contains `services::`.
+//!
+//! ```sh
+//! cargo test --workspace                        # everything
+//! cargo test -p mcpbox -- --skip services::     # the fast set: unit tests and fast e2e
+//! cargo test -p mcpbox --test e2e services::    # the service-backed set alone
+//! ```
 
 #![allow(
     clippy::unwrap_used,
@@ -18,8 +30,6 @@ mod bad_input;
 mod bounds;
 mod client;
 mod config;
-mod conformance;
-mod container;
 mod contract;
 mod docs;
 mod fuzz_http;
@@ -31,14 +41,12 @@ mod loading;
 mod metrics;
 mod modern;
 mod naming;
-mod oauth;
 mod principals;
-mod python;
 mod readiness;
 mod registry;
 mod reload;
 mod sandbox;
-mod scale;
+mod services;
 mod state;
 mod status;
 mod support;

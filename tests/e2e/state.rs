@@ -1,11 +1,13 @@
-//! Durable plugin state (`wasi:keyvalue`) through a real client, against both backends: the
-//! embedded database and a real `redis-server` (Debian's, started on loopback by the test).
+//! Durable plugin state (`wasi:keyvalue`) through a real client, on the embedded database.
 //!
-//! One suite ([`backend_suite`]) runs unchanged against each: grants, namespaces that crafted
-//! buckets and keys cannot escape, quotas with clear errors, and 64 concurrent increments
-//! that lose no update. Around it: state surviving a restart, a hot reload and `kill -9`; two
-//! mcpbox processes sharing Redis; Redis going away mid-run and coming back; and the
-//! operator's `mcpbox state` command.
+//! The suites every backend must pass run here on disk, and unchanged on a real
+//! `redis-server` in `services::state_redis` (with Redis's own tests: replicas sharing it, it
+//! going away mid-run and coming back): [`backend_suite`] (grants, namespaces that crafted
+//! buckets and keys cannot escape, quotas with clear errors, and 64 concurrent increments that
+//! lose no update), [`paging_suite`] (paging by key, counters, failed writes) and the to-do
+//! example listing over a thousand items. Around them: state surviving a restart, a hot reload
+//! and `kill -9`; a second process on the same state directory; and the operator's
+//! `mcpbox state` command.
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,10 +15,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use serde_json::{Value, json};
 
-use crate::support::{
-    Client, Raw, STEP, call, connect, example_plugins, plugin_dir, test_plugins, tool_text,
-};
-use crate::tools::Redis;
+use crate::support::{Client, Raw, STEP, call, connect, example_plugins, plugin_dir, tool_text};
 
 /// A plugin directory with the probe under `names`, each granted `default` and `shared` with
 /// small quotas, plus one probe (`ungranted`) without a manifest.
@@ -42,7 +41,7 @@ fn probe_dir(names: &[&str]) -> tempfile::TempDir {
 
 /// Call `tool` (a probe's `<plugin>_kv`, or the ungranted probe's `kv`). Returns (text,
 /// isError).
-async fn kv(client: &Client, tool: &str, arguments: Value) -> (String, bool) {
+pub(crate) async fn kv(client: &Client, tool: &str, arguments: Value) -> (String, bool) {
     let tool: &'static str = Box::leak(tool.to_owned().into_boxed_str());
     let result = tokio::time::timeout(STEP, client.call_tool(call(tool, arguments)))
         .await
@@ -52,7 +51,7 @@ async fn kv(client: &Client, tool: &str, arguments: Value) -> (String, bool) {
 }
 
 /// The suite both backends must pass; `state` is how mcpbox is told where state lives.
-async fn backend_suite(state: &[&str]) {
+pub(crate) async fn backend_suite(state: &[&str]) {
     // The same code under two names: two plugins, two namespaces.
     let dir = probe_dir(&["alpha", "beta"]);
     let client = connect(dir.path(), state).await;
@@ -298,14 +297,8 @@ async fn the_disk_backend_passes_the_suite() {
     backend_suite(&["--state-dir", dir.to_str().unwrap()]).await;
 }
 
-#[tokio::test]
-async fn the_redis_backend_passes_the_suite() {
-    let redis = Redis::start();
-    backend_suite(&["--state", &redis.url()]).await;
-}
-
 /// Wait until `check` holds, retrying every 100 ms for at most one step.
-async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F, what: &str) {
+pub(crate) async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F, what: &str) {
     let deadline = tokio::time::Instant::now() + STEP;
     while !check().await {
         assert!(tokio::time::Instant::now() < deadline, "never: {what}");
@@ -313,7 +306,7 @@ async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F, what
     }
 }
 
-fn todo_dir() -> tempfile::TempDir {
+pub(crate) fn todo_dir() -> tempfile::TempDir {
     let dir = plugin_dir(&[("todo", "todo.wasm")]);
     std::fs::copy(
         example_plugins().join("todo.toml"),
@@ -323,7 +316,7 @@ fn todo_dir() -> tempfile::TempDir {
     dir
 }
 
-async fn todo_items(client: &Client) -> Vec<String> {
+pub(crate) async fn todo_items(client: &Client) -> Vec<String> {
     let (text, error) = kv(client, "list", json!({"include_done": true})).await;
     assert!(!error, "{text}");
     let list: Value = serde_json::from_str(&text).unwrap();
@@ -429,80 +422,6 @@ async fn a_second_process_on_the_same_state_dir_gets_a_clear_error() {
     .await;
     assert_eq!(todo_items(&second).await, ["one", "two"]);
     second.service.cancel().await.unwrap();
-}
-
-#[tokio::test]
-async fn replicas_share_redis_and_survive_it_going_away() {
-    let mut redis = Redis::start();
-    let url = redis.url();
-    let plugins = todo_dir();
-    std::fs::copy(
-        test_plugins().join("kv_probe.wasm"),
-        plugins.path().join("alpha.wasm"),
-    )
-    .unwrap();
-    std::fs::write(
-        plugins.path().join("alpha.toml"),
-        "[env]\nKV_TOOL = \"alpha_kv\"\n[keyvalue]\nbuckets = [\"default\"]\n",
-    )
-    .unwrap();
-    let one = connect(plugins.path(), &["--state", &url]).await;
-    let two = connect(plugins.path(), &["--state", &url]).await;
-    assert!(!kv(&one, "add", json!({"text": "written by one"})).await.1);
-    assert_eq!(todo_items(&two).await, ["written by one"]);
-    assert!(!kv(&two, "add", json!({"text": "written by two"})).await.1);
-    assert_eq!(todo_items(&one).await, ["written by one", "written by two"]);
-
-    // The operator's view while both serve.
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
-        .args(["state", "ls", "todo", "--state", &url])
-        .output()
-        .unwrap();
-    let listing = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success() && listing.contains("3 keys"),
-        "{listing}"
-    );
-
-    // Redis goes away in the middle of a call: the call fails clearly, naming Redis.
-    let (interrupted, ()) = tokio::join!(
-        kv(
-            &one,
-            "alpha_kv",
-            json!({"op": "increments", "key": "n", "delta": 100_000_000})
-        ),
-        async {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            redis.stop();
-        }
-    );
-    let (text, error) = interrupted;
-    assert!(
-        error && text.contains("increments: ") && text.contains("Redis at 127.0.0.1"),
-        "{text}"
-    );
-    // And between calls: they fail clearly and quickly; the host keeps serving.
-    let started = std::time::Instant::now();
-    let (text, error) = kv(&one, "add", json!({"text": "lost"})).await;
-    assert!(error && text.contains("Redis at 127.0.0.1"), "{text}");
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "the failure took {:?}",
-        started.elapsed()
-    );
-    one.list_all_tools().await.unwrap();
-
-    // It comes back (empty: it kept nothing on disk): both recover.
-    redis.resume();
-    eventually(
-        || async { !kv(&one, "add", json!({"text": "after"})).await.1 },
-        "calls succeed again once Redis is back",
-    )
-    .await;
-    // Replica two's connection had dropped too: its reads reconnect by themselves.
-    assert_eq!(todo_items(&two).await, ["after"]);
-    one.service.cancel().await.unwrap();
-    two.service.cancel().await.unwrap();
 }
 
 #[tokio::test]
@@ -619,7 +538,7 @@ async fn pager(client: &Client, arguments: Value) -> Value {
 }
 
 /// Paging, counters and failed writes, the same on both backends; `state` says where.
-async fn paging_suite(state: &[&str]) {
+pub(crate) async fn paging_suite(state: &[&str]) {
     let dir = paging_dir();
     let client = connect(dir.path(), state).await;
     let fill = json!({"op": "fill", "key": "k", "delta": 2500});
@@ -752,15 +671,9 @@ async fn the_disk_backend_pages_by_key_and_keeps_counters_strictly() {
     paging_suite(&["--state-dir", dir.to_str().unwrap()]).await;
 }
 
-#[tokio::test]
-async fn the_redis_backend_pages_by_key_and_keeps_counters_strictly() {
-    let redis = Redis::start();
-    paging_suite(&["--state", &redis.url()]).await;
-}
-
 /// The to-do example with over 1,000 items (more than one page, and more than one batch)
 /// lists them all, in order.
-async fn todo_lists_more_than_a_page(state: &[&str]) {
+pub(crate) async fn todo_lists_more_than_a_page(state: &[&str]) {
     let plugins = todo_dir();
     std::fs::write(
         plugins.path().join("todo.toml"),
@@ -791,10 +704,4 @@ async fn todo_lists_more_than_a_page(state: &[&str]) {
 async fn the_todo_example_lists_over_a_thousand_items_on_disk() {
     let dir = crate::support::fresh_state_dir();
     todo_lists_more_than_a_page(&["--state-dir", dir.to_str().unwrap()]).await;
-}
-
-#[tokio::test]
-async fn the_todo_example_lists_over_a_thousand_items_on_redis() {
-    let redis = Redis::start();
-    todo_lists_more_than_a_page(&["--state", &redis.url()]).await;
 }

@@ -1,6 +1,6 @@
 """Drive mcpbox with the official Python MCP SDK (`mcp` 2.3) at MCP 2026-07-28.
 
-Run by the end-to-end tests (tests/e2e/python.rs), never by hand-written expectations of the
+Run by the end-to-end tests (tests/e2e/services/python.rs), never by hand-written expectations of the
 SDK: the SDK does the envelope, the headers, `subscriptions/listen` and input requests (MRTR)
 itself, and this script checks what a user of it would see.
 

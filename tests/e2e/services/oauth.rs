@@ -42,7 +42,7 @@ impl AuthorizationServer {
         let script = prefix.join("authorization_server.mjs");
         std::fs::copy(
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../tests/e2e/oauth/authorization_server.mjs"),
+                .join("../tests/e2e/services/oauth/authorization_server.mjs"),
             &script,
         )
         .unwrap();

@@ -1,0 +1,264 @@
+//! Plugins in Python and JavaScript, end to end: the example plugins (`plugins/python-notes`,
+//! `plugins/js-notes`) built with their own scripts by componentize-py (PyPI) and
+//! componentize-js (npm), both installed into `target/tools/` by the tests, then served by the
+//! real binary to rmcp's client: every tool, prompt and resource, durable state, argument
+//! validation, and a limit firing. And `mcpbox new` in both languages: the project it writes
+//! builds outside this repository and passes its own test (Rust's is in `languages`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
+use serde_json::{Value, json};
+
+use crate::languages::{path_with, root, run_in, scaffold};
+use crate::support::{Client, STEP, call, connect, json as to_json, tool_text};
+use crate::tools;
+
+/// componentize-py, pinned.
+const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+
+/// componentize-js, pinned.
+const COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.23.0";
+
+/// Run an example's `build.sh` into `out` with `path_dirs` first on `PATH`.
+fn build(script: &str, out: &Path, path_dirs: &[PathBuf]) {
+    let output = Command::new("bash")
+        .arg(root().join(script))
+        .arg(out)
+        .env("PATH", path_with(path_dirs))
+        .output()
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
+    assert!(
+        output.status.success(),
+        "{script} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The directory holding `componentize-py` (installed on first use).
+fn python_tools() -> PathBuf {
+    tools::python(&[COMPONENTIZE_PY])
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// The directories holding `componentize-js` and Node 22 (installed on first use).
+fn js_tools() -> [PathBuf; 2] {
+    let npm = tools::npm(&[COMPONENTIZE_JS]);
+    let node = PathBuf::from(tools::node_path(&npm).split(':').next().unwrap());
+    [npm.join("node_modules/.bin"), node]
+}
+
+/// Both examples, built once per test run, in `target/polyglot-plugins/`.
+fn built() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = root().join("target/polyglot-plugins");
+        build("plugins/python-notes/build.sh", &out, &[python_tools()]);
+        build("plugins/js-notes/build.sh", &out, &js_tools());
+        out
+    })
+}
+
+/// A plugin directory with the built `plugin` (`python_notes` or `js_notes`) and `manifest`.
+fn dir_with(plugin: &str, manifest: &str) -> tempfile::TempDir {
+    let built = tokio::task::block_in_place(built);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        built.join(format!("{plugin}.wasm")),
+        dir.path().join(format!("{plugin}.wasm")),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join(format!("{plugin}.toml")), manifest).unwrap();
+    dir
+}
+
+async fn tool(client: &Client, name: &'static str, arguments: Value) -> (String, bool, Value) {
+    let result = tokio::time::timeout(STEP, client.call_tool(call(name, arguments)))
+        .await
+        .expect("answered in time")
+        .unwrap_or_else(|e| panic!("{name} failed: {e}\n{}", client.stderr.text()));
+    let (text, error) = tool_text(&result);
+    (text, error, to_json(&result)["structuredContent"].clone())
+}
+
+async fn prompt(client: &Client, name: &str, arguments: Value) -> String {
+    let Value::Object(arguments) = arguments else {
+        unreachable!()
+    };
+    let result = client
+        .get_prompt(GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments))
+        .await
+        .unwrap();
+    to_json(&result)["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn read(client: &Client, uri: &str) -> String {
+    let result = client
+        .read_resource(ReadResourceRequestParams::new(uri.to_owned()))
+        .await
+        .unwrap();
+    to_json(&result)["contents"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+const STATE: &str = "[keyvalue]\nbuckets = [\"default\"]\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_plugin_serves_tools_prompts_resources_and_state() {
+    let dir = dir_with("python_notes", STATE);
+    let client = connect(dir.path(), &[]).await;
+
+    let tools = client.list_all_tools().await.unwrap();
+    let word_count = tools.iter().find(|t| t.name == "word_count").unwrap();
+    let schema = to_json(&word_count.input_schema);
+    assert_eq!(
+        schema["properties"]["unit"]["enum"],
+        json!(["words", "characters"])
+    );
+    assert_eq!(schema["required"], json!(["text"]));
+    assert_eq!(
+        word_count.description.as_deref(),
+        Some("Count the words (or characters) in a text.")
+    );
+
+    let (text, error, structured) =
+        tool(&client, "word_count", json!({"text": "one two three"})).await;
+    assert!(!error, "{text}");
+    assert_eq!(structured, json!({"count": 3, "unit": "words"}));
+    // The host validates arguments against the schema from the type hints.
+    let (text, error, _) = tool(&client, "word_count", json!({"text": "x", "unit": "lines"})).await;
+    assert!(
+        error && text.contains("\"words\"") && text.contains("\"characters\""),
+        "{text}"
+    );
+    // An exception is an isError result the model reads.
+    let (text, error, _) = tool(&client, "fibonacci", json!({"n": -1})).await;
+    assert!(error && text == "n must not be negative", "{text}");
+    assert_eq!(tool(&client, "fibonacci", json!({"n": 10})).await.0, "55");
+
+    assert_eq!(
+        prompt(&client, "haiku", json!({"topic": "rivers"})).await,
+        "Write a haiku about rivers."
+    );
+    assert_eq!(
+        read(&client, "notes://about").await,
+        "A Python plugin for mcpbox, built with componentize-py."
+    );
+
+    assert_eq!(
+        tool(&client, "add_note", json!({"text": "first"})).await.0,
+        "note 1 kept"
+    );
+    assert_eq!(
+        tool(&client, "add_note", json!({"text": "second"})).await.0,
+        "note 2 kept"
+    );
+    let notes: Value = serde_json::from_str(&read(&client, "notes://all").await).unwrap();
+    assert_eq!(
+        notes,
+        json!({"note:000001": "first", "note:000002": "second"})
+    );
+    client.service.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_plugin_meets_its_limits() {
+    // Without the state grant, and with a small fuel budget.
+    let dir = dir_with("python_notes", "[limits]\nfuel = 200_000_000\n");
+    let client = connect(dir.path(), &[]).await;
+    let (text, error, _) = tool(&client, "fibonacci", json!({"n": 35})).await;
+    assert!(
+        error && text == "plugin `python_notes` ran out of fuel after 200000000 units",
+        "{text}"
+    );
+    let (text, error, _) = tool(&client, "add_note", json!({"text": "x"})).await;
+    assert!(
+        error && text.contains("bucket `default` is not granted"),
+        "{text}"
+    );
+    // The host keeps serving, and the next call starts afresh.
+    assert_eq!(tool(&client, "fibonacci", json!({"n": 5})).await.0, "5");
+    client.service.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_javascript_plugin_serves_tools_prompts_resources_and_state() {
+    let dir = dir_with(
+        "js_notes",
+        &format!("{STATE}\n[limits]\ntimeout-ms = 1500\n"),
+    );
+    let client = connect(dir.path(), &[]).await;
+
+    let tools = client.list_all_tools().await.unwrap();
+    let shout = tools.iter().find(|t| t.name == "shout").unwrap();
+    assert_eq!(to_json(&shout.input_schema)["required"], json!(["text"]));
+    assert_eq!(
+        tool(&client, "shout", json!({"text": "hey", "times": 2}))
+            .await
+            .0,
+        "HEY HEY"
+    );
+    let (text, error, _) = tool(&client, "shout", json!({"text": 5})).await;
+    assert!(error && text.contains("not of type \"string\""), "{text}");
+
+    assert_eq!(
+        prompt(&client, "limerick", json!({"topic": "sandboxes"})).await,
+        "Write a limerick about sandboxes."
+    );
+    assert_eq!(
+        read(&client, "notes://about").await,
+        "A JavaScript plugin for mcpbox, built with jco."
+    );
+    assert_eq!(
+        tool(&client, "add_note", json!({"text": "first"})).await.0,
+        "note 1 kept"
+    );
+    let notes: Value = serde_json::from_str(&read(&client, "notes://all").await).unwrap();
+    assert_eq!(notes, json!({"note:000001": "first"}));
+
+    // A limit fires: the call is stopped at its deadline, and the host keeps serving.
+    let (text, error, _) = tool(&client, "spin", json!({"ms": 60_000})).await;
+    assert!(
+        error && text == "plugin `js_notes` timed out after 1.5 s",
+        "{text}"
+    );
+    assert_eq!(
+        tool(&client, "shout", json!({"text": "still here"}))
+            .await
+            .0,
+        "STILL HERE"
+    );
+    client.service.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcpbox_new_writes_python_and_js_projects_that_build_and_pass_their_tests() {
+    tokio::task::block_in_place(|| {
+        let parent = scaffold("hello-py", "python");
+        let project = parent.path().join("hello-py");
+        let said = run_in(&project, &["bash", "test.sh"], &[python_tools()]);
+        assert!(
+            said.contains("Hello, Ada!") && said.lines().any(|l| l == "ok"),
+            "{said}"
+        );
+        assert!(project.join("hello_py.wasm").exists());
+
+        let parent = scaffold("hello-js", "js");
+        let project = parent.path().join("hello-js");
+        let said = run_in(&project, &["npm", "test"], &js_tools());
+        assert!(
+            said.contains("Hello, Ada!") && said.lines().any(|l| l == "ok"),
+            "{said}"
+        );
+        assert!(project.join("hello_js.wasm").exists());
+    });
+}

@@ -1,0 +1,32 @@
+//! The end-to-end tests that need more than the `mcpbox` binary and the wasm plugins built from
+//! this repository: each installs or starts something through [`crate::tools`] (Debian
+//! packages, PyPI and npm packages into `target/tools/`) and drives mcpbox against it. They
+//! are the slow part of the suite (installs on first use, services to start, whole
+//! toolchains), so they live under `services::`, and a developer can leave them out with
+//! one filter; `cargo test --workspace` runs them with everything else.
+//!
+//! ```sh
+//! cargo test -p mcpbox -- --skip services::     # the fast set: unit tests and the rest of e2e
+//! cargo test -p mcpbox --test e2e services::    # these alone
+//! ```
+//!
+//! What each needs: `conformance`, Node 22 and the official conformance suite (npm);
+//! `container`, buildah; `languages`, componentize-py (PyPI), componentize-js and Node 22
+//! (npm); `metrics`, a Prometheus server; `oauth`, an authorization server (npm's
+//! `oauth2-mock-server` on Node 22) and the official Python SDK (PyPI); `python`, the official
+//! Python SDK; `readiness` and `state_redis`, a `redis-server`; `registry`, a CNCF
+//! distribution registry (`docker-registry`, with `htpasswd` and `script` for two tests);
+//! `scale`, `redis-server` and HAProxy; `status`, a headless chromium. Where a module of the
+//! same name sits beside this one, the tests of that area that need none of this are there.
+
+mod conformance;
+mod container;
+mod languages;
+mod metrics;
+mod oauth;
+mod python;
+mod readiness;
+mod registry;
+mod scale;
+mod state_redis;
+mod status;
