@@ -16,6 +16,7 @@ async fn call(args: &[&str]) -> (Value, Output) {
             "MCPBOX_CACHE_DIR",
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
         )
+        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
         .env_remove("MCPBOX_LOG")
         .output()
         .await
@@ -75,6 +76,7 @@ async fn inspect(path: &Path) -> Value {
             "MCPBOX_CACHE_DIR",
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
         )
+        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
         .output()
         .await
         .unwrap();

@@ -232,6 +232,7 @@ async fn serve(
             "MCPBOX_CACHE_DIR",
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
         )
+        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
         .kill_on_drop(true);
     for (name, value) in env {
         command.env(name, value);

@@ -21,6 +21,7 @@ fn run(args: &[&str]) -> (bool, String, String) {
             "MCPBOX_CACHE_DIR",
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
         )
+        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
         .output()
         .expect("run mcpbox");
     (

@@ -84,6 +84,12 @@ pub fn fresh_state_dir() -> PathBuf {
     dir
 }
 
+/// The size cap of the compiled-plugin cache the tests share (`target/test-cache/`), in MiB.
+/// Above the default (1 GiB): the JavaScript plugins compile to about 43 MB each and every
+/// rebuild of one is a new entry, so at the default the cache evicted the small plugins in
+/// every run and a test then spent 40 s compiling one in a debug build.
+pub const TEST_CACHE_MAX_MIB: &str = "8192";
+
 /// `mcpbox serve --plugins <dir> <extra…>`, with piped stdio. Unless `extra` says where,
 /// plugin state goes to a fresh directory of its own.
 pub fn mcpbox(dir: &Path, extra: &[&str]) -> Command {
@@ -102,6 +108,7 @@ pub fn mcpbox(dir: &Path, extra: &[&str]) -> Command {
             "MCPBOX_CACHE_DIR",
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
         )
+        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

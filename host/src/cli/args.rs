@@ -581,7 +581,7 @@ impl ServeArgs {
         let stdout = ["-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"];
         if stdout.iter().any(|s| path.as_os_str() == *s) {
             anyhow::bail!(
-                "--audit-log {} is standard output, which carries MCP in stdio mode: give the                  audit log a file of its own",
+                "--audit-log {} is standard output, which carries MCP in stdio mode: give the audit log a file of its own",
                 path.display()
             );
         }

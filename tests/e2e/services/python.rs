@@ -29,6 +29,7 @@ async fn drive(python: &Path, mode: &str, target: &[&str], dir: &Path) {
             "MCPBOX_CACHE_DIR",
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
         )
+        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
