@@ -3,8 +3,10 @@
 //! Decoding is two-staged so that every failure gets the error the spec asks for: bytes that
 //! are not JSON (or not UTF-8) are a parse error (-32700, id `null`); JSON that is not a valid
 //! message is an invalid request (-32600), echoing the id when one could be read. Fields are
-//! borrowed as raw JSON first, so `params` is never parsed into a tree here: each method
-//! parses its own params, and tool arguments reach plugins as the client's own text.
+//! borrowed as raw JSON first, so `params` is never parsed into a tree here; a request's params
+//! are then decoded once, by its method, into a [`TypedRequest`] that every later step reads
+//! (the transport's routing, the session, the revision), and tool arguments reach plugins as
+//! the client's own text.
 
 use std::fmt;
 
@@ -12,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
+use super::request::TypedRequest;
 
 /// A request id: a string or an integer, echoed back exactly.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -32,7 +35,8 @@ impl fmt::Display for RequestId {
     }
 }
 
-/// A request: it has an id and gets exactly one reply.
+/// A request as framed: it has an id and gets exactly one reply. Decoding makes it a
+/// [`TypedRequest`] at once.
 #[derive(Debug)]
 pub struct Request {
     /// The id to echo.
@@ -64,8 +68,8 @@ pub struct Response {
 /// One decoded message.
 #[derive(Debug)]
 pub enum Message {
-    /// A request.
-    Request(Request),
+    /// A request, its params decoded by its method.
+    Request(Box<TypedRequest>),
     /// A notification.
     Notification(Notification),
     /// A response to a request the server sent.
@@ -186,7 +190,11 @@ fn decode_message(value: &RawValue) -> Result<Message, Reply> {
             }
         };
         return Ok(match id {
-            Some(id) => Message::Request(Request { id, method, params }),
+            Some(id) => Message::Request(Box::new(TypedRequest::decode(Request {
+                id,
+                method,
+                params,
+            }))),
             None => Message::Notification(Notification { method, params }),
         });
     }

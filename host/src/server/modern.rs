@@ -72,8 +72,14 @@ impl<B: Backend> Session<B> {
             body,
             params,
         } = request;
-        // Computed only when a state is verified or issued.
-        let binding = || Binding::new(&method, target.as_ref(), params.as_deref(), &caller);
+        // Computed only when a state is verified or issued, and then once: it reads the params
+        // again, as a tree, and a retry that asks again needs it twice.
+        let bound = std::sync::OnceLock::new();
+        let binding = || {
+            bound
+                .get_or_init(|| Binding::new(&method, target.as_ref(), params.as_deref(), &caller))
+                .clone()
+        };
         let body = match body {
             Ok(body) => body,
             Err(error) => {

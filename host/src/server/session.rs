@@ -403,7 +403,7 @@ impl<B: Backend> Session<B> {
                 None
             }
             Message::Request(request) => {
-                let request = TypedRequest::decode(request);
+                let request = *request;
                 let span = request_span(&request);
                 let audit = AuditStart::begin(
                     self.settings.audit.as_ref(),

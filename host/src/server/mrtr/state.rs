@@ -85,6 +85,7 @@ pub(super) struct State {
 }
 
 /// What binds a state to its request.
+#[derive(Debug, Clone)]
 pub struct Binding {
     pub(super) on: String,
     pub(super) params: String,

@@ -15,7 +15,7 @@ pub(super) fn typed(line: &str) -> TypedRequest {
     let Decoded::Single(Ok(Message::Request(r))) = decode(line.as_bytes()) else {
         panic!("{line}")
     };
-    TypedRequest::decode(r)
+    *r
 }
 
 pub(super) fn raw(v: &Value) -> Box<RawValue> {

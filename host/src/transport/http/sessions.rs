@@ -226,9 +226,9 @@ pub(super) async fn post_session<B: Backend>(
         Decoded::Single(message) => vec![message],
         Decoded::Batch(items) => items.iter().collect(),
     };
-    let initialize = messages.iter().any(|m| {
-        matches!(m, Ok(Message::Request(r)) if Method::from_name(&r.method) == Method::Initialize)
-    });
+    let initialize = messages
+        .iter()
+        .any(|m| matches!(m, Ok(Message::Request(r)) if r.method == Method::Initialize));
     let has_requests = messages
         .iter()
         .any(|m| matches!(m, Ok(Message::Request(_))));

@@ -34,10 +34,9 @@ pub(super) fn is_modern(decoded: &Decoded, headers: &HeaderMap) -> bool {
         .map(|v| String::from_utf8_lossy(v.as_bytes()));
     let header_version = header_version.as_deref();
     match decoded {
-        Decoded::Single(Ok(Message::Request(request))) => v2026::is_modern(
-            &RequestMeta::read(request.params.as_deref()),
-            header_version,
-        ),
+        Decoded::Single(Ok(Message::Request(request))) => {
+            v2026::is_modern(&request.meta, header_version)
+        }
         Decoded::Single(_) => v2026::is_modern(&RequestMeta::default(), header_version),
         Decoded::Batch(_) => false,
     }
@@ -97,7 +96,7 @@ pub(super) async fn post_stateless<B: Backend>(
     let streams = accepts_sse(headers);
     if !streams
         && let Decoded::Single(Ok(Message::Request(request))) = &decoded
-        && Method::from_name(&request.method) == Method::Listen
+        && request.method == Method::Listen
     {
         // A listen stream is a stream: without SSE it could only hang.
         return json_response(
