@@ -25,7 +25,7 @@ use clap::ArgAction;
 use clap::parser::ValueSource;
 
 use crate::policy::{Limits, check_sections, key_at, parse_section};
-use crate::principal::{Scopes, Tokens, parse_digest};
+use crate::principal::{BudgetConfig, Scopes, Tokens, parse_digest};
 use crate::registry::trust::TrustPolicy;
 
 /// Why a configuration file was refused: the file, the line and key, and what is wrong.
@@ -68,6 +68,8 @@ pub struct ConfigFile {
     tokens: Tokens,
     /// The `[tokens]` table as written, to tell when it changed.
     tokens_text: Option<String>,
+    /// The `[budgets]` table.
+    budgets: BudgetConfig,
     /// The command whose options it may set, to read it again by the same rules.
     serve: Arc<clap::Command>,
 }
@@ -196,8 +198,14 @@ impl ConfigFile {
         let mut signatures_text = None;
         let mut tokens = Tokens::default();
         let mut tokens_text = None;
+        let mut budgets = BudgetConfig::default();
         for (key, value) in table {
             let line = lines.get(&key).copied().unwrap_or(1);
+            if key == "budgets" {
+                budgets = BudgetConfig::from_toml(value)
+                    .map_err(|message| error(Some(line), Some("budgets"), message))?;
+                continue;
+            }
             if key == "tokens" {
                 tokens_text = Some(value.to_string());
                 tokens = parse_tokens(value).map_err(|(name, message)| {
@@ -255,7 +263,7 @@ impl ConfigFile {
                     let mut known: Vec<&str> = serve.get_arguments().filter_map(settable).collect();
                     known.sort_unstable();
                     format!(
-                        "unknown key; the keys are the long flags of `mcpbox serve` ({}), [plugin.NAME] sections, [signatures] and [tokens.NAME]",
+                        "unknown key; the keys are the long flags of `mcpbox serve` ({}), [plugin.NAME] sections, [signatures], [tokens.NAME] and [budgets]",
                         known.join(", ")
                     )
                 };
@@ -276,6 +284,7 @@ impl ConfigFile {
             signatures_text,
             tokens,
             tokens_text,
+            budgets,
             serve: Arc::new(serve.clone()),
         })
     }
@@ -301,6 +310,16 @@ impl ConfigFile {
     /// The static bearer tokens (`[tokens.NAME]`), none if the file names none.
     pub fn tokens(&self) -> &Tokens {
         &self.tokens
+    }
+
+    /// Each caller's budgets (`[budgets]`): the defaults if the file sets none.
+    pub fn budgets(&self) -> &BudgetConfig {
+        &self.budgets
+    }
+
+    /// Whether `other` sets different budgets (a restart applies them).
+    pub fn budgets_differ(&self, other: &Self) -> bool {
+        self.budgets != other.budgets
     }
 
     /// Whether `other` names different tokens (a restart applies them).

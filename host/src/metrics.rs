@@ -122,6 +122,34 @@ label_values! {
     }
 }
 
+label_values! {
+    /// A budget each caller (principal) has of its own (`[budgets]` in the configuration file).
+    pub enum Budgeted {
+        /// Plugin calls running at once (`tools/call`, `prompts/get`, `resources/read`,
+        /// `completion/complete`).
+        Calls = "calls",
+        /// Open HTTP sessions.
+        Sessions = "sessions",
+        /// Open listen streams.
+        ListenStreams = "listen_streams",
+        /// Bytes of requests being read or served.
+        RequestBytes = "request_bytes",
+        /// Requests a second (a token bucket).
+        Rate = "rate",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BudgetLabels {
+    limit: Budgeted,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BudgetPrincipalLabels {
+    limit: Budgeted,
+    principal: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct BoundLabels {
     limit: Bound,
@@ -199,6 +227,9 @@ pub struct Metrics {
     bound_max: Family<BoundLabels, Gauge>,
     bound_in_use: Family<BoundLabels, Gauge>,
     bound_refusals: Family<BoundLabels, Counter>,
+    budget_in_use: Family<BudgetLabels, Gauge>,
+    budget_refusals: Family<BudgetLabels, Counter>,
+    budget_refusals_by_principal: Family<BudgetPrincipalLabels, Counter>,
     state_store_up: Gauge,
     audit_dropped: Counter,
 }
@@ -321,6 +352,28 @@ impl Metrics {
             "Requests refused because a global bound was reached, by limit",
             bound_refusals.clone(),
         );
+        let budget_in_use = Family::<BudgetLabels, Gauge>::default();
+        registry.register(
+            "budget_in_use",
+            "How much of the callers' budgets is in use, summed over callers, by limit (the rate's is 0)",
+            budget_in_use.clone(),
+        );
+        let budget_refusals = Family::<BudgetLabels, Counter>::default();
+        registry.register(
+            "budget_refusals",
+            "Requests refused because their caller was at one of its budgets, by limit",
+            budget_refusals.clone(),
+        );
+        let budget_refusals_by_principal = Family::<BudgetPrincipalLabels, Counter>::default();
+        registry.register(
+            "budget_refusals_by_principal",
+            "Requests refused at a budget, by limit and caller (only with [budgets] label_principals = true)",
+            budget_refusals_by_principal.clone(),
+        );
+        for limit in Budgeted::ALL {
+            drop(budget_in_use.get_or_create(&BudgetLabels { limit }));
+            drop(budget_refusals.get_or_create(&BudgetLabels { limit }));
+        }
         for limit in Bound::ALL {
             drop(bound_max.get_or_create(&BoundLabels { limit }));
             drop(bound_in_use.get_or_create(&BoundLabels { limit }));
@@ -374,6 +427,9 @@ impl Metrics {
             bound_max,
             bound_in_use,
             bound_refusals,
+            budget_in_use,
+            budget_refusals,
+            budget_refusals_by_principal,
             state_store_up,
             audit_dropped,
         }
@@ -401,6 +457,29 @@ impl Metrics {
         self.bound_refusals
             .get_or_create(&BoundLabels { limit })
             .inc();
+    }
+
+    /// How much of the callers' budgets of `limit` is in use now, summed over callers.
+    pub fn budget_in_use(&self, limit: Budgeted, used: usize) {
+        self.budget_in_use
+            .get_or_create(&BudgetLabels { limit })
+            .set(i64::try_from(used).unwrap_or(i64::MAX));
+    }
+
+    /// A request refused at its caller's budget of `limit`; `principal` is the caller's key
+    /// when the operator asked for callers as labels.
+    pub fn budget_refused(&self, limit: Budgeted, principal: Option<&str>) {
+        self.budget_refusals
+            .get_or_create(&BudgetLabels { limit })
+            .inc();
+        if let Some(principal) = principal {
+            self.budget_refusals_by_principal
+                .get_or_create(&BudgetPrincipalLabels {
+                    limit,
+                    principal: principal.to_owned(),
+                })
+                .inc();
+        }
     }
 
     /// The text exposition (OpenMetrics), for a scrape.

@@ -28,6 +28,7 @@ mod audit;
 mod author;
 mod bad_input;
 mod bounds;
+mod budgets;
 mod client;
 mod config;
 mod contract;

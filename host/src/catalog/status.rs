@@ -14,12 +14,19 @@ use super::live::PluginSet;
 use super::merged::LoadedPlugin;
 use crate::metrics::{CallKind, metrics};
 use crate::policy::{GrantSummary, NamingSummary};
+use crate::server::BudgetUse;
 
 /// The page refreshes itself this often (a `<meta>` refresh: no script).
 const REFRESH_SECS: u32 = 10;
 
-/// Render the page for `set`, serving since `started`, with plugin state in `state`.
-pub fn render(set: &PluginSet, started: SystemTime, state: &crate::kv::StateService) -> String {
+/// Render the page for `set`, serving since `started`, with plugin state in `state` and the
+/// callers' budgets in use `budgets`.
+pub fn render(
+    set: &PluginSet,
+    started: SystemTime,
+    state: &crate::kv::StateService,
+    budgets: &BudgetUse,
+) -> String {
     let catalog = set.catalog();
     let mut plugins = set.plugins();
     plugins.sort_by(|a, b| a.code.name().cmp(b.code.name()));
@@ -74,6 +81,7 @@ pub fn render(set: &PluginSet, started: SystemTime, state: &crate::kv::StateServ
                         }
                     }
                 }
+                (budget_section(budgets))
                 h2 { "Recent loads, reloads and failures" }
                 @if history.is_empty() {
                     p { "None yet." }
@@ -94,6 +102,44 @@ pub fn render(set: &PluginSet, started: SystemTime, state: &crate::kv::StateServ
         }
     };
     page.into_string()
+}
+
+/// The callers' budgets: the default, how much is in use summed over callers, and how many
+/// callers are at a limit (each caller's use only when the operator opted in).
+fn budget_section(budgets: &BudgetUse) -> Markup {
+    let default = &budgets.default;
+    html! {
+        h2 id="budgets" { "Budgets per caller" }
+        p {
+            "Each named caller may hold " (default.calls) " running calls, "
+            (default.sessions) " sessions, " (default.listen_streams) " listen streams and "
+            (default.request_bytes >> 10) " KiB of requests, at " (default.rate)
+            " requests a second (bursts of " (default.burst) "), unless [budgets] says otherwise. "
+            (budgets.callers) " callers active."
+        }
+        table {
+            tr { th { "limit" } th { "in use (all callers)" } th { "callers at the default" } }
+            @for (limit, used) in &budgets.in_use {
+                tr {
+                    td { (limit) } td { (used) }
+                    td { (budgets.at_limit.get(limit).copied().unwrap_or_default()) }
+                }
+            }
+        }
+        @if let Some(by_caller) = &budgets.by_caller {
+            table {
+                tr { th { "caller" } th { "calls" } th { "sessions" } th { "listen streams" } th { "request bytes" } }
+                @for (caller, used) in by_caller {
+                    tr {
+                        td { (caller) }
+                        @for limit in ["calls", "sessions", "listen_streams", "request_bytes"] {
+                            td { (used.get(limit).copied().unwrap_or_default()) }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn plugin_section(plugin: &LoadedPlugin) -> Markup {

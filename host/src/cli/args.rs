@@ -669,6 +669,26 @@ impl ServeArgs {
         Ok(tokens)
     }
 
+    /// Each caller's budgets: the configuration file's `[budgets]`, else the defaults.
+    fn budgets(&self) -> crate::principal::BudgetConfig {
+        let config = self
+            .loaded_config
+            .as_ref()
+            .map(|c| c.budgets().clone())
+            .unwrap_or_default();
+        let budget = config.default_budget();
+        tracing::debug!(
+            calls = budget.calls,
+            sessions = budget.sessions,
+            listen_streams = budget.listen_streams,
+            request_bytes = budget.request_bytes,
+            rate = budget.rate,
+            burst = budget.burst,
+            "each named caller's budget (the local user and --auth-token have none unless named)"
+        );
+        config
+    }
+
     /// The HTTP listener's settings.
     fn http_settings(&self, address: &str) -> anyhow::Result<HttpSettings> {
         let oauth = match (&self.oauth_issuer, &self.oauth_resource) {
@@ -724,6 +744,7 @@ impl ServeArgs {
                 ),
                 self.max_request_bytes_in_flight,
             )),
+            budgets: crate::server::Budgets::new(self.budgets()),
             ..ModernSettings::default()
         })
     }

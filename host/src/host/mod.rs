@@ -390,6 +390,7 @@ async fn serve_http(
         tracing::warn!(%address, "serving HTTP beyond loopback without --auth-token: anyone who can reach it can call every tool");
     }
     let page_state = Arc::clone(&state);
+    let page_budgets = Arc::clone(&modern.budgets);
     let config = HttpConfig {
         allowed_hosts: settings.allowed_hosts.clone(),
         allowed_origins: settings.allowed_origins.clone(),
@@ -405,7 +406,12 @@ async fn serve_http(
             let started = std::time::SystemTime::now();
             let plugins = Arc::clone(&plugins);
             http::StatusPage(Arc::new(move || {
-                crate::catalog::status::render(&plugins, started, &page_state)
+                crate::catalog::status::render(
+                    &plugins,
+                    started,
+                    &page_state,
+                    &page_budgets.usage(),
+                )
             }))
         }),
     };

@@ -13,7 +13,8 @@ use tokio::sync::broadcast::error::RecvError;
 use super::context::{Cancellation, Outbound};
 use super::legacy::to_raw;
 use super::session::{Answer, Era, Session, Status, answer};
-use super::{Backend, ServerEvent};
+use super::{Backend, Budgeted, ServerEvent};
+use crate::principal::Principal;
 use crate::protocol::RequestId;
 use crate::protocol::jsonrpc::{encode_error, encode_notification};
 use crate::protocol::mcp::ListenFilter;
@@ -43,7 +44,19 @@ impl<B: Backend> Session<B> {
         asked: ListenFilter,
         outbound: Outbound,
         cancellation: Arc<Cancellation>,
+        caller: &Principal,
     ) -> Option<Answer> {
+        let _own = match self
+            .settings
+            .budgets
+            .take(caller, Budgeted::ListenStreams, 1)
+        {
+            Ok(held) => held,
+            Err(over) => {
+                tracing::debug!(%id, "refused a listen stream: {over}");
+                return Some(Answer::over_budget(&id, &over));
+            }
+        };
         let _stream = match self.settings.limits.listen_streams.take(1) {
             Ok(share) => share,
             Err(at_limit) => {

@@ -14,6 +14,7 @@
 
 mod audit;
 mod bounds;
+mod budget;
 mod context;
 mod dispatch;
 mod events;
@@ -39,12 +40,15 @@ pub use bounds::{
     AT_LIMIT, AtLimit, Capacity, DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_SESSIONS, HostLimits, RETRY_AFTER_SECS, Share,
 };
+pub use budget::{
+    Budget, BudgetConfig, BudgetPatch, BudgetUse, Budgeted, Budgets, Held, OVER_BUDGET, OverBudget,
+};
 pub use context::{Cancellation, Outbound, RequestContext, ServerRequest};
 pub use events::forward_events;
 pub use mrtr::{INPUT_KEY_META, StateKey};
 pub use rate::{Admission, RateLimit};
 pub use session::{
-    Answer, Era, INSUFFICIENT_SCOPE, Mode, Pending, Session, Status, insufficient_scope,
+    Answer, Era, INSUFFICIENT_SCOPE, Mode, Pending, Refusal, Session, Status, insufficient_scope,
 };
 
 /// The most rounds of input requests one request may make, by default.
@@ -67,6 +71,8 @@ pub struct ModernSettings {
     pub read_ttl_ms: u64,
     /// Where each audited request's record goes (`--audit-log`), if anywhere.
     pub audit: Option<std::sync::Arc<dyn AuditSink>>,
+    /// Each caller's budgets (`[budgets]`), shared by every session and transport.
+    pub budgets: std::sync::Arc<Budgets>,
 }
 
 impl Default for ModernSettings {
@@ -79,6 +85,7 @@ impl Default for ModernSettings {
             list_ttl_ms: 60_000,
             read_ttl_ms: 0,
             audit: None,
+            budgets: Budgets::new(BudgetConfig::default()),
         }
     }
 }

@@ -102,7 +102,7 @@ impl<B: Backend> Session<B> {
         let outcome = match body {
             ClientRequest::Listen(p) => {
                 return self
-                    .listen(id, p.notifications, outbound, cancellation)
+                    .listen(id, p.notifications, outbound, cancellation, &caller)
                     .await;
             }
             ClientRequest::Discover => to_raw(&DiscoverResult::new(

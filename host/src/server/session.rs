@@ -19,11 +19,11 @@ use tracing::Instrument as _;
 use super::audit::{AuditOutcome, AuditStart};
 use super::context::{Cancellation, Outbound};
 use super::legacy::Legacy;
-use super::{Backend, MethodResult, ModernSettings};
+use super::{Backend, MethodResult, ModernSettings, OverBudget};
 use crate::principal::Principal;
 use crate::protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::protocol::jsonrpc::{encode_batch, encode_error};
-use crate::protocol::request::{ClientNotification, Method, TypedRequest};
+use crate::protocol::request::{ClientNotification, ClientRequest, Method, TypedRequest};
 use crate::protocol::v2026::{
     self, HEADER_MISMATCH, MISSING_CAPABILITY, MirrorHeaders, UNSUPPORTED_VERSION,
 };
@@ -66,6 +66,8 @@ pub enum Status {
     Unavailable,
     /// 403: the caller lacks the scopes of the plugin the request would reach.
     Forbidden,
+    /// 429 with `Retry-After`: the caller is over one of its budgets.
+    TooMany,
 }
 
 /// A reply and the status it earns.
@@ -79,6 +81,8 @@ pub struct Answer {
     pub failed: bool,
     /// With [`Status::Forbidden`]: the scopes the caller lacks.
     pub missing_scopes: Vec<String>,
+    /// With [`Status::TooMany`]: when to try again, in seconds.
+    pub retry_after: u64,
 }
 
 impl Answer {
@@ -88,6 +92,7 @@ impl Answer {
             status: Status::Ok,
             failed: false,
             missing_scopes: Vec::new(),
+            retry_after: 0,
         }
     }
 
@@ -98,6 +103,7 @@ impl Answer {
             status,
             failed: true,
             missing_scopes: Vec::new(),
+            retry_after: 0,
         }
     }
 
@@ -109,6 +115,18 @@ impl Answer {
             status: Status::Forbidden,
             failed: true,
             missing_scopes: missing,
+            retry_after: 0,
+        }
+    }
+
+    /// The refusal of request `id`, whose caller is `over` one of its budgets.
+    pub(super) fn over_budget(id: &RequestId, over: &OverBudget) -> Self {
+        Self {
+            reply: encode_error(Some(id), &over.error()),
+            status: Status::TooMany,
+            failed: true,
+            missing_scopes: Vec::new(),
+            retry_after: over.retry_after,
         }
     }
 }
@@ -191,17 +209,39 @@ pub struct Pending {
     /// The work is already done (a message handled in arrival order): its answer should go
     /// out before anything accepted later.
     pub settled: bool,
-    /// Refused before it ran because the caller lacks these scopes: over HTTP the transport
-    /// answers 403 `insufficient_scope` naming them (the answer carries the JSON-RPC error).
-    pub forbidden: Option<Vec<String>>,
+    /// Refused before it ran, for a reason a transport with statuses answers in kind (the
+    /// work's answer carries the JSON-RPC error either way).
+    pub refusal: Option<Refusal>,
+}
+
+/// Why a request was refused before it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The caller lacks these scopes: over HTTP, 403 `insufficient_scope` naming them, so the
+    /// client can step up.
+    Forbidden(Vec<String>),
+    /// The caller is over one of its budgets: over HTTP, 429 with `Retry-After` and this
+    /// JSON-RPC error as the body.
+    OverBudget {
+        /// The JSON-RPC error naming the limit and the caller's budget.
+        reply: Reply,
+        /// When to try again, in seconds.
+        retry_after: u64,
+    },
 }
 
 impl Pending {
-    /// A request refused for lack of scopes, before it ran: its answer is ready, and
-    /// `forbidden` names the scopes the transport tells the client to ask for (HTTP 403).
-    fn forbidden(answer: Answer) -> Self {
+    /// A request refused before it ran: its answer is ready, and `refusal` says why.
+    fn refused(answer: Answer) -> Self {
+        let refusal = match answer.status {
+            Status::TooMany => Refusal::OverBudget {
+                reply: answer.reply.clone(),
+                retry_after: answer.retry_after,
+            },
+            _ => Refusal::Forbidden(answer.missing_scopes.clone()),
+        };
         Self {
-            forbidden: Some(answer.missing_scopes.clone()),
+            refusal: Some(refusal),
             ..Self::ready(Some(answer))
         }
     }
@@ -211,7 +251,7 @@ impl Pending {
             work: Box::pin(std::future::ready(answer)),
             cancellation: None,
             settled: true,
-            forbidden: None,
+            refusal: None,
         }
     }
 }
@@ -352,7 +392,7 @@ impl<B: Backend> Session<B> {
                             let pending = self
                                 .accept_message(message, None, None, outbound, caller)
                                 .await;
-                            if pending.as_ref().is_some_and(|p| p.forbidden.is_some()) {
+                            if pending.as_ref().is_some_and(|p| p.refusal.is_some()) {
                                 // Nothing of the batch runs: the others' work is dropped unrun.
                                 return pending;
                             }
@@ -377,7 +417,7 @@ impl<B: Backend> Session<B> {
                     }),
                     cancellation: None,
                     settled: false,
-                    forbidden: None,
+                    refusal: None,
                 })
             }
         }
@@ -421,8 +461,25 @@ impl<B: Backend> Session<B> {
                         }
                         audit.end(AuditOutcome::RefusedScope);
                     }
-                    return Some(Pending::forbidden(forbidden));
+                    return Some(Pending::refused(forbidden));
                 }
+                let held = match self.charge(&request, caller) {
+                    Ok(held) => held,
+                    Err(over) => {
+                        let answer = Answer::over_budget(&request.id, &over);
+                        RequestMeter::start(&request.method).answered(Some(&answer));
+                        if let Some(audit) = audit {
+                            let plugin = request.body.as_ref().ok();
+                            if let Some(plugin) =
+                                plugin.and_then(|b| self.backend.serving_plugin(b))
+                            {
+                                audit.slot.plugin(&plugin);
+                            }
+                            audit.end(AuditOutcome::RefusedBudget);
+                        }
+                        return Some(Pending::refused(answer));
+                    }
+                };
                 let era = self.era(&request, headers.as_ref());
                 if era == Era::Legacy && request.method.changes_session() {
                     let meter = RequestMeter::start(&request.method);
@@ -451,6 +508,8 @@ impl<B: Backend> Session<B> {
                 Some(Pending {
                     work: Box::pin(
                         async move {
+                            // The caller's place among its running calls, until this ends.
+                            let _held = held;
                             session
                                 .run(
                                     request, era, headers, call_id, outbound, cancel, caller, audit,
@@ -461,7 +520,7 @@ impl<B: Backend> Session<B> {
                     ),
                     cancellation: Some(cancellation),
                     settled: false,
-                    forbidden: None,
+                    refusal: None,
                 })
             }
         }
@@ -481,6 +540,28 @@ impl<B: Backend> Session<B> {
             .as_deref()
             .and_then(super::audit::client_name)
             .or_else(|| self.legacy.client_name())
+    }
+
+    /// Charge `request` to `caller`'s budgets: one token of its request rate, and for a
+    /// request that runs a plugin a place among its running calls (held until it ends).
+    fn charge(
+        &self,
+        request: &TypedRequest,
+        caller: &Principal,
+    ) -> Result<Option<super::Held>, super::OverBudget> {
+        let budgets = &self.settings.budgets;
+        budgets.admit(caller)?;
+        let runs_plugin = matches!(
+            request.body,
+            Ok(ClientRequest::CallTool(_)
+                | ClientRequest::GetPrompt(_)
+                | ClientRequest::ReadResource(_)
+                | ClientRequest::Complete(_))
+        );
+        if !runs_plugin {
+            return Ok(None);
+        }
+        budgets.take(caller, super::Budgeted::Calls, 1)
     }
 
     /// The refusal of a request that would reach a plugin whose scopes `caller` lacks.
@@ -635,3 +716,4 @@ pub(super) fn answer(id: &RequestId, outcome: MethodResult, era: Era) -> Answer 
         }
     }
 }
+// probe

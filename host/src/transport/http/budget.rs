@@ -50,7 +50,15 @@ pub(super) async fn reserve_request_bytes<B: Backend>(
         Ok(request) => request,
         Err(refused) => return refused,
     };
-    let response = next.run(request).await;
+    hold_while_streaming(next.run(request).await, share)
+}
+
+/// `response`, holding `held` to the end of its body when it is an event stream (dropped at
+/// once otherwise, the response being complete).
+pub(super) fn hold_while_streaming<T: Send + Sync + 'static>(
+    response: Response,
+    held: T,
+) -> Response {
     let streaming = response
         .headers()
         .get(header::CONTENT_TYPE)
@@ -60,7 +68,7 @@ pub(super) async fn reserve_request_bytes<B: Backend>(
     }
     let (parts, body) = response.into_parts();
     let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
-        let _held = &share;
+        let _held = &held;
         chunk
     }));
     Response::from_parts(parts, body)

@@ -11,18 +11,20 @@
 //! Depends on `auth` (OAuth tokens), `principal` (static tokens, callers) and `protocol` (error
 //! codes); knows nothing of sessions or plugins.
 
+use axum::body::HttpBody as _;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::reply::{Refused, plain, rpc_error};
+use super::budget::hold_while_streaming;
+use super::reply::{Refused, over_budget, plain, rpc_error, too_many};
 use super::{App, SESSION_HEADER, Shared, VERSION_HEADER};
 use crate::auth::AuthError;
 use crate::principal::Principal;
 use crate::protocol::v2026;
-use crate::server::Backend;
+use crate::server::{Backend, Budgeted, Refusal};
 
 /// What the gate learned of a request it let through: who is calling. Taken by the handlers
 /// behind the gate; reached without passing it (a route placed outside the gated router by
@@ -60,8 +62,28 @@ pub(super) async fn admit<B: Backend>(
 ) -> Response {
     match app.check(request.headers()).await {
         Ok(caller) => {
+            // The body is read by now (see `budget`): its bytes count against the caller's
+            // own budget while it is served, to the end of its event stream.
+            let bytes = usize::try_from(request.body().size_hint().lower()).unwrap_or(usize::MAX);
+            let held = if bytes == 0 {
+                None
+            } else {
+                match app
+                    .config
+                    .modern
+                    .budgets
+                    .take(&caller, Budgeted::RequestBytes, bytes)
+                {
+                    Ok(held) => held,
+                    Err(over) => return over_budget(&over),
+                }
+            };
             request.extensions_mut().insert(Admitted { caller });
-            next.run(request).await
+            let response = next.run(request).await;
+            match held {
+                Some(held) => hold_while_streaming(response, held),
+                None => response,
+            }
         }
         Err(refused) => *refused,
     }
@@ -85,6 +107,15 @@ impl<B: Backend> App<B> {
         match verifier.verify(authorization).await {
             Ok(caller) => Ok(caller),
             Err(error) => Err(Box::new(oauth_refusal(verifier, &error))),
+        }
+    }
+
+    /// The answer to a request the session refused before it ran: 403 for lack of scopes,
+    /// 429 over a budget.
+    pub(super) fn refusal(&self, refusal: Refusal) -> Response {
+        match refusal {
+            Refusal::Forbidden(missing) => self.scope_refusal(missing),
+            Refusal::OverBudget { reply, retry_after } => too_many(reply, retry_after),
         }
     }
 

@@ -16,20 +16,29 @@ use tokio::sync::mpsc;
 use super::Shared;
 use super::gate::Admitted;
 use super::post::decode_body;
-use super::reply::{at_limit, plain, sse};
+use super::reply::{at_limit, over_budget, plain, sse};
 use super::streams::LIVE_QUEUE;
-use crate::server::Backend;
+use crate::server::{Backend, Budgeted};
 
 /// `GET /sse`: opens a session whose every message travels on this stream; the first event
 /// names the endpoint to POST messages to.
 pub(super) async fn get_sse<B: Backend>(State(app): Shared<B>, admitted: Admitted) -> Response {
+    let own = match app
+        .config
+        .modern
+        .budgets
+        .take(&admitted.caller, Budgeted::ListenStreams, 1)
+    {
+        Ok(held) => held,
+        Err(over) => return over_budget(&over),
+    };
     let stream = match app.config.modern.limits.listen_streams.take(1) {
-        Ok(share) => share,
+        Ok(share) => (share, own),
         Err(refused) => return at_limit(&refused),
     };
     let (id, http) = match app.create_session(&admitted.caller) {
         Ok(created) => created,
-        Err(refused) => return at_limit(&refused),
+        Err(refused) => return *refused,
     };
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
     let endpoint = Event::default()
@@ -37,7 +46,7 @@ pub(super) async fn get_sse<B: Backend>(State(app): Shared<B>, admitted: Admitte
         .data(format!("/messages?session_id={id}"));
     let _ = live.try_send(endpoint);
     http.streams().attach_standalone(live);
-    sse(rx, Some(stream))
+    sse(rx, stream)
 }
 
 #[derive(serde::Deserialize)]
@@ -61,8 +70,8 @@ pub(super) async fn post_messages<B: Backend>(
         .session
         .accept(decoded, None, &http.standalone, &admitted.caller)
         .await;
-    if let Some(missing) = pending.as_ref().and_then(|p| p.forbidden.clone()) {
-        return app.scope_refusal(missing);
+    if let Some(refusal) = pending.as_ref().and_then(|p| p.refusal.clone()) {
+        return app.refusal(refusal);
     }
     if let Some(pending) = pending {
         tokio::spawn(async move {

@@ -15,7 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{ErrorObject, Reply};
-use crate::server::{AtLimit, RETRY_AFTER_SECS, Share};
+use crate::server::{AtLimit, OverBudget, RETRY_AFTER_SECS};
 
 /// A request turned away before it reaches a session.
 pub(super) type Refused = Box<Response>;
@@ -59,6 +59,21 @@ pub(super) fn at_limit(refused: &AtLimit) -> Response {
     response
 }
 
+/// The answer to a request whose caller is over one of its budgets: 429 with `Retry-After`
+/// and `reply` (the JSON-RPC error naming the limit and the caller's budget).
+pub(super) fn too_many(reply: Reply, retry_after: u64) -> Response {
+    let mut response = json_response(StatusCode::TOO_MANY_REQUESTS, reply);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+    response
+}
+
+/// [`too_many`] for a refusal outside any JSON-RPC request (a session, a stream, a body).
+pub(super) fn over_budget(refused: &OverBudget) -> Response {
+    too_many(encode_error(None, &refused.error()), refused.retry_after)
+}
+
 /// Whether the client takes an event stream.
 pub(super) fn accepts_sse(headers: &HeaderMap) -> bool {
     headers
@@ -67,9 +82,10 @@ pub(super) fn accepts_sse(headers: &HeaderMap) -> bool {
         .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
 }
 
-/// An SSE response fed by `rx`, holding `share` (a place among the listen streams) for as
+/// An SSE response fed by `rx`, holding `share` (a place among the listen streams, and its
+/// caller's budget of them) for as
 /// long as the stream is open.
-pub(super) fn sse(rx: mpsc::Receiver<Event>, share: Option<Share>) -> Response {
+pub(super) fn sse<T: Send + Sync + 'static>(rx: mpsc::Receiver<Event>, share: T) -> Response {
     let stream = ReceiverStream::new(rx).map(move |event| {
         let _held = &share;
         Ok::<_, Infallible>(event)

@@ -23,7 +23,9 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 
 use super::gate::Admitted;
-use super::reply::{Refused, accepts_sse, at_limit, json_response, plain, rpc_error, sse};
+use super::reply::{
+    Refused, accepts_sse, at_limit, json_response, over_budget, plain, rpc_error, sse,
+};
 use super::streams::{LIVE_QUEUE, STANDALONE, Streams};
 use super::{App, LAST_EVENT_HEADER, SESSION_HEADER, Shared, VERSION_HEADER};
 use crate::principal::Principal;
@@ -31,7 +33,9 @@ use crate::protocol::error::INVALID_REQUEST;
 use crate::protocol::jsonrpc::Decoded;
 use crate::protocol::request::Method;
 use crate::protocol::{Message, Reply, v2025};
-use crate::server::{AtLimit, Backend, Mode, Outbound, Session, Share, forward_events};
+use crate::server::{
+    Backend, Budgeted, Held, Mode, Outbound, Pending, Session, Share, forward_events,
+};
 
 /// One client session over HTTP.
 pub(super) struct HttpSession<B> {
@@ -43,8 +47,9 @@ pub(super) struct HttpSession<B> {
     /// Where messages not tied to a POST stream go: the standalone stream.
     pub(super) standalone: Outbound,
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    /// Its place among the open sessions (`--max-sessions`), given back when it ends.
-    _slot: Share,
+    /// Its place among the open sessions (`--max-sessions`), and among its owner's own
+    /// (`[budgets] sessions`), given back when it ends.
+    _slot: (Share, Option<Held>),
 }
 
 impl<B> HttpSession<B> {
@@ -77,12 +82,26 @@ impl<B> Drop for HttpSession<B> {
 
 impl<B: Backend> App<B> {
     /// Start a session for `owner`: its MCP state, its standalone stream, and the task
-    /// forwarding backend events into that stream; refused at `--max-sessions`.
+    /// forwarding backend events into that stream; refused at `--max-sessions` (503) or at
+    /// the owner's budget of sessions (429).
     pub(super) fn create_session(
         self: &Arc<Self>,
         owner: &Principal,
-    ) -> Result<(String, Arc<HttpSession<B>>), AtLimit> {
-        let slot = self.config.modern.limits.sessions.take(1)?;
+    ) -> Result<(String, Arc<HttpSession<B>>), Refused> {
+        let own = self
+            .config
+            .modern
+            .budgets
+            .take(owner, Budgeted::Sessions, 1)
+            .map_err(|over| Box::new(over_budget(&over)))?;
+        let slot = self
+            .config
+            .modern
+            .limits
+            .sessions
+            .take(1)
+            .map_err(|refused| Box::new(at_limit(&refused)))?;
+        let slot = (slot, own);
         let id = uuid::Uuid::new_v4().simple().to_string();
         let session = Arc::new(Session::new(
             Arc::clone(&self.backend),
@@ -235,7 +254,7 @@ pub(super) async fn post_session<B: Backend>(
     let (session_id, http) = if initialize {
         match app.create_session(caller) {
             Ok(created) => created,
-            Err(refused) => return at_limit(&refused),
+            Err(refused) => return *refused,
         }
     } else {
         match app.session(headers, caller) {
@@ -270,9 +289,10 @@ pub(super) async fn post_session<B: Backend>(
         .accept_call(decoded, None, call_id, &http.standalone, caller)
         .await
     {
-        Some(pending) if pending.forbidden.is_some() => {
-            return app.scope_refusal(pending.forbidden.unwrap_or_default());
-        }
+        Some(Pending {
+            refusal: Some(refusal),
+            ..
+        }) => return app.refusal(refusal),
         Some(pending) => pending.work.await,
         None => None,
     };
@@ -303,8 +323,8 @@ async fn stream_replies<B: Backend>(
         .session
         .accept_call(decoded, None, call_id, &outbound, caller)
         .await;
-    if let Some(missing) = pending.as_ref().and_then(|p| p.forbidden.clone()) {
-        return app.scope_refusal(missing);
+    if let Some(refusal) = pending.as_ref().and_then(|p| p.refusal.clone()) {
+        return app.refusal(refusal);
     }
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
     let stream = http.streams().open(live);
@@ -329,7 +349,7 @@ async fn stream_replies<B: Backend>(
         tokio::join!(pump, work);
         http.streams().finish(stream);
     });
-    sse(rx, None)
+    sse(rx, ())
 }
 
 /// `GET /mcp`: the session's standalone stream, or with `Last-Event-ID` the resumption of a
@@ -352,8 +372,17 @@ pub(super) async fn get_mcp<B: Backend>(
         Ok(http) => http,
         Err(response) => return *response,
     };
+    let own = match app
+        .config
+        .modern
+        .budgets
+        .take(&admitted.caller, Budgeted::ListenStreams, 1)
+    {
+        Ok(held) => held,
+        Err(over) => return over_budget(&over),
+    };
     let stream = match app.config.modern.limits.listen_streams.take(1) {
-        Ok(share) => share,
+        Ok(share) => (share, own),
         Err(refused) => return at_limit(&refused),
     };
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
@@ -369,7 +398,7 @@ pub(super) async fn get_mcp<B: Backend>(
         }
         None => http.streams().attach_standalone(live),
     }
-    sse(rx, Some(stream))
+    sse(rx, stream)
 }
 
 /// `DELETE /mcp`: the client ends its session.

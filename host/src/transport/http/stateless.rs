@@ -15,7 +15,7 @@ use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 
-use super::reply::{accepts_sse, json_response, rpc_error, sse};
+use super::reply::{accepts_sse, json_response, rpc_error, sse, too_many};
 use super::streams::LIVE_QUEUE;
 use super::{App, VERSION_HEADER};
 use crate::principal::Principal;
@@ -62,6 +62,7 @@ fn status_of(status: Status) -> StatusCode {
         Status::NotFound => StatusCode::NOT_FOUND,
         Status::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Status::Forbidden => StatusCode::FORBIDDEN,
+        Status::TooMany => StatusCode::TOO_MANY_REQUESTS,
     }
 }
 
@@ -118,8 +119,8 @@ pub(super) async fn post_stateless<B: Backend>(
     else {
         return StatusCode::ACCEPTED.into_response();
     };
-    if let Some(missing) = pending.forbidden {
-        return app.scope_refusal(missing);
+    if let Some(refusal) = pending.refusal {
+        return app.refusal(refusal);
     }
     drop(outbound);
     let mut guard = CancelOnDrop(pending.cancellation);
@@ -137,6 +138,7 @@ pub(super) async fn post_stateless<B: Backend>(
             joined = &mut work => {
                 guard.disarm();
                 return match joined {
+                    Ok(Some(answer)) if answer.status == Status::TooMany => too_many(answer.reply, answer.retry_after),
                     Ok(Some(answer)) => json_response(status_of(answer.status), answer.reply),
                     Ok(None) => StatusCode::ACCEPTED.into_response(),
                     Err(e) => {
@@ -198,5 +200,5 @@ fn stateless_stream(
             let _ = live.send(Event::default().data(answer.reply.0)).await;
         }
     });
-    sse(rx, None)
+    sse(rx, ())
 }

@@ -13,13 +13,19 @@
 //! tables hold each token's SHA-256 digest (never the token) and the scopes it grants, and a
 //! presented token is recognised by its digest.
 //!
+//! What each caller may hold (its budgets, `[budgets]`) is configured here too, in `budget`.
+//!
 //! Uses: nothing else in the crate.
+
+mod budget;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
 use sha2::{Digest as _, Sha256};
+
+pub use budget::{Budget, BudgetConfig, BudgetPatch};
 
 /// The caller of a request. Cheap to clone.
 #[derive(Clone)]

@@ -1,0 +1,359 @@
+//! Budgets per caller (`[budgets]`), over HTTP with two static tokens: alice at each of her
+//! budgets — running calls, sessions, listen streams, bytes of requests in flight, request
+//! rate — is refused at once with 429, `Retry-After` and the JSON-RPC error naming the limit
+//! and her budget, while bob is served as before; what she gave back she can use again. The
+//! refusals are counted by limit in the metrics, with no caller as a label unless asked.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::support::{HttpServer, STEP, plugin_dir, post};
+
+const ALICE: &str = "alice-budget-token-0123456789";
+const BOB: &str = "bob-budget-token-0123456789";
+
+/// A configuration file naming alice's and bob's tokens, and `budgets` (TOML lines).
+fn config(dir: &Path, budgets: &str) -> std::path::PathBuf {
+    let digest = |token: &str| format!("{:x}", Sha256::digest(token.as_bytes()));
+    let path = dir.join("mcpbox.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[tokens.alice]\nsha256 = \"{}\"\n\n[tokens.bob]\nsha256 = \"{}\"\n\n{budgets}\n",
+            digest(ALICE),
+            digest(BOB)
+        ),
+    )
+    .unwrap();
+    path
+}
+
+async fn start(budgets: &str) -> (HttpServer, tempfile::TempDir, tempfile::TempDir) {
+    let plugins = plugin_dir(&[
+        ("echo_tools", "echo_tools.wasm"),
+        ("interactive", "interactive.wasm"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), budgets);
+    let server = HttpServer::start(plugins.path(), &["--config", config.to_str().unwrap()]).await;
+    (server, plugins, dir)
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// A 2026-07-28 `tools/call` of `tool` with `arguments`.
+fn call(id: u32, tool: &str, arguments: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    )
+}
+
+/// POST a 2026-07-28 call of `tool` as `token`.
+async fn modern_call(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    id: u32,
+    tool: &str,
+    arguments: &str,
+) -> reqwest::Response {
+    let auth = bearer(token);
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", tool),
+    ];
+    post(client, url, &headers, &call(id, tool, arguments)).await
+}
+
+/// The JSON-RPC message of a response (JSON, or the last `data:` of an event stream).
+async fn message(response: reqwest::Response) -> Value {
+    let body = response.text().await.unwrap();
+    let json = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .next_back()
+        .map_or(body.as_str(), str::trim);
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// Expect a 429 naming `limit`: `Retry-After`, the JSON-RPC error, and the caller's budget.
+async fn expect_over_budget(response: reqwest::Response, limit: &str) -> Value {
+    assert_eq!(response.status(), 429, "expected 429 at {limit}");
+    let retry: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry >= 1, "Retry-After: {retry}");
+    let error = message(response).await["error"].clone();
+    assert_eq!(error["code"], -32029, "{error}");
+    assert_eq!(error["data"]["limit"], limit, "{error}");
+    let text = error["message"].as_str().unwrap();
+    assert!(text.contains("token:alice"), "{text}");
+    assert!(text.contains("[budgets]"), "{text}");
+    error
+}
+
+/// The value of the metric line starting with `name` (labels included).
+async fn metric(client: &reqwest::Client, port: u16, name: &str) -> f64 {
+    let text = client
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .header("authorization", bearer(BOB))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !text.contains("principal="),
+        "callers are not labels unless asked"
+    );
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in the metrics"))
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+/// Open a 2025-11-25 session as `token`: the response.
+async fn initialize(client: &reqwest::Client, url: &str, token: &str) -> reqwest::Response {
+    post(
+        client,
+        url,
+        &[("authorization", &bearer(token))],
+        INITIALIZE,
+    )
+    .await
+}
+
+/// Open the standalone stream of session `id` as `token`: the response.
+async fn listen(client: &reqwest::Client, url: &str, token: &str, id: &str) -> reqwest::Response {
+    client
+        .get(url)
+        .header("authorization", bearer(token))
+        .header("mcp-session-id", id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_caller_at_its_budgets_is_refused_and_another_is_served() {
+    let (server, _plugins, _dir) =
+        start("[budgets]\ncalls = 2\nsessions = 2\nlisten_streams = 1\n").await;
+    let client = reqwest::Client::new();
+    let url = server.url.clone();
+
+    // Alice's two long calls hold her whole budget of calls.
+    let long = |id| {
+        let (client, url) = (client.clone(), url.clone());
+        tokio::spawn(async move {
+            let response = modern_call(
+                &client,
+                &url,
+                ALICE,
+                id,
+                "countdown",
+                r#"{"steps":4,"delay_ms":1000}"#,
+            )
+            .await;
+            assert_eq!(response.status(), 200);
+            message(response).await
+        })
+    };
+    let running = [long(1), long(2)];
+    let deadline = Instant::now() + STEP;
+    while metric(
+        &client,
+        server.port,
+        r#"mcpbox_budget_in_use{limit="calls"}"#,
+    )
+    .await
+        < 2.0
+    {
+        assert!(Instant::now() < deadline, "alice's calls did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Her next calls are refused at once, not queued.
+    let refusals: Vec<_> = (10..30)
+        .map(|id| {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let response =
+                    modern_call(&client, &url, ALICE, id, "echo", r#"{"text":"more"}"#).await;
+                (response, started.elapsed())
+            })
+        })
+        .collect();
+    for refusal in refusals {
+        let (response, took) = refusal.await.unwrap();
+        let error = expect_over_budget(response, "calls").await;
+        assert_eq!(error["data"]["budget"], 2);
+        assert!(took < STEP, "a refusal waited {took:?}");
+    }
+
+    // Bob is served meanwhile.
+    let started = Instant::now();
+    let response = modern_call(&client, &url, BOB, 40, "echo", r#"{"text":"bob"}"#).await;
+    let took = started.elapsed();
+    assert_eq!(response.status(), 200);
+    let reply = message(response).await;
+    assert_eq!(reply["result"]["content"][0]["text"], "bob", "{reply}");
+    assert!(took < STEP, "bob waited {took:?}");
+
+    // Sessions: two for alice, the third refused; bob opens his.
+    let mut alice_sessions = Vec::new();
+    for _ in 0..2 {
+        let response = initialize(&client, &url, ALICE).await;
+        assert_eq!(response.status(), 200);
+        alice_sessions.push(
+            response.headers()["mcp-session-id"]
+                .to_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    expect_over_budget(initialize(&client, &url, ALICE).await, "sessions").await;
+    let response = initialize(&client, &url, BOB).await;
+    assert_eq!(response.status(), 200);
+    let bob_session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+
+    // Listen streams: one for alice, her second refused; bob opens his.
+    let open = listen(&client, &url, ALICE, &alice_sessions[0]).await;
+    assert_eq!(open.status(), 200);
+    expect_over_budget(
+        listen(&client, &url, ALICE, &alice_sessions[1]).await,
+        "listen_streams",
+    )
+    .await;
+    let bobs = listen(&client, &url, BOB, &bob_session).await;
+    assert_eq!(bobs.status(), 200);
+    // Closing her stream gives it back.
+    drop(open);
+    let deadline = Instant::now() + STEP;
+    loop {
+        let again = listen(&client, &url, ALICE, &alice_sessions[1]).await;
+        if again.status() == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the closed stream was not given back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Her long calls finish, and her budget of calls is hers again.
+    for call in running {
+        let reply = call.await.unwrap();
+        assert_eq!(
+            reply["result"]["content"][0]["text"], "done after 4 steps",
+            "{reply}"
+        );
+    }
+    let response = modern_call(&client, &url, ALICE, 50, "echo", r#"{"text":"again"}"#).await;
+    assert_eq!(response.status(), 200);
+
+    for (limit, at_least) in [("calls", 20.0), ("sessions", 1.0), ("listen_streams", 1.0)] {
+        let refused = metric(
+            &client,
+            server.port,
+            &format!("mcpbox_budget_refusals_total{{limit=\"{limit}\"}}"),
+        )
+        .await;
+        assert!(refused >= at_least, "{limit}: {refused}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
+    let (server, _plugins, _dir) = start(
+        "[budgets]\nrequest_bytes = 300\n\n[budgets.principal.\"token:alice\"]\nrate = 1.0\nburst = 3.0\n",
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let url = &server.url;
+
+    // Three at once, then one a second: her fourth is refused with when to come back.
+    for id in 1..=3 {
+        let response = modern_call(&client, url, ALICE, id, "echo", r#"{"text":"a"}"#).await;
+        assert_eq!(response.status(), 200);
+    }
+    let error = expect_over_budget(
+        modern_call(&client, url, ALICE, 4, "echo", r#"{"text":"a"}"#).await,
+        "rate",
+    )
+    .await;
+    assert_eq!(error["data"]["budget"]["rate"], 1.0, "{error}");
+    // Bob's rate is his own (the default).
+    for id in 10..30 {
+        let response = modern_call(&client, url, BOB, id, "echo", r#"{"text":"b"}"#).await;
+        assert_eq!(response.status(), 200);
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let response = modern_call(&client, url, ALICE, 5, "echo", r#"{"text":"a"}"#).await;
+    assert_eq!(response.status(), 200);
+
+    // Bytes in flight: one long call's request (about 200 bytes) holds most of bob's 300;
+    // his next request while it runs is refused, alice's is not.
+    let long = {
+        let (client, url) = (client.clone(), url.clone());
+        tokio::spawn(async move {
+            modern_call(
+                &client,
+                &url,
+                BOB,
+                40,
+                "countdown",
+                r#"{"steps":2,"delay_ms":1000}"#,
+            )
+            .await
+            .status()
+        })
+    };
+    let deadline = Instant::now() + STEP;
+    while metric(
+        &client,
+        server.port,
+        r#"mcpbox_budget_in_use{limit="calls"}"#,
+    )
+    .await
+        < 1.0
+    {
+        assert!(Instant::now() < deadline, "bob's call did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let response = modern_call(&client, url, BOB, 41, "echo", r#"{"text":"b"}"#).await;
+    assert_eq!(response.status(), 429);
+    let retry = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let error = message(response).await["error"].clone();
+    assert_eq!(error["data"]["limit"], "request_bytes", "{error}");
+    assert_eq!(error["data"]["budget"], 300, "{error}");
+    assert_eq!(retry, "1");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let response = modern_call(&client, url, ALICE, 6, "echo", r#"{"text":"a"}"#).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(long.await.unwrap(), 200);
+    let response = modern_call(&client, url, BOB, 42, "echo", r#"{"text":"b"}"#).await;
+    assert_eq!(response.status(), 200);
+}
