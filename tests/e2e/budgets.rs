@@ -2,7 +2,9 @@
 //! budgets — running calls, sessions, listen streams, bytes of requests in flight, request
 //! rate — is refused at once with 429, `Retry-After` and the JSON-RPC error naming the limit
 //! and her budget, while bob is served as before; what she gave back she can use again. The
-//! refusals are counted by limit in the metrics, with no caller as a label unless asked.
+//! refusals are counted by limit in the metrics, with no caller as a label unless asked. Over
+//! stdio the local user has no budget unless `[budgets.principal.local]` names one, and then
+//! gets the JSON-RPC error. (Budgets of OAuth users of one issuer: `services::oauth`.)
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -10,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::support::{HttpServer, STEP, plugin_dir, post};
+use crate::support::{HttpServer, Raw, STEP, plugin_dir, post};
 
 const ALICE: &str = "alice-budget-token-0123456789";
 const BOB: &str = "bob-budget-token-0123456789";
@@ -356,4 +358,46 @@ async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
     assert_eq!(long.await.unwrap(), 200);
     let response = modern_call(&client, url, BOB, 42, "echo", r#"{"text":"b"}"#).await;
     assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
+async fn the_local_user_has_a_budget_only_when_named() {
+    let plugins = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcpbox.toml");
+    let echo = |id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"x"}}}}}}"#
+        )
+    };
+
+    // Budgets for named callers only: stdio's local user is held by the global bounds alone.
+    std::fs::write(&path, "[budgets]\nrate = 1.0\nburst = 1.0\n").unwrap();
+    let mut raw = Raw::initialized(plugins.path(), &["--config", path.to_str().unwrap()]).await;
+    for id in 2..12 {
+        assert!(raw.request(&echo(id)).await["result"].is_object());
+    }
+    drop(raw);
+
+    // Named: initialize and two calls pass, the next is refused with the error naming it.
+    std::fs::write(
+        &path,
+        "[budgets.principal.local]\nrate = 0.5\nburst = 3.0\n",
+    )
+    .unwrap();
+    let mut raw = Raw::initialized(plugins.path(), &["--config", path.to_str().unwrap()]).await;
+    for id in 2..4 {
+        assert!(raw.request(&echo(id)).await["result"].is_object());
+    }
+    let reply = raw.request(&echo(4)).await;
+    assert_eq!(reply["error"]["code"], -32029, "{reply}");
+    assert_eq!(reply["error"]["data"]["limit"], "rate", "{reply}");
+    assert_eq!(reply["error"]["data"]["retryAfterSeconds"], 2, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("local"),
+        "{reply}"
+    );
 }

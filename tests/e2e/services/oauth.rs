@@ -81,22 +81,30 @@ impl AuthorizationServer {
 
 /// mcpbox over HTTP on a port chosen first (its canonical URI names the port), with OAuth.
 async fn serve(dir: &Path, issuer: &str, port: u16) -> (tokio::process::Child, Stderr) {
+    serve_with(dir, issuer, port, &[]).await
+}
+
+/// [`serve`] with `extra` arguments.
+async fn serve_with(
+    dir: &Path,
+    issuer: &str,
+    port: u16,
+    extra: &[&str],
+) -> (tokio::process::Child, Stderr) {
     let resource = format!("http://127.0.0.1:{port}/mcp");
-    let mut child = mcpbox(
-        dir,
-        &[
-            "--http",
-            &format!("127.0.0.1:{port}"),
-            "--oauth-issuer",
-            issuer,
-            "--oauth-resource",
-            &resource,
-            "--oauth-scope",
-            "mcp",
-        ],
-    )
-    .spawn()
-    .expect("start mcpbox");
+    let address = format!("127.0.0.1:{port}");
+    let mut args = vec![
+        "--http",
+        &address,
+        "--oauth-issuer",
+        issuer,
+        "--oauth-resource",
+        &resource,
+        "--oauth-scope",
+        "mcp",
+    ];
+    args.extend_from_slice(extra);
+    let mut child = mcpbox(dir, &args).spawn().expect("start mcpbox");
     let stderr = Stderr::collect(child.stderr.take().unwrap());
     stderr.wait_for("serving MCP over HTTP").await;
     (child, stderr)
@@ -311,6 +319,52 @@ async fn two_users_of_one_issuer_cannot_use_each_others_sessions() {
         stderr.text().contains("did not create it"),
         "the refusal is logged"
     );
+}
+
+#[tokio::test]
+async fn each_user_of_one_issuer_has_budgets_of_their_own() {
+    let dir = plugins();
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("mcpbox.toml");
+    std::fs::write(
+        &config,
+        "[budgets]\nsessions = 1\n\n[budgets.scope.bulk]\nsessions = 3\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let authorization = AuthorizationServer::start(&url).await;
+    let (_mcpbox, _stderr) = serve_with(
+        dir.path(),
+        &authorization.url,
+        port,
+        &["--config", config.to_str().unwrap()],
+    )
+    .await;
+    let token = async |query: &str| format!("Bearer {}", authorization.token(query).await);
+    let alice = token("scope=mcp&sub=alice").await;
+    let bob = token("scope=mcp&sub=bob").await;
+    let carol = token("scope=mcp%20bulk&sub=carol").await;
+    let client = reqwest::Client::new();
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let open = async |who: &str| post(&client, &url, &[("authorization", who)], initialize).await;
+
+    assert_eq!(open(&alice).await.status(), 200);
+    let refused = open(&alice).await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32029, "{body}");
+    assert_eq!(body["error"]["data"]["limit"], "sessions", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("sub:alice"), "{message}");
+    // Another subject of the same issuer has a budget of their own.
+    assert_eq!(open(&bob).await.status(), 200);
+    // A scope raises the budget of its holders.
+    for _ in 0..3 {
+        assert_eq!(open(&carol).await.status(), 200);
+    }
+    assert_eq!(open(&carol).await.status(), 429);
 }
 
 #[tokio::test]
