@@ -324,3 +324,116 @@ async fn a_request_state_answers_only_the_caller_it_was_issued_to() {
     assert!(done["result"]["content"].is_array(), "{done}");
     assert!(done.to_string().contains("action=accept"), "{done}");
 }
+
+/// The names in a list result's `key` array.
+fn names(result: &Value, key: &str) -> Vec<String> {
+    result[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} in {result}"))
+        .iter()
+        .map(|item| item["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_caller_sees_in_lists_only_what_its_scopes_reach() {
+    let plugins = plugin_dir(&[
+        ("echo_tools", "echo_tools.wasm"),
+        ("hostile", "hostile.wasm"),
+        ("code_review", "code_review.wasm"),
+    ]);
+    std::fs::write(
+        plugins.path().join("hostile.toml"),
+        "scopes = [\"admin\"]\n",
+    )
+    .unwrap();
+    // One tool of echo_tools, and the prompt of code_review, need a scope of their own.
+    std::fs::write(
+        plugins.path().join("echo_tools.toml"),
+        "[tools]\nscopes = { divide = [\"admin\"] }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        plugins.path().join("code_review.toml"),
+        "[prompts]\nscopes = { code_review = [\"admin\"] }\n",
+    )
+    .unwrap();
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config(config_dir.path());
+    let server = HttpServer::start(plugins.path(), &["--config", config.to_str().unwrap()]).await;
+    let client = reqwest::Client::new();
+    let url = &server.url;
+    let list = |method: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"{method}","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        )
+    };
+    let modern_list = async |token: &str, method: &str| {
+        let auth = bearer(token);
+        let headers = [
+            ("authorization", auth.as_str()),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", method),
+        ];
+        let response = post(&client, url, &headers, &list(method)).await;
+        assert_eq!(response.status(), 200);
+        message(&response.text().await.unwrap())["result"].clone()
+    };
+
+    // Alice holds `admin`: everything.
+    let tools = modern_list(ALICE, "tools/list").await;
+    let alice_tools = names(&tools, "tools");
+    for tool in ["echo", "divide", "ok"] {
+        assert!(alice_tools.iter().any(|t| t == tool), "{alice_tools:?}");
+    }
+    // Lists differ by caller: no shared cache may keep them.
+    assert_eq!(tools["cacheScope"], "private", "{tools}");
+    let prompts = names(&modern_list(ALICE, "prompts/list").await, "prompts");
+    assert!(prompts.iter().any(|p| p == "code_review"), "{prompts:?}");
+
+    // Bob holds none: neither the gated tool, nor the gated plugin's tools, nor the prompt.
+    let bob_tools = names(&modern_list(BOB, "tools/list").await, "tools");
+    assert!(bob_tools.iter().any(|t| t == "echo"), "{bob_tools:?}");
+    for hidden in ["divide", "ok"] {
+        assert!(!bob_tools.iter().any(|t| t == hidden), "{bob_tools:?}");
+    }
+    assert!(alice_tools.len() > bob_tools.len());
+    assert_eq!(
+        names(&modern_list(BOB, "prompts/list").await, "prompts"),
+        Vec::<String>::new()
+    );
+    // The same in a 2025-11-25 session.
+    let session = open_session(&client, url, BOB).await;
+    let auth = bearer(BOB);
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("mcp-session-id", &session),
+    ];
+    let response = post(
+        &client,
+        url,
+        &headers,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#,
+    )
+    .await;
+    let listed = names(&message(&response.text().await.unwrap())["result"], "tools");
+    assert_eq!(listed, bob_tools);
+    // What he does not see he cannot use: 403 naming the scope, and the plugin does not run.
+    let divide = r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"divide","arguments":{"dividend":1,"divisor":1}}}"#;
+    let response = post(&client, url, &headers, divide).await;
+    assert_eq!(response.status(), 403);
+    let get = r#"{"jsonrpc":"2.0","id":7,"method":"prompts/get","params":{"name":"code_review","arguments":{}}}"#;
+    let response = post(&client, url, &headers, get).await;
+    assert_eq!(response.status(), 403);
+    // Alice's call of the gated tool runs.
+    let session = open_session(&client, url, ALICE).await;
+    let auth = bearer(ALICE);
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("mcp-session-id", &session),
+    ];
+    let response = post(&client, url, &headers, divide).await;
+    assert_eq!(response.status(), 200);
+    let reply = message(&response.text().await.unwrap());
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+}

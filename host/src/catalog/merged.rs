@@ -22,6 +22,7 @@ use super::validate::ToolSchemas;
 use crate::engine::{PluginCode, PluginLists};
 use crate::policy::PluginName;
 use crate::policy::{GrantSummary, NamingSummary};
+use crate::principal::{Principal, Scopes};
 use crate::protocol::ErrorObject;
 use crate::server::{ChangedList, ListKind, MethodOutput, MethodResult, Offers};
 
@@ -226,9 +227,31 @@ fn naming_json(naming: &crate::policy::Naming) -> serde_json::Value {
     })
 }
 
-/// One list: its items pre-serialised in order, and an index by key.
+/// The scopes a caller must hold to see and use an item: its plugin's and its own (`None`
+/// when it needs none, as most do).
+pub(super) type Gate = Option<Arc<[String]>>;
+
+/// The gate of an item whose plugin requires `plugin` and which requires `own` besides.
+fn gate(plugin: &[String], own: &[String]) -> Gate {
+    if plugin.is_empty() && own.is_empty() {
+        return None;
+    }
+    let mut all: Vec<String> = plugin.iter().chain(own).cloned().collect();
+    all.sort();
+    all.dedup();
+    Some(all.into())
+}
+
+/// Whether `caller` holds what `gate` requires.
+pub(super) fn passes(caller: &Principal, gate: &Gate) -> bool {
+    gate.as_ref().is_none_or(|g| caller.missing(g).is_empty())
+}
+
+/// One list: its items pre-serialised in order, each item's gate beside it, and an index by
+/// key.
 pub(super) struct Listing<E> {
     pub(super) items: Vec<Arc<RawValue>>,
+    pub(super) gates: Vec<Gate>,
     pub(super) index: HashMap<String, E>,
 }
 
@@ -236,6 +259,7 @@ impl<E> Default for Listing<E> {
     fn default() -> Self {
         Self {
             items: Vec::new(),
+            gates: Vec::new(),
             index: HashMap::new(),
         }
     }
@@ -244,6 +268,7 @@ impl<E> Default for Listing<E> {
 /// Where a name points.
 pub(super) struct Owner {
     pub(super) plugin: usize,
+    pub(super) gate: Gate,
 }
 
 pub(super) struct ToolEntry {
@@ -253,6 +278,7 @@ pub(super) struct ToolEntry {
     pub(super) schemas: Arc<ToolSchemas>,
     /// Annotated read-only or idempotent (never recorded under a request id).
     pub(super) repeatable: bool,
+    pub(super) gate: Gate,
 }
 
 pub(super) struct PromptEntry {
@@ -261,12 +287,14 @@ pub(super) struct PromptEntry {
     pub(super) own: String,
     pub(super) description: String,
     pub(super) required: Vec<String>,
+    pub(super) gate: Gate,
 }
 
 pub(super) struct TemplateEntry {
     pub(super) plugin: usize,
     pub(super) uri_template: String,
     pub(super) matcher: UriTemplate,
+    pub(super) gate: Gate,
 }
 
 /// The merged view of all loaded plugins. Immutable once built.
@@ -285,6 +313,9 @@ pub struct Catalog {
     resources: Listing<Owner>,
     pub(super) templates: Vec<TemplateEntry>,
     template_items: Vec<Arc<RawValue>>,
+    template_gates: Vec<Gate>,
+    /// Some item needs a scope: lists differ by caller.
+    gated: bool,
 }
 
 impl Catalog {
@@ -322,6 +353,8 @@ impl Catalog {
             resources: Listing::default(),
             templates: Vec::new(),
             template_items: Vec::new(),
+            template_gates: Vec::new(),
+            gated: false,
         };
         for plugin in plugins {
             catalog.add(plugin, plugins, &owners);
@@ -363,16 +396,22 @@ impl Catalog {
         let index = self.plugins.len();
         self.names.entry(loaded.file.clone()).or_default();
         let prepared = &loaded.prepared;
+        let policy = loaded.code.policy();
+        let naming = &policy.naming;
+        let scopes = &policy.scopes;
         for tool in &prepared.tools {
             if !self.owns(index, Claim::Tool(tool.name.clone()), plugins, owners) {
                 continue;
             }
+            let gate = gate(scopes, naming.tools.scopes_of(&tool.own));
             self.tools.items.push(Arc::clone(&tool.json));
+            self.tools.gates.push(gate.clone());
             let entry = ToolEntry {
                 plugin: index,
                 own: tool.own.clone(),
                 schemas: Arc::clone(&tool.schemas),
                 repeatable: tool.repeatable,
+                gate,
             };
             self.tools.index.insert(tool.name.clone(), entry);
         }
@@ -380,12 +419,15 @@ impl Catalog {
             if !self.owns(index, Claim::Prompt(prompt.name.clone()), plugins, owners) {
                 continue;
             }
+            let gate = gate(scopes, naming.prompts.scopes_of(&prompt.own));
             self.prompts.items.push(Arc::clone(&prompt.json));
+            self.prompts.gates.push(gate.clone());
             let entry = PromptEntry {
                 plugin: index,
                 own: prompt.own.clone(),
                 description: prompt.description.clone(),
                 required: prompt.required.clone(),
+                gate,
             };
             self.prompts.index.insert(prompt.name.clone(), entry);
         }
@@ -398,23 +440,41 @@ impl Catalog {
             ) {
                 continue;
             }
+            let gate = gate(scopes, naming.resources.scopes_of(&resource.uri));
             self.resources.items.push(Arc::clone(&resource.json));
-            self.resources
-                .index
-                .insert(resource.uri.clone(), Owner { plugin: index });
+            self.resources.gates.push(gate.clone());
+            self.resources.index.insert(
+                resource.uri.clone(),
+                Owner {
+                    plugin: index,
+                    gate,
+                },
+            );
         }
         for template in &prepared.templates {
             let claim = Claim::Template(template.uri_template.clone());
             if !self.owns(index, claim, plugins, owners) {
                 continue;
             }
+            let gate = gate(scopes, naming.resources.scopes_of(&template.uri_template));
             self.template_items.push(Arc::clone(&template.json));
+            self.template_gates.push(gate.clone());
             self.templates.push(TemplateEntry {
                 plugin: index,
                 uri_template: template.uri_template.clone(),
                 matcher: template.matcher.clone(),
+                gate,
             });
         }
+        self.gated = self.gated
+            || [
+                &self.tools.gates,
+                &self.prompts.gates,
+                &self.resources.gates,
+                &self.template_gates,
+            ]
+            .iter()
+            .any(|gates| gates.iter().any(Option::is_some));
         let lists = &loaded.lists;
         // Advertise what is served, not what is exported: the Rust SDK exports every
         // interface, with empty lists for what a plugin does not provide.
@@ -462,13 +522,40 @@ impl Catalog {
         self.plugins.len()
     }
 
-    /// One page of a list.
-    pub(super) fn page(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult {
-        let (key, items) = match kind {
-            ListKind::Tools => ("tools", &self.tools.items),
-            ListKind::Prompts => ("prompts", &self.prompts.items),
-            ListKind::Resources => ("resources", &self.resources.items),
-            ListKind::ResourceTemplates => ("resourceTemplates", &self.template_items),
+    /// Whether lists differ by caller (some item needs a scope).
+    pub(super) fn gated(&self) -> bool {
+        self.gated
+    }
+
+    /// One page of a list, as `caller` sees it: without the items whose scopes it lacks.
+    pub(super) fn page(
+        &self,
+        kind: ListKind,
+        cursor: Option<&str>,
+        caller: &Principal,
+    ) -> MethodResult {
+        let (key, items, gates) = match kind {
+            ListKind::Tools => ("tools", &self.tools.items, &self.tools.gates),
+            ListKind::Prompts => ("prompts", &self.prompts.items, &self.prompts.gates),
+            ListKind::Resources => ("resources", &self.resources.items, &self.resources.gates),
+            ListKind::ResourceTemplates => (
+                "resourceTemplates",
+                &self.template_items,
+                &self.template_gates,
+            ),
+        };
+        let visible: Vec<Arc<RawValue>>;
+        let items: &[Arc<RawValue>] = if self.gated && matches!(caller.scopes(), Scopes::Granted(_))
+        {
+            visible = items
+                .iter()
+                .zip(gates)
+                .filter(|(_, gate)| passes(caller, gate))
+                .map(|(item, _)| Arc::clone(item))
+                .collect();
+            &visible
+        } else {
+            items
         };
         let start = match cursor {
             None => 0,
@@ -504,17 +591,16 @@ impl Catalog {
             .map_err(|e| ErrorObject::internal(format!("could not build the page: {e}")))
     }
 
-    /// The plugin serving `uri`: the one listing it, else the first whose template matches.
-    pub(super) fn resource_owner(&self, uri: &str) -> Option<&PluginCode> {
-        let plugin = match self.resources.index.get(uri) {
-            Some(owner) => owner.plugin,
+    /// The plugin serving `uri` (the one listing it, else the first whose template matches),
+    /// and the resource's gate.
+    pub(super) fn resource_owner(&self, uri: &str) -> Option<(&PluginCode, &Gate)> {
+        let (plugin, gate) = match self.resources.index.get(uri) {
+            Some(owner) => (owner.plugin, &owner.gate),
             None => {
-                self.templates
-                    .iter()
-                    .find(|t| t.matcher.matches(uri))?
-                    .plugin
+                let template = self.templates.iter().find(|t| t.matcher.matches(uri))?;
+                (template.plugin, &template.gate)
             }
         };
-        self.plugins.get(plugin)
+        Some((self.plugins.get(plugin)?, gate))
     }
 }

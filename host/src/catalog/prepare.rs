@@ -259,11 +259,13 @@ mod tests {
             tools: ItemFilter {
                 allow: Some(vec!["add".into(), "list".into(), "nope".into()]),
                 deny: vec!["list".into()],
+                ..ItemFilter::default()
             },
             prompts: ItemFilter::default(),
             resources: ItemFilter {
                 allow: None,
                 deny: vec!["todo://done".into()],
+                ..ItemFilter::default()
             },
         };
         let prepared = prepare("todo", Path::new("todo.wasm"), &lists(), &naming);

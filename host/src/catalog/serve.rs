@@ -15,8 +15,10 @@ use super::convert;
 use super::failure::{PluginFailure, Request};
 use super::live::PluginSet;
 use super::merged::Catalog;
+use super::merged::Gate;
 use crate::engine::{CompletionRef, PluginCode};
 use crate::metrics::metrics;
+use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
 use crate::protocol::request::ClientRequest;
@@ -30,12 +32,19 @@ fn ctx_accepts_any_structured(ctx: &RequestContext) -> bool {
     ctx.is_stateless()
 }
 
-/// The caller may use `plugin`: it holds the plugin's scopes (the session refused it earlier
-/// otherwise; checked again here, where the plugin is known, so no path reaches a plugin
-/// unchecked).
-fn caller_may_use(ctx: &RequestContext, plugin: &PluginCode) -> Result<(), ErrorObject> {
+/// The caller may use the item behind `gate`, served by `plugin`: it holds the plugin's scopes
+/// and the item's own (the session refused it earlier otherwise; checked again here, where the
+/// item is known, so no path reaches a plugin unchecked).
+fn caller_may_use(
+    ctx: &RequestContext,
+    plugin: &PluginCode,
+    gate: &Gate,
+) -> Result<(), ErrorObject> {
     ctx.audit().plugin(plugin.name().as_str());
-    let missing = ctx.caller().missing(&plugin.policy().scopes);
+    let Some(required) = gate.as_deref() else {
+        return Ok(());
+    };
+    let missing = ctx.caller().missing(required);
     if missing.is_empty() {
         return Ok(());
     }
@@ -43,25 +52,34 @@ fn caller_may_use(ctx: &RequestContext, plugin: &PluginCode) -> Result<(), Error
     Err(crate::server::insufficient_scope(&missing))
 }
 
-/// The plugin that would serve `request` (none for a request no plugin serves).
-fn owner<'a>(catalog: &'a Catalog, request: &ClientRequest) -> Option<&'a PluginCode> {
-    let plugin = match request {
-        ClientRequest::CallTool(p) => catalog.tools.index.get(&p.name).map(|e| e.plugin),
-        ClientRequest::GetPrompt(p) => catalog.prompts.index.get(&p.name).map(|e| e.plugin),
+/// The plugin that would serve `request`, and the item's gate (none for a request no plugin
+/// serves).
+fn owner<'a>(catalog: &'a Catalog, request: &ClientRequest) -> Option<(&'a PluginCode, &'a Gate)> {
+    let (plugin, gate) = match request {
+        ClientRequest::CallTool(p) => catalog
+            .tools
+            .index
+            .get(&p.name)
+            .map(|e| (e.plugin, &e.gate)),
+        ClientRequest::GetPrompt(p) => catalog
+            .prompts
+            .index
+            .get(&p.name)
+            .map(|e| (e.plugin, &e.gate)),
         ClientRequest::Complete(p) => match &p.reference {
             CompletionReference::Prompt { name } => {
-                catalog.prompts.index.get(name).map(|e| e.plugin)
+                catalog.prompts.index.get(name).map(|e| (e.plugin, &e.gate))
             }
             CompletionReference::Resource { uri } => catalog
                 .templates
                 .iter()
                 .find(|t| t.uri_template == *uri)
-                .map(|t| t.plugin),
+                .map(|t| (t.plugin, &t.gate)),
         },
         ClientRequest::ReadResource(p) => return catalog.resource_owner(&p.uri),
         _ => None,
-    };
-    plugin.and_then(|i| catalog.plugins.get(i))
+    }?;
+    Some((catalog.plugins.get(plugin)?, gate))
 }
 
 impl Backend for PluginSet {
@@ -88,27 +106,43 @@ impl Backend for PluginSet {
 
     fn required_scopes(&self, request: &ClientRequest) -> Vec<String> {
         owner(&self.catalog(), request)
-            .map(|p| p.policy().scopes.clone())
+            .and_then(|(_, gate)| gate.as_deref().map(<[String]>::to_vec))
             .unwrap_or_default()
     }
 
     fn serving_plugin(&self, request: &ClientRequest) -> Option<String> {
-        owner(&self.catalog(), request).map(|p| p.name().as_str().to_owned())
+        owner(&self.catalog(), request).map(|(p, _)| p.name().as_str().to_owned())
     }
 
     fn plugin_scopes(&self) -> Vec<String> {
         let mut scopes: Vec<String> = self
             .plugins()
             .iter()
-            .flat_map(|p| p.code.policy().scopes.clone())
+            .flat_map(|p| {
+                let policy = p.code.policy();
+                let naming = &policy.naming;
+                let items = [&naming.tools, &naming.prompts, &naming.resources]
+                    .into_iter()
+                    .flat_map(|filter| filter.scopes.values().flatten().cloned());
+                policy
+                    .scopes
+                    .iter()
+                    .cloned()
+                    .chain(items)
+                    .collect::<Vec<_>>()
+            })
             .collect();
         scopes.sort();
         scopes.dedup();
         scopes
     }
 
-    fn list(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult {
-        self.catalog().page(kind, cursor)
+    fn list(&self, kind: ListKind, cursor: Option<&str>, caller: &Principal) -> MethodResult {
+        self.catalog().page(kind, cursor, caller)
+    }
+
+    fn lists_vary_by_caller(&self) -> bool {
+        self.catalog().gated()
     }
 
     async fn call_tool(
@@ -124,7 +158,7 @@ impl Backend for PluginSet {
             )));
         };
         let plugin = &catalog.plugins[entry.plugin];
-        caller_may_use(&ctx, plugin)?;
+        caller_may_use(&ctx, plugin, &entry.gate)?;
         // The plugin knows the tool by its own name (the served one may carry a prefix).
         let own = entry.own.as_str();
         // Invalid arguments are the model's to fix: an `isError` result, not a protocol error.
@@ -165,13 +199,13 @@ impl Backend for PluginSet {
                 "unknown prompt `{name}`"
             )));
         };
+        let plugin = &catalog.plugins[entry.plugin];
+        caller_may_use(&ctx, plugin, &entry.gate)?;
         if let Some(missing) = entry.required.iter().find(|r| !arguments.contains_key(*r)) {
             return Err(ErrorObject::invalid_params(format!(
                 "missing required argument `{missing}` for prompt `{name}`"
             )));
         }
-        let plugin = &catalog.plugins[entry.plugin];
-        caller_may_use(&ctx, plugin)?;
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
         ctx.bind_plugin(plugin.component_digest())?;
         let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
@@ -189,10 +223,10 @@ impl Backend for PluginSet {
 
     async fn read_resource(&self, uri: &str, ctx: RequestContext) -> MethodResult {
         let catalog = self.catalog();
-        let Some(plugin) = catalog.resource_owner(uri) else {
+        let Some((plugin, gate)) = catalog.resource_owner(uri) else {
             return Err(convert::resource_not_found(uri));
         };
-        caller_may_use(&ctx, plugin)?;
+        caller_may_use(&ctx, plugin, gate)?;
         ctx.bind_plugin(plugin.component_digest())?;
         let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
         let request = Request::Resource(uri);
@@ -205,12 +239,16 @@ impl Backend for PluginSet {
 
     async fn complete(&self, params: CompleteParams, ctx: RequestContext) -> MethodResult {
         let catalog = self.catalog();
-        let (plugin, reference) = match &params.reference {
+        let (plugin, gate, reference) = match &params.reference {
             CompletionReference::Prompt { name } => {
                 let entry = catalog.prompts.index.get(name).ok_or_else(|| {
                     ErrorObject::invalid_params(format!("unknown prompt `{name}`"))
                 })?;
-                (entry.plugin, CompletionRef::Prompt(entry.own.clone()))
+                (
+                    entry.plugin,
+                    &entry.gate,
+                    CompletionRef::Prompt(entry.own.clone()),
+                )
             }
             CompletionReference::Resource { uri } => {
                 let entry = catalog
@@ -220,11 +258,15 @@ impl Backend for PluginSet {
                     .ok_or_else(|| {
                         ErrorObject::invalid_params(format!("unknown resource template `{uri}`"))
                     })?;
-                (entry.plugin, CompletionRef::ResourceTemplate(uri.clone()))
+                (
+                    entry.plugin,
+                    &entry.gate,
+                    CompletionRef::ResourceTemplate(uri.clone()),
+                )
             }
         };
         let plugin = &catalog.plugins[plugin];
-        caller_may_use(&ctx, plugin)?;
+        caller_may_use(&ctx, plugin, gate)?;
         if !plugin.exports().completion() {
             return convert::no_completions();
         }

@@ -14,6 +14,7 @@ mod locate;
 mod manifest;
 mod name;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -121,16 +122,24 @@ impl Naming {
 }
 
 /// An allow-list and a deny-list of one kind of item: an item is served when the allow-list
-/// is absent or names it, and the deny-list does not.
+/// is absent or names it, and the deny-list does not. Items may also require scopes of their
+/// own, beyond the plugin's: a caller without them neither sees nor uses the item.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ItemFilter {
     /// Only these, when present.
     pub allow: Option<Vec<String>>,
     /// Never these.
     pub deny: Vec<String>,
+    /// The scopes each item requires (by the plugin's own name, or URI), beyond the plugin's.
+    pub scopes: BTreeMap<String, Vec<String>>,
 }
 
 impl ItemFilter {
+    /// The scopes the item the plugin calls `name` requires beyond the plugin's (none for most).
+    pub fn scopes_of(&self, name: &str) -> &[String] {
+        self.scopes.get(name).map_or(&[], Vec::as_slice)
+    }
+
     /// Whether the item the plugin calls `name` is served.
     pub fn shows(&self, name: &str) -> bool {
         self.allow

@@ -18,12 +18,20 @@ pub async fn dispatch<B: Backend>(
     ctx: RequestContext,
 ) -> MethodResult {
     match request {
-        ClientRequest::ListTools(p) => backend.list(ListKind::Tools, p.cursor.as_deref()),
-        ClientRequest::ListPrompts(p) => backend.list(ListKind::Prompts, p.cursor.as_deref()),
-        ClientRequest::ListResources(p) => backend.list(ListKind::Resources, p.cursor.as_deref()),
-        ClientRequest::ListResourceTemplates(p) => {
-            backend.list(ListKind::ResourceTemplates, p.cursor.as_deref())
+        ClientRequest::ListTools(p) => {
+            backend.list(ListKind::Tools, p.cursor.as_deref(), ctx.caller())
         }
+        ClientRequest::ListPrompts(p) => {
+            backend.list(ListKind::Prompts, p.cursor.as_deref(), ctx.caller())
+        }
+        ClientRequest::ListResources(p) => {
+            backend.list(ListKind::Resources, p.cursor.as_deref(), ctx.caller())
+        }
+        ClientRequest::ListResourceTemplates(p) => backend.list(
+            ListKind::ResourceTemplates,
+            p.cursor.as_deref(),
+            ctx.caller(),
+        ),
         ClientRequest::CallTool(p) => {
             let empty = RawValue::from_string("{}".to_owned()).unwrap_or_default();
             let arguments = match &p.arguments {

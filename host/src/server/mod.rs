@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 
+use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, LogLevel};
 use crate::protocol::result::{Empty, ListCapability, ResourcesCapability, ServerCapabilities};
@@ -227,9 +228,15 @@ pub trait Backend: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// One page of a list: `cursor` is the previous page's `nextCursor`. An unknown cursor is
-    /// -32602.
-    fn list(&self, kind: ListKind, cursor: Option<&str>) -> MethodResult;
+    /// One page of a list as `caller` sees it (without what its scopes do not reach): `cursor`
+    /// is the previous page's `nextCursor`. An unknown cursor is -32602.
+    fn list(&self, kind: ListKind, cursor: Option<&str>, caller: &Principal) -> MethodResult;
+
+    /// Whether lists differ by caller (some item requires a scope): 2026-07-28 list results
+    /// are then `cacheScope: private`.
+    fn lists_vary_by_caller(&self) -> bool {
+        false
+    }
 
     /// `tools/call`. `arguments` is a JSON object. `ctx` reaches the client while it runs.
     fn call_tool(

@@ -164,9 +164,10 @@ impl<B: Backend> Session<B> {
                 }
             }
             body => {
-                let cache = (!matches!(body, ClientRequest::Complete(_))).then_some(CacheHints {
+                // Lists that differ by caller (some item requires a scope) are the caller's own.
+                let cache = (!matches!(body, ClientRequest::Complete(_))).then(|| CacheHints {
                     ttl_ms: settings.list_ttl_ms,
-                    public: true,
+                    public: !self.backend().lists_vary_by_caller(),
                 });
                 let ctx = context(None);
                 let result = dispatch(&**self.backend(), body, ctx.clone()).await;

@@ -27,6 +27,8 @@
 //! [tools]                  # optional, as are [prompts] and [resources] (by URI or template)
 //! allow = ["forecast"]     # only these are served (the plugin's own names)
 //! deny = ["debug"]         # never these
+//! scopes = { reset = ["admin"] }  # scopes an item requires beyond the plugin's: a caller
+//!                                 # without them neither lists nor calls it
 //!
 //! [keyvalue]               # durable state through wasi:keyvalue
 //! buckets = ["default"]    # the bucket names it may open
@@ -77,6 +79,14 @@ impl PolicyError {
             key: Some(key.into()),
             message: message.into(),
         }
+    }
+
+    /// The same error about a `scopes` list found at `key` (an item's, not the plugin's).
+    fn under(mut self, key: &str) -> Self {
+        self.key = self
+            .key
+            .map(|k| format!("{key}{}", k.strip_prefix("scopes").unwrap_or(&k)));
+        self
     }
 
     /// Fill in the line of the key, or the key of the line, from `text` (the file's text).
@@ -172,7 +182,7 @@ fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyE
 }
 
 /// OAuth scope tokens (RFC 6749 §3.3: printable ASCII but space, `"` and `\\`), once each.
-fn scopes(file: &Path, scopes: Vec<String>) -> Result<Vec<String>, PolicyError> {
+pub(super) fn scopes(file: &Path, scopes: Vec<String>) -> Result<Vec<String>, PolicyError> {
     let mut seen = HashSet::new();
     for (i, scope) in scopes.iter().enumerate() {
         let valid = !scope.is_empty()

@@ -4,7 +4,7 @@
 //! Depends on its parent (the manifest's errors) and the policy types only; nothing else in
 //! the crate.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use serde::Deserialize;
@@ -43,6 +43,9 @@ pub(super) struct FilterTable {
     allow: Option<Vec<String>>,
     #[serde(default)]
     deny: Vec<String>,
+    /// `scopes = { name = ["scope", …] }`: what an item requires beyond the plugin's scopes.
+    #[serde(default)]
+    scopes: BTreeMap<String, Vec<String>>,
 }
 
 /// An allow-list and a deny-list of `kind` (`tools`, …): names, each once, none in both.
@@ -76,9 +79,30 @@ pub(super) fn filter(
             ));
         }
     }
+    let mut scopes = BTreeMap::new();
+    for (name, required) in table.scopes {
+        let key = format!("{kind}.scopes.{name}");
+        if name.is_empty() || name.chars().any(char::is_control) {
+            return Err(PolicyError::at(
+                file,
+                key,
+                "a name is not empty and has no control characters",
+            ));
+        }
+        if required.is_empty() {
+            return Err(PolicyError::at(
+                file,
+                key,
+                "name at least one scope (or leave the item out)",
+            ));
+        }
+        let required = super::scopes(file, required).map_err(|e| e.under(&key))?;
+        scopes.insert(name, required);
+    }
     Ok(ItemFilter {
         allow: table.allow,
         deny: table.deny,
+        scopes,
     })
 }
 
@@ -115,6 +139,25 @@ mod tests {
         let e = error("[prompts]\nonly = [\"x\"]\n");
         assert!(
             e.contains("line 2: prompts.only: unknown field `only`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn items_may_require_scopes_of_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "[tools]\nscopes = { reset = [\"admin\", \"ops\"] }\n[resources]\nscopes = { \"todo://{id}\" = [\"read\"] }\n";
+        let naming = load_manifest(&write(dir.path(), text), Limits::default())
+            .unwrap()
+            .naming;
+        assert_eq!(naming.tools.scopes_of("reset"), ["admin", "ops"]);
+        assert!(naming.tools.scopes_of("other").is_empty());
+        assert_eq!(naming.resources.scopes_of("todo://{id}"), ["read"]);
+        let e = error("[tools]\nscopes = { reset = [\"a b\"] }\n");
+        assert!(e.contains("tools.scopes.reset[0]: a scope is"), "{e}");
+        let e = error("[prompts]\nscopes = { p = [] }\n");
+        assert!(
+            e.contains("prompts.scopes.p: name at least one scope"),
             "{e}"
         );
     }

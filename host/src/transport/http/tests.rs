@@ -31,7 +31,7 @@ impl Backend for Nothing {
         None
     }
 
-    fn list(&self, _: ListKind, _: Option<&str>) -> MethodResult {
+    fn list(&self, _: ListKind, _: Option<&str>, _: &crate::principal::Principal) -> MethodResult {
         nothing()
     }
 
