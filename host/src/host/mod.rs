@@ -53,6 +53,9 @@ pub enum HostError {
     /// The audit log could not be opened.
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
+    /// The shared store for budgets could not be set up.
+    #[error("cannot keep budgets in the state store: {0}")]
+    Budgets(#[source] crate::kv::KvError),
     /// The plugin directory could not be read.
     #[error(transparent)]
     Directory(#[from] crate::watch::DirectoryError),
@@ -96,6 +99,19 @@ impl Host {
             tracing::info!(path = %path.display(), "writing the audit log");
             settings.modern = Arc::new(crate::server::ModernSettings {
                 audit: Some(log),
+                ..(*settings.modern).clone()
+            });
+        }
+        if let crate::kv::StateConfig::Redis(url) = &settings.runtime.state {
+            let store =
+                crate::kv::budgets::RedisBudgets::connect(url).map_err(HostError::Budgets)?;
+            tracing::info!(
+                store = %settings.runtime.state,
+                "each caller's request rate and sessions are kept in the shared state store, across replicas"
+            );
+            let config = settings.modern.budgets.config().clone();
+            settings.modern = Arc::new(crate::server::ModernSettings {
+                budgets: crate::server::Budgets::shared(config, Some(Arc::new(SharedStore(store)))),
                 ..(*settings.modern).clone()
             });
         }
@@ -473,5 +489,51 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
         #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("received a shutdown signal");
+    }
+}
+
+/// The budgets replicas share, kept in Redis (`kv::budgets`) for the server's budgets.
+struct SharedStore(crate::kv::budgets::RedisBudgets);
+
+impl crate::server::SharedBudgets for SharedStore {
+    fn take_token<'a>(
+        &'a self,
+        caller: &'a str,
+        rate: f64,
+        burst: f64,
+    ) -> crate::server::BoxFuture<'a, Result<Option<f64>, String>> {
+        Box::pin(async move {
+            self.0
+                .take_token(caller, rate, burst)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn open_session<'a>(
+        &'a self,
+        caller: &'a str,
+        id: &'a str,
+        max: usize,
+        lifetime: Duration,
+    ) -> crate::server::BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move {
+            self.0
+                .open_session(caller, id, max, lifetime)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn close_session<'a>(
+        &'a self,
+        caller: &'a str,
+        id: &'a str,
+    ) -> crate::server::BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Err(e) = self.0.close_session(caller, id).await {
+                tracing::debug!("could not uncount a closed session in the shared store: {e}");
+            }
+        })
     }
 }

@@ -25,6 +25,7 @@
 //!
 //! Uses: nothing else in the crate.
 
+pub mod budgets;
 pub mod calls;
 mod disk;
 mod redis;

@@ -183,6 +183,9 @@ impl fmt::Display for NamingSummary<'_> {
             if !filter.deny.is_empty() {
                 parts.push(format!("{kind} hidden [{}]", filter.deny.join(", ")));
             }
+            for (item, scopes) in &filter.scopes {
+                parts.push(format!("{kind} `{item}` only for [{}]", scopes.join(", ")));
+            }
         }
         f.write_str(&parts.join("; "))
     }

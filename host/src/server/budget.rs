@@ -7,6 +7,13 @@
 //! its budget is refused at once, never queued ahead of anyone (HTTP 429 with `Retry-After`,
 //! or the JSON-RPC error [`OVER_BUDGET`] naming the limit and the caller's budget).
 //!
+//! Behind a balancer, the request rate and the sessions may be kept in a store the replicas
+//! share ([`SharedBudgets`], Redis with `--state redis://…`): a caller spreading its requests
+//! over replicas then has one rate and one count of sessions, not one per replica. Should the
+//! store not answer in time, each replica falls back to its own bucket (logged), so a store
+//! going away never stops the service. Running calls, listen streams and request bytes are
+//! what one process holds, so they stay per replica.
+//!
 //! Use is kept per caller in one map, entered for a moment per take and give-back; an entry
 //! goes when its caller holds nothing and its bucket is full again, so the map holds only
 //! callers active within the last `burst / rate` seconds. Exported as metrics by limit
@@ -29,6 +36,33 @@ use crate::metrics::metrics;
 use crate::principal::Principal;
 pub use crate::principal::{Budget, BudgetConfig, BudgetPatch};
 use crate::protocol::ErrorObject;
+
+/// A future a shared store answers with.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Where budgets that must hold across replicas are kept: the request rate and the open
+/// sessions of each caller (named by a digest of its key). Errors are the store's, as text.
+pub trait SharedBudgets: Send + Sync {
+    /// Take one token of `caller`'s bucket: `None` when taken, else the seconds to wait.
+    fn take_token<'a>(
+        &'a self,
+        caller: &'a str,
+        rate: f64,
+        burst: f64,
+    ) -> BoxFuture<'a, Result<Option<f64>, String>>;
+
+    /// Count session `id` among `caller`'s for `lifetime`: `false` at `max`.
+    fn open_session<'a>(
+        &'a self,
+        caller: &'a str,
+        id: &'a str,
+        max: usize,
+        lifetime: std::time::Duration,
+    ) -> BoxFuture<'a, Result<bool, String>>;
+
+    /// Stop counting session `id` among `caller`'s.
+    fn close_session<'a>(&'a self, caller: &'a str, id: &'a str) -> BoxFuture<'a, ()>;
+}
 
 /// The JSON-RPC error code of a request refused because its caller is over a budget (a
 /// server error of the implementation-defined range; 429 is HTTP's "too many requests").
@@ -102,6 +136,13 @@ impl OverBudget {
     }
 }
 
+/// `wait` seconds in whole seconds, rounded up, at least one: what `Retry-After` can say.
+fn whole_seconds(wait: f64) -> u64 {
+    std::time::Duration::try_from_secs_f64(wait)
+        .map_or(u64::MAX, |d| d.as_secs() + u64::from(d.subsec_nanos() > 0))
+        .max(1)
+}
+
 /// The most `budget` allows of a count.
 fn max_of(budget: &Budget, what: Budgeted) -> usize {
     match what {
@@ -169,6 +210,52 @@ pub struct Budgets {
     accounts: Mutex<Accounts>,
     made: Instant,
     warned_at: AtomicU64,
+    shared: Option<Arc<dyn SharedBudgets>>,
+    /// When the shared store last failed to answer was logged at warn, as `warned_at`.
+    store_warned_at: AtomicU64,
+}
+
+impl fmt::Debug for dyn SharedBudgets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SharedBudgets")
+    }
+}
+
+/// A session counted in the shared store, uncounted when dropped.
+#[must_use = "the session is uncounted when this is dropped"]
+pub struct SharedSession {
+    shared: Arc<dyn SharedBudgets>,
+    caller: String,
+    id: String,
+}
+
+impl fmt::Debug for SharedSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedSession")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl Drop for SharedSession {
+    fn drop(&mut self) {
+        let (shared, caller, id) = (
+            Arc::clone(&self.shared),
+            std::mem::take(&mut self.caller),
+            std::mem::take(&mut self.id),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { shared.close_session(&caller, &id).await });
+        }
+    }
+}
+
+/// The name of `caller` in the shared store: a digest of its key (bounded, and never text a
+/// client chose).
+fn shared_name(caller: &Principal) -> String {
+    use sha2::{Digest as _, Sha256};
+    let digest = Sha256::digest(caller.key().as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Part of a caller's budget, given back when dropped.
@@ -198,8 +285,14 @@ pub struct BudgetUse {
 }
 
 impl Budgets {
-    /// Budgets as `config` says.
+    /// Budgets as `config` says, each replica keeping its own.
     pub fn new(config: BudgetConfig) -> Arc<Self> {
+        Self::shared(config, None)
+    }
+
+    /// Budgets as `config` says, the request rate and the sessions kept in `shared` (when
+    /// given) so that replicas share them.
+    pub fn shared(config: BudgetConfig, shared: Option<Arc<dyn SharedBudgets>>) -> Arc<Self> {
         let now = Instant::now();
         Arc::new(Self {
             config,
@@ -210,7 +303,99 @@ impl Budgets {
             }),
             made: now,
             warned_at: AtomicU64::new(0),
+            shared,
+            store_warned_at: AtomicU64::new(0),
         })
+    }
+
+    /// Whether the rate and the sessions are kept in a store the replicas share.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Log that the shared store did not answer: at warn at most every [`WARN_EVERY_SECS`].
+    fn store_failed(&self, what: &str, error: &str) {
+        let now = self.made.elapsed().as_secs() + WARN_EVERY_SECS;
+        let last = self.store_warned_at.load(Ordering::Relaxed);
+        if now >= last + WARN_EVERY_SECS
+            && self
+                .store_warned_at
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(
+                "the shared store did not keep a caller's {what} ({error}); this replica keeps it alone meanwhile"
+            );
+        } else {
+            tracing::debug!("the shared store did not keep a caller's {what}: {error}");
+        }
+    }
+
+    /// Take one token of `caller`'s request rate: from the shared store when there is one
+    /// (falling back to this replica's own bucket when it does not answer), else locally.
+    pub async fn admit(&self, caller: &Principal) -> Result<(), OverBudget> {
+        let Some(budget) = self.config.budget_of(caller) else {
+            return Ok(());
+        };
+        if let Some(shared) = &self.shared {
+            match shared
+                .take_token(&shared_name(caller), budget.rate, budget.burst)
+                .await
+            {
+                Ok(None) => return Ok(()),
+                Ok(Some(wait)) => {
+                    let refused = OverBudget {
+                        limit: Budgeted::Rate,
+                        budget,
+                        principal: caller.key().to_owned(),
+                        retry_after: whole_seconds(wait),
+                    };
+                    self.refused(&refused);
+                    return Err(refused);
+                }
+                Err(error) => self.store_failed("request rate", &error),
+            }
+        }
+        self.admit_here(caller)
+    }
+
+    /// Count session `id` of `caller`, idle for at most `lifetime`, in the shared store (none
+    /// without one, or for a caller without a budget; this replica's own count is
+    /// [`Budgets::take`]'s).
+    pub async fn open_session(
+        &self,
+        caller: &Principal,
+        id: &str,
+        lifetime: std::time::Duration,
+    ) -> Result<Option<SharedSession>, OverBudget> {
+        let (Some(shared), Some(budget)) = (&self.shared, self.config.budget_of(caller)) else {
+            return Ok(None);
+        };
+        let name = shared_name(caller);
+        match shared
+            .open_session(&name, id, budget.sessions, lifetime)
+            .await
+        {
+            Ok(true) => Ok(Some(SharedSession {
+                shared: Arc::clone(shared),
+                caller: name,
+                id: id.to_owned(),
+            })),
+            Ok(false) => {
+                let refused = OverBudget {
+                    limit: Budgeted::Sessions,
+                    budget,
+                    principal: caller.key().to_owned(),
+                    retry_after: RETRY_AFTER_SECS,
+                };
+                self.refused(&refused);
+                Err(refused)
+            }
+            Err(error) => {
+                self.store_failed("sessions", &error);
+                Ok(None)
+            }
+        }
     }
 
     /// The configuration.
@@ -267,9 +452,9 @@ impl Budgets {
         }))
     }
 
-    /// Take one token from `caller`'s bucket (one request), or refuse with when the next one
-    /// will be there. Passes a caller with no budget of its own.
-    pub fn admit(&self, caller: &Principal) -> Result<(), OverBudget> {
+    /// Take one token from `caller`'s bucket in this replica (one request), or refuse with
+    /// when the next one will be there. Passes a caller with no budget of its own.
+    pub fn admit_here(&self, caller: &Principal) -> Result<(), OverBudget> {
         let Some(budget) = self.config.budget_of(caller) else {
             return Ok(());
         };
@@ -296,10 +481,7 @@ impl Budgets {
             limit: Budgeted::Rate,
             budget,
             principal: caller.key().to_owned(),
-            // Whole seconds, rounded up, at least one: what `Retry-After` can say.
-            retry_after: std::time::Duration::try_from_secs_f64(wait)
-                .map_or(u64::MAX, |d| d.as_secs() + u64::from(d.subsec_nanos() > 0))
-                .max(1),
+            retry_after: whole_seconds(wait),
         };
         self.refused(&refused);
         Err(refused)
@@ -453,12 +635,12 @@ mod tests {
         let budgets = Budgets::new(config("rate = 1.0\nburst = 3.0"));
         let alice = token("alice", &[]);
         for _ in 0..3 {
-            budgets.admit(&alice).unwrap();
+            budgets.admit_here(&alice).unwrap();
         }
-        let refused = budgets.admit(&alice).unwrap_err();
+        let refused = budgets.admit_here(&alice).unwrap_err();
         assert_eq!(refused.limit, Budgeted::Rate);
         assert_eq!(refused.retry_after, 1);
-        assert!(budgets.admit(&token("bob", &[])).is_ok());
+        assert!(budgets.admit_here(&token("bob", &[])).is_ok());
     }
 
     #[test]

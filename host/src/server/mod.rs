@@ -42,7 +42,8 @@ pub use bounds::{
     DEFAULT_MAX_SESSIONS, HostLimits, RETRY_AFTER_SECS, Share,
 };
 pub use budget::{
-    Budget, BudgetConfig, BudgetPatch, BudgetUse, Budgeted, Budgets, Held, OVER_BUDGET, OverBudget,
+    BoxFuture, Budget, BudgetConfig, BudgetPatch, BudgetUse, Budgeted, Budgets, Held, OVER_BUDGET,
+    OverBudget, SharedBudgets, SharedSession,
 };
 pub use context::{Cancellation, Outbound, RequestContext, ServerRequest};
 pub use events::forward_events;

@@ -463,7 +463,7 @@ impl<B: Backend> Session<B> {
                     }
                     return Some(Pending::refused(forbidden));
                 }
-                let held = match self.charge(&request, caller) {
+                let held = match self.charge(&request, caller).await {
                     Ok(held) => held,
                     Err(over) => {
                         let answer = Answer::over_budget(&request.id, &over);
@@ -544,13 +544,13 @@ impl<B: Backend> Session<B> {
 
     /// Charge `request` to `caller`'s budgets: one token of its request rate, and for a
     /// request that runs a plugin a place among its running calls (held until it ends).
-    fn charge(
+    async fn charge(
         &self,
         request: &TypedRequest,
         caller: &Principal,
     ) -> Result<Option<super::Held>, super::OverBudget> {
         let budgets = &self.settings.budgets;
-        budgets.admit(caller)?;
+        budgets.admit(caller).await?;
         let runs_plugin = matches!(
             request.body,
             Ok(ClientRequest::CallTool(_)

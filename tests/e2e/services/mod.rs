@@ -14,11 +14,12 @@
 //! `container`, buildah; `languages`, componentize-py (PyPI), componentize-js and Node 22
 //! (npm); `metrics`, a Prometheus server; `oauth`, an authorization server (npm's
 //! `oauth2-mock-server` on Node 22) and the official Python SDK (PyPI); `python`, the official
-//! Python SDK; `readiness` and `state_redis`, a `redis-server`; `registry`, a CNCF
+//! Python SDK; `budgets_shared`, `readiness` and `state_redis`, a `redis-server`; `registry`, a CNCF
 //! distribution registry (`docker-registry`, with `htpasswd` and `script` for two tests);
 //! `scale`, `redis-server` and HAProxy; `status`, a headless chromium. Where a module of the
 //! same name sits beside this one, the tests of that area that need none of this are there.
 
+mod budgets_shared;
 mod conformance;
 mod container;
 mod languages;

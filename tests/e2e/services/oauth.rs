@@ -368,6 +368,40 @@ async fn each_user_of_one_issuer_has_budgets_of_their_own() {
 }
 
 #[tokio::test]
+async fn each_user_of_one_issuer_lists_only_what_their_scopes_reach() {
+    let dir = plugins();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let authorization = AuthorizationServer::start(&url).await;
+    let (_mcpbox, _stderr) = serve(dir.path(), &authorization.url, port).await;
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let tools = async |query: &str| {
+        let token = format!("Bearer {}", authorization.token(query).await);
+        let headers = [
+            ("authorization", token.as_str()),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+        ];
+        let response = post(&reqwest::Client::new(), &url, &headers, list).await;
+        assert_eq!(response.status(), 200);
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["result"]["cacheScope"], "private", "{body}");
+        body["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    // The hostile plugin requires `admin`: alice, who holds it, sees its tools; bob does not.
+    let alice = tools("scope=mcp%20admin&sub=alice").await;
+    let bob = tools("scope=mcp&sub=bob").await;
+    assert!(alice.iter().any(|t| t == "ok"), "{alice:?}");
+    assert!(!bob.iter().any(|t| t == "ok"), "{bob:?}");
+    assert!(bob.iter().any(|t| t == "echo"), "{bob:?}");
+}
+
+#[tokio::test]
 async fn the_python_sdk_discovers_authorizes_and_steps_up() {
     let dir = plugins();
     let port = free_port();

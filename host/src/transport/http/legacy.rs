@@ -36,7 +36,7 @@ pub(super) async fn get_sse<B: Backend>(State(app): Shared<B>, admitted: Admitte
         Ok(share) => (share, own),
         Err(refused) => return at_limit(&refused),
     };
-    let (id, http) = match app.create_session(&admitted.caller) {
+    let (id, http) = match app.create_session(&admitted.caller).await {
         Ok(created) => created,
         Err(refused) => return *refused,
     };

@@ -34,7 +34,7 @@ use crate::protocol::jsonrpc::Decoded;
 use crate::protocol::request::Method;
 use crate::protocol::{Message, Reply, v2025};
 use crate::server::{
-    Backend, Budgeted, Held, Mode, Outbound, Pending, Session, Share, forward_events,
+    Backend, Budgeted, Held, Mode, Outbound, Pending, Session, Share, SharedSession, forward_events,
 };
 
 /// One client session over HTTP.
@@ -49,7 +49,7 @@ pub(super) struct HttpSession<B> {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Its place among the open sessions (`--max-sessions`), and among its owner's own
     /// (`[budgets] sessions`), given back when it ends.
-    _slot: (Share, Option<Held>),
+    _slot: (Share, Option<Held>, Option<SharedSession>),
 }
 
 impl<B> HttpSession<B> {
@@ -84,14 +84,12 @@ impl<B: Backend> App<B> {
     /// Start a session for `owner`: its MCP state, its standalone stream, and the task
     /// forwarding backend events into that stream; refused at `--max-sessions` (503) or at
     /// the owner's budget of sessions (429).
-    pub(super) fn create_session(
+    pub(super) async fn create_session(
         self: &Arc<Self>,
         owner: &Principal,
     ) -> Result<(String, Arc<HttpSession<B>>), Refused> {
-        let own = self
-            .config
-            .modern
-            .budgets
+        let budgets = &self.config.modern.budgets;
+        let own = budgets
             .take(owner, Budgeted::Sessions, 1)
             .map_err(|over| Box::new(over_budget(&over)))?;
         let slot = self
@@ -101,8 +99,13 @@ impl<B: Backend> App<B> {
             .sessions
             .take(1)
             .map_err(|refused| Box::new(at_limit(&refused)))?;
-        let slot = (slot, own);
         let id = uuid::Uuid::new_v4().simple().to_string();
+        // Behind a balancer, the caller's sessions on every replica count.
+        let shared = budgets
+            .open_session(owner, &id, self.config.session_idle)
+            .await
+            .map_err(|over| Box::new(over_budget(&over)))?;
+        let slot = (slot, own, shared);
         let session = Arc::new(Session::new(
             Arc::clone(&self.backend),
             Mode::Legacy,
@@ -252,7 +255,7 @@ pub(super) async fn post_session<B: Backend>(
         .iter()
         .any(|m| matches!(m, Ok(Message::Request(_))));
     let (session_id, http) = if initialize {
-        match app.create_session(caller) {
+        match app.create_session(caller).await {
             Ok(created) => created,
             Err(refused) => return *refused,
         }
