@@ -103,21 +103,22 @@ async fn expect_over_budget(response: reqwest::Response, limit: &str) -> Value {
     error
 }
 
-/// The value of the metric line starting with `name` (labels included).
-async fn metric(client: &reqwest::Client, port: u16, name: &str) -> f64 {
-    let text = client
-        .get(format!("http://127.0.0.1:{port}/metrics"))
+/// GET `path` of the server on `port` as bob: the body.
+async fn page(client: &reqwest::Client, port: u16, path: &str) -> String {
+    client
+        .get(format!("http://127.0.0.1:{port}{path}"))
         .header("authorization", bearer(BOB))
         .send()
         .await
         .unwrap()
         .text()
         .await
-        .unwrap();
-    assert!(
-        !text.contains("principal="),
-        "callers are not labels unless asked"
-    );
+        .unwrap()
+}
+
+/// The value of the metric line starting with `name` (labels included).
+async fn metric(client: &reqwest::Client, port: u16, name: &str) -> f64 {
+    let text = page(client, port, "/metrics").await;
     text.lines()
         .find(|l| l.starts_with(name))
         .and_then(|l| l.rsplit(' ').next())
@@ -273,6 +274,15 @@ async fn a_caller_at_its_budgets_is_refused_and_another_is_served() {
     let response = modern_call(&client, &url, ALICE, 50, "echo", r#"{"text":"again"}"#).await;
     assert_eq!(response.status(), 200);
 
+    // Callers are neither metric labels nor on the status page unless the operator asks.
+    assert!(
+        !page(&client, server.port, "/metrics")
+            .await
+            .contains("principal=")
+    );
+    let status = page(&client, server.port, "/").await;
+    assert!(status.contains("Budgets per caller"), "{status}");
+    assert!(!status.contains("token:alice"), "{status}");
     for (limit, at_least) in [("calls", 20.0), ("sessions", 1.0), ("listen_streams", 1.0)] {
         let refused = metric(
             &client,
@@ -287,7 +297,7 @@ async fn a_caller_at_its_budgets_is_refused_and_another_is_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
     let (server, _plugins, _dir) = start(
-        "[budgets]\nrequest_bytes = 300\n\n[budgets.principal.\"token:alice\"]\nrate = 1.0\nburst = 3.0\n",
+        "[budgets]\nrequest_bytes = 300\nlabel_principals = true\n\n[budgets.principal.\"token:alice\"]\nrate = 1.0\nburst = 3.0\n",
     )
     .await;
     let client = reqwest::Client::new();
@@ -352,6 +362,13 @@ async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
     assert_eq!(error["data"]["limit"], "request_bytes", "{error}");
     assert_eq!(error["data"]["budget"], 300, "{error}");
     assert_eq!(retry, "1");
+    // Asked for, callers are labels, and the status page lists each active one's use.
+    let metrics = page(&client, server.port, "/metrics").await;
+    assert!(
+        metrics.contains(r#"limit="request_bytes",principal="token:bob""#),
+        "{metrics}"
+    );
+    assert!(page(&client, server.port, "/").await.contains("token:bob"));
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let response = modern_call(&client, url, ALICE, 6, "echo", r#"{"text":"a"}"#).await;
     assert_eq!(response.status(), 200);
