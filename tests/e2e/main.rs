@@ -10,7 +10,7 @@
 //!
 //! ```sh
 //! cargo test --workspace                        # everything
-//! cargo test -p mcpbox -- --skip services::     # the fast set: unit tests and fast e2e
+//! cargo test -p mcpbox -- --skip services:: --test-threads 4  # the fast set: unit tests and fast e2e
 //! cargo test -p mcpbox --test e2e services::    # the service-backed set alone
 //! ```
 

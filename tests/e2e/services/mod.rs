@@ -6,7 +6,7 @@
 //! one filter; `cargo test --workspace` runs them with everything else.
 //!
 //! ```sh
-//! cargo test -p mcpbox -- --skip services::     # the fast set: unit tests and the rest of e2e
+//! cargo test -p mcpbox -- --skip services:: --test-threads 4  # the fast set: unit tests and the rest of e2e
 //! cargo test -p mcpbox --test e2e services::    # these alone
 //! ```
 //!

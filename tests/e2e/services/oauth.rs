@@ -334,11 +334,17 @@ async fn each_user_of_one_issuer_has_budgets_of_their_own() {
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     let authorization = AuthorizationServer::start(&url).await;
+    let audit = config_dir.path().join("audit.jsonl");
     let (_mcpbox, _stderr) = serve_with(
         dir.path(),
         &authorization.url,
         port,
-        &["--config", config.to_str().unwrap()],
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--audit-log",
+            audit.to_str().unwrap(),
+        ],
     )
     .await;
     let token = async |query: &str| format!("Bearer {}", authorization.token(query).await);
@@ -365,6 +371,25 @@ async fn each_user_of_one_issuer_has_budgets_of_their_own() {
         assert_eq!(open(&carol).await.status(), 200);
     }
     assert_eq!(open(&carol).await.status(), 429);
+
+    // The audit log names each user by issuer and subject.
+    let (status, _, body) = call(&url, "echo", INIT, alice.strip_prefix("Bearer ")).await;
+    assert_eq!(status, 200, "{body}");
+    let mut record = String::new();
+    for _ in 0..100 {
+        record = std::fs::read_to_string(&audit).unwrap_or_default();
+        if !record.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let record: serde_json::Value = serde_json::from_str(record.trim()).unwrap();
+    let principal = record["principal"].as_str().unwrap();
+    assert!(
+        principal.starts_with("oauth:") && principal.ends_with(" sub:alice"),
+        "{record}"
+    );
+    assert_eq!(record["item"], "echo", "{record}");
 }
 
 #[tokio::test]
