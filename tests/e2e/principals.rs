@@ -341,10 +341,16 @@ async fn a_caller_sees_in_lists_only_what_its_scopes_reach() {
         ("echo_tools", "echo_tools.wasm"),
         ("hostile", "hostile.wasm"),
         ("code_review", "code_review.wasm"),
+        ("quotes", "quotes.wasm"),
     ]);
     std::fs::write(
         plugins.path().join("hostile.toml"),
         "scopes = [\"admin\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        plugins.path().join("quotes.toml"),
+        "[resources]\nscopes = { \"quote://all\" = [\"admin\"] }\n",
     )
     .unwrap();
     // One tool of echo_tools, and the prompt of code_review, need a scope of their own.
@@ -425,6 +431,35 @@ async fn a_caller_sees_in_lists_only_what_its_scopes_reach() {
     let get = r#"{"jsonrpc":"2.0","id":7,"method":"prompts/get","params":{"name":"code_review","arguments":{}}}"#;
     let response = post(&client, url, &headers, get).await;
     assert_eq!(response.status(), 403);
+    // Nor hear of updates to a resource he may not read: a listen stream leaves it out.
+    let listen = r#"{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["quote://all"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    for (token, honoured) in [
+        (BOB, serde_json::Value::Null),
+        (ALICE, serde_json::json!(["quote://all"])),
+    ] {
+        let auth = bearer(token);
+        let response = client
+            .post(url)
+            .header("authorization", &auth)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "subscriptions/listen")
+            .body(listen)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let mut events = SseReader::new(response);
+        let (_, ack) = tokio::time::timeout(STEP, events.next_json())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            ack["params"]["notifications"]["resourceSubscriptions"], honoured,
+            "{ack}"
+        );
+    }
     // Alice's call of the gated tool runs.
     let session = open_session(&client, url, ALICE).await;
     let auth = bearer(ALICE);

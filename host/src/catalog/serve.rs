@@ -76,7 +76,9 @@ fn owner<'a>(catalog: &'a Catalog, request: &ClientRequest) -> Option<(&'a Plugi
                 .find(|t| t.uri_template == *uri)
                 .map(|t| (t.plugin, &t.gate)),
         },
-        ClientRequest::ReadResource(p) => return catalog.resource_owner(&p.uri),
+        ClientRequest::ReadResource(p) | ClientRequest::Subscribe(p) => {
+            return catalog.resource_owner(&p.uri);
+        }
         _ => None,
     }?;
     Some((catalog.plugins.get(plugin)?, gate))

@@ -17,7 +17,8 @@ use super::{Backend, Budgeted, ServerEvent};
 use crate::principal::Principal;
 use crate::protocol::RequestId;
 use crate::protocol::jsonrpc::{encode_error, encode_notification};
-use crate::protocol::mcp::ListenFilter;
+use crate::protocol::mcp::{ListenFilter, ReadResourceParams};
+use crate::protocol::request::ClientRequest;
 use crate::protocol::result::ChangedList;
 use crate::protocol::v2026::{self, ACKNOWLEDGED, subscription_meta};
 
@@ -76,8 +77,19 @@ impl<B: Backend> Session<B> {
             resources_list_changed: asked.resources_list_changed
                 && offers.list_changed
                 && offers.resources,
+            // Updates of a resource the caller may not read are not its to hear of.
             resource_subscriptions: if offers.list_changed && offers.resources {
-                asked.resource_subscriptions
+                asked
+                    .resource_subscriptions
+                    .into_iter()
+                    .filter(|uri| {
+                        let read =
+                            ClientRequest::ReadResource(ReadResourceParams { uri: uri.clone() });
+                        caller
+                            .missing(&self.backend().required_scopes(&read))
+                            .is_empty()
+                    })
+                    .collect()
             } else {
                 Vec::new()
             },
