@@ -1,13 +1,18 @@
 //! The one MCP client the harness drives every server with: JSON-RPC over a child's stdio
 //! (line-delimited, many requests in flight on one pipe, answers matched by id) or over
 //! Streamable HTTP (one POST per request on a keep-alive pool, the answer read from a JSON body
-//! or from an SSE stream). It is deliberately thin, so that what it measures is the server.
+//! or from an SSE stream, with a bearer token when told). It is deliberately thin, so that what
+//! it measures is the server. An HTTP answer other than 2xx is an [`HttpStatus`] error, which a
+//! caller can look into (the budgets part counts 429 refusals).
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::{Context, anyhow, bail};
+use reqwest::StatusCode;
+use reqwest::header::HeaderValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
@@ -79,6 +84,14 @@ impl Conn {
         match self {
             Self::Stdio(conn) => conn.modern.store(true, Ordering::Relaxed),
             Self::Http(conn) => conn.modern.store(true, Ordering::Relaxed),
+        }
+    }
+
+    /// Send `Authorization: Bearer <token>` with every request from now on (HTTP only).
+    pub fn set_bearer(&self, token: &str) -> anyhow::Result<()> {
+        match self {
+            Self::Stdio(_) => bail!("a bearer token is sent over HTTP only"),
+            Self::Http(conn) => conn.set_bearer(token),
         }
     }
 
@@ -229,12 +242,34 @@ impl StdioConn {
     }
 }
 
+/// An HTTP answer whose status is not a success: what the server said, for a caller to look
+/// into (`anyhow::Error::downcast_ref`).
+#[derive(Debug)]
+pub struct HttpStatus {
+    /// The status.
+    pub status: StatusCode,
+    /// Its `Retry-After` header, if it sent one.
+    pub retry_after: Option<String>,
+    /// The body, as text.
+    pub body: String,
+}
+
+impl fmt::Display for HttpStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HTTP {}: {}", self.status, self.body)
+    }
+}
+
+impl std::error::Error for HttpStatus {}
+
 /// Streamable HTTP: one POST per message to the `/mcp` endpoint.
 pub struct HttpConn {
     modern: std::sync::atomic::AtomicBool,
     client: reqwest::Client,
     url: String,
     session: Mutex<Option<String>>,
+    /// The `Authorization` header every request carries, if any.
+    authorization: Mutex<Option<HeaderValue>>,
     next_id: AtomicU64,
 }
 
@@ -250,8 +285,21 @@ impl HttpConn {
             client,
             url,
             session: Mutex::new(None),
+            authorization: Mutex::new(None),
             next_id: AtomicU64::new(1),
         }))
+    }
+
+    /// Send `Authorization: Bearer <token>` with every request from now on.
+    fn set_bearer(&self, token: &str) -> anyhow::Result<()> {
+        let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+            .context("a bearer token must be visible ASCII")?;
+        value.set_sensitive(true);
+        *self
+            .authorization
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(value);
+        Ok(())
     }
 
     async fn request(&self, method: &str, params: Value) -> anyhow::Result<Value> {
@@ -275,6 +323,14 @@ impl HttpConn {
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(serde_json::to_vec(message)?);
+        let authorization = self
+            .authorization
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(authorization) = authorization {
+            request = request.header("authorization", authorization);
+        }
         if self.modern.load(Ordering::Relaxed) {
             let method = message.get("method").and_then(Value::as_str).unwrap_or("");
             request = request
@@ -295,8 +351,18 @@ impl HttpConn {
         let mut response = request.send().await.context("POST to the server")?;
         let status = response.status();
         if !status.is_success() {
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
             let body = response.text().await.unwrap_or_default();
-            bail!("HTTP {status}: {body}");
+            return Err(HttpStatus {
+                status,
+                retry_after,
+                body,
+            }
+            .into());
         }
         if let Some(session) = response.headers().get("mcp-session-id") {
             let session = session.to_str().context("the session id is not text")?;

@@ -20,6 +20,7 @@ use clap::Parser;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
+mod principals;
 mod scale;
 
 use client::Conn;
@@ -84,6 +85,9 @@ enum Part {
     State,
     /// Replicas behind HAProxy (needs `haproxy` installed).
     Scale,
+    /// Budgets per caller over HTTP: their cost on the call path, and one caller at its limit
+    /// beside another.
+    Principals,
 }
 
 /// How many iterations each measurement takes.
@@ -95,6 +99,8 @@ struct Sizes {
     starts: usize,
     reloads: usize,
     lists: usize,
+    /// How long each of the budgets part's held calls (`wait`) lasts, ms.
+    hold_ms: u64,
     /// How many plugins the "many plugins" start-up loads.
     many: usize,
 }
@@ -110,6 +116,7 @@ impl Sizes {
                 starts: 1,
                 reloads: 1,
                 lists: 2,
+                hold_ms: 200,
                 many: 3,
             }
         } else if args.quick {
@@ -121,6 +128,7 @@ impl Sizes {
                 starts: 2,
                 reloads: 2,
                 lists: 5,
+                hold_ms: 2000,
                 many: 50,
             }
         } else {
@@ -132,6 +140,7 @@ impl Sizes {
                 starts: 5,
                 reloads: 8,
                 lists: 50,
+                hold_ms: 2000,
                 many: 50,
             }
         }
@@ -168,8 +177,8 @@ async fn main() -> anyhow::Result<()> {
         let mcpbox_launch = bench.mcpbox(&bench.one_dir, transport, &[]);
         let [native, mcpbox] = load_suite(
             [
-                (&bench.native(transport, 0), Era::Legacy),
-                (&mcpbox_launch, Era::Legacy),
+                Driven::new(&bench.native(transport, 0), Era::Legacy),
+                Driven::new(&mcpbox_launch, Era::Legacy),
             ],
             transport,
             &sizes,
@@ -181,7 +190,10 @@ async fn main() -> anyhow::Result<()> {
             transport.name()
         );
         let [legacy, modern] = load_suite(
-            [(&mcpbox_launch, Era::Legacy), (&mcpbox_launch, Era::Modern)],
+            [
+                Driven::new(&mcpbox_launch, Era::Legacy),
+                Driven::new(&mcpbox_launch, Era::Modern),
+            ],
             transport,
             &sizes,
         )
@@ -204,6 +216,10 @@ async fn main() -> anyhow::Result<()> {
     if run(Part::State) {
         eprintln!("== plugin state");
         state_rows(&mut report, &bench, &sizes).await?;
+    }
+    if run(Part::Principals) {
+        eprintln!("== budgets per caller (HTTP, 2026-07-28)");
+        principals::principals_rows(&mut report, &bench, &sizes).await?;
     }
     if run(Part::Scale) {
         match scale::find_haproxy() {
@@ -414,17 +430,48 @@ struct LoadFigures {
 /// the machine's load during the run falls on both alike.
 const TURNS: usize = 5;
 
+/// One server of a load suite, and how the client speaks to it.
+#[derive(Clone, Copy)]
+struct Driven<'a> {
+    launch: &'a Launch,
+    era: Era,
+    /// The bearer token every request carries (HTTP), if any.
+    bearer: Option<&'a str>,
+}
+
+impl<'a> Driven<'a> {
+    /// `launch`, spoken to at `era`, without a token.
+    fn new(launch: &'a Launch, era: Era) -> Self {
+        Self {
+            launch,
+            era,
+            bearer: None,
+        }
+    }
+
+    /// The same, with every request carrying `token`.
+    fn bearer(self, token: &'a str) -> Self {
+        Self {
+            bearer: Some(token),
+            ..self
+        }
+    }
+}
+
 /// Run the same load against both servers, alternating between them in turns.
 async fn load_suite(
-    launches: [(&Launch, Era); 2],
+    launches: [Driven<'_>; 2],
     transport: Transport,
     sizes: &Sizes,
 ) -> anyhow::Result<[LoadFigures; 2]> {
     let mut servers = Vec::new();
-    for (launch, era) in launches {
-        let server = Server::start(launch, transport).await?;
-        if era == Era::Modern {
+    for driven in launches {
+        let server = Server::start(driven.launch, transport).await?;
+        if driven.era == Era::Modern {
             server.conn.set_modern();
+        }
+        if let Some(token) = driven.bearer {
+            server.conn.set_bearer(token)?;
         }
         server.initialize().await?;
         for _ in 0..sizes.warmup {
@@ -533,36 +580,43 @@ fn era_rows(report: &mut Report, transport: Transport, legacy: &LoadFigures, mod
         "mcpbox 2025-11-25",
         "mcpbox 2026-07-28",
     );
+    same_server_rows(report, legacy, modern);
+}
+
+/// mcpbox beside itself run another way: round trips, CPU per call (held to 1.05×, the
+/// resolution of the CPU clock over a run) and throughput, `value` against `baseline`.
+fn same_server_rows(report: &mut Report, baseline: &LoadFigures, value: &LoadFigures) {
     for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
         report.push(Row::new(
             format!("round trip {name}"),
             "µs",
-            Some(percentile(&legacy.latency_us, p)),
-            percentile(&modern.latency_us, p),
+            Some(percentile(&baseline.latency_us, p)),
+            percentile(&value.latency_us, p),
         ));
     }
     report.push(
         Row::new(
             "server CPU per call (1 in flight)",
             "µs",
-            Some(legacy.cpu_per_call_us),
-            modern.cpu_per_call_us,
+            Some(baseline.cpu_per_call_us),
+            value.cpu_per_call_us,
         )
         .target(Target::RatioAtMost(1.05)),
     );
-    for ((k, l_rate, l_cpu), (_, m_rate, m_cpu)) in legacy.throughput.iter().zip(&modern.throughput)
+    for ((k, b_rate, b_cpu), (_, v_rate, v_cpu)) in
+        baseline.throughput.iter().zip(&value.throughput)
     {
         report.push(Row::new(
             format!("throughput, {k} in flight"),
             "calls/s",
-            Some(*l_rate),
-            *m_rate,
+            Some(*b_rate),
+            *v_rate,
         ));
         report.push(Row::new(
             format!("server CPU per call, {k} in flight"),
             "µs",
-            Some(*l_cpu),
-            *m_cpu,
+            Some(*b_cpu),
+            *v_cpu,
         ));
     }
 }

@@ -148,6 +148,15 @@ impl Server {
         }
     }
 
+    /// Another client connection to this HTTP server (a second caller), not yet initialised.
+    pub fn connect(&self) -> anyhow::Result<Conn> {
+        let addr = self
+            .addr
+            .as_ref()
+            .ok_or_else(|| anyhow!("{} listens on no HTTP address", self.program))?;
+        Ok(Conn::Http(HttpConn::new(format!("http://{addr}/mcp"))?))
+    }
+
     /// The server's CPU time so far (user + system, all threads).
     pub fn cpu_time(&self) -> anyhow::Result<Duration> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))

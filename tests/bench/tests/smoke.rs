@@ -58,6 +58,8 @@ fn every_part_of_the_benchmark_runs() {
         "tools/list over 1000 tools",
         "Hot reload",
         "Plugin state",
+        "Budgets per caller: tools/call over HTTP",
+        "Budgets per caller: bob's echo round trips",
         "Targets met:",
     ] {
         assert!(
