@@ -1,7 +1,8 @@
 //! The audit log (`--audit-log`): a known sequence of requests from two callers over HTTP (and
 //! one over stdio) leaves exactly one JSON line per `tools/call`, `prompts/get`,
 //! `resources/read`, `completion/complete` and refusal, in order, naming the caller, the
-//! method, the plugin, the item and the outcome, and never an argument or a token.
+//! method, the plugin, the item and the outcome, and never an argument or a token. SIGHUP
+//! reopens the file, as logrotate needs.
 
 use std::path::Path;
 use std::time::Duration;
@@ -286,4 +287,44 @@ async fn stdio_calls_are_recorded_as_the_local_user_and_stdout_is_refused() {
     assert!(!output.status.success());
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("--audit-log - is standard output"), "{said}");
+}
+
+#[tokio::test]
+async fn sighup_reopens_the_audit_log_for_logrotate() {
+    let plugins = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let rotated = dir.path().join("audit.jsonl.1");
+    let mut raw = Raw::initialized(plugins.path(), &["--audit-log", audit.to_str().unwrap()]).await;
+    let call = |id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"x"}}}}}}"#
+        )
+    };
+    assert!(raw.request(&call(1)).await["result"].is_object());
+    assert_eq!(records(&audit, 1).await.len(), 1);
+
+    // What logrotate does: move the file away, then signal.
+    std::fs::rename(&audit, &rotated).unwrap();
+    let pid = raw.child.id().unwrap();
+    let signalled = std::process::Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    raw.stderr.wait_for("reopened the audit log").await;
+    assert!(raw.request(&call(2)).await["result"].is_object());
+
+    let new = records(&audit, 1).await;
+    assert_eq!(new.len(), 1, "{new:#?}");
+    assert_eq!(new[0]["request_id"], 2);
+    let old = records(&rotated, 1).await;
+    assert_eq!(old.len(), 1, "{old:#?}");
+    assert_eq!(old[0]["request_id"], 1);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&audit).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the reopened file is the owner's alone");
+    }
 }
