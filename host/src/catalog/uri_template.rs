@@ -9,8 +9,6 @@
 //! rest of the query. Expressions may match the empty string, as an undefined variable
 //! expands to nothing.
 
-use std::collections::HashSet;
-
 /// A parsed URI template.
 #[derive(Debug, Clone)]
 pub struct UriTemplate {
@@ -87,76 +85,61 @@ impl UriTemplate {
         Ok(Self { parts })
     }
 
-    /// Whether `uri` is an expansion of this template.
+    /// Whether `uri` is an expansion of this template. One pass over the URI per part, the
+    /// set of positions the parts so far can reach carried from one part to the next, so a
+    /// hostile template and a long URI cost parts × length, never more.
     pub fn matches(&self, uri: &str) -> bool {
-        uri.len() <= MAX_URI_BYTES
-            && Matcher {
-                parts: &self.parts,
-                uri,
-                failed: HashSet::new(),
+        if uri.len() > MAX_URI_BYTES {
+            return false;
+        }
+        let bytes = uri.as_bytes();
+        let n = bytes.len();
+        // reach[i]: the parts so far match exactly `uri[..i]`.
+        let mut reach = vec![false; n + 1];
+        reach[0] = true;
+        for part in &self.parts {
+            let mut next = vec![false; n + 1];
+            match part {
+                Part::Literal(literal) => {
+                    let literal = literal.as_bytes();
+                    for (i, _) in reach.iter().enumerate().filter(|(_, r)| **r) {
+                        if bytes[i..].starts_with(literal) {
+                            next[i + literal.len()] = true;
+                        }
+                    }
+                }
+                Part::Expression(class) => {
+                    // An expression reached at `p` ends anywhere from `p` to the first byte
+                    // its class stops at: sweep once, open from each reached start until a
+                    // stop.
+                    let mut open = false;
+                    for i in 0..=n {
+                        open |= reach[i];
+                        next[i] = open;
+                        if i < n && class.stops_at(bytes[i]) {
+                            open = false;
+                        }
+                    }
+                }
             }
-            .matches(0, 0)
+            if !next.contains(&true) {
+                return false;
+            }
+            reach = next;
+        }
+        reach[n]
     }
 }
 
-/// A backtracking matcher that remembers failed states, so no state is explored twice.
-struct Matcher<'a> {
-    parts: &'a [Part],
-    uri: &'a str,
-    failed: HashSet<(usize, usize)>,
-}
-
-impl Matcher<'_> {
-    /// Whether `parts[part..]` matches `uri[at..]`.
-    fn matches(&mut self, part: usize, at: usize) -> bool {
-        if self.failed.contains(&(part, at)) {
-            return false;
+impl Class {
+    /// Whether an expansion of this class cannot contain `byte`.
+    fn stops_at(self, byte: u8) -> bool {
+        match self {
+            Self::Segment => matches!(byte, b'/' | b'?' | b'#'),
+            Self::Path => matches!(byte, b'?' | b'#'),
+            Self::Query => byte == b'#',
+            Self::Any => false,
         }
-        let (parts, uri) = (self.parts, self.uri);
-        let tail = &uri[at..];
-        let matched = match parts.get(part) {
-            None => tail.is_empty(),
-            Some(Part::Literal(literal)) => {
-                tail.starts_with(literal.as_str()) && self.matches(part + 1, at + literal.len())
-            }
-            Some(Part::Expression(class)) => {
-                let class = *class;
-                let limit = tail
-                    .find(|c: char| match class {
-                        Class::Segment => matches!(c, '/' | '?' | '#'),
-                        Class::Path => matches!(c, '?' | '#'),
-                        Class::Query => c == '#',
-                        Class::Any => false,
-                    })
-                    .unwrap_or(tail.len());
-                match parts.get(part + 1) {
-                    None => limit == tail.len(),
-                    // Parts alternate, so the next one is a literal: try each place it occurs
-                    // that the expression's run can reach.
-                    Some(Part::Literal(next)) => {
-                        let mut from = 0;
-                        let mut found = false;
-                        while let Some(i) = tail.get(from..).and_then(|t| t.find(next.as_str())) {
-                            let end = from + i;
-                            if end > limit {
-                                break;
-                            }
-                            if self.matches(part + 1, at + end) {
-                                found = true;
-                                break;
-                            }
-                            from = end + tail[end..].chars().next().map_or(1, char::len_utf8);
-                        }
-                        found
-                    }
-                    Some(Part::Expression(_)) => false,
-                }
-            }
-        };
-        if !matched {
-            self.failed.insert((part, at));
-        }
-        matched
     }
 }
 
@@ -203,6 +186,24 @@ mod tests {
         let template = t("a://{x}a{y}a{z}a{w}b");
         assert!(!template.matches(&format!("a://{}", "a".repeat(4000))));
         assert!(template.matches("a://1a2a3a4b"));
+    }
+
+    #[test]
+    fn many_expressions_against_the_longest_uri() {
+        // The shape that made backtracking matchers quadratic or worse: every literal occurs
+        // everywhere. Each part is one pass over the URI now.
+        let template = format!("a://{}b", "{x}a".repeat(30));
+        let template = t(&template);
+        let long = format!("a://{}", "a".repeat(4000));
+        assert!(!template.matches(&long));
+        assert!(template.matches(&format!("{long}b")));
+        // Runs stop where their class says, wherever the match could go otherwise.
+        assert!(t("a://{x}/{y}").matches("a://1/2"));
+        assert!(!t("a://{x}/{y}").matches("a://1/2/3"));
+        assert!(t("a://{+x}/{y}").matches("a://1/2/3"));
+        assert!(t("a://{x}{?q,r}").matches("a://1?q=2&r=3"));
+        assert!(!t("a://{x}{?q}").matches("a://1?q=2#f"));
+        assert!(t("a://é/{x}").matches("a://é/ü"));
     }
 
     #[test]
