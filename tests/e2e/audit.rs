@@ -8,9 +8,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
-use crate::support::{HttpServer, Raw, plugin_dir, post};
+use crate::support::{HttpServer, Raw, plugin_dir, post, token_config};
 
 const ALICE: &str = "alice-audit-token-0123456789";
 const BOB: &str = "bob-audit-token-0123456789";
@@ -102,17 +101,11 @@ async fn every_call_and_refusal_leaves_one_record_in_order() {
     )
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let digest = |token: &str| format!("{:x}", Sha256::digest(token.as_bytes()));
-    let config = dir.path().join("mcpbox.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[tokens.alice]\nsha256 = \"{}\"\nscopes = [\"admin\"]\n\n[tokens.bob]\nsha256 = \"{}\"\n",
-            digest(ALICE),
-            digest(BOB)
-        ),
-    )
-    .unwrap();
+    let config = token_config(
+        dir.path(),
+        &[("alice", ALICE, &["admin"]), ("bob", BOB, &[])],
+        "",
+    );
     let audit = dir.path().join("audit.jsonl");
     let server = HttpServer::start(
         plugins.path(),

@@ -10,27 +10,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
-use crate::support::{HttpServer, Raw, STEP, plugin_dir, post};
+use crate::support::{HttpServer, Raw, STEP, plugin_dir, post, token_config};
 
 const ALICE: &str = "alice-budget-token-0123456789";
 const BOB: &str = "bob-budget-token-0123456789";
 
 /// A configuration file naming alice's and bob's tokens, and `budgets` (TOML lines).
 fn config(dir: &Path, budgets: &str) -> std::path::PathBuf {
-    let digest = |token: &str| format!("{:x}", Sha256::digest(token.as_bytes()));
-    let path = dir.join("mcpbox.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[tokens.alice]\nsha256 = \"{}\"\n\n[tokens.bob]\nsha256 = \"{}\"\n\n{budgets}\n",
-            digest(ALICE),
-            digest(BOB)
-        ),
-    )
-    .unwrap();
-    path
+    token_config(dir, &[("alice", ALICE, &[]), ("bob", BOB, &[])], budgets)
 }
 
 async fn start(budgets: &str) -> (HttpServer, tempfile::TempDir, tempfile::TempDir) {
@@ -126,6 +114,15 @@ async fn metric(client: &reqwest::Client, port: u16, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {name} in the metrics"))
 }
 
+/// Wait (a step at most) until `calls` plugin calls of budgeted callers are running.
+async fn running_calls(client: &reqwest::Client, port: u16, calls: u32) {
+    let deadline = Instant::now() + STEP;
+    while metric(client, port, r#"mcpbox_budget_in_use{limit="calls"}"#).await < f64::from(calls) {
+        assert!(Instant::now() < deadline, "{calls} calls did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
 /// Open a 2025-11-25 session as `token`: the response.
@@ -177,18 +174,7 @@ async fn a_caller_at_its_budgets_is_refused_and_another_is_served() {
         })
     };
     let running = [long(1), long(2)];
-    let deadline = Instant::now() + STEP;
-    while metric(
-        &client,
-        server.port,
-        r#"mcpbox_budget_in_use{limit="calls"}"#,
-    )
-    .await
-        < 2.0
-    {
-        assert!(Instant::now() < deadline, "alice's calls did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    running_calls(&client, server.port, 2).await;
 
     // Her next calls are refused at once, not queued.
     let refusals: Vec<_> = (10..30)
@@ -340,18 +326,7 @@ async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
             .status()
         })
     };
-    let deadline = Instant::now() + STEP;
-    while metric(
-        &client,
-        server.port,
-        r#"mcpbox_budget_in_use{limit="calls"}"#,
-    )
-    .await
-        < 1.0
-    {
-        assert!(Instant::now() < deadline, "bob's call did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    running_calls(&client, server.port, 1).await;
     let response = modern_call(&client, url, BOB, 41, "echo", r#"{"text":"b"}"#).await;
     assert_eq!(response.status(), 429);
     let retry = response.headers()["retry-after"]

@@ -10,27 +10,15 @@
 use std::path::Path;
 
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
-use crate::support::{HttpServer, STEP, SseReader, plugin_dir, post};
+use crate::support::{HttpServer, STEP, SseReader, plugin_dir, post, token_config};
 
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789";
 
 /// A configuration file naming alice's token (with the `admin` scope) and bob's (none).
 fn config(dir: &Path) -> std::path::PathBuf {
-    let digest = |token: &str| format!("{:x}", Sha256::digest(token.as_bytes()));
-    let path = dir.join("mcpbox.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[tokens.alice]\nsha256 = \"{}\"\nscopes = [\"admin\"]\n\n[tokens.bob]\nsha256 = \"{}\"\n",
-            digest(ALICE),
-            digest(BOB)
-        ),
-    )
-    .unwrap();
-    path
+    token_config(dir, &[("alice", ALICE, &["admin"]), ("bob", BOB, &[])], "")
 }
 
 async fn start() -> (HttpServer, tempfile::TempDir, tempfile::TempDir) {

@@ -84,6 +84,28 @@ pub fn fresh_state_dir() -> PathBuf {
     dir
 }
 
+/// Write `dir/mcpbox.toml` naming static bearer tokens by digest — each `(name, token,
+/// scopes)` a `[tokens.NAME]` table — followed by `rest` (more TOML): its path.
+pub fn token_config(dir: &Path, tokens: &[(&str, &str, &[&str])], rest: &str) -> PathBuf {
+    use sha2::{Digest as _, Sha256};
+    let mut text = String::new();
+    for (name, token, scopes) in tokens {
+        text.push_str(&format!(
+            "[tokens.{name}]\nsha256 = \"{:x}\"\n",
+            Sha256::digest(token.as_bytes())
+        ));
+        if !scopes.is_empty() {
+            let quoted: Vec<String> = scopes.iter().map(|s| format!("\"{s}\"")).collect();
+            text.push_str(&format!("scopes = [{}]\n", quoted.join(", ")));
+        }
+        text.push('\n');
+    }
+    text.push_str(rest);
+    let path = dir.join("mcpbox.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 /// The size cap of the compiled-plugin cache the tests share (`target/test-cache/`), in MiB.
 /// Above the default (1 GiB): the JavaScript plugins compile to about 43 MB each and every
 /// rebuild of one is a new entry, so at the default the cache evicted the small plugins in

@@ -38,9 +38,26 @@ enum Class {
 /// Longest URI the matcher considers; longer ones match nothing.
 const MAX_URI_BYTES: usize = 4 << 10;
 
+/// Most expressions in one template: a match costs one pass over the URI per part, so a
+/// plugin's template bounds the work of every `resources/read` routed past it.
+const MAX_EXPRESSIONS: usize = 32;
+/// Longest template accepted.
+const MAX_TEMPLATE_BYTES: usize = 1 << 10;
+
 impl UriTemplate {
     /// Parse a template, or say why it is not one.
     pub fn parse(template: &str) -> Result<Self, String> {
+        if template.len() > MAX_TEMPLATE_BYTES {
+            return Err(format!(
+                "the template is {} bytes long; the limit is {MAX_TEMPLATE_BYTES}",
+                template.len()
+            ));
+        }
+        if template.matches('{').count() > MAX_EXPRESSIONS {
+            return Err(format!(
+                "the template has more than {MAX_EXPRESSIONS} expressions"
+            ));
+        }
         let mut parts = Vec::new();
         let mut rest = template;
         while let Some(open) = rest.find(['{', '}']) {
@@ -179,6 +196,18 @@ mod tests {
         assert!(UriTemplate::parse("a://id}").is_err());
         assert!(UriTemplate::parse("a://{}").is_err());
         assert!(UriTemplate::parse("a://{a b}").is_err());
+        let many = format!("a://{}", "{x}.".repeat(33));
+        assert!(
+            UriTemplate::parse(&many)
+                .unwrap_err()
+                .contains("more than 32 expressions")
+        );
+        let long = format!("a://{}", "x".repeat(1100));
+        assert!(
+            UriTemplate::parse(&long)
+                .unwrap_err()
+                .contains("limit is 1024")
+        );
     }
 
     #[test]
@@ -192,7 +221,7 @@ mod tests {
     fn many_expressions_against_the_longest_uri() {
         // The shape that made backtracking matchers quadratic or worse: every literal occurs
         // everywhere. Each part is one pass over the URI now.
-        let template = format!("a://{}b", "{x}a".repeat(30));
+        let template = format!("a://{}b", "{x}a".repeat(32));
         let template = t(&template);
         let long = format!("a://{}", "a".repeat(4000));
         assert!(!template.matches(&long));

@@ -233,22 +233,31 @@ impl BudgetConfig {
     }
 }
 
+/// What the tests of budgets share (here and in `server::budget`).
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeSet;
+pub(crate) mod test_support {
+    use super::{BudgetConfig, Principal, Scopes};
 
-    use super::*;
-
-    fn config(text: &str) -> BudgetConfig {
+    /// A `[budgets]` table from its text.
+    pub(crate) fn config(text: &str) -> BudgetConfig {
         BudgetConfig::from_toml(toml::from_str::<toml::Value>(text).unwrap()).unwrap()
     }
 
-    fn token(name: &str, scopes: &[&str]) -> Principal {
+    /// The holder of static token `name`, granted `scopes`.
+    pub(crate) fn token(name: &str, scopes: &[&str]) -> Principal {
         Principal::token(
             name,
             Scopes::Granted(scopes.iter().map(|s| (*s).to_owned()).collect()),
         )
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::test_support::{config, token};
+    use super::*;
 
     #[test]
     fn scopes_and_principals_raise_the_defaults() {

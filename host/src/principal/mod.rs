@@ -25,6 +25,8 @@ use std::sync::Arc;
 
 use sha2::{Digest as _, Sha256};
 
+#[cfg(test)]
+pub(crate) use budget::test_support;
 pub use budget::{Budget, BudgetConfig, BudgetPatch};
 
 /// The caller of a request. Cheap to clone.

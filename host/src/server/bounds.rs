@@ -10,11 +10,11 @@
 //! asks. Budgets per caller sit beside them once callers are told apart.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
 
+use super::rate::WarnEvery;
 use crate::metrics::{Bound, metrics};
 use crate::protocol::ErrorObject;
 
@@ -38,9 +38,8 @@ pub struct Capacity {
     limit: Bound,
     max: usize,
     used: AtomicUsize,
-    /// When a refusal was last logged at warn, in seconds since the capacity was made.
-    warned_at: AtomicU64,
-    made: Instant,
+    /// Refusals logged at warn at most every [`WARN_EVERY_SECS`].
+    warn: WarnEvery,
     /// `mcpbox_limit_in_use` for this bound, kept to set without a lookup.
     gauge: crate::metrics::BoundGauge,
 }
@@ -104,8 +103,7 @@ impl Capacity {
             limit,
             max,
             used: AtomicUsize::new(0),
-            warned_at: AtomicU64::new(0),
-            made: Instant::now(),
+            warn: WarnEvery::new(WARN_EVERY_SECS),
             gauge,
         })
     }
@@ -141,14 +139,7 @@ impl Capacity {
     /// Count a refusal, and log it: at warn at most every [`WARN_EVERY_SECS`] per bound.
     fn refused(&self, refused: &AtLimit) {
         metrics().bound_refused(self.limit);
-        let now = self.made.elapsed().as_secs() + WARN_EVERY_SECS;
-        let last = self.warned_at.load(Ordering::Relaxed);
-        if now >= last + WARN_EVERY_SECS
-            && self
-                .warned_at
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+        if self.warn.now() {
             tracing::warn!(limit = self.limit.as_str(), "refused a request: {refused}");
         } else {
             tracing::debug!(limit = self.limit.as_str(), "refused a request: {refused}");

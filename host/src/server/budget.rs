@@ -24,13 +24,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::json;
 
+use super::rate::WarnEvery;
 pub use crate::metrics::Budgeted;
 use crate::metrics::metrics;
 use crate::principal::Principal;
@@ -208,11 +208,11 @@ struct Accounts {
 pub struct Budgets {
     config: BudgetConfig,
     accounts: Mutex<Accounts>,
-    made: Instant,
-    warned_at: AtomicU64,
+    /// Refusals logged at warn at most every [`WARN_EVERY_SECS`].
+    warn: WarnEvery,
     shared: Option<Arc<dyn SharedBudgets>>,
-    /// When the shared store last failed to answer was logged at warn, as `warned_at`.
-    store_warned_at: AtomicU64,
+    /// The shared store's failures, logged at warn at most every [`WARN_EVERY_SECS`].
+    store_warn: WarnEvery,
 }
 
 impl fmt::Debug for dyn SharedBudgets {
@@ -301,10 +301,9 @@ impl Budgets {
                 totals: [0; 4],
                 swept: now,
             }),
-            made: now,
-            warned_at: AtomicU64::new(0),
+            warn: WarnEvery::new(WARN_EVERY_SECS),
             shared,
-            store_warned_at: AtomicU64::new(0),
+            store_warn: WarnEvery::new(WARN_EVERY_SECS),
         })
     }
 
@@ -315,14 +314,7 @@ impl Budgets {
 
     /// Log that the shared store did not answer: at warn at most every [`WARN_EVERY_SECS`].
     fn store_failed(&self, what: &str, error: &str) {
-        let now = self.made.elapsed().as_secs() + WARN_EVERY_SECS;
-        let last = self.store_warned_at.load(Ordering::Relaxed);
-        if now >= last + WARN_EVERY_SECS
-            && self
-                .store_warned_at
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+        if self.store_warn.now() {
             tracing::warn!(
                 "the shared store did not keep a caller's {what} ({error}); this replica keeps it alone meanwhile"
             );
@@ -506,14 +498,7 @@ impl Budgets {
             .label_principals()
             .then_some(refused.principal.as_str());
         metrics().budget_refused(refused.limit, principal);
-        let now = self.made.elapsed().as_secs() + WARN_EVERY_SECS;
-        let last = self.warned_at.load(Ordering::Relaxed);
-        if now >= last + WARN_EVERY_SECS
-            && self
-                .warned_at
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+        if self.warn.now() {
             tracing::warn!(
                 limit = refused.limit.as_str(),
                 "refused a request: {refused}"
@@ -532,8 +517,8 @@ impl Budgets {
         let mut at_limit: BTreeMap<&'static str, usize> =
             COUNTED.iter().map(|c| (c.as_str(), 0)).collect();
         let mut by_caller = self.config.label_principals().then(BTreeMap::new);
+        let budget = self.config.default_budget();
         for (key, account) in &accounts.by_caller {
-            let budget = self.config.default_budget();
             for (i, what) in COUNTED.iter().enumerate() {
                 // Judged against the default: a caller's own budget needs its token's scopes.
                 if account.held[i] >= max_of(&budget, *what) {
@@ -552,7 +537,7 @@ impl Budgets {
             }
         }
         BudgetUse {
-            default: self.config.default_budget(),
+            default: budget,
             callers: accounts.by_caller.len(),
             in_use: COUNTED
                 .iter()
@@ -585,17 +570,7 @@ impl Drop for Held {
 mod tests {
     use super::*;
     use crate::principal::Scopes;
-
-    fn config(text: &str) -> BudgetConfig {
-        BudgetConfig::from_toml(toml::from_str::<toml::Value>(text).unwrap()).unwrap()
-    }
-
-    fn token(name: &str, scopes: &[&str]) -> Principal {
-        Principal::token(
-            name,
-            Scopes::Granted(scopes.iter().map(|s| (*s).to_owned()).collect()),
-        )
-    }
+    use crate::principal::test_support::{config, token};
 
     #[test]
     fn a_caller_is_refused_past_its_share_and_others_are_not() {

@@ -48,7 +48,7 @@ pub use budget::{
 pub use context::{Cancellation, Outbound, RequestContext, ServerRequest};
 pub use events::forward_events;
 pub use mrtr::{INPUT_KEY_META, StateKey};
-pub use rate::{Admission, RateLimit};
+pub use rate::{Admission, RateLimit, WarnEvery};
 pub use session::{
     Answer, Era, INSUFFICIENT_SCOPE, Mode, Pending, Refusal, Session, Status, insufficient_scope,
 };

@@ -1,6 +1,8 @@
 //! A token bucket: how mcpbox bounds what a plugin (or a client's request) may trigger per
-//! second — log messages, progress reports, resource updates — with bursts allowed.
+//! second — log messages, progress reports, resource updates — with bursts allowed; and
+//! [`WarnEvery`], how a repeated refusal is logged at warn at most every few seconds.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// One bucket: `rate` tokens a second, up to `burst`.
@@ -57,6 +59,38 @@ impl RateLimit {
         Admission::Passed {
             dropped: std::mem::take(&mut self.dropped),
         }
+    }
+}
+
+/// Whether a repeated event is logged at warn now: at most once every `every` seconds (the
+/// rest at debug), shared by threads without a lock.
+#[derive(Debug)]
+pub struct WarnEvery {
+    every: u64,
+    made: Instant,
+    /// When it last said yes, in seconds since `made`, plus `every` (0: never).
+    last: AtomicU64,
+}
+
+impl WarnEvery {
+    /// At most once every `every` seconds.
+    pub fn new(every: u64) -> Self {
+        Self {
+            every,
+            made: Instant::now(),
+            last: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether to warn now (yes for the first event, then once per period).
+    pub fn now(&self) -> bool {
+        let now = self.made.elapsed().as_secs() + self.every;
+        let last = self.last.load(Ordering::Relaxed);
+        now >= last + self.every
+            && self
+                .last
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 }
 

@@ -453,31 +453,23 @@ impl<B: Backend> Session<B> {
                     &span,
                 );
                 if let Some(forbidden) = self.refuse_unscoped(&request, caller) {
-                    RequestMeter::start(&request.method).answered(Some(&forbidden));
-                    if let Some(audit) = audit {
-                        let plugin = request.body.as_ref().ok();
-                        if let Some(plugin) = plugin.and_then(|b| self.backend.serving_plugin(b)) {
-                            audit.slot.plugin(&plugin);
-                        }
-                        audit.end(AuditOutcome::RefusedScope);
-                    }
-                    return Some(Pending::refused(forbidden));
+                    return Some(self.refuse(
+                        &request,
+                        forbidden,
+                        audit,
+                        AuditOutcome::RefusedScope,
+                    ));
                 }
                 let held = match self.charge(&request, caller).await {
                     Ok(held) => held,
                     Err(over) => {
                         let answer = Answer::over_budget(&request.id, &over);
-                        RequestMeter::start(&request.method).answered(Some(&answer));
-                        if let Some(audit) = audit {
-                            let plugin = request.body.as_ref().ok();
-                            if let Some(plugin) =
-                                plugin.and_then(|b| self.backend.serving_plugin(b))
-                            {
-                                audit.slot.plugin(&plugin);
-                            }
-                            audit.end(AuditOutcome::RefusedBudget);
-                        }
-                        return Some(Pending::refused(answer));
+                        return Some(self.refuse(
+                            &request,
+                            answer,
+                            audit,
+                            AuditOutcome::RefusedBudget,
+                        ));
                     }
                 };
                 let era = self.era(&request, headers.as_ref());
@@ -540,6 +532,26 @@ impl<B: Backend> Session<B> {
             .as_deref()
             .and_then(super::audit::client_name)
             .or_else(|| self.legacy.client_name())
+    }
+
+    /// A request refused before it ran with `answer`: counted, audited as `outcome` (naming
+    /// the plugin it would have reached), and its answer ready.
+    fn refuse(
+        &self,
+        request: &TypedRequest,
+        answer: Answer,
+        audit: Option<AuditStart>,
+        outcome: AuditOutcome,
+    ) -> Pending {
+        RequestMeter::start(&request.method).answered(Some(&answer));
+        if let Some(audit) = audit {
+            let body = request.body.as_ref().ok();
+            if let Some(plugin) = body.and_then(|b| self.backend.serving_plugin(b)) {
+                audit.slot.plugin(&plugin);
+            }
+            audit.end(outcome);
+        }
+        Pending::refused(answer)
     }
 
     /// Charge `request` to `caller`'s budgets: one token of its request rate, and for a

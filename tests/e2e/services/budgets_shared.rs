@@ -6,28 +6,18 @@
 
 use std::path::Path;
 
-use sha2::{Digest as _, Sha256};
-
-use crate::support::{HttpServer, plugin_dir, post};
+use crate::support::{HttpServer, plugin_dir, post, token_config};
 use crate::tools::Redis;
 
 const ALICE: &str = "alice-shared-budget-token-0123";
 const BOB: &str = "bob-shared-budget-token-012345";
 
 fn config(dir: &Path) -> std::path::PathBuf {
-    let digest = |token: &str| format!("{:x}", Sha256::digest(token.as_bytes()));
-    let path = dir.join("mcpbox.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[tokens.alice]\nsha256 = \"{}\"\n\n[tokens.bob]\nsha256 = \"{}\"\n\n\
-             [budgets]\nsessions = 2\n\n[budgets.principal.\"token:alice\"]\nrate = 0.2\nburst = 4.0\n",
-            digest(ALICE),
-            digest(BOB)
-        ),
+    token_config(
+        dir,
+        &[("alice", ALICE, &[]), ("bob", BOB, &[])],
+        "[budgets]\nsessions = 2\n\n[budgets.principal.\"token:alice\"]\nrate = 0.2\nburst = 4.0\n",
     )
-    .unwrap();
-    path
 }
 
 const ECHO: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
