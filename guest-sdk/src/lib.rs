@@ -97,15 +97,19 @@
 //! While it handles a call, a plugin can log, report progress, check for cancellation and ask
 //! the client for input through the functions in [`host`]. With the `http` feature, `http`
 //! sends requests to the hosts the operator granted. [`state`] keeps data between calls (a
-//! key-value store the operator grants and bounds in the manifest).
+//! key-value store the operator grants and bounds in the manifest; a caller bucket keeps each
+//! user's data apart). [`caller()`] says who is calling, and [`config`] reads the
+//! configuration and secrets the operator gives the plugin.
 
 #[doc(hidden)]
 #[allow(missing_docs, reason = "generated from the WIT contract")]
 pub mod bindings {
     wit_bindgen::generate!({
-        // The plugin world with the optional `wasi:keyvalue` imports (`wit/deps/plugin-state`):
-        // a plugin imports only what it calls, so one that never touches `state` imports none.
-        world: "mcpbox:plugin-state/plugin@0.1.0",
+        // The multi-user world (`wit/deps/multi-user`): the plugin contract plus the optional
+        // `wasi:keyvalue`, `caller` and `wasi:config` imports. A plugin imports only what it
+        // calls, so one that never touches `state`, `caller()` or `config` imports none of
+        // them, and loads on hosts that predate them.
+        world: "mcpbox:multi-user/plugin@0.1.0",
         // The crate's own copy of the repository's `wit/` (kept identical by a test), so that
         // the crate builds when packaged on its own.
         path: "wit",
@@ -117,7 +121,9 @@ pub mod bindings {
 }
 
 mod adapter;
+mod caller;
 mod completion;
+pub mod config;
 mod content;
 pub mod host;
 #[cfg(feature = "http")]
@@ -135,6 +141,7 @@ pub use bindings::mcpbox::plugin::types::{
     PromptArgument, PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Role,
     TextContents, Tool, ToolAnnotations, ToolResult,
 };
+pub use caller::{Caller, CallerKind, caller};
 pub use completion::Completions;
 pub use content::{IntoToolResult, Json};
 pub use prompts::{IntoPromptMessages, Prompts};

@@ -75,6 +75,9 @@ struct Claims {
     /// The client the token was issued to (RFC 9068), or its authorized party (OIDC).
     client_id: Option<String>,
     azp: Option<String>,
+    /// A name to show (OIDC), else the user's handle: given to plugins that ask who calls.
+    name: Option<String>,
+    preferred_username: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -229,7 +232,8 @@ impl Verifier {
             data.claims.sub,
             data.claims.client_id.or(data.claims.azp),
             scopes,
-        );
+        )
+        .named(data.claims.name.or(data.claims.preferred_username));
         let missing = caller.missing(&self.config.scopes);
         if !missing.is_empty() {
             return Err(AuthError::InsufficientScope(

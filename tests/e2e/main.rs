@@ -41,6 +41,7 @@ mod languages;
 mod loading;
 mod metrics;
 mod modern;
+mod multi_user;
 mod naming;
 mod principals;
 mod readiness;

@@ -378,20 +378,26 @@ async fn state_survives_restart_reload_and_kill_9() {
             output.status.success(),
         )
     };
-    let (listing, ok) = state_cli(&["ls", "todo"]);
+    // The example keeps each caller's items apart: the local user's are theirs.
+    let (listing, ok) = state_cli(&["ls", "todo", "--principal", "local"]);
     assert!(
         ok && listing.contains("default\titem:000000000003") && listing.contains("4 keys"),
         "{listing}"
     );
-    let (value, ok) = state_cli(&["get", "todo", "item:000000000002"]);
+    let (listing, ok) = state_cli(&["ls", "todo"]);
+    assert!(
+        ok && listing.contains("4 keys") && listing.contains("1 callers have buckets"),
+        "{listing}"
+    );
+    let (value, ok) = state_cli(&["get", "todo", "item:000000000002", "--principal", "local"]);
     assert!(ok, "{value}");
     assert_eq!(
         serde_json::from_str::<Value>(&value).unwrap()["text"],
         "two"
     );
-    let (missing, ok) = state_cli(&["get", "todo", "nope"]);
+    let (missing, ok) = state_cli(&["get", "todo", "nope", "--principal", "local"]);
     assert!(!ok && missing.contains("no key `nope`"), "{missing}");
-    assert!(state_cli(&["rm", "todo", "item:000000000001"]).1);
+    assert!(state_cli(&["rm", "todo", "item:000000000001", "--principal", "local"]).1);
     let client = connect(plugins.path(), &args).await;
     assert_eq!(todo_items(&client).await, ["two", "three"]);
     client.service.cancel().await.unwrap();
@@ -430,7 +436,10 @@ async fn grants_are_logged_at_load() {
     let client = connect(plugins.path(), &[]).await;
     client
         .stderr
-        .wait_for("keyvalue buckets [default] (at most 1024 KiB, 1000 keys, 16 KiB per value)")
+        .wait_for(
+            "keyvalue buckets [] (at most 4096 KiB, 10000 keys, 16 KiB per value); keyvalue \
+             caller buckets [default] (each caller's own: at most 256 KiB, 500 keys)",
+        )
         .await;
     client.service.cancel().await.unwrap();
 }

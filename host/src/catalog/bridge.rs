@@ -56,6 +56,10 @@ impl CallHost for ClientBridge {
         self.ctx.is_cancelled()
     }
 
+    fn caller(&self) -> Option<crate::principal::Principal> {
+        Some(self.ctx.caller().clone())
+    }
+
     fn request(
         &self,
         request: HostRequest,

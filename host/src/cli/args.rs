@@ -181,10 +181,15 @@ pub struct StateCommandArgs {
 /// `.wasm`); removing the plugin does not remove its state.
 #[derive(Debug, Subcommand)]
 pub enum StateAction {
-    /// List a plugin's keys: bucket, key and value size, then its usage.
+    /// List a plugin's keys: bucket, key and value size, then its usage (and, without
+    /// `--principal`, how many callers have buckets of their own).
     Ls {
         /// The plugin's name.
         plugin: String,
+        /// One caller's own buckets instead, by principal key (`oauth:ISSUER sub:SUBJECT`,
+        /// `token:NAME` or `local`, as the audit log names callers).
+        #[arg(long, value_name = "KEY")]
+        principal: Option<String>,
     },
     /// Print one value (text as it is; anything else as base64).
     Get {
@@ -195,8 +200,12 @@ pub enum StateAction {
         /// The bucket.
         #[arg(long, default_value = "default")]
         bucket: String,
+        /// In one caller's own buckets, by principal key.
+        #[arg(long, value_name = "KEY")]
+        principal: Option<String>,
     },
-    /// Remove one key, or (without a key) all of a plugin's state.
+    /// Remove one key, or (without a key) all of a plugin's state: every caller's own too,
+    /// or with `--principal`, all that one caller's (a user leaving).
     Rm {
         /// The plugin's name.
         plugin: String,
@@ -205,6 +214,9 @@ pub enum StateAction {
         /// The bucket of the key.
         #[arg(long, default_value = "default")]
         bucket: String,
+        /// In one caller's own buckets, by principal key.
+        #[arg(long, value_name = "KEY")]
+        principal: Option<String>,
     },
 }
 
@@ -318,6 +330,12 @@ pub struct ServeArgs {
     /// who, which plugin and item, how it ended, how long, fuel. Never arguments or results.
     #[arg(long, env = "MCPBOX_AUDIT_LOG", value_name = "PATH")]
     pub audit_log: Option<PathBuf>,
+
+    /// Plugins' secrets: a TOML file readable by its owner alone (mode 0600) whose values
+    /// plugins' `[config]` keys name with `{ secret = "NAME" }`; a `[principal."KEY"]` table
+    /// holds one caller's own. Read at start.
+    #[arg(long, env = "MCPBOX_SECRETS", value_name = "PATH")]
+    pub secrets: Option<PathBuf>,
 
     /// HTTP: require `Authorization: Bearer <TOKEN>` on every request.
     #[arg(
@@ -543,6 +561,7 @@ impl ServeArgs {
                 .memory_bytes()
                 .max(RuntimeConfig::default().max_memory_bytes),
             state: self.state.config(),
+            secrets: Arc::new(self.secrets()?),
         };
         let sections = Arc::new(self.sections(&plugin_dir));
         let trust = self.trust(&plugin_dir);
@@ -571,6 +590,23 @@ impl ServeArgs {
             audit_log: self.audit_log()?,
             transport,
         })
+    }
+
+    /// `--secrets`: read and checked (owner-only), or none. Logs how many it holds, never
+    /// a value.
+    pub fn secrets(&self) -> anyhow::Result<crate::policy::Secrets> {
+        let Some(path) = &self.secrets else {
+            return Ok(crate::policy::Secrets::none());
+        };
+        let secrets = crate::policy::Secrets::load(path)?;
+        let (shared, own) = secrets.counts();
+        tracing::info!(
+            file = %path.display(),
+            shared,
+            per_caller = own,
+            "plugin secrets read"
+        );
+        Ok(secrets)
     }
 
     /// `--audit-log`: a file, never standard output (in stdio mode it carries MCP only).

@@ -121,13 +121,69 @@ pub(super) async fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
             "\nnote: it sets no `plugins` directory; give --plugins or MCPBOX_PLUGINS when serving",
         );
     }
+    let secrets = match serve.secrets() {
+        Ok(secrets) => secrets,
+        Err(e) => {
+            return Ok(Outcome {
+                output: Some(format!("invalid: {e:#}")),
+                failed: true,
+            });
+        }
+    };
+    let mut failed = false;
     if let Some(dir) = serve.plugins.as_deref().filter(|dir| dir.is_dir()) {
+        let missing = missing_config(file, dir, serve, &secrets).await;
+        failed = !missing.is_empty();
+        for line in missing {
+            report.push_str(&format!("\nerror: {line}"));
+        }
         report.push_str(&plugin_warnings(file, dir, serve).await?);
     }
     Ok(Outcome {
         output: Some(report),
-        failed: false,
+        failed,
     })
+}
+
+/// The configuration keys of the plugins in `dir` that have no value with `secrets` (by key
+/// and source, never a value), one line per plugin.
+async fn missing_config(
+    file: &ConfigFile,
+    dir: &Path,
+    serve: &ServeArgs,
+    secrets: &crate::policy::Secrets,
+) -> Vec<String> {
+    let sections = Sections::new(file.path().to_owned(), file.sections().clone());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "wasm"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        let trust = crate::registry::trust::Trust::default();
+        let Ok(source) = crate::watch::read_source(&path, &sections, &trust).await else {
+            continue;
+        };
+        let Ok(policy) = crate::watch::policy_of(&source, serve.limits.limits()) else {
+            continue;
+        };
+        let missing = crate::policy::config::missing(&policy.config, secrets);
+        if !missing.is_empty() {
+            let name = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+            out.push(format!(
+                "plugin `{}`: [config] keys without a value: {} (add them to the secrets file, \
+                 set the variables, or mark them optional = true)",
+                name.unwrap_or_default(),
+                missing.join(", ")
+            ));
+        }
+    }
+    out
 }
 
 /// What `check` warns about in the plugin directory `dir`, as `serve` would: `[plugin.NAME]`
@@ -191,10 +247,31 @@ pub(super) async fn call(args: CallArgs) -> anyhow::Result<Outcome> {
 pub(super) async fn state_command(args: StateCommandArgs) -> anyhow::Result<Outcome> {
     let service = StateService::new(args.state.config())?;
     let backend = service.backend().await?;
+    let shared_service = &service;
+    // The namespace an action addresses: the plugin's own, or one caller's in it, and how to
+    // name it in messages.
+    let space = |plugin: &str, principal: Option<&str>| {
+        let plugin = plugin.to_owned();
+        let principal = principal.map(str::to_owned);
+        async move {
+            match principal {
+                None => Ok::<_, anyhow::Error>((plugin.clone(), format!("plugin `{plugin}`"))),
+                Some(principal) => {
+                    let key = shared_service.host_key().await?;
+                    let id = crate::principal::caller_id(&plugin, &principal, &key);
+                    Ok((
+                        crate::kv::caller_space(&plugin, &id),
+                        format!("caller `{principal}` of plugin `{plugin}`"),
+                    ))
+                }
+            }
+        }
+    };
     let output = match args.action {
-        StateAction::Ls { plugin } => {
-            let entries = backend.entries(&plugin).await?;
-            let usage = backend.usage(&plugin).await?;
+        StateAction::Ls { plugin, principal } => {
+            let (space, whose) = space(&plugin, principal.as_deref()).await?;
+            let entries = backend.entries(&space).await?;
+            let usage = backend.usage(&space).await?;
             let mut out = String::new();
             for entry in &entries {
                 out.push_str(&format!(
@@ -205,53 +282,74 @@ pub(super) async fn state_command(args: StateCommandArgs) -> anyhow::Result<Outc
                 ));
             }
             out.push_str(&format!(
-                "plugin `{plugin}`: {} keys, {} bytes in {}",
+                "{whose}: {} keys, {} bytes in {}",
                 usage.keys,
                 usage.bytes,
                 service.config()
             ));
+            if principal.is_none() {
+                let callers = backend.callers(&plugin).await?;
+                if !callers.is_empty() {
+                    let (keys, bytes) = callers
+                        .iter()
+                        .fold((0, 0), |(k, b), (_, u)| (k + u.keys, b + u.bytes));
+                    out.push_str(&format!(
+                        " (all callers included); {} callers have buckets of their own: {keys} \
+                         keys, {bytes} bytes (see one with --principal KEY)",
+                        callers.len()
+                    ));
+                }
+            }
             out
         }
         StateAction::Get {
             plugin,
             key,
             bucket,
-        } => match backend.get(&plugin, &bucket, &key).await? {
-            None => {
-                return Ok(Outcome {
-                    output: Some(format!(
-                        "plugin `{plugin}` has no key `{key}` in bucket `{bucket}`"
-                    )),
-                    failed: true,
-                });
-            }
-            Some(value) => match String::from_utf8(value) {
-                Ok(text) => text,
-                Err(binary) => {
-                    use base64::Engine as _;
-                    tracing::info!("the value is not UTF-8 text; printed as base64");
-                    base64::engine::general_purpose::STANDARD.encode(binary.as_bytes())
+            principal,
+        } => {
+            let (space, whose) = space(&plugin, principal.as_deref()).await?;
+            match backend.get(&space, &bucket, &key).await? {
+                None => {
+                    return Ok(Outcome {
+                        output: Some(format!("{whose} has no key `{key}` in bucket `{bucket}`")),
+                        failed: true,
+                    });
                 }
-            },
-        },
+                Some(value) => match String::from_utf8(value) {
+                    Ok(text) => text,
+                    Err(binary) => {
+                        use base64::Engine as _;
+                        tracing::info!("the value is not UTF-8 text; printed as base64");
+                        base64::engine::general_purpose::STANDARD.encode(binary.as_bytes())
+                    }
+                },
+            }
+        }
         StateAction::Rm {
             plugin,
             key: Some(key),
             bucket,
+            principal,
         } => {
-            let existed = backend.exists(&plugin, &bucket, &key).await?;
-            backend.delete(&plugin, &bucket, &key).await?;
+            let (space, whose) = space(&plugin, principal.as_deref()).await?;
+            let existed = backend.exists(&space, &bucket, &key).await?;
+            backend.delete(&space, &bucket, &key).await?;
             if existed {
-                format!("removed `{key}` from bucket `{bucket}` of plugin `{plugin}`")
+                format!("removed `{key}` from bucket `{bucket}` of {whose}")
             } else {
-                format!("plugin `{plugin}` had no key `{key}` in bucket `{bucket}`")
+                format!("{whose} had no key `{key}` in bucket `{bucket}`")
             }
         }
         StateAction::Rm {
-            plugin, key: None, ..
+            plugin,
+            key: None,
+            principal,
+            ..
         } => {
-            let removed = backend.clear(&plugin).await?;
-            format!("removed all state of plugin `{plugin}` ({removed} keys)")
+            let (space, whose) = space(&plugin, principal.as_deref()).await?;
+            let removed = backend.clear(&space).await?;
+            format!("removed all state of {whose} ({removed} keys)")
         }
     };
     Ok(Outcome {

@@ -6,7 +6,7 @@
 //! The top of the crate: it may use any room, and none uses it.
 //!
 //! Uses: `auth`, `author`, `config`, `engine`, `host`, `kv`, `policy`, `principal`, `registry`, `scaffold`,
-//! `server`, `telemetry`, `transport`.
+//! `server`, `telemetry`, `transport`, `watch`.
 
 mod args;
 mod commands;

@@ -18,10 +18,15 @@
 //! - Instances are admitted through a semaphore sized to the pool, so a burst of calls waits
 //!   for a slot instead of failing.
 //!
-//! Uses: `kv`, `metrics`, `policy`, `telemetry`.
+//! Plugins built against the multi-user world also get who is calling (`caller`, from the
+//! call's `principal`) and their configuration and secrets (`config`, `wasi:config/store`).
+//!
+//! Uses: `kv`, `metrics`, `policy`, `principal`, `telemetry`.
 
 mod bindings;
 mod cache;
+mod caller;
+mod config;
 mod http;
 mod keyvalue;
 mod meter;
@@ -37,6 +42,8 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use crate::kv::{StateConfig, StateService};
+use crate::policy::Secrets;
+use crate::principal::Principal;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -95,6 +102,10 @@ pub trait CallHost: Send + Sync + 'static {
     fn used_fuel(&self, fuel: u64) {
         let _ = fuel;
     }
+    /// Who the call is for (`None`: nobody, as when the host reads a plugin's lists).
+    fn caller(&self) -> Option<Principal> {
+        None
+    }
 }
 
 /// The [`CallHost`] of a call no client waits on (reading a plugin's lists at load): logs go
@@ -135,6 +146,8 @@ pub struct RuntimeConfig {
     pub max_memory_bytes: usize,
     /// Where plugins' `wasi:keyvalue` state is kept (opened on first use).
     pub state: StateConfig,
+    /// The operator's secrets, for plugins' `[config]` keys that name them.
+    pub secrets: Arc<Secrets>,
 }
 
 impl Default for RuntimeConfig {
@@ -145,6 +158,7 @@ impl Default for RuntimeConfig {
             max_instances: 256,
             max_memory_bytes: 1 << 30,
             state: StateConfig::default_place(),
+            secrets: Arc::new(Secrets::none()),
         }
     }
 }
@@ -166,6 +180,14 @@ pub enum LoadError {
     /// Compilation failed.
     #[error("could not compile: {0:#}")]
     Compile(#[source] wasmtime::Error),
+    /// Configuration keys it needs have no value: an unset variable, or a secret the
+    /// secrets file holds for nobody (each named by key and source, never a value).
+    #[error(
+        "its [config] keys {} have no value: add them to the secrets file (--secrets), set the \
+         variables, or mark the keys optional = true",
+        .0.join(", ")
+    )]
+    MissingConfig(Vec<String>),
     /// Its imports could not be satisfied.
     #[error("could not link: {0:#}")]
     Link(#[source] wasmtime::Error),
@@ -234,6 +256,8 @@ impl Runtime {
         )
         .map_err(EngineError)?;
         keyvalue::add_to_linker(&mut linker, HostState::keyvalue).map_err(EngineError)?;
+        caller::add_to_linker(&mut linker, HostState::caller).map_err(EngineError)?;
+        config::add_to_linker(&mut linker, HostState::config).map_err(EngineError)?;
         let state = StateService::new(config.state.clone())
             .map_err(|e| EngineError(wasmtime::Error::msg(e.to_string())))?;
 

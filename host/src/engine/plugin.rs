@@ -9,7 +9,9 @@ use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
-use super::keyvalue::KeyValueCtx;
+use super::caller::CallerCtx;
+use super::config::ConfigCtx;
+use super::keyvalue::{CallerSpace, KeyValueCtx};
 use super::meter::CallMeter;
 use super::plugin_host::{MAX_LOG_MESSAGE_BYTES, log_line};
 use super::state::HostState;
@@ -19,6 +21,7 @@ use super::{
 };
 use crate::metrics::{CallKind, CallOutcome, GaugeGuard, metrics};
 use crate::policy::{HttpGrant, Limits, PluginName, Policy};
+use crate::principal::Principal;
 
 /// Extra time the outer timeout allows beyond the plugin's deadline, so that a guest running
 /// wasm is stopped by the epoch deadline (a clean trap) and only a guest stuck in a host
@@ -81,6 +84,8 @@ pub struct PluginCode {
     limits: Limits,
     /// SHA-256 of the component, in hex: which version of the plugin this is.
     component_digest: Arc<str>,
+    /// Whether it imports `mcpbox:multi-user/caller` (asks who calls).
+    imports_caller: bool,
 }
 
 /// Why a call into a plugin failed. The plugin's own errors (its `error` results) are not
@@ -187,6 +192,10 @@ impl PluginCode {
         component_digest: &[u8; 32],
         policy: Policy,
     ) -> Result<Self, LoadError> {
+        let missing = crate::policy::config::missing(&policy.config, &runtime.config.secrets);
+        if !missing.is_empty() {
+            return Err(LoadError::MissingConfig(missing));
+        }
         let pre = runtime
             .linker
             .instantiate_pre(component)
@@ -219,7 +228,12 @@ impl PluginCode {
             ..policy.limits
         };
         let policy = Policy { limits, ..policy };
+        let imports_caller = component
+            .component_type()
+            .imports(&runtime.engine)
+            .any(|(name, _)| name.starts_with(super::caller::INTERFACE));
         Ok(Self {
+            imports_caller,
             name,
             runtime: runtime.clone(),
             pre,
@@ -440,6 +454,49 @@ impl PluginCode {
         result
     }
 
+    /// What the call's caller import answers and where its caller buckets go. The caller's
+    /// id needs the state store's key: asked once per process, and only when the plugin
+    /// imports `caller` or has caller buckets. A plugin that asks who calls and cannot be told
+    /// fails the call; caller buckets fail to open.
+    async fn identify(
+        &self,
+        principal: Option<&Principal>,
+    ) -> Result<(CallerCtx, CallerSpace), CallError> {
+        let Some(principal) = principal else {
+            return Ok((CallerCtx::none(), CallerSpace::Nobody));
+        };
+        let own_buckets = self
+            .policy
+            .keyvalue
+            .as_ref()
+            .is_some_and(|grant| !grant.caller_buckets.is_empty());
+        if !(self.imports_caller || own_buckets) {
+            return Ok((CallerCtx::none(), CallerSpace::Nobody));
+        }
+        let id = match self.runtime.state.host_key().await {
+            Ok(key) => principal.id_in(&self.name, &key),
+            Err(e) if self.imports_caller => {
+                return Err(CallError::Host(format!(
+                    "cannot tell the plugin who calls: its callers' ids are keyed by the state \
+                     store, which failed: {e}"
+                )));
+            }
+            Err(e) => return Ok((CallerCtx::none(), CallerSpace::Unavailable(e.to_string()))),
+        };
+        let space = CallerSpace::Space(crate::kv::caller_space(&self.name, &id).into());
+        let shown = if self.policy.reveal_caller {
+            principal.key().to_owned()
+        } else {
+            id
+        };
+        let caller = if self.imports_caller {
+            CallerCtx::of(principal, shown)
+        } else {
+            CallerCtx::none()
+        };
+        Ok((caller, space))
+    }
+
     /// Take a pool slot and instantiate the plugin in a fresh store with its limits.
     /// `denied` is set if the call is refused a grant.
     async fn instantiate(
@@ -454,17 +511,26 @@ impl PluginCode {
             .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
         drop(waiting);
         let in_use = metrics().in_use();
+        let principal = host.caller();
+        let (caller, space) = self.identify(principal.as_ref()).await?;
         let keyvalue = KeyValueCtx::new(
             self.name.clone(),
             Arc::clone(&self.runtime.state),
             self.policy.keyvalue.clone(),
+            space,
             Arc::clone(&denied),
+        );
+        let config = ConfigCtx::new(
+            &self.policy.config,
+            &self.runtime.config.secrets,
+            principal.as_ref().map(Principal::key),
         );
         let state = HostState::new(
             self.name.clone(),
             &self.policy,
             &self.http_grants,
             keyvalue,
+            (caller, config),
             host,
             denied,
         )

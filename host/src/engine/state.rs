@@ -1,11 +1,11 @@
 //! The per-call store state: the plugin's WASI context (exactly its grants: directories,
 //! environment variables, HTTP hosts; never sockets, arguments or stdin), a memory limiter
 //! that records what it refused, capped output pipes, and the contexts of the host's own
-//! capabilities (`wasi:keyvalue`, the plugin world's `host` interface), each lent to its
-//! host traits through one accessor.
+//! capabilities (`wasi:keyvalue`, `wasi:config`, the caller, the plugin world's `host`
+//! interface), each lent to its host traits through one accessor.
 //!
-//! Depends on `policy` and the engine's capability modules (`http`, `keyvalue`,
-//! `plugin_host`); none of them depends on it.
+//! Depends on `policy` and the engine's capability modules (`caller`, `config`, `http`,
+//! `keyvalue`, `plugin_host`); none of them depends on it.
 
 use std::io;
 use std::pin::Pin;
@@ -19,6 +19,8 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::CallHost;
+use super::caller::CallerCtx;
+use super::config::ConfigCtx;
 use super::http::HttpGate;
 use super::keyvalue::{KeyValueCtx, KeyValueView};
 use super::plugin_host::PluginHostCtx;
@@ -40,6 +42,8 @@ pub struct HostState {
     http: WasiHttpCtx,
     http_gate: HttpGate,
     keyvalue: KeyValueCtx,
+    caller: CallerCtx,
+    config: ConfigCtx,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stdout: CappedPipe,
@@ -58,6 +62,7 @@ impl HostState {
         policy: &Policy,
         http_grants: &Arc<[HttpGrant]>,
         keyvalue: KeyValueCtx,
+        (caller, config): (CallerCtx, ConfigCtx),
         host: Arc<dyn CallHost>,
         denied: Arc<AtomicBool>,
     ) -> Result<Self, String> {
@@ -95,6 +100,8 @@ impl HostState {
             plugin_host: PluginHostCtx::new(plugin.clone(), host),
             http_gate: HttpGate::new(plugin.clone(), Arc::clone(http_grants), denied),
             keyvalue,
+            caller,
+            config,
             plugin,
             wasi: wasi.build(),
             http,
@@ -118,6 +125,16 @@ impl HostState {
     /// The call's `host` imports, for their host traits.
     pub(crate) fn plugin_host(&mut self) -> &mut PluginHostCtx {
         &mut self.plugin_host
+    }
+
+    /// The call's `caller` import, for its host trait.
+    pub(crate) fn caller(&mut self) -> &mut CallerCtx {
+        &mut self.caller
+    }
+
+    /// The call's `wasi:config/store` values, for its host traits.
+    pub(crate) fn config(&mut self) -> wasmtime_wasi_config::WasiConfig<'_> {
+        self.config.view()
     }
 
     /// The call's `wasi:keyvalue` capability, for its host traits.

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{
-    BoxFuture, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, StateStore, Usage, add_counter,
-    check_quota, parse_counter,
+    BoxFuture, CALLER_SEPARATOR, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, StateStore,
+    Usage, add_counter, check_quota, check_total, owner_of, parse_counter,
 };
 
 /// The database's file name in the state directory.
@@ -26,8 +26,10 @@ pub const FILE_NAME: &str = "state.redb";
 
 /// (plugin, bucket, key) → value.
 const ENTRIES: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("entries");
-/// plugin → (bytes, keys).
+/// namespace → (bytes, keys). A plugin's own row counts its callers' namespaces too.
 const USAGE: TableDefinition<&str, (u64, u64)> = TableDefinition::new("usage");
+/// The host's own values (the key of callers' ids).
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
 /// The embedded database.
 pub struct DiskStore {
@@ -54,6 +56,7 @@ impl DiskStore {
             let txn = db.begin_write().map_err(backend)?;
             txn.open_table(ENTRIES).map_err(backend)?;
             txn.open_table(USAGE).map_err(backend)?;
+            txn.open_table(META).map_err(backend)?;
             txn.commit().map_err(backend)?;
             Ok::<_, KvError>(db)
         })
@@ -105,22 +108,18 @@ impl DiskStore {
                 let Some(new) = new else {
                     return Ok(answer);
                 };
-                let usage = usage_table
-                    .get(plugin.as_str())
-                    .map_err(backend)?
-                    .map(|guard| {
-                        let (bytes, keys) = guard.value();
-                        Usage { bytes, keys }
-                    })
-                    .unwrap_or_default();
-                let after = check_quota(
-                    &plugin,
-                    usage,
-                    &key,
-                    old.as_ref().map(|v| v.len() as u64),
-                    new.len() as u64,
-                    quota,
-                )?;
+                let usage = read_usage(&usage_table, &plugin)?;
+                let (old_len, new_len) = (old.as_ref().map(|v| v.len() as u64), new.len() as u64);
+                let after = check_quota(&plugin, usage, &key, old_len, new_len, quota)?;
+                // A caller's namespace counts against the plugin's total as well.
+                let total = match (owner_of(&plugin), quota.total) {
+                    (Some(owner), Some(total)) => {
+                        let usage = read_usage(&usage_table, owner)?;
+                        let after = check_total(&plugin, usage, &key, old_len, new_len, total)?;
+                        Some((owner.to_owned(), after))
+                    }
+                    _ => None,
+                };
                 entries
                     .insert(
                         (plugin.as_str(), bucket.as_str(), key.as_str()),
@@ -130,6 +129,11 @@ impl DiskStore {
                 usage_table
                     .insert(plugin.as_str(), (after.bytes, after.keys))
                     .map_err(backend)?;
+                if let Some((owner, after)) = total {
+                    usage_table
+                        .insert(owner.as_str(), (after.bytes, after.keys))
+                        .map_err(backend)?;
+                }
                 answer
             };
             txn.commit().map_err(backend)?;
@@ -186,18 +190,14 @@ impl StateStore for DiskStore {
                     return Ok(());
                 };
                 let mut usage_table = txn.open_table(USAGE).map_err(backend)?;
-                let (bytes, keys) = usage_table
-                    .get(plugin.as_str())
-                    .map_err(backend)?
-                    .map(|guard| guard.value())
-                    .unwrap_or_default();
-                let freed = size + key.len() as u64;
-                usage_table
-                    .insert(
-                        plugin.as_str(),
-                        (bytes.saturating_sub(freed), keys.saturating_sub(1)),
-                    )
-                    .map_err(backend)?;
+                let freed = Usage {
+                    bytes: size + key.len() as u64,
+                    keys: 1,
+                };
+                release(&mut usage_table, &plugin, freed)?;
+                if let Some(owner) = owner_of(&plugin) {
+                    release(&mut usage_table, owner, freed)?;
+                }
             }
             txn.commit().map_err(backend)?;
             Ok(())
@@ -335,6 +335,7 @@ impl StateStore for DiskStore {
             let mut removed = 0u64;
             {
                 let mut entries = txn.open_table(ENTRIES).map_err(backend)?;
+                let mut usage = txn.open_table(USAGE).map_err(backend)?;
                 let end = successor(&plugin);
                 entries
                     .retain_in(
@@ -346,13 +347,119 @@ impl StateStore for DiskStore {
                         },
                     )
                     .map_err(backend)?;
-                let mut usage = txn.open_table(USAGE).map_err(backend)?;
+                let held = read_usage(&usage, &plugin)?;
                 usage.remove(plugin.as_str()).map_err(backend)?;
+                match owner_of(&plugin) {
+                    // One caller's data: the plugin's total goes down by what it held.
+                    Some(owner) => release(&mut usage, owner, held)?,
+                    // A plugin's data: every caller's namespace in it goes too.
+                    None => {
+                        let (from, to) = callers_range(&plugin);
+                        entries
+                            .retain_in((from.as_str(), "", "")..(to.as_str(), "", ""), |_, _| {
+                                removed += 1;
+                                false
+                            })
+                            .map_err(backend)?;
+                        usage
+                            .retain_in(from.as_str()..to.as_str(), |_, _| false)
+                            .map_err(backend)?;
+                    }
+                }
             }
             txn.commit().map_err(backend)?;
             Ok(removed)
         })
     }
+
+    fn callers<'a>(
+        &'a self,
+        plugin: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<(String, Usage)>, KvError>> {
+        let plugin = plugin.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let usage = txn.open_table(USAGE).map_err(backend)?;
+            let (from, to) = callers_range(&plugin);
+            let mut out = Vec::new();
+            for row in usage.range(from.as_str()..to.as_str()).map_err(backend)? {
+                let (space, value) = row.map_err(backend)?;
+                let (bytes, keys) = value.value();
+                if let Some(id) = space.value().strip_prefix(from.as_str()) {
+                    out.push((id.to_owned(), Usage { bytes, keys }));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn host_key(&self) -> BoxFuture<'_, Result<[u8; 32], KvError>> {
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(backend)?;
+            let key = {
+                let mut meta = txn.open_table(META).map_err(backend)?;
+                let stored = meta
+                    .get(HOST_KEY)
+                    .map_err(backend)?
+                    .and_then(|guard| <[u8; 32]>::try_from(guard.value()).ok());
+                match stored {
+                    Some(key) => key,
+                    None => {
+                        let key = super::random_key();
+                        meta.insert(HOST_KEY, key.as_slice()).map_err(backend)?;
+                        key
+                    }
+                }
+            };
+            txn.commit().map_err(backend)?;
+            Ok(key)
+        })
+    }
+}
+
+/// The name of the host key's row in [`META`].
+const HOST_KEY: &str = "caller-id-key";
+
+/// The usage row of `space` (nothing stored: zero).
+fn read_usage(
+    table: &impl ReadableTable<&'static str, (u64, u64)>,
+    space: &str,
+) -> Result<Usage, KvError> {
+    Ok(table
+        .get(space)
+        .map_err(backend)?
+        .map(|guard| {
+            let (bytes, keys) = guard.value();
+            Usage { bytes, keys }
+        })
+        .unwrap_or_default())
+}
+
+/// Take `freed` off the usage row of `space`.
+fn release(
+    table: &mut redb::Table<&'static str, (u64, u64)>,
+    space: &str,
+    freed: Usage,
+) -> Result<(), KvError> {
+    let usage = read_usage(table, space)?;
+    table
+        .insert(
+            space,
+            (
+                usage.bytes.saturating_sub(freed.bytes),
+                usage.keys.saturating_sub(freed.keys),
+            ),
+        )
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// The namespaces of `plugin`'s callers: every name from `plugin/` up to (not including)
+/// `plugin` followed by the separator's successor.
+fn callers_range(plugin: &str) -> (String, String) {
+    let from = format!("{plugin}{CALLER_SEPARATOR}");
+    let next = char::from_u32(CALLER_SEPARATOR as u32 + 1).unwrap_or(char::MAX);
+    (from, format!("{plugin}{next}"))
 }
 
 /// The first string greater than `s`: `s` followed by NUL. Tuples compare field by field, so

@@ -46,7 +46,8 @@ pub const MAX_KEY_BYTES: usize = 1024;
 /// The most keys one `list-keys` page returns (the batch cap of `wasi:keyvalue/batch` too).
 pub const LIST_PAGE_KEYS: usize = 1000;
 
-/// How much one plugin may store, all its buckets together.
+/// How much one namespace may store, all its buckets together: a plugin's own, or one
+/// caller's in a plugin ([`caller_space`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
     /// Total bytes of its keys and values.
@@ -55,6 +56,35 @@ pub struct Quota {
     pub max_keys: u64,
     /// The largest single value, in bytes.
     pub max_value_bytes: u64,
+    /// For a caller's namespace: what the plugin may hold in all, its own namespace and every
+    /// caller's together. A write must fit both.
+    pub total: Option<Total>,
+}
+
+/// A plugin's total over all its namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Total {
+    /// Total bytes of keys and values.
+    pub max_bytes: u64,
+    /// Number of keys.
+    pub max_keys: u64,
+}
+
+/// What separates a plugin's name from a caller's id in the caller's namespace. No plugin
+/// name can hold it (a plugin's name is a file name), so no plugin's namespace can be another
+/// plugin's caller namespace.
+pub const CALLER_SEPARATOR: char = '/';
+
+/// The namespace of one caller's own buckets in `plugin`: `plugin/ID`, `id` being the
+/// caller's opaque id in that plugin. Backends count it against its [`Quota`] and against the
+/// plugin's [`Total`], whose usage is the plugin's own row.
+pub fn caller_space(plugin: &str, caller_id: &str) -> String {
+    format!("{plugin}{CALLER_SEPARATOR}{caller_id}")
+}
+
+/// The plugin a caller's namespace belongs to (`None`: `space` is a plugin's own).
+pub fn owner_of(space: &str) -> Option<&str> {
+    space.split_once(CALLER_SEPARATOR).map(|(plugin, _)| plugin)
 }
 
 impl Quota {
@@ -72,6 +102,7 @@ impl Default for Quota {
             max_bytes: Self::DEFAULT_MAX_BYTES,
             max_keys: Self::DEFAULT_MAX_KEYS,
             max_value_bytes: Self::DEFAULT_MAX_VALUE_BYTES,
+            total: None,
         }
     }
 }
@@ -85,6 +116,10 @@ pub enum QuotaKind {
     Keys,
     /// The size of one value (`max-value-kib`).
     ValueBytes,
+    /// One caller's bytes in a plugin (`caller-quota-kib`).
+    CallerBytes,
+    /// One caller's number of keys in a plugin (`caller-max-keys`).
+    CallerKeys,
 }
 
 impl QuotaKind {
@@ -94,6 +129,8 @@ impl QuotaKind {
             Self::Bytes => "quota-kib",
             Self::Keys => "max-keys",
             Self::ValueBytes => "max-value-kib",
+            Self::CallerBytes => "caller-quota-kib",
+            Self::CallerKeys => "caller-max-keys",
         }
     }
 }
@@ -113,12 +150,12 @@ pub struct Usage {
 pub enum KvError {
     /// A write would exceed one of the plugin's quotas; nothing was written.
     #[error(
-        "quota exceeded: plugin `{plugin}` {what}, over its limit of {limit} ({key} in its manifest's [keyvalue] table); nothing was written",
+        "quota exceeded: {whose} {what}, over its limit of {limit} ({key} in its manifest's [keyvalue] table); nothing was written",
         key = kind.manifest_key()
     )]
     Quota {
-        /// The plugin.
-        plugin: String,
+        /// Whose quota, in words: ``plugin `todo` `` or ``one caller of plugin `todo` ``.
+        whose: String,
         /// Which quota.
         kind: QuotaKind,
         /// What the write would have made it use, in words.
@@ -153,6 +190,15 @@ pub struct KeyPage {
     pub cursor: Option<String>,
 }
 
+/// 32 random bytes from the operating system (two version-4 UUIDs' worth of randomness,
+/// 244 bits): the key of callers' ids, made once per store.
+fn random_key() -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    key
+}
+
 /// Check a `list-keys` cursor a plugin passed: any string up to [`MAX_KEY_BYTES`] is a
 /// position in the key order (the next page starts strictly after it).
 pub fn check_cursor(cursor: &str) -> Result<(), KvError> {
@@ -177,8 +223,9 @@ pub struct EntryInfo {
     pub size: u64,
 }
 
-/// Where plugin state is stored. Every operation names the plugin (its namespace), the bucket
-/// and the key as separate values: implementations must keep them apart (no concatenation
+/// Where plugin state is stored. Every operation names the namespace (`plugin`: a plugin's
+/// name, or a caller's namespace in it, [`caller_space`]), the bucket and the key as separate
+/// values: implementations must keep them apart (no concatenation
 /// that a crafted name could break out of), apply quotas atomically with the write, and make
 /// an acknowledged write durable.
 pub trait StateStore: Send + Sync + 'static {
@@ -256,8 +303,20 @@ pub trait StateStore: Send + Sync + 'static {
     /// What `plugin` uses.
     fn usage<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<Usage, KvError>>;
 
-    /// Remove all of `plugin`'s data; how many keys were removed.
+    /// Remove all of `plugin`'s data (a plugin's namespace: its callers' too; a caller's: the
+    /// plugin's total goes down by it); how many keys were removed.
     fn clear<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<u64, KvError>>;
+
+    /// The callers with a namespace in `plugin`: each one's id and what it uses.
+    fn callers<'a>(
+        &'a self,
+        plugin: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<(String, Usage)>, KvError>>;
+
+    /// The store's own secret key, made on first use and the same for every process sharing
+    /// the store: callers' ids in plugins are keyed hashes under it, so they are stable across
+    /// restarts and replicas, and unguessable without it.
+    fn host_key(&self) -> BoxFuture<'_, Result<[u8; 32], KvError>>;
 
     /// Whether the store answers now (for readiness probes).
     fn ping(&self) -> BoxFuture<'_, Result<(), KvError>> {
@@ -330,10 +389,10 @@ fn negative_counter(sum: i64) -> KvError {
 }
 
 /// Check one value's size against `quota`.
-fn check_value(plugin: &str, len: u64, quota: Quota) -> Result<(), KvError> {
+fn check_value(space: &str, len: u64, quota: Quota) -> Result<(), KvError> {
     if len > quota.max_value_bytes {
         return Err(KvError::Quota {
-            plugin: plugin.to_owned(),
+            whose: whose(space, false),
             kind: QuotaKind::ValueBytes,
             what: format!("would store a value of {}", bytes(len)),
             limit: bytes(quota.max_value_bytes),
@@ -343,35 +402,91 @@ fn check_value(plugin: &str, len: u64, quota: Quota) -> Result<(), KvError> {
 }
 
 /// Check a write of `key` = `new_len` bytes (replacing `old_len` bytes, or a new key when
-/// `None`) against `quota`, given the plugin's `usage` before it. Returns the usage after.
+/// `None`) against `quota`, given the usage of the namespace `space` before it. Returns the
+/// usage after. A caller's namespace is checked against its caller quotas here and against
+/// the plugin's total with [`check_total`].
 fn check_quota(
-    plugin: &str,
+    space: &str,
     usage: Usage,
     key: &str,
     old_len: Option<u64>,
     new_len: u64,
     quota: Quota,
 ) -> Result<Usage, KvError> {
-    check_value(plugin, new_len, quota)?;
+    let kinds = match owner_of(space) {
+        Some(_) => (QuotaKind::CallerBytes, QuotaKind::CallerKeys),
+        None => (QuotaKind::Bytes, QuotaKind::Keys),
+    };
+    check_value(space, new_len, quota)?;
+    check_limits(
+        whose(space, false),
+        usage,
+        key,
+        old_len,
+        new_len,
+        (quota.max_bytes, quota.max_keys),
+        kinds,
+    )
+}
+
+/// Check the same write against the plugin's `total` (its usage `usage` over all its
+/// namespaces).
+fn check_total(
+    space: &str,
+    usage: Usage,
+    key: &str,
+    old_len: Option<u64>,
+    new_len: u64,
+    total: Total,
+) -> Result<Usage, KvError> {
+    check_limits(
+        whose(space, true),
+        usage,
+        key,
+        old_len,
+        new_len,
+        (total.max_bytes, total.max_keys),
+        (QuotaKind::Bytes, QuotaKind::Keys),
+    )
+}
+
+/// Whose quota a write to `space` breaks, in words (`total`: the plugin's total).
+fn whose(space: &str, total: bool) -> String {
+    match owner_of(space) {
+        Some(plugin) if total => format!("plugin `{plugin}`, all its callers together,"),
+        Some(plugin) => format!("one caller of plugin `{plugin}`"),
+        None => format!("plugin `{space}`"),
+    }
+}
+
+fn check_limits(
+    who: String,
+    usage: Usage,
+    key: &str,
+    old_len: Option<u64>,
+    new_len: u64,
+    (max_bytes, max_keys): (u64, u64),
+    (bytes_kind, keys_kind): (QuotaKind, QuotaKind),
+) -> Result<Usage, KvError> {
     let key_len = key.len() as u64;
     let (bytes_after, keys_after) = match old_len {
         Some(old) => (usage.bytes.saturating_sub(old) + new_len, usage.keys),
         None => (usage.bytes + key_len + new_len, usage.keys + 1),
     };
-    if old_len.is_none() && keys_after > quota.max_keys {
+    if old_len.is_none() && keys_after > max_keys {
         return Err(KvError::Quota {
-            plugin: plugin.to_owned(),
-            kind: QuotaKind::Keys,
+            whose: who,
+            kind: keys_kind,
             what: format!("would hold {keys_after} keys"),
-            limit: format!("{} keys", quota.max_keys),
+            limit: format!("{max_keys} keys"),
         });
     }
-    if bytes_after > quota.max_bytes && bytes_after > usage.bytes {
+    if bytes_after > max_bytes && bytes_after > usage.bytes {
         return Err(KvError::Quota {
-            plugin: plugin.to_owned(),
-            kind: QuotaKind::Bytes,
+            whose: who,
+            kind: bytes_kind,
             what: format!("would use {}", bytes(bytes_after)),
-            limit: bytes(quota.max_bytes),
+            limit: bytes(max_bytes),
         });
     }
     Ok(Usage {
@@ -380,7 +495,6 @@ fn check_quota(
     })
 }
 
-/// `n` bytes in words: `1536 bytes (1.5 KiB)`.
 fn bytes(n: u64) -> String {
     if n < 1024 {
         format!("{n} bytes")
@@ -442,6 +556,8 @@ impl fmt::Display for StateConfig {
 pub struct StateService {
     config: StateConfig,
     backend: tokio::sync::OnceCell<Arc<dyn StateStore>>,
+    /// The store's key of callers' ids, once asked.
+    host_key: tokio::sync::OnceCell<[u8; 32]>,
     /// Why the last [`StateService::health`] check failed (`None`: it passed, or none ran).
     last_problem: std::sync::Mutex<Option<String>>,
 }
@@ -463,6 +579,7 @@ impl StateService {
         Ok(Self {
             config,
             backend: tokio::sync::OnceCell::new(),
+            host_key: tokio::sync::OnceCell::new(),
             last_problem: std::sync::Mutex::new(None),
         })
     }
@@ -504,6 +621,14 @@ impl StateService {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// The store's key of callers' ids ([`StateStore::host_key`]), asked once and kept.
+    pub async fn host_key(&self) -> Result<[u8; 32], KvError> {
+        self.host_key
+            .get_or_try_init(|| async { self.backend().await?.host_key().await })
+            .await
+            .copied()
     }
 
     /// The backend, opening it if this is the first use.
@@ -551,6 +676,7 @@ mod tests {
             max_bytes: 100,
             max_keys: 2,
             max_value_bytes: 50,
+            total: None,
         };
         let used = Usage { bytes: 0, keys: 0 };
         let after = check_quota("p", used, "key", None, 10, quota).unwrap_or_default();

@@ -29,17 +29,20 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 
 use super::{
-    BoxFuture, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, QuotaKind, StateStore, Usage,
-    add_counter, bytes, check_value, negative_counter, not_a_counter,
+    BoxFuture, CALLER_SEPARATOR, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, QuotaKind,
+    StateStore, Usage, add_counter, bytes, check_value, negative_counter, not_a_counter, owner_of,
+    whose,
 };
 
 /// The longest one operation may take, connecting included.
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Store a value, within the quota. KEYS: hash, usage, buckets, index. ARGV: field, value, max bytes,
-/// max keys, mode (`set`, `absent`: only if absent, `equal`: only if the value is ARGV[7]),
-/// bucket, expected. Returns {0, '', 0} written, {1, which, amount} over quota, {2, '', 0} not
-/// swapped: always three elements.
+/// Store a value, within the quota. KEYS: hash, usage, buckets, index, the plugin's usage
+/// and its callers' set (for a caller's namespace; otherwise untouched). ARGV: field, value,
+/// max bytes, max keys, mode (`set`, `absent`: only if absent, `equal`: only if the value is
+/// ARGV[7]), bucket, expected, then for a caller's namespace the plugin's total bytes and keys
+/// and the caller's id (empty strings otherwise). Returns {0, '', 0} written, {1, which,
+/// amount} over quota, {2, '', 0} not swapped: always three elements.
 const SET: &str = r"
 local field, value = ARGV[1], ARGV[2]
 local current = redis.call('HGET', KEYS[1], field)
@@ -51,16 +54,30 @@ local dbytes, dkeys = #field + #value, 1
 if current then dbytes, dkeys = #value - #current, 0 end
 if dkeys > 0 and keys + 1 > tonumber(ARGV[4]) then return {1, 'keys', keys + 1} end
 if dbytes > 0 and bytes + dbytes > tonumber(ARGV[3]) then return {1, 'bytes', bytes + dbytes} end
+local total = ARGV[8] ~= ''
+if total then
+  local tbytes = tonumber(redis.call('HGET', KEYS[5], 'bytes') or '0')
+  local tkeys = tonumber(redis.call('HGET', KEYS[5], 'keys') or '0')
+  if dkeys > 0 and tkeys + 1 > tonumber(ARGV[9]) then return {1, 'total-keys', tkeys + 1} end
+  if dbytes > 0 and tbytes + dbytes > tonumber(ARGV[8]) then return {1, 'total-bytes', tbytes + dbytes} end
+end
 redis.call('HSET', KEYS[1], field, value)
 if not current then redis.call('ZADD', KEYS[4], 0, field) end
 redis.call('HINCRBY', KEYS[2], 'bytes', dbytes)
 redis.call('HINCRBY', KEYS[2], 'keys', dkeys)
 redis.call('SADD', KEYS[3], ARGV[6])
+if total then
+  redis.call('HINCRBY', KEYS[5], 'bytes', dbytes)
+  redis.call('HINCRBY', KEYS[5], 'keys', dkeys)
+  redis.call('SADD', KEYS[6], ARGV[10])
+end
 return {0, '', 0}
 ";
 
-/// Add to a decimal integer. KEYS: hash, usage, buckets, index. ARGV: field, delta, max
-/// bytes, max keys, bucket, unsigned (`1`: refuse a negative sum). Returns {0, sum, 0}, {1,
+/// Add to a decimal integer. KEYS: hash, usage, buckets, index, the plugin's usage and its
+/// callers' set (as for `SET`). ARGV: field, delta, max bytes, max keys, bucket, unsigned
+/// (`1`: refuse a negative sum), then the plugin's total bytes and keys and the caller's id
+/// for a caller's namespace (empty strings otherwise). Returns {0, sum, 0}, {1,
 /// which, amount} over quota, {3, '', 0} not a counter, {4, current, 0} overflow, {5, sum, 0}
 /// negative and unsigned. `HINCRBY` itself checks the value (the canonical decimal text of an
 /// i64, as `parse_counter` on disk) and the range; every refusal puts the old value back, so a
@@ -70,6 +87,13 @@ local field = ARGV[1]
 local current = redis.call('HGET', KEYS[1], field)
 local keys = tonumber(redis.call('HGET', KEYS[2], 'keys') or '0')
 if not current and keys + 1 > tonumber(ARGV[4]) then return {1, 'keys', keys + 1} end
+local total = ARGV[7] ~= ''
+local tbytes, tkeys = 0, 0
+if total then
+  tbytes = tonumber(redis.call('HGET', KEYS[5], 'bytes') or '0')
+  tkeys = tonumber(redis.call('HGET', KEYS[5], 'keys') or '0')
+  if not current and tkeys + 1 > tonumber(ARGV[8]) then return {1, 'total-keys', tkeys + 1} end
+end
 local ok, err = pcall(redis.call, 'HINCRBY', KEYS[1], field, ARGV[2])
 if not ok then
   local why = tostring(err.err or err)
@@ -91,14 +115,24 @@ if dbytes > 0 and bytes + dbytes > tonumber(ARGV[3]) then
   undo()
   return {1, 'bytes', bytes + dbytes}
 end
+if total and dbytes > 0 and tbytes + dbytes > tonumber(ARGV[7]) then
+  undo()
+  return {1, 'total-bytes', tbytes + dbytes}
+end
 if not current then redis.call('ZADD', KEYS[4], 0, field) end
 redis.call('HINCRBY', KEYS[2], 'bytes', dbytes)
 redis.call('HINCRBY', KEYS[2], 'keys', dkeys)
 redis.call('SADD', KEYS[3], ARGV[5])
+if total then
+  redis.call('HINCRBY', KEYS[5], 'bytes', dbytes)
+  redis.call('HINCRBY', KEYS[5], 'keys', dkeys)
+  redis.call('SADD', KEYS[6], ARGV[9])
+end
 return {0, sum, 0}
 ";
 
-/// Remove a key. KEYS: hash, usage, index. ARGV: field.
+/// Remove a key. KEYS: hash, usage, index, the plugin's usage. ARGV: field, `1` for a
+/// caller's namespace (whose removals count against the plugin's total too).
 const DELETE: &str = r"
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current then return 0 end
@@ -106,17 +140,29 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HINCRBY', KEYS[2], 'bytes', -(#ARGV[1] + #current))
 redis.call('HINCRBY', KEYS[2], 'keys', -1)
+if ARGV[2] == '1' then
+  redis.call('HINCRBY', KEYS[4], 'bytes', -(#ARGV[1] + #current))
+  redis.call('HINCRBY', KEYS[4], 'keys', -1)
+end
 return 1
 ";
 
-/// Remove all of a plugin's data. KEYS: usage, buckets. ARGV: the hash name prefix, the index
-/// name prefix.
+/// Remove all of a namespace's data. KEYS: usage, buckets, the plugin's usage and callers'
+/// set. ARGV: the hash name prefix, the index name prefix, and for a caller's namespace its
+/// id (empty otherwise): the plugin's total goes down by what it held.
 const CLEAR: &str = r"
 local removed = 0
 for _, bucket in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   local hash = ARGV[1] .. bucket
   removed = removed + redis.call('HLEN', hash)
   redis.call('DEL', hash, ARGV[2] .. bucket)
+end
+if ARGV[3] ~= '' then
+  local bytes = tonumber(redis.call('HGET', KEYS[1], 'bytes') or '0')
+  local keys = tonumber(redis.call('HGET', KEYS[1], 'keys') or '0')
+  redis.call('HINCRBY', KEYS[3], 'bytes', -bytes)
+  redis.call('HINCRBY', KEYS[3], 'keys', -keys)
+  redis.call('SREM', KEYS[4], ARGV[3])
 end
 redis.call('DEL', KEYS[1], KEYS[2])
 return removed
@@ -141,6 +187,9 @@ if redis.call('ZCARD', KEYS[2]) ~= n then
 end
 return redis.call('ZRANGEBYLEX', KEYS[2], ARGV[1], '+', 'LIMIT', 0, tonumber(ARGV[2]))
 ";
+
+/// The key of callers' ids ([`StateStore::host_key`]).
+const HOST_KEY: &str = "mcpbox:meta:caller-id-key";
 
 /// A Redis server.
 pub struct RedisStore {
@@ -250,22 +299,52 @@ impl RedisStore {
         }
     }
 
-    /// Map a script's quota answer `{1, which, amount}` to the error.
-    fn quota_error(plugin: &str, which: &str, amount: u64, quota: Quota) -> KvError {
-        match which {
-            "keys" => KvError::Quota {
-                plugin: plugin.to_owned(),
-                kind: QuotaKind::Keys,
-                what: format!("would hold {amount} keys"),
-                limit: format!("{} keys", quota.max_keys),
-            },
-            _ => KvError::Quota {
-                plugin: plugin.to_owned(),
-                kind: QuotaKind::Bytes,
-                what: format!("would use {}", bytes(amount)),
-                limit: bytes(quota.max_bytes),
-            },
+    /// Map a script's quota answer `{1, which, amount}` for the namespace `space` to the
+    /// error (the same words as the embedded store's).
+    fn quota_error(space: &str, which: &str, amount: u64, quota: Quota) -> KvError {
+        let caller = owner_of(space).is_some();
+        let total = quota.total.unwrap_or(super::Total {
+            max_bytes: quota.max_bytes,
+            max_keys: quota.max_keys,
+        });
+        let keys = |kind, max: u64, total| KvError::Quota {
+            whose: whose(space, total),
+            kind,
+            what: format!("would hold {amount} keys"),
+            limit: format!("{max} keys"),
+        };
+        let size = |kind, max: u64, total| KvError::Quota {
+            whose: whose(space, total),
+            kind,
+            what: format!("would use {}", bytes(amount)),
+            limit: bytes(max),
+        };
+        match (which, caller) {
+            ("keys", true) => keys(QuotaKind::CallerKeys, quota.max_keys, false),
+            ("keys", false) => keys(QuotaKind::Keys, quota.max_keys, false),
+            ("total-keys", _) => keys(QuotaKind::Keys, total.max_keys, true),
+            ("total-bytes", _) => size(QuotaKind::Bytes, total.max_bytes, true),
+            (_, true) => size(QuotaKind::CallerBytes, quota.max_bytes, false),
+            (_, false) => size(QuotaKind::Bytes, quota.max_bytes, false),
         }
+    }
+
+    /// Remove one namespace's data with the `CLEAR` script; how many keys went.
+    async fn clear_space(&self, space: &str) -> Result<u64, KvError> {
+        let (owner, id) = space.split_once(CALLER_SEPARATOR).unwrap_or((space, ""));
+        self.run(move |mut c| async move {
+            self.clear
+                .key(usage_key(space))
+                .key(buckets_key(space))
+                .key(usage_key(owner))
+                .key(callers_key(owner))
+                .arg(hash_prefix(space))
+                .arg(index_prefix(space))
+                .arg(id)
+                .invoke_async(&mut c)
+                .await
+        })
+        .await
     }
 
     /// Run the `SET` script; `Ok(false)` when its condition did not hold.
@@ -285,11 +364,14 @@ impl RedisStore {
         check_value(plugin, value.len() as u64, quota)?;
         let answer: (u8, String, u64) = self
             .run(|mut c| async move {
+                let total = Totalled::of(plugin, quota);
                 self.set
                     .key(hash(plugin, bucket))
                     .key(usage_key(plugin))
                     .key(buckets_key(plugin))
                     .key(index(plugin, bucket))
+                    .key(usage_key(total.owner))
+                    .key(callers_key(total.owner))
                     .arg(key)
                     .arg(value)
                     .arg(quota.max_bytes)
@@ -297,6 +379,9 @@ impl RedisStore {
                     .arg(mode)
                     .arg(bucket)
                     .arg(expected)
+                    .arg(total.max_bytes)
+                    .arg(total.max_keys)
+                    .arg(total.id)
                     .invoke_async(&mut c)
                     .await
             })
@@ -309,6 +394,35 @@ impl RedisStore {
                 "Redis at {}: unexpected answer {other:?}",
                 self.server
             ))),
+        }
+    }
+}
+
+/// What the scripts need to count a write in a caller's namespace against the plugin's total:
+/// the plugin, the limits and the caller's id as script arguments (empty strings for a
+/// plugin's own namespace, which the scripts read as "no total").
+struct Totalled<'a> {
+    owner: &'a str,
+    max_bytes: String,
+    max_keys: String,
+    id: &'a str,
+}
+
+impl<'a> Totalled<'a> {
+    fn of(space: &'a str, quota: Quota) -> Self {
+        match (space.split_once(CALLER_SEPARATOR), quota.total) {
+            (Some((owner, id)), Some(total)) => Self {
+                owner,
+                max_bytes: total.max_bytes.to_string(),
+                max_keys: total.max_keys.to_string(),
+                id,
+            },
+            _ => Self {
+                owner: owner_of(space).unwrap_or(space),
+                max_bytes: String::new(),
+                max_keys: String::new(),
+                id: "",
+            },
         }
     }
 }
@@ -350,6 +464,11 @@ fn buckets_key(plugin: &str) -> String {
     format!("mcpbox:buckets:{}:{plugin}", plugin.len())
 }
 
+/// The set of the ids of `plugin`'s callers that have a namespace in it.
+fn callers_key(plugin: &str) -> String {
+    format!("mcpbox:callers:{}:{plugin}", plugin.len())
+}
+
 impl StateStore for RedisStore {
     fn get<'a>(
         &'a self,
@@ -384,11 +503,14 @@ impl StateStore for RedisStore {
         Box::pin(async move {
             let _removed: u8 = self
                 .run(|mut c| async move {
+                    let owner = owner_of(plugin);
                     self.delete
                         .key(hash(plugin, bucket))
                         .key(usage_key(plugin))
                         .key(index(plugin, bucket))
+                        .key(usage_key(owner.unwrap_or(plugin)))
                         .arg(key)
+                        .arg(if owner.is_some() { "1" } else { "0" })
                         .invoke_async(&mut c)
                         .await
                 })
@@ -459,17 +581,23 @@ impl StateStore for RedisStore {
         Box::pin(async move {
             let answer: (u8, String, u64) = self
                 .run(|mut c| async move {
+                    let total = Totalled::of(plugin, quota);
                     self.increment
                         .key(hash(plugin, bucket))
                         .key(usage_key(plugin))
                         .key(buckets_key(plugin))
                         .key(index(plugin, bucket))
+                        .key(usage_key(total.owner))
+                        .key(callers_key(total.owner))
                         .arg(key)
                         .arg(delta)
                         .arg(quota.max_bytes)
                         .arg(quota.max_keys)
                         .arg(bucket)
                         .arg(if unsigned { "1" } else { "0" })
+                        .arg(total.max_bytes)
+                        .arg(total.max_keys)
+                        .arg(total.id)
                         .invoke_async(&mut c)
                         .await
                 })
@@ -586,15 +714,69 @@ impl StateStore for RedisStore {
     }
 
     fn clear<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<u64, KvError>> {
-        Box::pin(self.run(move |mut c| async move {
-            self.clear
-                .key(usage_key(plugin))
-                .key(buckets_key(plugin))
-                .arg(hash_prefix(plugin))
-                .arg(index_prefix(plugin))
-                .invoke_async(&mut c)
-                .await
-        }))
+        Box::pin(async move {
+            let mut removed = 0;
+            // A plugin's namespace: its callers' namespaces go first, each taking its share
+            // off the plugin's total.
+            if owner_of(plugin).is_none() {
+                let ids: Vec<String> = self
+                    .run(|mut c| async move { c.smembers(callers_key(plugin)).await })
+                    .await?;
+                for id in ids {
+                    removed += self.clear_space(&super::caller_space(plugin, &id)).await?;
+                }
+                let _: u64 = self
+                    .run(|mut c| async move { c.del(callers_key(plugin)).await })
+                    .await?;
+            }
+            Ok(removed + self.clear_space(plugin).await?)
+        })
+    }
+
+    fn callers<'a>(
+        &'a self,
+        plugin: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<(String, Usage)>, KvError>> {
+        Box::pin(async move {
+            let mut ids: Vec<String> = self
+                .run(|mut c| async move { c.smembers(callers_key(plugin)).await })
+                .await?;
+            ids.sort();
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                let usage = self.usage(&super::caller_space(plugin, &id)).await?;
+                out.push((id, usage));
+            }
+            Ok(out)
+        })
+    }
+
+    fn host_key(&self) -> BoxFuture<'_, Result<[u8; 32], KvError>> {
+        Box::pin(async move {
+            let candidate = super::random_key();
+            // The first process to ask sets it; every later one reads the same.
+            let _: Option<String> = self
+                .run(|mut c| async move {
+                    redis::cmd("SET")
+                        .arg(HOST_KEY)
+                        .arg(candidate.as_slice())
+                        .arg("NX")
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            let stored: Vec<u8> = self
+                .read(|mut c| async move { c.get(HOST_KEY).await })
+                .await?;
+            <[u8; 32]>::try_from(stored.as_slice()).map_err(|_| {
+                KvError::Backend(format!(
+                    "Redis at {}: {HOST_KEY} holds {} bytes, not 32; delete it to make a new \
+                     key (every plugin's callers then get new ids)",
+                    self.server,
+                    stored.len()
+                ))
+            })
+        })
     }
 }
 

@@ -10,6 +10,7 @@
 //!
 //! Uses: nothing else in the crate.
 
+pub mod config;
 mod locate;
 mod manifest;
 mod name;
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use config::{ConfigKey, ConfigSource, SecretValue, Secrets};
 pub use locate::key_at;
 pub use manifest::{
     PolicyError, check_sections, load_manifest, manifest_path, parse_manifest, parse_section,
@@ -88,6 +90,11 @@ pub struct Policy {
     pub scopes: Vec<String>,
     /// Which of its tools, prompts and resources are served, and under what names.
     pub naming: Naming,
+    /// The configuration keys it may read (`wasi:config/store`), and where each comes from.
+    pub config: Vec<ConfigKey>,
+    /// Whether it sees its callers' own keys (`oauth:ISSUER sub:SUBJECT`) as their ids
+    /// instead of opaque ones (`reveal-caller = true`).
+    pub reveal_caller: bool,
 }
 
 /// Which of a plugin's items are served, and under what names: a prefix for its tool and
@@ -205,7 +212,8 @@ impl Policy {
         !(self.dirs.is_empty()
             && self.env.is_empty()
             && self.http.is_empty()
-            && self.keyvalue.is_none())
+            && self.keyvalue.is_none()
+            && self.config.is_empty())
     }
 }
 
@@ -213,14 +221,21 @@ impl Policy {
 /// may store in all of them together. Its data is its own: keyed by its name, never shared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvGrant {
-    /// Bucket names it may open.
+    /// Bucket names it may open, shared by all its callers.
     pub buckets: Vec<String>,
-    /// Total bytes of keys and values.
+    /// Bucket names it may open each caller's own of (`caller-buckets`): the same name
+    /// reaches a different namespace for each caller.
+    pub caller_buckets: Vec<String>,
+    /// Total bytes of keys and values: its shared buckets and every caller's together.
     pub max_bytes: u64,
-    /// Number of keys.
+    /// Number of keys, likewise.
     pub max_keys: u64,
     /// The largest value, in bytes.
     pub max_value_bytes: u64,
+    /// Bytes of one caller's own buckets.
+    pub caller_max_bytes: u64,
+    /// Keys in one caller's own buckets.
+    pub caller_max_keys: u64,
 }
 
 impl KvGrant {
@@ -230,6 +245,10 @@ impl KvGrant {
     pub const DEFAULT_MAX_KEYS: u64 = 10_000;
     /// 1 MiB per value.
     pub const DEFAULT_MAX_VALUE_BYTES: u64 = 1 << 20;
+    /// 1 MiB per caller.
+    pub const DEFAULT_CALLER_MAX_BYTES: u64 = 1 << 20;
+    /// 1,000 keys per caller.
+    pub const DEFAULT_CALLER_MAX_KEYS: u64 = 1000;
 }
 
 /// A host directory mapped into the plugin.
@@ -329,6 +348,20 @@ impl fmt::Display for GrantSummary<'_> {
                 kv.max_keys,
                 kv.max_value_bytes >> 10
             ));
+            if !kv.caller_buckets.is_empty() {
+                parts.push(format!(
+                    "keyvalue caller buckets [{}] (each caller's own: at most {} KiB, {} keys)",
+                    kv.caller_buckets.join(", "),
+                    kv.caller_max_bytes >> 10,
+                    kv.caller_max_keys
+                ));
+            }
+        }
+        for key in &policy.config {
+            parts.push(format!("config {} ({})", key.name, key.source));
+        }
+        if policy.reveal_caller {
+            parts.push("callers' keys as their ids".to_owned());
         }
         f.write_str(&parts.join("; "))
     }

@@ -29,6 +29,9 @@ use sha2::{Digest as _, Sha256};
 pub(crate) use budget::test_support;
 pub use budget::{Budget, BudgetConfig, BudgetPatch};
 
+/// The longest display name kept from a token's claims, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+
 /// The caller of a request. Cheap to clone.
 #[derive(Clone)]
 pub struct Principal(Arc<Inner>);
@@ -37,6 +40,8 @@ struct Inner {
     key: String,
     kind: Kind,
     scopes: Scopes,
+    /// A name to show (an OAuth token's `name` or `preferred_username`, a token's name).
+    name: Option<String>,
 }
 
 /// How a principal was recognised.
@@ -117,7 +122,47 @@ impl Principal {
     }
 
     fn new(key: String, kind: Kind, scopes: Scopes) -> Self {
-        Self(Arc::new(Inner { key, kind, scopes }))
+        let name = match &kind {
+            Kind::Token { name } => Some(name.clone()),
+            Kind::Local | Kind::OAuth { .. } => None,
+        };
+        Self(Arc::new(Inner {
+            key,
+            kind,
+            scopes,
+            name,
+        }))
+    }
+
+    /// The same principal with `name` to show (cut to [`MAX_NAME_BYTES`], control characters
+    /// dropped: it comes from a token's claims and reaches plugins). `None` leaves it as it is.
+    pub fn named(self, name: Option<String>) -> Self {
+        let Some(name) = name else {
+            return self;
+        };
+        let mut clean: String = name.chars().filter(|c| !c.is_control()).collect();
+        if clean.len() > MAX_NAME_BYTES {
+            let mut end = MAX_NAME_BYTES;
+            while !clean.is_char_boundary(end) {
+                end -= 1;
+            }
+            clean.truncate(end);
+        }
+        if clean.is_empty() {
+            return self;
+        }
+        let inner = &*self.0;
+        Self(Arc::new(Inner {
+            key: inner.key.clone(),
+            kind: inner.kind.clone(),
+            scopes: inner.scopes.clone(),
+            name: Some(clean),
+        }))
+    }
+
+    /// A name to show, if it has one.
+    pub fn name(&self) -> Option<&str> {
+        self.0.name.as_deref()
     }
 
     /// Its stable key: equal for the same caller across requests, sessions and replicas.
@@ -133,6 +178,14 @@ impl Principal {
     /// The scopes it holds.
     pub fn scopes(&self) -> &Scopes {
         &self.0.scopes
+    }
+
+    /// Its id in `plugin`, as the plugin sees it: a keyed hash of its key and the plugin's
+    /// name under `key` (the state store's own secret), 32 hex digits. Stable for the same
+    /// caller wherever the same store is used; different in each plugin, so plugins cannot
+    /// match their users up; and without the key nobody can tell whose it is.
+    pub fn id_in(&self, plugin: &str, key: &[u8; 32]) -> String {
+        caller_id(plugin, self.key(), key)
     }
 
     /// Whether `other` is the same caller.
@@ -163,6 +216,21 @@ impl fmt::Display for Principal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0.key)
     }
+}
+
+/// The id in `plugin` of the principal whose key is `principal` ([`Principal::id_in`]; the
+/// operator's `mcpbox state --principal` names a caller by its key).
+pub fn caller_id(plugin: &str, principal: &str, key: &[u8; 32]) -> String {
+    use hmac::Mac as _;
+    let mut mac = <hmac::Hmac<Sha256> as hmac::Mac>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    // Lengths first, so no plugin name and key can pose as another pair.
+    for part in [plugin, principal] {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part.as_bytes());
+    }
+    let digest = mac.finalize().into_bytes();
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The static bearer tokens a server accepts, each by its SHA-256 digest, with the principal

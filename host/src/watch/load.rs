@@ -345,19 +345,10 @@ async fn list_plugin(compiled: Compiled) -> Result<LoadedPlugin, FileError> {
     Ok(plugin)
 }
 
-/// Compile (on a blocking thread) and link a plugin from its files.
-async fn compile_source(
-    runtime: &Runtime,
-    source: PluginSource,
-    limits: Limits,
-) -> Result<Compiled, FileError> {
-    let file = source.file;
-    let name: PluginName = file
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .ok_or(FileError::Name)?
-        .into();
-    let policy = match &source.policy {
+/// The policy a plugin's files give it: its section of the configuration file, its manifest,
+/// or none (no capabilities, `limits`).
+pub fn policy_of(source: &PluginSource, limits: Limits) -> Result<Policy, FileError> {
+    Ok(match &source.policy {
         Some(PolicyText::Manifest(path, text)) => parse_manifest(path, text, limits)?,
         Some(PolicyText::Section(config, name, text)) => parse_section(config, name, text, limits)
             .map_err(|e| match std::fs::read_to_string(config) {
@@ -365,7 +356,22 @@ async fn compile_source(
                 Err(_) => e,
             })?,
         None => Policy::deny_all(limits),
-    };
+    })
+}
+
+/// Compile (on a blocking thread) and link a plugin from its files.
+async fn compile_source(
+    runtime: &Runtime,
+    source: PluginSource,
+    limits: Limits,
+) -> Result<Compiled, FileError> {
+    let policy = policy_of(&source, limits)?;
+    let file = source.file;
+    let name: PluginName = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or(FileError::Name)?
+        .into();
     let compiler = runtime.clone();
     let (wasm, component_digest) = (source.wasm, source.component_digest);
     let component = tokio::task::spawn_blocking(move || compiler.compile(&wasm, &component_digest))

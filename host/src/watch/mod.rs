@@ -49,7 +49,7 @@ mod report;
 pub use config::{ConfigWatcher, watch_config};
 pub use load::{
     DirectoryError, FileError, LoadedDirectory, PluginSource, STARTUP_LISTING_WAIT, load_directory,
-    load_source, read_source,
+    load_source, policy_of, read_source,
 };
 pub use report::{Arrival, Left, LifecycleEvent, report};
 

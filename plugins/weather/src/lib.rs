@@ -1,8 +1,10 @@
 //! Example plugin with an HTTP grant: current weather from the Open-Meteo API.
 //!
 //! The plugin can only reach the hosts its manifest (`weather.toml`) allows. The API's base
-//! URL comes from the `WEATHER_API` environment variable when granted (the tests point it at
-//! a server of their own), and defaults to `https://api.open-meteo.com`.
+//! URL and key come from the operator through `wasi:config` (`[config] api-base` and
+//! `api-key`, a secret, in the manifest); a granted `WEATHER_API` environment variable also
+//! sets the base, and without either it is `https://api.open-meteo.com`. With a key, requests
+//! carry it as Open-Meteo's commercial API expects (`apikey=`).
 
 use mcpbox_sdk::{Deserialize, Json, JsonSchema, Plugin, Serialize, Tool, Tools};
 
@@ -41,13 +43,25 @@ fn current_weather(place: Place) -> Result<Json<Weather>, String> {
     if !(-90.0..=90.0).contains(&place.latitude) || !(-180.0..=180.0).contains(&place.longitude) {
         return Err("latitude must be within ±90 and longitude within ±180".to_owned());
     }
-    let api = std::env::var("WEATHER_API").unwrap_or_else(|_| DEFAULT_API.to_owned());
-    let url = format!(
+    let api = match mcpbox_sdk::config::get("api-base").map_err(|e| e.to_string())? {
+        Some(base) => base,
+        None => std::env::var("WEATHER_API").unwrap_or_else(|_| DEFAULT_API.to_owned()),
+    };
+    let mut url = format!(
         "{}/v1/forecast?latitude={}&longitude={}&current=temperature_2m,wind_speed_10m",
         api.trim_end_matches('/'),
         place.latitude,
         place.longitude
     );
+    if let Some(key) = mcpbox_sdk::config::get("api-key").map_err(|e| e.to_string())? {
+        // The key goes to the API and nowhere else: not into results, logs or errors.
+        url.push_str("&apikey=");
+        url.extend(
+            key.bytes()
+                .filter(u8::is_ascii_alphanumeric)
+                .map(char::from),
+        );
+    }
     let response = mcpbox_sdk::http::get(&url).map_err(|e| e.to_string())?;
     if response.status != 200 {
         return Err(format!(

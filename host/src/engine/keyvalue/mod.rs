@@ -44,14 +44,35 @@ pub const MAX_BATCH_KEYS: usize = 1000;
 /// count until the values reach it.
 pub const MAX_BATCH_BYTES: usize = 16 << 20;
 
-/// An open bucket: its name, which the plugin's grant names.
+/// An open bucket.
 pub struct Bucket {
+    target: BucketRef,
+}
+
+/// Where an open bucket's operations go: the namespace (the plugin's, or the caller's own in
+/// it for a caller bucket) and the bucket's name, which the plugin's grant names.
+#[derive(Clone)]
+pub struct BucketRef {
+    space: Arc<str>,
     name: Arc<str>,
+    /// A caller bucket: its writes count against the caller's quotas and the plugin's total.
+    caller: bool,
+}
+
+/// Whose own buckets a call's caller buckets reach.
+#[derive(Debug, Clone)]
+pub enum CallerSpace {
+    /// Nobody's: no caller (the host reads the plugin's lists), so none can be opened.
+    Nobody,
+    /// This namespace ([`kv::caller_space`]).
+    Space(Arc<str>),
+    /// The caller's id could not be made: opening one fails with this reason.
+    Unavailable(String),
 }
 
 /// A compare-and-swap in progress: the key, and its value when the handle was made.
 pub struct Cas {
-    bucket: Arc<str>,
+    bucket: BucketRef,
     key: String,
     snapshot: Option<Vec<u8>>,
 }
@@ -60,6 +81,8 @@ pub struct Cas {
 /// service, the plugin's grant (if any), and the earlier draft's cursors it was handed.
 pub struct KeyValueCtx {
     plugin: PluginName,
+    /// Where its caller buckets go.
+    caller: CallerSpace,
     service: Arc<StateService>,
     grant: Option<Arc<KvGrant>>,
     /// Set when the call is refused a grant (shared with the call's other capabilities).
@@ -77,10 +100,12 @@ impl KeyValueCtx {
         plugin: PluginName,
         service: Arc<StateService>,
         grant: Option<Arc<KvGrant>>,
+        caller: CallerSpace,
         denied: Arc<AtomicBool>,
     ) -> Self {
         Self {
             plugin,
+            caller,
             service,
             grant,
             denied,
@@ -89,19 +114,33 @@ impl KeyValueCtx {
         }
     }
 
-    fn quota(&self) -> Quota {
-        self.grant.as_ref().map_or(
-            Quota {
+    /// The quota of the plugin's shared buckets, and of one caller's own.
+    fn quotas(&self) -> (Quota, Quota) {
+        let Some(grant) = &self.grant else {
+            let none = Quota {
                 max_bytes: 0,
                 max_keys: 0,
                 max_value_bytes: 0,
-            },
-            |grant| Quota {
+                total: None,
+            };
+            return (none, none);
+        };
+        let shared = Quota {
+            max_bytes: grant.max_bytes,
+            max_keys: grant.max_keys,
+            max_value_bytes: grant.max_value_bytes,
+            total: None,
+        };
+        let caller = Quota {
+            max_bytes: grant.caller_max_bytes,
+            max_keys: grant.caller_max_keys,
+            max_value_bytes: grant.max_value_bytes,
+            total: Some(kv::Total {
                 max_bytes: grant.max_bytes,
                 max_keys: grant.max_keys,
-                max_value_bytes: grant.max_value_bytes,
-            },
-        )
+            }),
+        };
+        (shared, caller)
     }
 }
 
@@ -150,18 +189,20 @@ impl KeyValueView<'_> {
     /// What an operation needs, owned: the view borrows the store's state, which is not
     /// `Sync`, so nothing of it may be held across an `await`.
     fn call(&self) -> KvCall {
+        let (quota, caller_quota) = self.ctx.quotas();
         KvCall {
             plugin: self.ctx.plugin.clone(),
             service: Arc::clone(&self.ctx.service),
-            quota: self.ctx.quota(),
+            quota,
+            caller_quota,
         }
     }
 
     /// The bucket behind a handle.
-    fn bucket_name(&mut self, bucket: &Resource<Bucket>) -> Result<Arc<str>, store::Error> {
+    fn bucket_name(&mut self, bucket: &Resource<Bucket>) -> Result<BucketRef, store::Error> {
         self.table
             .get(bucket)
-            .map(|b| Arc::clone(&b.name))
+            .map(|b| b.target.clone())
             .map_err(|e| store::Error::Other(format!("invalid bucket handle: {e}")))
     }
 
@@ -169,11 +210,33 @@ impl KeyValueView<'_> {
     /// marked denied and the refusal logged (once per call).
     fn open_bucket(&mut self, identifier: String) -> Result<Resource<Bucket>, store::Error> {
         let ctx = &mut *self.ctx;
-        let granted = ctx
+        let shared = ctx
             .grant
             .as_ref()
             .is_some_and(|grant| grant.buckets.contains(&identifier));
-        if !granted {
+        let own = ctx
+            .grant
+            .as_ref()
+            .is_some_and(|grant| grant.caller_buckets.contains(&identifier));
+        let space: Arc<str> = if own {
+            match &ctx.caller {
+                CallerSpace::Space(space) => Arc::clone(space),
+                CallerSpace::Nobody => {
+                    return Err(store::Error::Other(format!(
+                        "`{identifier}` is a caller bucket (each caller's own), and this call has \
+                         no caller: the host is reading the plugin's lists"
+                    )));
+                }
+                CallerSpace::Unavailable(why) => {
+                    return Err(store::Error::Other(format!(
+                        "cannot open the caller's own `{identifier}`: {why}"
+                    )));
+                }
+            }
+        } else {
+            Arc::from(&*ctx.plugin)
+        };
+        if !(shared || own) {
             ctx.denied.store(true, Ordering::Relaxed);
             crate::metrics::metrics().denial(&ctx.plugin, crate::metrics::Grant::Keyvalue);
             if !ctx.denial_logged {
@@ -182,14 +245,19 @@ impl KeyValueView<'_> {
                     plugin = &*ctx.plugin,
                     bucket = %crate::engine::log_line(&identifier, 256),
                     "refused: the plugin opened a key-value bucket its manifest does not grant \
-                     (grant it with [keyvalue] buckets = [\"…\"])"
+                     (grant it with [keyvalue] buckets = [\"…\"], or caller-buckets for each \
+                     caller's own)"
                 );
             }
             return Err(store::Error::AccessDenied);
         }
         self.table
             .push(Bucket {
-                name: identifier.into(),
+                target: BucketRef {
+                    space,
+                    name: identifier.into(),
+                    caller: own,
+                },
             })
             .map_err(|e| store::Error::Other(format!("cannot open another bucket handle: {e}")))
     }
@@ -250,11 +318,14 @@ impl KeyValueView<'_> {
     }
 }
 
-/// One operation's plugin, service and quota.
+/// One operation's plugin, service and quotas.
 struct KvCall {
     plugin: PluginName,
     service: Arc<StateService>,
+    /// For the plugin's shared buckets.
     quota: Quota,
+    /// For a caller's own.
+    caller_quota: Quota,
 }
 
 impl KvCall {
@@ -265,6 +336,15 @@ impl KvCall {
             .await
             .map(Arc::clone)
             .map_err(|e| self.report(e))
+    }
+
+    /// The quota a write to `bucket` counts against.
+    fn quota_of(&self, bucket: &BucketRef) -> Quota {
+        if bucket.caller {
+            self.caller_quota
+        } else {
+            self.quota
+        }
     }
 
     /// Log an operation's failure for the operator (quota and availability), and hand it to
@@ -279,45 +359,51 @@ impl KvCall {
         store::Error::from(error)
     }
 
-    async fn get(&self, bucket: &str, key: &str) -> Result<Option<Vec<u8>>, store::Error> {
+    async fn get(&self, bucket: &BucketRef, key: &str) -> Result<Option<Vec<u8>>, store::Error> {
         check_key(key).map_err(store::Error::from)?;
         let backend = self.backend().await?;
         backend
-            .get(&self.plugin, bucket, key)
+            .get(&bucket.space, &bucket.name, key)
             .await
             .map_err(|e| self.report(e))
     }
 
-    async fn set(&self, bucket: &str, key: &str, value: Vec<u8>) -> Result<(), store::Error> {
+    async fn set(&self, bucket: &BucketRef, key: &str, value: Vec<u8>) -> Result<(), store::Error> {
         check_key(key).map_err(store::Error::from)?;
         let backend = self.backend().await?;
         backend
-            .set(&self.plugin, bucket, key, value, self.quota)
+            .set(
+                &bucket.space,
+                &bucket.name,
+                key,
+                value,
+                self.quota_of(bucket),
+            )
             .await
             .map_err(|e| self.report(e))
     }
 
-    async fn delete(&self, bucket: &str, key: &str) -> Result<(), store::Error> {
+    async fn delete(&self, bucket: &BucketRef, key: &str) -> Result<(), store::Error> {
         check_key(key).map_err(store::Error::from)?;
         let backend = self.backend().await?;
         backend
-            .delete(&self.plugin, bucket, key)
+            .delete(&bucket.space, &bucket.name, key)
             .await
             .map_err(|e| self.report(e))
     }
 
-    async fn exists(&self, bucket: &str, key: &str) -> Result<bool, store::Error> {
+    async fn exists(&self, bucket: &BucketRef, key: &str) -> Result<bool, store::Error> {
         check_key(key).map_err(store::Error::from)?;
         let backend = self.backend().await?;
         backend
-            .exists(&self.plugin, bucket, key)
+            .exists(&bucket.space, &bucket.name, key)
             .await
             .map_err(|e| self.report(e))
     }
 
     async fn list_keys(
         &self,
-        bucket: &str,
+        bucket: &BucketRef,
         after: Option<&str>,
     ) -> Result<kv::KeyPage, store::Error> {
         if let Some(after) = after {
@@ -325,7 +411,7 @@ impl KvCall {
         }
         let backend = self.backend().await?;
         backend
-            .list_keys(&self.plugin, bucket, after)
+            .list_keys(&bucket.space, &bucket.name, after)
             .await
             .map_err(|e| self.report(e))
     }
@@ -333,7 +419,7 @@ impl KvCall {
     /// `unsigned`: the earlier draft's `u64` counters, which refuse a negative sum.
     async fn increment(
         &self,
-        bucket: &str,
+        bucket: &BucketRef,
         key: &str,
         delta: i64,
         unsigned: bool,
@@ -341,7 +427,14 @@ impl KvCall {
         check_key(key).map_err(store::Error::from)?;
         let backend = self.backend().await?;
         backend
-            .increment(&self.plugin, bucket, key, delta, unsigned, self.quota)
+            .increment(
+                &bucket.space,
+                &bucket.name,
+                key,
+                delta,
+                unsigned,
+                self.quota_of(bucket),
+            )
             .await
             .map_err(|e| self.report(e))
     }
@@ -349,7 +442,7 @@ impl KvCall {
     /// `Ok(None)`: swapped; `Ok(Some(latest))`: the value had changed to `latest`.
     async fn swap(
         &self,
-        bucket: &str,
+        bucket: &BucketRef,
         key: &str,
         expected: Option<Vec<u8>>,
         value: Vec<u8>,
@@ -357,14 +450,21 @@ impl KvCall {
         check_key(key).map_err(store::Error::from)?;
         let backend = self.backend().await?;
         let swapped = backend
-            .swap(&self.plugin, bucket, key, expected, value, self.quota)
+            .swap(
+                &bucket.space,
+                &bucket.name,
+                key,
+                expected,
+                value,
+                self.quota_of(bucket),
+            )
             .await
             .map_err(|e| self.report(e))?;
         if swapped {
             return Ok(None);
         }
         let latest = backend
-            .get(&self.plugin, bucket, key)
+            .get(&bucket.space, &bucket.name, key)
             .await
             .map_err(|e| self.report(e))?;
         Ok(Some(latest))

@@ -13,15 +13,23 @@ use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
 use super::{PolicyError, bounded};
-use crate::policy::{DirGrant, EnvGrant, HttpGrant, KvGrant, resolve};
+use crate::policy::config::check_name;
+use crate::policy::{
+    ConfigKey, ConfigSource, DirGrant, EnvGrant, HttpGrant, KvGrant, SecretValue, resolve,
+};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub(super) struct KeyValueTable {
+    #[serde(default)]
     buckets: Vec<String>,
+    #[serde(default)]
+    caller_buckets: Vec<String>,
     quota_kib: Option<u64>,
     max_keys: Option<u64>,
     max_value_kib: Option<u64>,
+    caller_quota_kib: Option<u64>,
+    caller_max_keys: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -85,13 +93,138 @@ impl<'de> Deserialize<'de> for EnvValue {
     }
 }
 
+/// A value in the `[config]` table: a literal, or `{ env = "VAR" }` / `{ secret = "NAME" }`,
+/// either with `optional = true`.
+#[derive(Debug)]
+pub(super) struct ConfigValue {
+    source: ConfigFrom,
+    optional: bool,
+}
+
+#[derive(Debug)]
+enum ConfigFrom {
+    Literal(String),
+    Env(String),
+    Secret(String),
+}
+
+const CONFIG_EXPECTED: &str =
+    r#"a string, { env = "VARIABLE" } or { secret = "NAME" } (either with optional = true)"#;
+
+impl<'de> Deserialize<'de> for ConfigValue {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ConfigVisitor;
+        impl<'de> Visitor<'de> for ConfigVisitor {
+            type Value = ConfigValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(CONFIG_EXPECTED)
+            }
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<ConfigValue, E> {
+                Ok(ConfigValue {
+                    source: ConfigFrom::Literal(value.to_owned()),
+                    optional: false,
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ConfigValue, A::Error> {
+                let (mut source, mut optional) = (None, false);
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "env" | "secret" if source.is_none() => {
+                            let name = map.next_value::<String>()?;
+                            source = Some(if key == "env" {
+                                ConfigFrom::Env(name)
+                            } else {
+                                ConfigFrom::Secret(name)
+                            });
+                        }
+                        "optional" => optional = map.next_value::<bool>()?,
+                        _ => {
+                            return Err(de::Error::custom(format!(
+                                "unexpected key `{key}`: expected {CONFIG_EXPECTED}"
+                            )));
+                        }
+                    }
+                }
+                let source = source.ok_or_else(|| {
+                    de::Error::custom(format!("no source: expected {CONFIG_EXPECTED}"))
+                })?;
+                Ok(ConfigValue { source, optional })
+            }
+        }
+        deserializer.deserialize_any(ConfigVisitor)
+    }
+}
+
+/// The most keys a `[config]` table may name.
+const MAX_CONFIG_KEYS: usize = 256;
+
+/// The `[config]` table: each key checked, variables read from mcpbox's environment now.
+pub(super) fn config(
+    file: &Path,
+    table: BTreeMap<String, ConfigValue>,
+) -> Result<Vec<ConfigKey>, PolicyError> {
+    if table.len() > MAX_CONFIG_KEYS {
+        return Err(PolicyError::at(
+            file,
+            "config",
+            format!("at most {MAX_CONFIG_KEYS} keys"),
+        ));
+    }
+    table
+        .into_iter()
+        .map(|(name, value)| {
+            let key = format!("config.{name}");
+            check_name(&name).map_err(|why| PolicyError::at(file, &key, why))?;
+            let source = match value.source {
+                ConfigFrom::Literal(text) => ConfigSource::Literal(text),
+                ConfigFrom::Secret(secret) => {
+                    check_name(&secret).map_err(|why| PolicyError::at(file, &key, why))?;
+                    ConfigSource::Secret(secret)
+                }
+                ConfigFrom::Env(var) => {
+                    let value = std::env::var(&var).ok().map(SecretValue::new);
+                    ConfigSource::Env { var, value }
+                }
+            };
+            if let ConfigSource::Env { var, value: None } = &source
+                && !value.optional
+            {
+                return Err(PolicyError::at(
+                    file,
+                    key,
+                    format!(
+                        "`env = \"{var}\"`, but ${var} is not set in mcpbox's environment \
+                         (set it, or mark the key optional = true)"
+                    ),
+                ));
+            }
+            Ok(ConfigKey {
+                name,
+                source,
+                optional: value.optional,
+            })
+        })
+        .collect()
+}
+
 /// The longest bucket name a manifest may grant.
 const MAX_BUCKET_NAME_BYTES: usize = 128;
 
 pub(super) fn keyvalue(file: &Path, table: KeyValueTable) -> Result<KvGrant, PolicyError> {
     let mut seen = HashSet::new();
-    for (i, bucket) in table.buckets.iter().enumerate() {
-        let key = format!("keyvalue.buckets[{i}]");
+    let named = (table
+        .buckets
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (format!("keyvalue.buckets[{i}]"), b)))
+    .chain(
+        table
+            .caller_buckets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (format!("keyvalue.caller-buckets[{i}]"), b)),
+    );
+    for (key, bucket) in named {
         if bucket.is_empty() || bucket.len() > MAX_BUCKET_NAME_BYTES {
             return Err(PolicyError::at(
                 file,
@@ -114,11 +247,12 @@ pub(super) fn keyvalue(file: &Path, table: KeyValueTable) -> Result<KvGrant, Pol
             ));
         }
     }
-    if table.buckets.is_empty() {
+    if table.buckets.is_empty() && table.caller_buckets.is_empty() {
         return Err(PolicyError::at(
             file,
             "keyvalue.buckets",
-            "grant at least one bucket, such as buckets = [\"default\"]",
+            "grant at least one bucket, such as buckets = [\"default\"] (shared by every \
+             caller) or caller-buckets = [\"notes\"] (each caller's own)",
         ));
     }
     let sized = |key: &str, value: Option<u64>, unit: u64, max: u64, default: u64| {
@@ -127,6 +261,21 @@ pub(super) fn keyvalue(file: &Path, table: KeyValueTable) -> Result<KvGrant, Pol
     };
     Ok(KvGrant {
         buckets: table.buckets,
+        caller_buckets: table.caller_buckets,
+        caller_max_bytes: sized(
+            "caller-quota-kib",
+            table.caller_quota_kib,
+            1 << 10,
+            1 << 30,
+            KvGrant::DEFAULT_CALLER_MAX_BYTES,
+        )?,
+        caller_max_keys: sized(
+            "caller-max-keys",
+            table.caller_max_keys,
+            1,
+            1 << 32,
+            KvGrant::DEFAULT_CALLER_MAX_KEYS,
+        )?,
         // Up to 1 TiB in all (a Redis server or disk bounds it long before), 64 MiB a value
         // (one value passes through host memory whole).
         max_bytes: sized(
@@ -291,7 +440,18 @@ mod tests {
         );
         let e = error("[keyvalue]\nbuckets = [\"a\"]\nmax-value-kb = 1\n");
         assert!(e.contains("unknown field `max-value-kb`"), "{e}");
-        assert!(error("[keyvalue]\nquota-kib = 1\n").contains("missing field `buckets`"));
+        assert!(error("[keyvalue]\nquota-kib = 1\n").contains("grant at least one bucket"));
+        let e = error("[keyvalue]\nbuckets = [\"a\"]\ncaller-buckets = [\"a\"]\n");
+        assert!(
+            e.contains("keyvalue.caller-buckets[0]") && e.contains("twice"),
+            "{e}"
+        );
+        let e = error("[config]\nkey = { secret = \"bad name\" }\n");
+        assert!(e.contains("config.key") && e.contains("not a valid name"), "{e}");
+        let e = error("[config]\nkey = { vault = \"x\" }\n");
+        assert!(e.contains("unexpected key `vault`"), "{e}");
+        let e = error("[config]\nkey = { env = \"MCPBOX_TEST_SURELY_UNSET\" }\n");
+        assert!(e.contains("is not set") && e.contains("optional = true"), "{e}");
         assert!(error("title = \"\"\n").contains("title: a title is 1 to 128 bytes"));
     }
 

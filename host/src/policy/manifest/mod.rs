@@ -4,6 +4,7 @@
 //! title = "Weather"        # optional: a display name (the plugin's name is its file name)
 //! scopes = ["weather"]     # optional: OAuth scopes a caller's token must carry (HTTP + OAuth)
 //! prefix = "weather_"      # optional: its tools and prompts are served as weather_NAME
+//! reveal-caller = false    # optional: true gives it callers' own keys as their ids
 //!
 //! [limits]                 # each key optional; the command line's values are the defaults
 //! fuel = 2_000_000_000
@@ -31,15 +32,24 @@
 //!                                 # without them neither lists nor calls it
 //!
 //! [keyvalue]               # durable state through wasi:keyvalue
-//! buckets = ["default"]    # the bucket names it may open
+//! buckets = ["default"]    # bucket names it may open, shared by every caller
+//! caller-buckets = ["notes"] # bucket names each caller has their own of
 //! quota-kib = 16384        # optional: all its keys and values together (default 16 MiB)
 //! max-keys = 10000         # optional (default 10,000)
 //! max-value-kib = 1024     # optional: one value (default 1 MiB)
+//! caller-quota-kib = 1024  # optional: one caller's own buckets (default 1 MiB)
+//! caller-max-keys = 1000   # optional (default 1,000)
+//!
+//! [config]                 # keys it may read through wasi:config/store
+//! api-base = "https://api.open-meteo.com"   # a literal
+//! api-key = { secret = "weather-key" }      # from the secrets file (a caller's own first)
+//! region = { env = "REGION", optional = true } # from mcpbox's environment at load
 //! ```
 //!
 //! This file reads the whole document and owns its errors (with the line and the key of
 //! each); the sections' rules live beside it: [`naming`] (`prefix`, `[tools]`, `[prompts]`,
-//! `[resources]`), [`grants`] (`[[dirs]]`, `[env]`, `[http]`, `[keyvalue]`) and [`limits`].
+//! `[resources]`), [`grants`] (`[[dirs]]`, `[env]`, `[http]`, `[keyvalue]`, `[config]`) and
+//! [`limits`].
 //! Like all of `policy`, it depends on nothing else in the crate.
 
 mod grants;
@@ -52,7 +62,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use self::grants::{DirTable, EnvValue, HttpTable, KeyValueTable, dirs, env, http, keyvalue};
+use self::grants::{
+    ConfigValue, DirTable, EnvValue, HttpTable, KeyValueTable, config, dirs, env, http, keyvalue,
+};
 use self::limits::{LimitsTable, limits};
 use self::naming::{FilterTable, filter, prefix};
 use super::locate::{key_at, line_of_key};
@@ -130,6 +142,12 @@ struct Manifest {
     prompts: FilterTable,
     #[serde(default)]
     resources: FilterTable,
+    /// Keys it may read through `wasi:config/store`.
+    #[serde(default)]
+    config: BTreeMap<String, ConfigValue>,
+    /// Give it callers' own keys as their ids.
+    #[serde(default, rename = "reveal-caller")]
+    reveal_caller: bool,
 }
 
 /// Read and validate the manifest at `file`. `defaults` are the limits of a plugin without
@@ -178,6 +196,8 @@ fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyE
             prompts: filter(file, "prompts", manifest.prompts)?,
             resources: filter(file, "resources", manifest.resources)?,
         },
+        config: config(file, manifest.config)?,
+        reveal_caller: manifest.reveal_caller,
     })
 }
 

@@ -2,7 +2,7 @@
 // keys, serving its OpenID configuration, JWKS, /authorize (auto-approving) and /token on
 // 127.0.0.1:PORT. Tokens from /token name the requested `resource` (RFC 8707) as their
 // audience and carry the requested scope. Test-only routes build tokens the tests need:
-//   GET /test/token?scope=&aud=&iss=&sub=&expires_in=&nbf_in=&kid=&stranger=1  → a signed token
+//   GET /test/token?scope=&aud=&iss=&sub=&name=&expires_in=&nbf_in=&kid=&stranger=1  → a signed token
 //   GET /test/rotate                                                      → a new key's kid
 // Usage: node authorization_server.mjs PORT RESOURCE   (prints "ready" when it listens)
 import { OAuth2Server } from 'oauth2-mock-server';
@@ -51,6 +51,7 @@ server.service.addRoute('GET', '/test/token', async (req, res) => {
       payload.aud = q.aud ?? resource;
       payload.sub = q.sub ?? 'test-user';
       if (q.scope !== undefined) payload.scope = q.scope;
+      if (q.name !== undefined) payload.name = q.name;
       if (q.nbf_in !== undefined) payload.nbf = Math.floor(Date.now() / 1000) + Number(q.nbf_in);
     },
   });

@@ -1,0 +1,382 @@
+//! Plugins that serve many users, on the embedded store: who is calling (`caller`), each
+//! caller's own buckets, and configuration and secrets through `wasi:config`, with two
+//! principals (static tokens) over HTTP driven by rmcp's client, and the local user over
+//! stdio. The same over OAuth and on Redis with two replicas is in `services::multi_user`.
+
+use std::path::Path;
+
+use rmcp::RoleClient;
+use rmcp::service::RunningService;
+use serde_json::{Value, json};
+
+use crate::support::{
+    HttpServer, RecordingClient, STEP, call, connect, example_plugins, plugin_dir, token_config,
+    tool_text,
+};
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789";
+/// The secrets' values: none may appear anywhere but in the plugin that reads them.
+const SHARED_SECRET: &str = "shared-SECRET-f00d";
+const ALICE_SECRET: &str = "alice-SECRET-beef";
+
+/// The caller probe (a caller bucket `mine`, a shared one, configuration), the to-do example
+/// with its own manifest, and a plugin built against the released WIT alone.
+pub(crate) fn plugins() -> tempfile::TempDir {
+    let dir = plugin_dir(&[
+        ("caller_probe", "caller_probe.wasm"),
+        ("todo", "todo.wasm"),
+        ("tools_only", "tools_only.wasm"),
+    ]);
+    std::fs::copy(
+        example_plugins().join("todo.toml"),
+        dir.path().join("todo.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("caller_probe.toml"),
+        r#"
+[keyvalue]
+buckets = ["shared"]
+caller-buckets = ["mine"]
+caller-max-keys = 4
+max-keys = 8
+
+[config]
+greeting = "hello"
+api-token = { secret = "service-token" }
+maybe = { secret = "nobody-has-this", optional = true }
+"#,
+    )
+    .unwrap();
+    dir
+}
+
+/// The secrets file (mode 0600): a value for everyone, and alice's own.
+pub(crate) fn secrets(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join("secrets.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "service-token = \"{SHARED_SECRET}\"\n\n[principal.\"token:alice\"]\nservice-token = \"{ALICE_SECRET}\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+pub(crate) async fn tool(
+    client: &RunningService<RoleClient, RecordingClient>,
+    name: &'static str,
+    arguments: Value,
+) -> (String, bool) {
+    let result = tokio::time::timeout(STEP, client.call_tool(call(name, arguments)))
+        .await
+        .expect("answered in time")
+        .unwrap_or_else(|e| panic!("{name} failed: {e}"));
+    tool_text(&result)
+}
+
+pub(crate) async fn json_of(
+    client: &RunningService<RoleClient, RecordingClient>,
+    name: &'static str,
+    arguments: Value,
+) -> Value {
+    let (text, error) = tool(client, name, arguments).await;
+    assert!(!error, "{name}: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|_| panic!("{name}: not JSON: {text}"))
+}
+
+#[tokio::test]
+async fn two_callers_each_have_an_id_state_and_secrets_of_their_own() {
+    let dir = plugins();
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = token_config(
+        config_dir.path(),
+        &[("alice", ALICE, &["admin"]), ("bob", BOB, &[])],
+        "",
+    );
+    let secrets = secrets(config_dir.path());
+    let server = HttpServer::start(
+        dir.path(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--secrets",
+            secrets.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let alice = server
+        .connect(RecordingClient::new(&json!({})), Some(ALICE))
+        .await;
+    let bob = server
+        .connect(RecordingClient::new(&json!({})), Some(BOB))
+        .await;
+
+    // Who is calling: an opaque id (not the token, not its name), stable across calls and
+    // sessions, different per caller; the kind, the name and the scopes.
+    let a = json_of(&alice, "whoami", json!({})).await;
+    let b = json_of(&bob, "whoami", json!({})).await;
+    let id = a["id"].as_str().unwrap().to_owned();
+    assert_eq!(id.len(), 32, "{a}");
+    assert!(id.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
+    assert!(
+        !id.contains("alice") && !a.to_string().contains(ALICE),
+        "{a}"
+    );
+    assert_ne!(a["id"], b["id"]);
+    assert_eq!(a["kind"], "token");
+    assert_eq!(a["name"], "alice");
+    assert_eq!(a["scopes"], json!(["admin"]));
+    assert_eq!(a["admin"], true);
+    assert_eq!(b["admin"], false);
+    let again = server
+        .connect(RecordingClient::new(&json!({})), Some(ALICE))
+        .await;
+    assert_eq!(json_of(&again, "whoami", json!({})).await["id"], id);
+
+    // Each caller's own bucket; the shared one counts everyone's.
+    assert_eq!(
+        json_of(&alice, "remember", json!({"text": "alice's first"})).await,
+        json!({"mine": 1, "everyone": 1})
+    );
+    assert_eq!(
+        json_of(&bob, "remember", json!({"text": "bob's first"})).await,
+        json!({"mine": 1, "everyone": 2})
+    );
+    json_of(&alice, "remember", json!({"text": "alice's second"})).await;
+    assert_eq!(
+        json_of(&alice, "recall", json!({})).await,
+        json!(["alice's first", "alice's second"])
+    );
+    assert_eq!(
+        json_of(&bob, "recall", json!({})).await,
+        json!(["bob's first"])
+    );
+
+    // The to-do example keeps each user's items apart.
+    json_of(&alice, "add", json!({"text": "buy milk"})).await;
+    json_of(&bob, "add", json!({"text": "fix the bike"})).await;
+    let items = |list: Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        items(json_of(&alice, "list", json!({})).await),
+        ["buy milk"]
+    );
+    assert_eq!(
+        items(json_of(&bob, "list", json!({})).await),
+        ["fix the bike"]
+    );
+
+    // Quotas per caller (4 keys: a counter and three notes), then the plugin's total (8
+    // keys, the shared counter included): bob, under his own quota, still cannot pass it.
+    json_of(&alice, "remember", json!({"text": "third"})).await;
+    let (text, error) = tool(&alice, "remember", json!({"text": "one too many"})).await;
+    assert!(
+        error
+            && text.contains("one caller of plugin `caller_probe`")
+            && text.contains("caller-max-keys"),
+        "{text}"
+    );
+    json_of(&bob, "remember", json!({"text": "bob's second"})).await;
+    let (text, error) = tool(&bob, "remember", json!({"text": "over the total"})).await;
+    assert_eq!(
+        json_of(&bob, "recall", json!({})).await,
+        json!(["bob's first", "bob's second"])
+    );
+    assert!(
+        error && text.contains("all its callers together") && text.contains("max-keys"),
+        "{text}"
+    );
+
+    // Configuration: the literal, and the secret: alice's own, bob the shared one. Keys the
+    // manifest does not name do not exist; an optional secret nobody has is absent.
+    let value = async |client: &RunningService<RoleClient, RecordingClient>, key: &str| {
+        json_of(client, "config_get", json!({ "key": key })).await["value"].clone()
+    };
+    assert_eq!(value(&alice, "greeting").await, "hello");
+    assert_eq!(value(&alice, "api-token").await, ALICE_SECRET);
+    assert_eq!(value(&bob, "api-token").await, SHARED_SECRET);
+    assert_eq!(value(&bob, "maybe").await, Value::Null);
+    assert_eq!(value(&bob, "HOME").await, Value::Null);
+    assert_eq!(
+        json_of(&bob, "config_keys", json!({})).await,
+        json!(["api-token", "greeting"])
+    );
+
+    // A plugin built against the released WIT alone loads and runs beside them.
+    let (shout, error) = tool(&bob, "shout", json!({"text": "still here"})).await;
+    assert!(!error && shout.contains("STILL HERE"), "{shout}");
+
+    // No secret's value reaches the log, the status page or the metrics.
+    let status = reqwest::get(server.url.replace("/mcp", "/status"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let metrics = reqwest::get(server.url.replace("/mcp", "/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (what, text) in [
+        ("the log", server.stderr.text()),
+        ("the status page", status),
+        ("the metrics", metrics),
+    ] {
+        for secret in [SHARED_SECRET, ALICE_SECRET, ALICE, BOB] {
+            assert!(!text.contains(secret), "{what} shows a secret:\n{text}");
+        }
+    }
+    for client in [alice, bob, again] {
+        client.cancel().await.unwrap();
+    }
+}
+
+/// Over stdio the caller is the local user, with every scope; `mcpbox state` lists and
+/// removes one caller's data by principal key.
+#[tokio::test]
+async fn the_local_user_is_the_caller_over_stdio_and_the_operator_can_forget_a_caller() {
+    let dir = plugins();
+    let config_dir = tempfile::tempdir().unwrap();
+    let secrets = secrets(config_dir.path());
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    let args = [
+        "--secrets",
+        secrets.to_str().unwrap(),
+        "--state-dir",
+        state_dir,
+    ];
+    let client = connect(dir.path(), &args).await;
+    let who = async |client: &crate::support::Client| {
+        let result = tokio::time::timeout(STEP, client.call_tool(call("whoami", json!({}))))
+            .await
+            .unwrap()
+            .unwrap();
+        serde_json::from_str::<Value>(&tool_text(&result).0).unwrap()
+    };
+    let local = who(&client).await;
+    assert_eq!(local["kind"], "local");
+    assert_eq!(local["all_scopes"], true);
+    let result = client
+        .call_tool(call("remember", json!({"text": "a local note"})))
+        .await
+        .unwrap();
+    assert!(!tool_text(&result).1);
+    let result = client
+        .call_tool(call("config_get", json!({"key": "api-token"})))
+        .await
+        .unwrap();
+    assert!(tool_text(&result).0.contains(SHARED_SECRET));
+    client.service.cancel().await.unwrap();
+
+    // The same id after a restart.
+    let client = connect(dir.path(), &args).await;
+    assert_eq!(who(&client).await["id"], local["id"]);
+    client.service.cancel().await.unwrap();
+
+    // The operator's view (the store is free once mcpbox stopped).
+    let state_cli = |more: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+            .arg("state")
+            .args(more)
+            .args(["--state-dir", state_dir])
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            output.status.success(),
+        )
+    };
+    let (listing, ok) = state_cli(&["ls", "caller_probe"]);
+    assert!(
+        ok && listing.contains("1 callers have buckets of their own"),
+        "{listing}"
+    );
+    let (own, ok) = state_cli(&["ls", "caller_probe", "--principal", "local"]);
+    assert!(
+        ok && own.contains("mine\tnote:000001") && own.contains("caller `local`"),
+        "{own}"
+    );
+    let (removed, ok) = state_cli(&["rm", "caller_probe", "--principal", "local"]);
+    assert!(ok && removed.contains("(2 keys)"), "{removed}");
+    let (listing, _) = state_cli(&["ls", "caller_probe"]);
+    // The shared bucket's counter stays; the plugin's total went down by what the caller held.
+    assert!(
+        listing.contains("shared\tnotes") && listing.contains("1 keys"),
+        "{listing}"
+    );
+
+    let client = connect(dir.path(), &args).await;
+    let result = client.call_tool(call("recall", json!({}))).await.unwrap();
+    assert_eq!(tool_text(&result).0, "[]");
+    client.service.cancel().await.unwrap();
+}
+
+/// A secret the manifest needs and nobody has refuses the plugin, naming the key and the
+/// secret; `mcpbox check` says the same and fails; a secrets file others can read is refused.
+#[tokio::test]
+async fn a_missing_or_exposed_secret_is_reported_by_name() {
+    let dir = plugins();
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("mcpbox.toml");
+    std::fs::write(&config, format!("plugins = \"{}\"\n", dir.path().display())).unwrap();
+    let check = |extra: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+            .args(["check", "--config", config.to_str().unwrap()])
+            .envs(extra.chunks(2).map(|kv| (kv[0], kv[1])))
+            .env(
+                "MCPBOX_CACHE_DIR",
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
+            )
+            .output()
+            .unwrap();
+        (
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+            output.status.success(),
+        )
+    };
+    let (report, ok) = check(&[]);
+    assert!(!ok, "{report}");
+    assert!(
+        report.contains("plugin `caller_probe`")
+            && report.contains("api-token (secret service-token)"),
+        "{report}"
+    );
+    let secrets = secrets(config_dir.path());
+    let (report, ok) = check(&["MCPBOX_SECRETS", secrets.to_str().unwrap()]);
+    assert!(ok, "{report}");
+    assert!(!report.contains(SHARED_SECRET), "{report}");
+
+    // serve without the secret: the plugin is refused by name; the others serve.
+    let mut child = crate::support::mcpbox(dir.path(), &[]).spawn().unwrap();
+    let stderr = crate::support::Stderr::collect(child.stderr.take().unwrap());
+    let line = stderr.wait_for("api-token (secret service-token)").await;
+    assert!(line.contains("caller_probe"), "{line}");
+    drop(child);
+
+    // A secrets file others may read is refused, and its values not shown.
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o640)).unwrap();
+    }
+    let (report, ok) = check(&["MCPBOX_SECRETS", secrets.to_str().unwrap()]);
+    assert!(!ok && report.contains("chmod 600"), "{report}");
+    assert!(!report.contains(SHARED_SECRET), "{report}");
+}
