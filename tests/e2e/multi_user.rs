@@ -27,7 +27,14 @@ pub(crate) fn plugins() -> tempfile::TempDir {
         ("caller_probe", "caller_probe.wasm"),
         ("todo", "todo.wasm"),
         ("tools_only", "tools_only.wasm"),
+        ("caller_probe", "caller_raw.wasm"),
     ]);
+    // The same code again, told callers' own keys (an operator's opt-in).
+    std::fs::write(
+        dir.path().join("caller_raw.toml"),
+        "prefix = \"raw_\"\nreveal-caller = true\n",
+    )
+    .unwrap();
     std::fs::copy(
         example_plugins().join("todo.toml"),
         dir.path().join("todo.toml"),
@@ -137,6 +144,10 @@ async fn two_callers_each_have_an_id_state_and_secrets_of_their_own() {
         .connect(RecordingClient::new(&json!({})), Some(ALICE))
         .await;
     assert_eq!(json_of(&again, "whoami", json!({})).await["id"], id);
+    // Another plugin sees another id for the same caller; one the operator lets see callers'
+    // keys sees the key.
+    let raw = json_of(&alice, "raw_whoami", json!({})).await;
+    assert_eq!(raw["id"], "token:alice");
 
     // Each caller's own bucket; the shared one counts everyone's.
     assert_eq!(
@@ -379,4 +390,50 @@ async fn a_missing_or_exposed_secret_is_reported_by_name() {
     let (report, ok) = check(&["MCPBOX_SECRETS", secrets.to_str().unwrap()]);
     assert!(!ok && report.contains("chmod 600"), "{report}");
     assert!(!report.contains(SHARED_SECRET), "{report}");
+}
+
+/// The weather example reads its API base and key through `wasi:config`: the key, a secret,
+/// goes to the API and nowhere else.
+#[tokio::test]
+async fn the_weather_example_reads_its_api_and_key_through_wasi_config() {
+    let api =
+        crate::support::http_stub(r#"{"current":{"temperature_2m":3.5,"wind_speed_10m":20.0}}"#)
+            .await;
+    let dir = plugin_dir(&[("weather", "weather.wasm")]);
+    std::fs::write(
+        dir.path().join("weather.toml"),
+        format!(
+            "[http]\nallow = [\"127.0.0.1:{0}\"]\n\n[config]\napi-base = \"http://127.0.0.1:{0}\"\napi-key = {{ secret = \"open-meteo-key\" }}\n",
+            api.port
+        ),
+    )
+    .unwrap();
+    let config_dir = tempfile::tempdir().unwrap();
+    let secrets = config_dir.path().join("secrets.toml");
+    std::fs::write(&secrets, "open-meteo-key = \"meteoKEY4711\"\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let client = connect(dir.path(), &["--secrets", secrets.to_str().unwrap()]).await;
+    let result = client
+        .call_tool(call(
+            "current_weather",
+            json!({"latitude": 48.1, "longitude": 11.6}),
+        ))
+        .await
+        .unwrap();
+    let shown = crate::support::json(&result);
+    assert_eq!(
+        shown["structuredContent"],
+        json!({"temperature_celsius": 3.5, "wind_speed_kmh": 20.0})
+    );
+    let lines = api.lines.lock().unwrap().clone();
+    assert!(
+        lines.len() == 1 && lines[0].contains("&apikey=meteoKEY4711 "),
+        "{lines:?}"
+    );
+    assert!(!shown.to_string().contains("meteoKEY4711"));
+    assert!(!client.stderr.text().contains("meteoKEY4711"));
+    client.service.cancel().await.unwrap();
 }

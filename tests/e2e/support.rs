@@ -338,10 +338,13 @@ impl Raw {
 }
 
 /// A one-route HTTP server on loopback that answers every request with `body` (JSON) and
-/// counts the requests. It lives as long as the test's runtime.
+/// counts the requests, keeping each one's request line. It lives as long as the test's
+/// runtime.
 pub struct HttpStub {
     pub port: u16,
     pub hits: Arc<std::sync::atomic::AtomicUsize>,
+    /// The request lines (`GET /path?query HTTP/1.1`), in order.
+    pub lines: Arc<Mutex<Vec<String>>>,
 }
 
 pub async fn http_stub(body: &'static str) -> HttpStub {
@@ -352,9 +355,12 @@ pub async fn http_stub(body: &'static str) -> HttpStub {
     let port = listener.local_addr().expect("address").port();
     let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = Arc::clone(&hits);
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&lines);
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             counter.fetch_add(1, Ordering::SeqCst);
+            let seen = Arc::clone(&seen);
             tokio::spawn(async move {
                 let mut request = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -364,6 +370,9 @@ pub async fn http_stub(body: &'static str) -> HttpStub {
                         Ok(n) => request.extend_from_slice(&chunk[..n]),
                     }
                 }
+                let line = String::from_utf8_lossy(&request);
+                let line = line.lines().next().unwrap_or_default().to_owned();
+                seen.lock().unwrap().push(line);
                 let response = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
@@ -373,7 +382,7 @@ pub async fn http_stub(body: &'static str) -> HttpStub {
             });
         }
     });
-    HttpStub { port, hits }
+    HttpStub { port, hits, lines }
 }
 
 /// The text of the first content block of a tool result, and whether it is an error.

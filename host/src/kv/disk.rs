@@ -545,4 +545,11 @@ mod tests {
         );
         assert_eq!(store.usage("a").await.unwrap(), Usage::default());
     }
+
+    #[tokio::test]
+    async fn callers_spaces_count_against_their_quota_and_the_plugins_total() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
+        super::super::suite::caller_spaces(&store).await;
+    }
 }

@@ -29,6 +29,8 @@ pub mod budgets;
 pub mod calls;
 mod disk;
 mod redis;
+#[doc(hidden)]
+pub mod suite;
 
 use std::fmt;
 use std::path::PathBuf;

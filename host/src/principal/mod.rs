@@ -318,6 +318,41 @@ mod tests {
     }
 
     #[test]
+    fn callers_ids_are_stable_keyed_and_differ_per_plugin() {
+        let alice = Principal::oauth("https://as", Some("alice".into()), None, scopes(&[]));
+        let again = Principal::oauth("https://as", Some("alice".into()), None, scopes(&["x"]));
+        let bob = Principal::oauth("https://as", Some("bob".into()), None, scopes(&[]));
+        let key = [7u8; 32];
+        let id = alice.id_in("todo", &key);
+        assert_eq!(id.len(), 32);
+        assert_eq!(
+            id,
+            again.id_in("todo", &key),
+            "scopes do not change who it is"
+        );
+        assert_ne!(id, bob.id_in("todo", &key));
+        assert_ne!(id, alice.id_in("notes", &key), "another plugin, another id");
+        assert_ne!(
+            id,
+            alice.id_in("todo", &[8u8; 32]),
+            "another store, another id"
+        );
+        assert_eq!(id, caller_id("todo", "oauth:https://as sub:alice", &key));
+        // Lengths are hashed too: no plugin name and key can pose as another pair.
+        assert_ne!(caller_id("ab", "c", &key), caller_id("a", "bc", &key));
+    }
+
+    #[test]
+    fn display_names_are_cleaned_and_bounded() {
+        let named = Principal::local().named(Some("Ada\n\u{1b}[31m Lovelace".into()));
+        assert_eq!(named.name(), Some("Ada[31m Lovelace"));
+        let long = Principal::local().named(Some("é".repeat(300)));
+        assert!(long.name().is_some_and(|n| n.len() <= MAX_NAME_BYTES));
+        assert_eq!(Principal::local().named(Some("\n".into())).name(), None);
+        assert_eq!(Principal::token("ci", Scopes::All).name(), Some("ci"));
+    }
+
+    #[test]
     fn the_same_issuer_and_subject_are_one_principal_and_others_are_not() {
         let alice = Principal::oauth("https://as", Some("alice".into()), None, scopes(&["mcp"]));
         let again = Principal::oauth(

@@ -347,7 +347,7 @@ async fn list_plugin(compiled: Compiled) -> Result<LoadedPlugin, FileError> {
 
 /// The policy a plugin's files give it: its section of the configuration file, its manifest,
 /// or none (no capabilities, `limits`).
-pub fn policy_of(source: &PluginSource, limits: Limits) -> Result<Policy, FileError> {
+pub fn policy_of(source: &PluginSource, limits: Limits) -> Result<Policy, PolicyError> {
     Ok(match &source.policy {
         Some(PolicyText::Manifest(path, text)) => parse_manifest(path, text, limits)?,
         Some(PolicyText::Section(config, name, text)) => parse_section(config, name, text, limits)

@@ -470,3 +470,176 @@ async fn the_python_sdk_discovers_authorizes_and_steps_up() {
         "{stdout}"
     );
 }
+
+/// Plugins that serve many users, over OAuth and on Redis with two replicas: each user's id
+/// is the same on both replicas, their to-do items and notes are their own whichever replica
+/// serves them, their own secret reaches them alone, and the operator can list and remove one
+/// user's data by issuer and subject.
+#[tokio::test]
+async fn each_user_keeps_their_own_data_and_secrets_across_two_replicas_on_redis() {
+    use crate::multi_user::{json_of, tool};
+    use crate::support::{HttpServer, RecordingClient};
+    use serde_json::json;
+
+    let redis = crate::tools::Redis::start();
+    let state = redis.url();
+    let dir = crate::multi_user::plugins();
+    let (port_one, port_two) = (free_port(), free_port());
+    // Behind a balancer both replicas answer for one resource.
+    let resource = format!("http://127.0.0.1:{port_one}/mcp");
+    let authorization = AuthorizationServer::start(&resource).await;
+    let issuer = authorization.url.clone();
+    let config_dir = tempfile::tempdir().unwrap();
+    let secrets = config_dir.path().join("secrets.toml");
+    std::fs::write(
+        &secrets,
+        format!(
+            "service-token = \"everyones-SECRET\"\n[principal.\"oauth:{issuer} sub:alice\"]\nservice-token = \"alices-own-SECRET\"\n"
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let replica = async |port: u16| {
+        let address = format!("127.0.0.1:{port}");
+        let mut child = mcpbox(
+            dir.path(),
+            &[
+                "--http",
+                &address,
+                "--oauth-issuer",
+                &issuer,
+                "--oauth-resource",
+                &resource,
+                "--oauth-scope",
+                "mcp",
+                "--state",
+                &state,
+                "--secrets",
+                secrets.to_str().unwrap(),
+            ],
+        )
+        .spawn()
+        .expect("start mcpbox");
+        let stderr = Stderr::collect(child.stderr.take().unwrap());
+        stderr.wait_for("serving MCP over HTTP").await;
+        HttpServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            port,
+            stderr,
+        }
+    };
+    let one = replica(port_one).await;
+    let two = replica(port_two).await;
+    let alice_token = authorization
+        .token("scope=mcp&sub=alice&name=Alice%20Liddell")
+        .await;
+    let bob_token = authorization.token("scope=mcp&sub=bob").await;
+    let connect = async |server: &HttpServer, token: &str| {
+        server
+            .connect(RecordingClient::new(&json!({})), Some(token))
+            .await
+    };
+    let alice_one = connect(&one, &alice_token).await;
+    let alice_two = connect(&two, &alice_token).await;
+    let bob_two = connect(&two, &bob_token).await;
+
+    // One id per user, whichever replica asks (the key lives in the shared store).
+    let a1 = json_of(&alice_one, "whoami", json!({})).await;
+    let a2 = json_of(&alice_two, "whoami", json!({})).await;
+    let b2 = json_of(&bob_two, "whoami", json!({})).await;
+    assert_eq!(a1["id"], a2["id"]);
+    assert_ne!(a1["id"], b2["id"]);
+    assert_eq!(a1["kind"], "oauth");
+    assert_eq!(a1["name"], "Alice Liddell");
+    assert_eq!(a1["scopes"], json!(["mcp"]));
+    assert!(!a1.to_string().contains("alice"), "{a1}");
+
+    // Each user's items, whichever replica serves them.
+    json_of(&alice_one, "add", json!({"text": "alice via one"})).await;
+    json_of(&bob_two, "add", json!({"text": "bob via two"})).await;
+    let texts = |list: serde_json::Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        texts(json_of(&alice_two, "list", json!({})).await),
+        ["alice via one"]
+    );
+    assert_eq!(
+        texts(json_of(&bob_two, "list", json!({})).await),
+        ["bob via two"]
+    );
+
+    // A caller's quota holds on Redis too (a counter and three notes).
+    for n in 1..=3 {
+        json_of(
+            &alice_one,
+            "remember",
+            json!({ "text": format!("note {n}") }),
+        )
+        .await;
+    }
+    let (text, error) = tool(&alice_two, "remember", json!({"text": "one too many"})).await;
+    assert!(error && text.contains("caller-max-keys"), "{text}");
+
+    // Her own secret, his the shared one.
+    let key = json!({"key": "api-token"});
+    let alices = json_of(&alice_two, "config_get", key.clone()).await;
+    let bobs = json_of(&bob_two, "config_get", key).await;
+    assert_eq!(alices["value"], "alices-own-SECRET");
+    assert_eq!(bobs["value"], "everyones-SECRET");
+
+    // The operator: one user's data, by issuer and subject; then bob leaves.
+    let state_cli = |more: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+            .arg("state")
+            .args(more)
+            .args(["--state", &state])
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            output.status.success(),
+        )
+    };
+    let alice_key = format!("oauth:{issuer} sub:alice");
+    let bob_key = format!("oauth:{issuer} sub:bob");
+    let (listing, ok) = state_cli(&["ls", "todo", "--principal", &alice_key]);
+    assert!(
+        ok && listing.contains("default\titem:") && !listing.contains("bob"),
+        "{listing}"
+    );
+    let (listing, ok) = state_cli(&["ls", "todo"]);
+    assert!(
+        ok && listing.contains("2 callers have buckets of their own"),
+        "{listing}"
+    );
+    let (removed, ok) = state_cli(&["rm", "todo", "--principal", &bob_key]);
+    assert!(
+        ok && removed.contains("removed all state of caller"),
+        "{removed}"
+    );
+    assert!(texts(json_of(&bob_two, "list", json!({})).await).is_empty());
+    assert_eq!(
+        texts(json_of(&alice_one, "list", json!({})).await),
+        ["alice via one"]
+    );
+
+    for server in [&one, &two] {
+        let log = server.stderr.text();
+        for secret in ["alices-own-SECRET", "everyones-SECRET", &alice_token] {
+            assert!(!log.contains(secret), "the log shows a secret:\n{log}");
+        }
+    }
+    for client in [alice_one, alice_two, bob_two] {
+        client.cancel().await.unwrap();
+    }
+}

@@ -105,3 +105,13 @@ async fn the_todo_example_lists_over_a_thousand_items_on_redis() {
     let redis = Redis::start();
     todo_lists_more_than_a_page(&["--state", &redis.url()]).await;
 }
+
+/// Callers' namespaces on Redis: the same rules as on disk (each caller's quota and the
+/// plugin's total in one script, listing callers, clearing one caller or the plugin, one
+/// host key), checked by the backends' shared suite.
+#[tokio::test]
+async fn callers_namespaces_keep_their_quotas_and_the_plugins_total_on_redis() {
+    let redis = crate::tools::Redis::start();
+    let store = mcpbox::kv::RedisStore::connect(&redis.url()).unwrap();
+    mcpbox::kv::suite::caller_spaces(&store).await;
+}

@@ -447,11 +447,17 @@ mod tests {
             "{e}"
         );
         let e = error("[config]\nkey = { secret = \"bad name\" }\n");
-        assert!(e.contains("config.key") && e.contains("not a valid name"), "{e}");
+        assert!(
+            e.contains("config.key") && e.contains("not a valid name"),
+            "{e}"
+        );
         let e = error("[config]\nkey = { vault = \"x\" }\n");
         assert!(e.contains("unexpected key `vault`"), "{e}");
         let e = error("[config]\nkey = { env = \"MCPBOX_TEST_SURELY_UNSET\" }\n");
-        assert!(e.contains("is not set") && e.contains("optional = true"), "{e}");
+        assert!(
+            e.contains("is not set") && e.contains("optional = true"),
+            "{e}"
+        );
         assert!(error("title = \"\"\n").contains("title: a title is 1 to 128 bytes"));
     }
 

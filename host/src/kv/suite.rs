@@ -1,0 +1,91 @@
+//! Checks every [`StateStore`] must pass, shared by the embedded store's unit tests and the
+//! Redis tests (which need a server, so they run from the end-to-end suite). Test code: it
+//! panics on the first broken rule.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::missing_panics_doc,
+    reason = "test code, reached only from tests"
+)]
+
+use super::{Quota, StateStore, Usage};
+
+/// Callers' namespaces: each caller's quota, the plugin's total over all of them, listing,
+/// clearing one caller and the whole plugin, and the host key.
+#[doc(hidden)]
+pub async fn caller_spaces(store: &dyn StateStore) {
+    let shared = Quota {
+        max_keys: 3,
+        ..Quota::default()
+    };
+    let caller = Quota {
+        max_keys: 2,
+        total: Some(super::Total {
+            max_bytes: Quota::DEFAULT_MAX_BYTES,
+            max_keys: 3,
+        }),
+        ..Quota::default()
+    };
+    let (alice, bob) = (
+        super::caller_space("p", "a1"),
+        super::caller_space("p", "b2"),
+    );
+    store
+        .set(&alice, "d", "k1", b"v".to_vec(), caller)
+        .await
+        .unwrap();
+    store
+        .set(&alice, "d", "k2", b"v".to_vec(), caller)
+        .await
+        .unwrap();
+    let over = store.set(&alice, "d", "k3", b"v".to_vec(), caller).await;
+    assert!(over.is_err_and(|e| e.to_string().contains("caller-max-keys")));
+    store
+        .set(&bob, "d", "k1", b"v".to_vec(), caller)
+        .await
+        .unwrap();
+    // The plugin's total (its own keys and every caller's) is full now.
+    let total = store.set(&bob, "d", "k2", b"v".to_vec(), caller).await;
+    assert!(total.is_err_and(|e| e.to_string().contains("all its callers together")));
+    assert!(
+        store
+            .set("p", "d", "own", b"v".to_vec(), shared)
+            .await
+            .is_err()
+    );
+    assert_eq!(store.usage("p").await.unwrap().keys, 3);
+    // Each sees only their own.
+    assert_eq!(store.get(&bob, "d", "k2").await.unwrap(), None);
+    assert_eq!(
+        store.list_keys(&alice, "d", None).await.unwrap().keys,
+        ["k1", "k2"]
+    );
+    let callers = store.callers("p").await.unwrap();
+    assert_eq!(
+        callers
+            .iter()
+            .map(|(id, u)| (id.as_str(), u.keys))
+            .collect::<Vec<_>>(),
+        [("a1", 2), ("b2", 1)]
+    );
+    // One caller leaves: the total goes down by what they held.
+    assert_eq!(store.clear(&alice).await.unwrap(), 2);
+    assert_eq!(store.usage("p").await.unwrap().keys, 1);
+    store.delete(&bob, "d", "k1").await.unwrap();
+    assert_eq!(store.usage("p").await.unwrap(), Usage::default());
+    // Clearing the plugin clears every caller's space too.
+    store
+        .set(&bob, "d", "k9", b"v".to_vec(), caller)
+        .await
+        .unwrap();
+    store
+        .set("p", "d", "own", b"v".to_vec(), shared)
+        .await
+        .unwrap();
+    assert_eq!(store.clear("p").await.unwrap(), 2);
+    assert!(store.callers("p").await.unwrap().is_empty());
+    assert_eq!(store.get(&bob, "d", "k9").await.unwrap(), None);
+    // The host key is made once and kept.
+    let key = store.host_key().await.unwrap();
+    assert_eq!(store.host_key().await.unwrap(), key);
+}
