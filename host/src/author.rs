@@ -55,13 +55,14 @@ pub async fn call(
     limits: Limits,
     cache_dir: Option<PathBuf>,
     state: StateConfig,
+    secrets: crate::policy::Secrets,
 ) -> anyhow::Result<CallOutcome> {
     let arguments: Value = serde_json::from_str(arguments)
         .with_context(|| format!("--args is not valid JSON: {arguments}"))?;
     if !arguments.is_object() {
         bail!("--args must be a JSON object, not {arguments}");
     }
-    let plugins = load(path, limits, cache_dir, state, &Arc::default()).await?;
+    let plugins = load(path, limits, cache_dir, (state, secrets), &Arc::default()).await?;
     let (hub, _relists) = EventHub::new();
     let set = Arc::new(PluginSet::new(plugins, 10_000, false, hub));
     let session = Arc::new(Session::new(set, Mode::Dual, Arc::default()));
@@ -106,12 +107,13 @@ async fn load(
     path: &Path,
     limits: Limits,
     cache_dir: Option<PathBuf>,
-    state: StateConfig,
+    (state, secrets): (StateConfig, crate::policy::Secrets),
     sections: &Arc<crate::policy::Sections>,
 ) -> anyhow::Result<Vec<LoadedPlugin>> {
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: cache_dir.or_else(ComponentCache::default_dir),
         state,
+        secrets: Arc::new(secrets),
         ..RuntimeConfig::default()
     })?;
     let plugins = load_from(&runtime, path, limits, sections).await?;
@@ -186,7 +188,7 @@ pub async fn inspect(
     path: &Path,
     limits: Limits,
     cache_dir: Option<PathBuf>,
-    state: StateConfig,
+    state: (StateConfig, crate::policy::Secrets),
     sections: Arc<crate::policy::Sections>,
 ) -> anyhow::Result<String> {
     let plugins = load(path, limits, cache_dir, state, &sections).await?;

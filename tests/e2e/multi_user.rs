@@ -374,6 +374,25 @@ async fn a_missing_or_exposed_secret_is_reported_by_name() {
     let (report, ok) = check(&["MCPBOX_SECRETS", secrets.to_str().unwrap()]);
     assert!(ok, "{report}");
     assert!(!report.contains(SHARED_SECRET), "{report}");
+    // `inspect` shows where each key comes from, never a value.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+        .args(["inspect", dir.path().to_str().unwrap(), "--secrets"])
+        .arg(&secrets)
+        .env(
+            "MCPBOX_CACHE_DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
+        )
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && shown.contains("config api-token (secret service-token)"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains(SHARED_SECRET) && !shown.contains(ALICE_SECRET),
+        "{shown}"
+    );
 
     // serve without the secret: the plugin is refused by name; the others serve.
     let mut child = crate::support::mcpbox(dir.path(), &[]).spawn().unwrap();

@@ -234,6 +234,19 @@ pub struct InspectArgs {
     /// `serve --config` (grants, limits, prefix, allow- and deny-lists).
     #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub config: Option<PathBuf>,
+
+    /// The secrets file plugins' `[config]` keys name (as `serve --secrets`); values are
+    /// never shown.
+    #[arg(long, env = "MCPBOX_SECRETS", value_name = "PATH")]
+    pub secrets: Option<PathBuf>,
+}
+
+/// `--secrets PATH` read and checked, or none.
+pub fn read_secrets(path: Option<&Path>) -> anyhow::Result<crate::policy::Secrets> {
+    Ok(match path {
+        Some(path) => crate::policy::Secrets::load(path)?,
+        None => crate::policy::Secrets::none(),
+    })
 }
 
 /// The limits of a call into a plugin, as flags (`serve` and `call` take the same).
@@ -303,6 +316,10 @@ pub struct CallArgs {
     /// Where plugins' key-value state is (as `serve` takes it).
     #[command(flatten)]
     pub state: StateArgs,
+
+    /// The secrets file the plugin's `[config]` keys name (as `serve --secrets`).
+    #[arg(long, env = "MCPBOX_SECRETS", value_name = "PATH")]
+    pub secrets: Option<PathBuf>,
 }
 
 /// Arguments of `mcpbox serve`.
@@ -598,7 +615,7 @@ impl ServeArgs {
         let Some(path) = &self.secrets else {
             return Ok(crate::policy::Secrets::none());
         };
-        let secrets = crate::policy::Secrets::load(path)?;
+        let secrets = read_secrets(Some(path))?;
         let (shared, own) = secrets.counts();
         tracing::info!(
             file = %path.display(),

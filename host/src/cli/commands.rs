@@ -235,6 +235,7 @@ pub(super) async fn call(args: CallArgs) -> anyhow::Result<Outcome> {
         limits,
         args.cache_dir,
         args.state.config(),
+        super::args::read_secrets(args.secrets.as_deref())?,
     )
     .await?;
     Ok(Outcome {

@@ -301,7 +301,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 &args.plugin,
                 Limits::default(),
                 args.cache_dir,
-                StateConfig::default_place(),
+                (
+                    StateConfig::default_place(),
+                    args::read_secrets(args.secrets.as_deref())?,
+                ),
                 Arc::new(sections),
             ));
             runtime.shutdown_timeout(Duration::from_millis(100));
