@@ -477,12 +477,24 @@ async fn the_python_sdk_discovers_authorizes_and_steps_up() {
 /// user's data by issuer and subject.
 #[tokio::test]
 async fn each_user_keeps_their_own_data_and_secrets_across_two_replicas_on_redis() {
+    let redis = crate::tools::Redis::start();
+    multi_user_over_oauth(&["--state", &redis.url()], true).await;
+}
+
+/// The same with one mcpbox on the embedded store (which one process holds at a time).
+#[tokio::test]
+async fn each_user_keeps_their_own_data_and_secrets_on_the_embedded_store() {
+    let state = tempfile::tempdir().unwrap();
+    multi_user_over_oauth(&["--state-dir", state.path().to_str().unwrap()], false).await;
+}
+
+/// Two OAuth users of the multi-user plugins, with `state` saying where state lives: through
+/// two replicas sharing it (`replicas`), or through one mcpbox asked twice.
+async fn multi_user_over_oauth(state: &[&str], replicas: bool) {
     use crate::multi_user::{json_of, tool};
     use crate::support::{HttpServer, RecordingClient};
     use serde_json::json;
 
-    let redis = crate::tools::Redis::start();
-    let state = redis.url();
     let dir = crate::multi_user::plugins();
     let (port_one, port_two) = (free_port(), free_port());
     // Behind a balancer both replicas answer for one resource.
@@ -504,25 +516,20 @@ async fn each_user_keeps_their_own_data_and_secrets_across_two_replicas_on_redis
     }
     let replica = async |port: u16| {
         let address = format!("127.0.0.1:{port}");
-        let mut child = mcpbox(
-            dir.path(),
-            &[
-                "--http",
-                &address,
-                "--oauth-issuer",
-                &issuer,
-                "--oauth-resource",
-                &resource,
-                "--oauth-scope",
-                "mcp",
-                "--state",
-                &state,
-                "--secrets",
-                secrets.to_str().unwrap(),
-            ],
-        )
-        .spawn()
-        .expect("start mcpbox");
+        let mut args = vec![
+            "--http",
+            &address,
+            "--oauth-issuer",
+            &issuer,
+            "--oauth-resource",
+            &resource,
+            "--oauth-scope",
+            "mcp",
+            "--secrets",
+            secrets.to_str().unwrap(),
+        ];
+        args.extend_from_slice(state);
+        let mut child = mcpbox(dir.path(), &args).spawn().expect("start mcpbox");
         let stderr = Stderr::collect(child.stderr.take().unwrap());
         stderr.wait_for("serving MCP over HTTP").await;
         HttpServer {
@@ -533,7 +540,12 @@ async fn each_user_keeps_their_own_data_and_secrets_across_two_replicas_on_redis
         }
     };
     let one = replica(port_one).await;
-    let two = replica(port_two).await;
+    let second = if replicas {
+        Some(replica(port_two).await)
+    } else {
+        None
+    };
+    let two = second.as_ref().unwrap_or(&one);
     let alice_token = authorization
         .token("scope=mcp&sub=alice&name=Alice%20Liddell")
         .await;
@@ -597,12 +609,28 @@ async fn each_user_keeps_their_own_data_and_secrets_across_two_replicas_on_redis
     assert_eq!(alices["value"], "alices-own-SECRET");
     assert_eq!(bobs["value"], "everyones-SECRET");
 
-    // The operator: one user's data, by issuer and subject; then bob leaves.
+    for server in [&one, two] {
+        let log = server.stderr.text();
+        for secret in ["alices-own-SECRET", "everyones-SECRET", &alice_token] {
+            assert!(!log.contains(secret), "the log shows a secret:\n{log}");
+        }
+    }
+    for client in [alice_one, alice_two, bob_two] {
+        client.cancel().await.unwrap();
+    }
+
+    // The operator: one user's data, by issuer and subject; then bob leaves. The embedded
+    // store has one user at a time, so there mcpbox stops first and starts again after.
+    let mut one = one;
+    if !replicas {
+        one.child.kill().await.unwrap();
+        one.child.wait().await.unwrap();
+    }
     let state_cli = |more: &[&str]| {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
             .arg("state")
             .args(more)
-            .args(["--state", &state])
+            .args(state)
             .output()
             .unwrap();
         (
@@ -627,19 +655,20 @@ async fn each_user_keeps_their_own_data_and_secrets_across_two_replicas_on_redis
         ok && removed.contains("removed all state of caller"),
         "{removed}"
     );
-    assert!(texts(json_of(&bob_two, "list", json!({})).await).is_empty());
+    let one = if replicas {
+        one
+    } else {
+        replica(port_one).await
+    };
+    let two = second.as_ref().unwrap_or(&one);
+    let bob = connect(two, &bob_token).await;
+    let alice = connect(&one, &alice_token).await;
+    assert!(texts(json_of(&bob, "list", json!({})).await).is_empty());
     assert_eq!(
-        texts(json_of(&alice_one, "list", json!({})).await),
+        texts(json_of(&alice, "list", json!({})).await),
         ["alice via one"]
     );
-
-    for server in [&one, &two] {
-        let log = server.stderr.text();
-        for secret in ["alices-own-SECRET", "everyones-SECRET", &alice_token] {
-            assert!(!log.contains(secret), "the log shows a secret:\n{log}");
-        }
-    }
-    for client in [alice_one, alice_two, bob_two] {
+    for client in [alice, bob] {
         client.cancel().await.unwrap();
     }
 }
