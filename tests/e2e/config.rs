@@ -75,8 +75,15 @@ fn the_reference_file_names_every_flag_and_each_example_is_valid() {
         assert!(named, "host/deploy/mcpbox.toml does not name `{flag}`");
     }
     // Each commented example (a run of consecutive example lines together, such as the
-    // OAuth settings that need each other), uncommented, is valid.
+    // OAuth settings that need each other), uncommented, is valid. The files examples name
+    // beside the configuration file exist (a secrets file must, and be its owner's alone).
     let dir = tempfile::tempdir().unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let secrets = dir.path().join("secrets.toml");
+        std::fs::write(&secrets, "").unwrap();
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     let lines: Vec<&str> = text.lines().collect();
     fn example<'a>(line: &'a str, flags: &[String]) -> Option<&'a str> {
         line.strip_prefix("# ").filter(|rest| {

@@ -351,7 +351,7 @@ pub struct ServeArgs {
     /// Plugins' secrets: a TOML file readable by its owner alone (mode 0600) whose values
     /// plugins' `[config]` keys name with `{ secret = "NAME" }`; a `[principal."KEY"]` table
     /// holds one caller's own. Read at start.
-    #[arg(long, env = "MCPBOX_SECRETS", value_name = "PATH")]
+    #[arg(long, env = "MCPBOX_SECRETS", value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
     pub secrets: Option<PathBuf>,
 
     /// HTTP: require `Authorization: Bearer <TOKEN>` on every request.
