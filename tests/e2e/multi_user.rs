@@ -456,3 +456,44 @@ async fn the_weather_example_reads_its_api_and_key_through_wasi_config() {
     assert!(!client.stderr.text().contains("meteoKEY4711"));
     client.service.cancel().await.unwrap();
 }
+
+/// With the state store unreachable a plugin that asks who calls fails that call, naming the
+/// store, rather than being told "nobody"; caller buckets fail to open, saying why; a call
+/// that does not ask is served as before.
+#[tokio::test]
+async fn without_the_state_store_a_caller_cannot_be_named_and_the_call_says_so() {
+    let dir = plugins();
+    let config_dir = tempfile::tempdir().unwrap();
+    let secrets = secrets(config_dir.path());
+    // Nothing listens on port 1.
+    let client = connect(
+        dir.path(),
+        &[
+            "--secrets",
+            secrets.to_str().unwrap(),
+            "--state",
+            "redis://127.0.0.1:1",
+        ],
+    )
+    .await;
+    let ask = async |name: &'static str, arguments: Value| match client
+        .call_tool(call(name, arguments))
+        .await
+    {
+        Ok(result) => tool_text(&result),
+        Err(e) => (e.to_string(), true),
+    };
+    let (text, error) = ask("whoami", json!({})).await;
+    assert!(
+        error && text.contains("cannot tell the plugin who calls") && text.contains("Redis"),
+        "{text}"
+    );
+    let (text, error) = ask("recall", json!({})).await;
+    assert!(
+        error && text.contains("cannot open the caller's own `mine`"),
+        "{text}"
+    );
+    let (text, error) = ask("config_get", json!({"key": "greeting"})).await;
+    assert!(!error && text.contains("hello"), "{text}");
+    client.service.cancel().await.unwrap();
+}

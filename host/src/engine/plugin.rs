@@ -9,9 +9,9 @@ use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
-use super::caller::CallerCtx;
+use super::caller::{CallerCtx, CallerIdentity};
 use super::config::ConfigCtx;
-use super::keyvalue::{CallerSpace, KeyValueCtx};
+use super::keyvalue::KeyValueCtx;
 use super::meter::CallMeter;
 use super::plugin_host::{MAX_LOG_MESSAGE_BYTES, log_line};
 use super::state::HostState;
@@ -84,8 +84,6 @@ pub struct PluginCode {
     limits: Limits,
     /// SHA-256 of the component, in hex: which version of the plugin this is.
     component_digest: Arc<str>,
-    /// Whether it imports `mcpbox:multi-user/caller` (asks who calls).
-    imports_caller: bool,
 }
 
 /// Why a call into a plugin failed. The plugin's own errors (its `error` results) are not
@@ -228,12 +226,7 @@ impl PluginCode {
             ..policy.limits
         };
         let policy = Policy { limits, ..policy };
-        let imports_caller = component
-            .component_type()
-            .imports(&runtime.engine)
-            .any(|(name, _)| name.starts_with(super::caller::INTERFACE));
         Ok(Self {
-            imports_caller,
             name,
             runtime: runtime.clone(),
             pre,
@@ -454,49 +447,6 @@ impl PluginCode {
         result
     }
 
-    /// What the call's caller import answers and where its caller buckets go. The caller's
-    /// id needs the state store's key: asked once per process, and only when the plugin
-    /// imports `caller` or has caller buckets. A plugin that asks who calls and cannot be told
-    /// fails the call; caller buckets fail to open.
-    async fn identify(
-        &self,
-        principal: Option<&Principal>,
-    ) -> Result<(CallerCtx, CallerSpace), CallError> {
-        let Some(principal) = principal else {
-            return Ok((CallerCtx::none(), CallerSpace::Nobody));
-        };
-        let own_buckets = self
-            .policy
-            .keyvalue
-            .as_ref()
-            .is_some_and(|grant| !grant.caller_buckets.is_empty());
-        if !(self.imports_caller || own_buckets) {
-            return Ok((CallerCtx::none(), CallerSpace::Nobody));
-        }
-        let id = match self.runtime.state.host_key().await {
-            Ok(key) => principal.id_in(&self.name, &key),
-            Err(e) if self.imports_caller => {
-                return Err(CallError::Host(format!(
-                    "cannot tell the plugin who calls: its callers' ids are keyed by the state \
-                     store, which failed: {e}"
-                )));
-            }
-            Err(e) => return Ok((CallerCtx::none(), CallerSpace::Unavailable(e.to_string()))),
-        };
-        let space = CallerSpace::Space(crate::kv::caller_space(&self.name, &id).into());
-        let shown = if self.policy.reveal_caller {
-            principal.key().to_owned()
-        } else {
-            id
-        };
-        let caller = if self.imports_caller {
-            CallerCtx::of(principal, shown)
-        } else {
-            CallerCtx::none()
-        };
-        Ok((caller, space))
-    }
-
     /// Take a pool slot and instantiate the plugin in a fresh store with its limits.
     /// `denied` is set if the call is refused a grant.
     async fn instantiate(
@@ -512,18 +462,25 @@ impl PluginCode {
         drop(waiting);
         let in_use = metrics().in_use();
         let principal = host.caller();
-        let (caller, space) = self.identify(principal.as_ref()).await?;
-        let keyvalue = KeyValueCtx::new(
-            self.name.clone(),
-            Arc::clone(&self.runtime.state),
-            self.policy.keyvalue.clone(),
-            space,
-            Arc::clone(&denied),
-        );
         let config = ConfigCtx::new(
             &self.policy.config,
             &self.runtime.config.secrets,
             principal.as_ref().map(Principal::key),
+        );
+        let identity = principal.map(|principal| {
+            CallerIdentity::new(
+                principal,
+                self.name.clone(),
+                Arc::clone(&self.runtime.state),
+            )
+        });
+        let caller = CallerCtx::new(identity.clone(), self.policy.reveal_caller);
+        let keyvalue = KeyValueCtx::new(
+            self.name.clone(),
+            Arc::clone(&self.runtime.state),
+            self.policy.keyvalue.clone(),
+            identity,
+            Arc::clone(&denied),
         );
         let state = HostState::new(
             self.name.clone(),

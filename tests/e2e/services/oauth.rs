@@ -556,8 +556,8 @@ async fn multi_user_over_oauth(state: &[&str], replicas: bool) {
             .await
     };
     let alice_one = connect(&one, &alice_token).await;
-    let alice_two = connect(&two, &alice_token).await;
-    let bob_two = connect(&two, &bob_token).await;
+    let alice_two = connect(two, &alice_token).await;
+    let bob_two = connect(two, &bob_token).await;
 
     // One id per user, whichever replica asks (the key lives in the shared store).
     let a1 = json_of(&alice_one, "whoami", json!({})).await;

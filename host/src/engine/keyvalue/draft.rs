@@ -58,7 +58,7 @@ fn error(e: draft2::Error) -> store::Error {
 
 impl store::Host for KeyValueView<'_> {
     async fn open(&mut self, identifier: String) -> Result<Resource<Bucket>, store::Error> {
-        self.open_bucket(identifier).map_err(error)
+        self.open_bucket(identifier).await.map_err(error)
     }
 }
 

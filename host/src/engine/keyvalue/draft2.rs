@@ -10,7 +10,7 @@ use super::{Bucket, Cas, KeyValueView};
 
 impl store::Host for KeyValueView<'_> {
     async fn open(&mut self, identifier: String) -> Result<Resource<Bucket>, store::Error> {
-        self.open_bucket(identifier)
+        self.open_bucket(identifier).await
     }
 }
 

@@ -21,7 +21,8 @@
 //! accessor given to [`add_to_linker`]. Each interface version is its own module ([`draft2`],
 //! [`draft`]) over the shared logic here; the generated code is in [`bindings`].
 //!
-//! Depends on `kv` (the store), `policy` (the grant), `metrics` and the engine's `log_line`;
+//! Depends on `kv` (the store), `policy` (the grant), `metrics`, the engine's `log_line` and its
+//! `caller` (whose caller buckets are whose);
 //! never on the store's state type, nor on the rest of the engine.
 
 mod bindings;
@@ -34,6 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
 use self::bindings::draft2::wasi::keyvalue::store;
+use super::caller::CallerIdentity;
 use crate::kv::{self, KvError, Quota, StateService, check_cursor, check_key};
 use crate::policy::KvGrant;
 use crate::policy::PluginName;
@@ -59,17 +61,6 @@ pub struct BucketRef {
     caller: bool,
 }
 
-/// Whose own buckets a call's caller buckets reach.
-#[derive(Debug, Clone)]
-pub enum CallerSpace {
-    /// Nobody's: no caller (the host reads the plugin's lists), so none can be opened.
-    Nobody,
-    /// This namespace ([`kv::caller_space`]).
-    Space(Arc<str>),
-    /// The caller's id could not be made: opening one fails with this reason.
-    Unavailable(String),
-}
-
 /// A compare-and-swap in progress: the key, and its value when the handle was made.
 pub struct Cas {
     bucket: BucketRef,
@@ -81,8 +72,8 @@ pub struct Cas {
 /// service, the plugin's grant (if any), and the earlier draft's cursors it was handed.
 pub struct KeyValueCtx {
     plugin: PluginName,
-    /// Where its caller buckets go.
-    caller: CallerSpace,
+    /// Whose its caller buckets are (none: no caller, the host reads the plugin's lists).
+    caller: Option<Arc<CallerIdentity>>,
     service: Arc<StateService>,
     grant: Option<Arc<KvGrant>>,
     /// Set when the call is refused a grant (shared with the call's other capabilities).
@@ -100,7 +91,7 @@ impl KeyValueCtx {
         plugin: PluginName,
         service: Arc<StateService>,
         grant: Option<Arc<KvGrant>>,
-        caller: CallerSpace,
+        caller: Option<Arc<CallerIdentity>>,
         denied: Arc<AtomicBool>,
     ) -> Self {
         Self {
@@ -208,34 +199,37 @@ impl KeyValueView<'_> {
 
     /// `open`: a handle to `identifier` if the plugin's grant names it; otherwise the call is
     /// marked denied and the refusal logged (once per call).
-    fn open_bucket(&mut self, identifier: String) -> Result<Resource<Bucket>, store::Error> {
+    async fn open_bucket(&mut self, identifier: String) -> Result<Resource<Bucket>, store::Error> {
+        // A caller bucket's namespace needs the caller's id (made on first use in the call);
+        // nothing of the view is held across the wait.
+        let own = self
+            .ctx
+            .grant
+            .as_ref()
+            .is_some_and(|grant| grant.caller_buckets.contains(&identifier));
+        let caller_space = match (own, self.ctx.caller.clone()) {
+            (false, _) => None,
+            (true, None) => {
+                return Err(store::Error::Other(format!(
+                    "`{identifier}` is a caller bucket (each caller's own), and this call has \
+                     no caller: the host is reading the plugin's lists"
+                )));
+            }
+            (true, Some(identity)) => {
+                let id = identity.id().await.map_err(|why| {
+                    store::Error::Other(format!(
+                        "cannot open the caller's own `{identifier}`: {why}"
+                    ))
+                })?;
+                Some(Arc::<str>::from(kv::caller_space(&self.ctx.plugin, id)))
+            }
+        };
         let ctx = &mut *self.ctx;
         let shared = ctx
             .grant
             .as_ref()
             .is_some_and(|grant| grant.buckets.contains(&identifier));
-        let own = ctx
-            .grant
-            .as_ref()
-            .is_some_and(|grant| grant.caller_buckets.contains(&identifier));
-        let space: Arc<str> = if own {
-            match &ctx.caller {
-                CallerSpace::Space(space) => Arc::clone(space),
-                CallerSpace::Nobody => {
-                    return Err(store::Error::Other(format!(
-                        "`{identifier}` is a caller bucket (each caller's own), and this call has \
-                         no caller: the host is reading the plugin's lists"
-                    )));
-                }
-                CallerSpace::Unavailable(why) => {
-                    return Err(store::Error::Other(format!(
-                        "cannot open the caller's own `{identifier}`: {why}"
-                    )));
-                }
-            }
-        } else {
-            Arc::from(&*ctx.plugin)
-        };
+        let space = caller_space.unwrap_or_else(|| Arc::from(&*ctx.plugin));
         if !(shared || own) {
             ctx.denied.store(true, Ordering::Relaxed);
             crate::metrics::metrics().denial(&ctx.plugin, crate::metrics::Grant::Keyvalue);
