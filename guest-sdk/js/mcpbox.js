@@ -12,7 +12,7 @@
 //   plugin.resource("hello://motd", { mimeType: "text/plain" }, () => "Have a nice day.");
 //   export const { tools, prompts, resources, completion } = plugin.exports();
 //
-// Build: jco componentize app.js --wit wit --world-name mcpbox:plugin-state/plugin@0.1.0 -o app.wasm
+// Build: jco componentize app.js --wit wit --world-name mcpbox:multi-user/plugin@0.1.0 -o app.wasm
 //
 // - `input` maps each argument to a type ("string", "number", "integer", "boolean", "array",
 //   "object"; append "?" for an optional one, or give an array of allowed strings for an
@@ -24,13 +24,23 @@
 //   [role, text] pairs.
 // - A resource returns a string (text) or a Uint8Array (a blob).
 // - `log`, `progress`, `cancelled` and `notifyResourceUpdated` reach the host; `State` keeps
-//   data between calls (wasi:keyvalue; the operator grants a bucket in the manifest).
+//   data between calls (wasi:keyvalue; the operator grants a bucket in the manifest; a bucket
+//   granted as a caller bucket, `[keyvalue] caller-buckets`, is each caller's own, so
+//   `new State("notes")` reaches the calling user's notes only).
+// - `caller()` says who is calling (undefined while the host reads the lists): `{ id, kind,
+//   name, scopes, allScopes, hasScope(scope) }`, `id` opaque and stable, `kind` "local",
+//   "token" or "oauth". Tokens never reach a plugin.
+// - `config(key)` reads a configuration value or secret the operator gives the plugin
+//   (wasi:config; the manifest's `[config]` table names the keys), undefined when it has none;
+//   `configAll()` all of them as an object. Errors name the key, never a value.
 //
 // Every call runs in a fresh instance: module state does not survive between calls.
 
 import * as host from "mcpbox:plugin/host@0.1.0";
 import { open } from "wasi:keyvalue/store@0.2.0-draft2";
 import { increment } from "wasi:keyvalue/atomics@0.2.0-draft2";
+import { current } from "mcpbox:multi-user/caller@0.1.0";
+import { get as configGet, getAll as configGetAll } from "wasi:config/store@0.2.0-rc.1";
 
 function schemaOf(input) {
   if (input === undefined) return { type: "object", properties: {} };
@@ -248,5 +258,45 @@ export class State {
       throw stateError(error, this.name);
     }
     return [...new Set(keys)].sort();
+  }
+}
+
+// Who is calling, or undefined while the host reads the plugin's lists.
+export function caller() {
+  const principal = current();
+  if (principal === undefined || principal === null) return undefined;
+  return {
+    id: principal.id,
+    kind: principal.kind,
+    name: principal.name ?? undefined,
+    scopes: [...principal.scopes],
+    allScopes: principal.allScopes,
+    hasScope(scope) {
+      return this.allScopes || this.scopes.includes(scope);
+    },
+  };
+}
+
+function configError(error, what) {
+  const payload = error?.payload ?? error;
+  const reason = payload?.val ?? JSON.stringify(payload);
+  return new Error(`cannot read the configuration (${what}): ${reason}`);
+}
+
+// The value of configuration key `key`, or undefined when it has none.
+export function config(key) {
+  try {
+    return configGet(key) ?? undefined;
+  } catch (error) {
+    throw configError(error, `key \`${key}\``);
+  }
+}
+
+// Every configuration key the plugin may read that has a value, as an object.
+export function configAll() {
+  try {
+    return Object.fromEntries(configGetAll());
+  } catch (error) {
+    throw configError(error, "all keys");
   }
 }

@@ -28,7 +28,7 @@ which is where componentize-py looks for them::
 Build it against mcpbox's WIT (``wit/`` of the mcpbox repository, or the copy ``mcpbox new``
 writes)::
 
-    componentize-py -d wit -w mcpbox:plugin-state/plugin@0.1.0 componentize app -o my_plugin.wasm
+    componentize-py -d wit -w mcpbox:multi-user/plugin@0.1.0 componentize app -o my_plugin.wasm
 
 - A tool's input schema comes from its parameters' type hints (``str``, ``int``, ``float``,
   ``bool``, ``list[...]``, ``dict``, ``Optional[...]``, ``Literal[...]``); a parameter with a
@@ -40,7 +40,14 @@ writes)::
 - A resource returns ``str`` (text) or ``bytes`` (a blob).
 - ``log``, ``progress``, ``cancelled`` and ``notify_resource_updated`` reach the host;
   ``State`` keeps data between calls (``wasi:keyvalue``; the operator grants a bucket in the
-  plugin's manifest).
+  plugin's manifest; a bucket granted as a caller bucket, ``[keyvalue] caller-buckets``, is
+  each caller's own: ``State("notes")`` then reaches the calling user's notes only).
+- ``caller()`` says who is calling (``None`` while the host reads the lists): a ``Caller``
+  with an opaque, stable ``id``, ``kind`` (``"local"``, ``"token"`` or ``"oauth"``), ``name``,
+  ``scopes``, ``all_scopes`` and ``has_scope(scope)``. Tokens never reach a plugin.
+- ``config(key)`` reads a configuration value or secret the operator gives the plugin
+  (``wasi:config``; the manifest's ``[config]`` table names the keys), ``None`` when it has
+  none; ``config_all()`` all of them as a dict. ``ConfigError`` names the key, never a value.
 
 Every call runs in a fresh instance: module-level variables do not survive between calls.
 """
@@ -54,8 +61,8 @@ from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import host, types
 
-__all__ = ["Plugin", "State", "StateError", "log", "progress", "cancelled",
-           "notify_resource_updated"]
+__all__ = ["Plugin", "State", "StateError", "Caller", "caller", "config", "config_all",
+           "ConfigError", "log", "progress", "cancelled", "notify_resource_updated"]
 
 
 # ---- schemas from type hints ----
@@ -287,7 +294,7 @@ class StateError(Exception):
 
 
 def _state_error(error, bucket):
-    from wit_world.imports import store
+    from wit_world.imports import wasi_keyvalue_store as store
     value = getattr(error, "value", error)
     if isinstance(value, store.Error_AccessDenied):
         return StateError(
@@ -303,7 +310,7 @@ class State:
     """A bucket of the plugin's durable state; values are JSON."""
 
     def __init__(self, bucket: str = "default"):
-        from wit_world.imports import store
+        from wit_world.imports import wasi_keyvalue_store as store
         self._name = bucket
         try:
             self._bucket = store.open(bucket)
@@ -353,3 +360,59 @@ class State:
         except Err as error:
             raise _state_error(error, self._name) from None
         return sorted(set(keys))
+
+
+class Caller:
+    """Who is calling: an opaque, stable ``id`` (the same for the same user in every call, and
+    another in another plugin), ``kind`` (``"local"``, ``"token"`` or ``"oauth"``), a ``name``
+    to show (or ``None``), the ``scopes`` held, and ``all_scopes`` for the local user."""
+
+    def __init__(self, principal):
+        self.id = principal.id
+        self.kind = principal.kind.name.lower()
+        self.name = principal.name
+        self.scopes = list(principal.scopes)
+        self.all_scopes = principal.all_scopes
+
+    def has_scope(self, scope: str) -> bool:
+        """Whether the caller holds ``scope`` (always, for the local user)."""
+        return self.all_scopes or scope in self.scopes
+
+    def __repr__(self):
+        return f"Caller(id={self.id!r}, kind={self.kind!r}, name={self.name!r})"
+
+
+def caller():
+    """The caller of the current request, or ``None`` while the host reads the lists."""
+    from wit_world.imports import caller as imported
+    principal = imported.current()
+    return None if principal is None else Caller(principal)
+
+
+class ConfigError(Exception):
+    """The configuration could not be read (the message names the key, never a value)."""
+
+
+def _config_error(error, what):
+    value = getattr(error, "value", error)
+    reason = getattr(value, "value", value)
+    return ConfigError(f"cannot read the configuration ({what}): {reason}")
+
+
+def config(key: str):
+    """The value of configuration key ``key``, or ``None`` when it has none (the manifest
+    names the keys a plugin may read, in its ``[config]`` table)."""
+    from wit_world.imports import wasi_config_store
+    try:
+        return wasi_config_store.get(key)
+    except Err as error:
+        raise _config_error(error, f"key `{key}`") from None
+
+
+def config_all() -> dict:
+    """Every configuration key the plugin may read that has a value, with its value."""
+    from wit_world.imports import wasi_config_store
+    try:
+        return dict(wasi_config_store.get_all())
+    except Err as error:
+        raise _config_error(error, "all keys") from None

@@ -41,13 +41,25 @@ const WIT: &[(&str, &str)] = &[
         "deps/keyvalue/world.wit",
         include_str!("../../wit/deps/keyvalue/world.wit"),
     ),
+    (
+        "deps/multi-user/world.wit",
+        include_str!("../../wit/deps/multi-user/world.wit"),
+    ),
+    (
+        "deps/config/store.wit",
+        include_str!("../../wit/deps/config/store.wit"),
+    ),
+    (
+        "deps/config/world.wit",
+        include_str!("../../wit/deps/config/world.wit"),
+    ),
 ];
 
 const PYTHON_HELPER: &str = include_str!("../../guest-sdk/python/mcpbox_sdk.py");
 const JS_HELPER: &str = include_str!("../../guest-sdk/js/mcpbox.js");
 
 /// The world every template builds against.
-pub const WORLD: &str = "mcpbox:plugin-state/plugin@0.1.0";
+pub const WORLD: &str = "mcpbox:multi-user/plugin@0.1.0";
 
 /// A project's language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -2,7 +2,7 @@
 // state. Built into a component with jco (see README.md); the helper `mcpbox.js`
 // (guest-sdk/js/) turns these functions into MCP tools, prompts and resources.
 
-import { Plugin, State, notifyResourceUpdated } from "./mcpbox.js";
+import { Plugin, State, caller, config, notifyResourceUpdated } from "./mcpbox.js";
 
 const plugin = new Plugin();
 
@@ -33,6 +33,22 @@ plugin.tool(
     notifyResourceUpdated("notes://all");
     return `note ${number} kept`;
   },
+);
+
+plugin.tool(
+  "whoami",
+  { description: "Who is calling: an opaque id, how they were recognised, their name and scopes", readOnly: true },
+  () => {
+    const who = caller();
+    if (who === undefined) return { caller: null };
+    return { id: who.id, kind: who.kind, name: who.name ?? null, scopes: who.scopes };
+  },
+);
+
+plugin.tool(
+  "greeting",
+  { description: "The greeting the operator configured (`greeting` in the manifest's [config])", readOnly: true },
+  () => config("greeting") ?? "Hello.",
 );
 
 plugin.prompt(

@@ -18,7 +18,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp "$here/app.js" "$root/guest-sdk/js/mcpbox.js" "$work/"
 cp -r "$root/wit" "$work/wit"
-(cd "$work" && componentize-js app.js --wit wit --world-name mcpbox:plugin-state/plugin@0.1.0 \
+(cd "$work" && componentize-js app.js --wit wit --world-name mcpbox:multi-user/plugin@0.1.0 \
   -o "$out/js_notes.wasm" >&2)
 cp "$here/js_notes.toml" "$out/"
 echo "$out/js_notes.wasm"

@@ -6,7 +6,7 @@ Built into a component with componentize-py (see README.md); the helper module
 
 from typing import Literal
 
-from mcpbox_sdk import Plugin, State, notify_resource_updated
+from mcpbox_sdk import Plugin, State, caller, config, notify_resource_updated
 
 plugin = Plugin()
 
@@ -32,12 +32,28 @@ def fibonacci(n: int) -> str:
 
 @plugin.tool()
 def add_note(text: str) -> str:
-    """Keep a note (needs the `default` bucket granted in python_notes.toml)."""
+    """Keep a note (needs the `default` bucket granted in python_notes.toml; as a caller
+    bucket, each user keeps notes of their own)."""
     state = State()
     number = state.increment("next")
     state.set(f"note:{number:06}", text)
     notify_resource_updated("notes://all")
     return f"note {number} kept"
+
+
+@plugin.tool(read_only=True)
+def whoami() -> dict:
+    """Who is calling: an opaque id, how they were recognised, their name and scopes."""
+    who = caller()
+    if who is None:
+        return {"caller": None}
+    return {"id": who.id, "kind": who.kind, "name": who.name, "scopes": who.scopes}
+
+
+@plugin.tool(read_only=True)
+def greeting() -> str:
+    """The greeting the operator configured (`greeting` in the manifest's [config])."""
+    return config("greeting") or "Hello."
 
 
 @plugin.prompt()

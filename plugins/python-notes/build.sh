@@ -12,7 +12,7 @@ command -v componentize-py >/dev/null || {
   exit 1
 }
 # -p: where the app and the helper module (mcpbox_sdk.py) are found.
-componentize-py -d "$root/wit" -w mcpbox:plugin-state/plugin@0.1.0 componentize \
+componentize-py -d "$root/wit" -w mcpbox:multi-user/plugin@0.1.0 componentize \
   -p "$here" -p "$root/guest-sdk/python" app -o "$out/python_notes.wasm" >&2
 cp "$here/python_notes.toml" "$out/"
 echo "$out/python_notes.wasm"

@@ -110,7 +110,26 @@ async fn read(client: &Client, uri: &str) -> String {
         .to_owned()
 }
 
-const STATE: &str = "[keyvalue]\nbuckets = [\"default\"]\n";
+/// Notes in a caller bucket, and a configured greeting (`wasi:config`).
+const STATE: &str =
+    "[keyvalue]\ncaller-buckets = [\"default\"]\n\n[config]\ngreeting = \"Hi from the operator\"\n";
+
+/// The SDK's `caller()` over stdio: the local user, with an opaque id that stays the same; and
+/// its `config`: the manifest's greeting.
+async fn caller_and_config(client: &Client) {
+    let (text, error, _) = tool(client, "whoami", json!({})).await;
+    assert!(!error, "{text}");
+    let who: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(who["kind"], "local", "{who}");
+    let id = who["id"].as_str().unwrap_or_default();
+    assert_eq!(id.len(), 32, "{who}");
+    let (again, _, _) = tool(client, "whoami", json!({})).await;
+    assert_eq!(serde_json::from_str::<Value>(&again).unwrap()["id"], id);
+    assert_eq!(
+        tool(client, "greeting", json!({})).await.0,
+        "Hi from the operator"
+    );
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_plugin_serves_tools_prompts_resources_and_state() {
@@ -153,6 +172,7 @@ async fn a_python_plugin_serves_tools_prompts_resources_and_state() {
         read(&client, "notes://about").await,
         "A Python plugin for mcpbox, built with componentize-py."
     );
+    caller_and_config(&client).await;
 
     assert_eq!(
         tool(&client, "add_note", json!({"text": "first"})).await.0,
@@ -218,6 +238,7 @@ async fn a_javascript_plugin_serves_tools_prompts_resources_and_state() {
         read(&client, "notes://about").await,
         "A JavaScript plugin for mcpbox, built with jco."
     );
+    caller_and_config(&client).await;
     assert_eq!(
         tool(&client, "add_note", json!({"text": "first"})).await.0,
         "note 1 kept"
