@@ -112,6 +112,14 @@ impl Backend for PluginSet {
             .unwrap_or_default()
     }
 
+    fn tool_headers(&self, name: &str) -> Arc<[crate::protocol::v2026::HeaderParam]> {
+        self.catalog()
+            .tools
+            .index
+            .get(name)
+            .map_or_else(|| Arc::from([]), |entry| Arc::clone(&entry.schemas.headers))
+    }
+
     fn serving_plugin(&self, request: &ClientRequest) -> Option<String> {
         owner(&self.catalog(), request).map(|(p, _)| p.name().as_str().to_owned())
     }

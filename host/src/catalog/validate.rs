@@ -2,7 +2,8 @@
 //! (before the client sees it), with validators compiled once, when the plugin loads.
 //!
 //! Schemas are JSON Schema 2020-12 unless they say otherwise (`$schema`). Remote `$ref`s are
-//! never fetched: a schema that needs one is refused at load.
+//! never fetched: a schema that needs one is refused at load. So is a tool whose `x-mcp-header`
+//! annotations are invalid (SEP-2243); the valid ones are kept for checking `Mcp-Param-*`.
 //!
 //! A plugin supplies both a schema and (for output) the value checked against it, so a schema
 //! must not be able to make the host work without bound. At load, each schema's size with
@@ -12,11 +13,14 @@
 //! Validation then costs at most that bound per instance node, and instances are bounded by the
 //! message and result size limits.
 
+use std::sync::Arc;
+
 use jsonschema::Validator;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::engine::Tool;
+use crate::protocol::v2026::{HeaderParam, header_params};
 
 /// How many validation errors a message lists.
 const MAX_REPORTED: usize = 5;
@@ -102,6 +106,8 @@ fn percent_decode(text: &str) -> String {
 pub struct ToolSchemas {
     input: Validator,
     output: Option<Validator>,
+    /// Its arguments clients mirror into `Mcp-Param-*` headers.
+    pub headers: Arc<[HeaderParam]>,
 }
 
 impl ToolSchemas {
@@ -124,7 +130,13 @@ impl ToolSchemas {
             jsonschema::validator_for(&schema)
                 .map_err(|e| format!("its {what} is not a usable JSON Schema: {e}"))
         };
+        let headers = serde_json::from_str::<Value>(&tool.input_schema)
+            .ok()
+            .map(|schema| header_params(&schema))
+            .transpose()?
+            .unwrap_or_default();
         Ok(Self {
+            headers: headers.into(),
             input: compile("input schema", &tool.input_schema)?,
             output: tool
                 .output_schema

@@ -60,6 +60,7 @@ fn exercise(input: &[u8]) {
                         .as_ref()
                         .and_then(Value::as_str)
                         .map(str::to_owned),
+                    params: Vec::new(),
                 };
                 for headers in [None, Some(&headers)] {
                     if let Err(refused) = v2026::check(&typed, headers, &|_| true) {

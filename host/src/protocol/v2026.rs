@@ -51,6 +51,110 @@ pub struct MirrorHeaders {
     pub method: Option<String>,
     /// `Mcp-Name`.
     pub name: Option<String>,
+    /// Every `Mcp-Param-{NAME}` header: `NAME` lower-cased, and the value as sent.
+    pub params: Vec<(String, String)>,
+}
+
+/// A tool argument a client mirrors into an `Mcp-Param-{header}` header: a top-level property
+/// of the tool's input schema annotated `"x-mcp-header": "{header}"` (SEP-2243).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderParam {
+    /// The property (the argument's name).
+    pub property: String,
+    /// The header's name after `Mcp-Param-`, as the schema writes it.
+    pub header: String,
+}
+
+/// The `x-mcp-header` annotations of a tool's input schema: each on a top-level property whose
+/// type is `string`, `integer` or `boolean`, a non-empty HTTP token (no spaces, colons,
+/// control or non-ASCII characters), unique without regard to case. Anything else is the
+/// reason the tool cannot be served.
+pub fn header_params(schema: &Value) -> Result<Vec<HeaderParam>, String> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<HeaderParam> = Vec::new();
+    for (property, definition) in properties {
+        let Some(annotation) = definition.get("x-mcp-header") else {
+            continue;
+        };
+        let why = |what: &str| format!("its input schema's `x-mcp-header` on `{property}` {what}");
+        let Some(header) = annotation.as_str() else {
+            return Err(why("is not a string"));
+        };
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if header.is_empty() || !header.chars().all(token) {
+            return Err(why(&format!(
+                "is `{}`: a header name is a non-empty token of ASCII letters, digits and !#$%&'*+-.^_`|~",
+                header.escape_debug()
+            )));
+        }
+        let primitive = matches!(
+            definition.get("type").and_then(Value::as_str),
+            Some("string" | "integer" | "boolean")
+        );
+        if !primitive {
+            return Err(why(
+                "is on a property that is not of type string, integer or boolean",
+            ));
+        }
+        if let Some(other) = out.iter().find(|p| p.header.eq_ignore_ascii_case(header)) {
+            return Err(why(&format!(
+                "names the header `{header}`, as `{}` does (without regard to case)",
+                other.property
+            )));
+        }
+        out.push(HeaderParam {
+            property: property.clone(),
+            header: header.to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+/// Check the `Mcp-Param-*` headers a `tools/call` was sent with against its `arguments` (the
+/// body): for each of the tool's [`HeaderParam`]s, a value in the body needs the header, and
+/// the header (trimmed, a `=?base64?…?=` value decoded strictly) must equal the value's text;
+/// a header without a value in the body is a mismatch too. Refused: 400 with -32020.
+pub fn check_params(
+    params: &[HeaderParam],
+    arguments: Option<&serde_json::Map<String, Value>>,
+    sent: &[(String, String)],
+) -> Result<(), Refused> {
+    for param in params {
+        let name = format!("Mcp-Param-{}", param.header);
+        let header = sent
+            .iter()
+            .find(|(suffix, _)| suffix.eq_ignore_ascii_case(&param.header))
+            .map(|(_, value)| value.as_str());
+        let body = arguments
+            .and_then(|a| a.get(&param.property))
+            .filter(|v| !v.is_null());
+        match (header, body) {
+            (None, None) => {}
+            (None, Some(_)) => {
+                return Err(Refused::bad(header_mismatch(format!(
+                    "missing `{name}` header: argument `{}` is in the body, and the tool's schema \
+                     says it is mirrored there",
+                    param.property
+                ))));
+            }
+            (Some(_), None) => {
+                return Err(Refused::bad(header_mismatch(format!(
+                    "`{name}` header is sent, but argument `{}` is not in the body",
+                    param.property
+                ))));
+            }
+            (Some(header), Some(body)) => {
+                let expected = match body {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                check_header(&name, Some(header), &expected)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How a refusal maps onto HTTP.
@@ -364,7 +468,74 @@ mod tests {
             protocol_version: Some(version.to_owned()),
             method: Some(method.to_owned()),
             name: name.map(str::to_owned),
+            params: Vec::new(),
         }
+    }
+
+    #[test]
+    fn custom_headers_are_read_from_schemas_and_checked_against_the_body() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "priority": {"type": "integer", "x-mcp-header": "Priority"},
+            "query": {"type": "string"}
+        }});
+        let params = header_params(&schema).unwrap();
+        assert_eq!(params.len(), 2);
+        for (bad, why) in [
+            (
+                serde_json::json!({"a": {"type": "string", "x-mcp-header": ""}}),
+                "token",
+            ),
+            (
+                serde_json::json!({"a": {"type": "string", "x-mcp-header": "My Region"}}),
+                "token",
+            ),
+            (
+                serde_json::json!({"a": {"type": "string", "x-mcp-header": "Région"}}),
+                "token",
+            ),
+            (
+                serde_json::json!({"a": {"type": "number", "x-mcp-header": "A"}}),
+                "type",
+            ),
+            (
+                serde_json::json!({"a": {"type": "object", "x-mcp-header": "A"}}),
+                "type",
+            ),
+            (
+                serde_json::json!({"a": {"type": "string", "x-mcp-header": "X"}, "b": {"type": "string", "x-mcp-header": "x"}}),
+                "as `a` does",
+            ),
+        ] {
+            let error = header_params(&serde_json::json!({"properties": bad})).unwrap_err();
+            assert!(error.contains(why), "{error}");
+        }
+        let body = serde_json::json!({"region": "Hello", "priority": 0, "query": "q"});
+        let arguments = body.as_object();
+        let sent = |region: &str| {
+            vec![
+                ("region".to_owned(), region.to_owned()),
+                ("priority".to_owned(), "0".to_owned()),
+            ]
+        };
+        assert!(check_params(&params, arguments, &sent("Hello")).is_ok());
+        assert!(check_params(&params, arguments, &sent("  Hello ")).is_ok());
+        assert!(check_params(&params, arguments, &sent("=?base64?SGVsbG8=?=")).is_ok());
+        for bad in ["=?base64?SGVsbG8?=", "=?base64?SGVs!!!bG8=?=", "Bye"] {
+            let refused = check_params(&params, arguments, &sent(bad)).unwrap_err();
+            assert_eq!(refused.error.code, HEADER_MISMATCH, "{bad}");
+            assert_eq!(refused.refusal, Refusal::BadRequest);
+        }
+        // A value without the wrapper is literal, even when it looks like Base64.
+        let literal = serde_json::json!({"region": "SGVsbG8=", "priority": 0});
+        assert!(check_params(&params, literal.as_object(), &sent("SGVsbG8=")).is_ok());
+        // Missing: the value is in the body, the header is not.
+        let missing = vec![("priority".to_owned(), "0".to_owned())];
+        assert!(check_params(&params, arguments, &missing).is_err());
+        // Neither: fine; the header without the value: refused.
+        let only = serde_json::json!({"query": "q"});
+        assert!(check_params(&params, only.as_object(), &[]).is_ok());
+        assert!(check_params(&params, only.as_object(), &sent("Hello")).is_err());
     }
 
     #[test]

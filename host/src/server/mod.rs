@@ -217,6 +217,13 @@ pub trait Backend: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The arguments of tool `name` that clients mirror into `Mcp-Param-*` headers
+    /// (`x-mcp-header` in its input schema); none for an unknown tool.
+    fn tool_headers(&self, name: &str) -> std::sync::Arc<[crate::protocol::v2026::HeaderParam]> {
+        let _ = name;
+        std::sync::Arc::from([])
+    }
+
     /// The name of the plugin that would serve `request`, if any (for the audit record of a
     /// request refused before it ran).
     fn serving_plugin(&self, request: &crate::protocol::request::ClientRequest) -> Option<String> {

@@ -34,6 +34,36 @@ impl<B: Backend> Session<B> {
         }
     }
 
+    /// A `tools/call`'s `Mcp-Param-*` headers against its arguments, for the tool's
+    /// `x-mcp-header` arguments (HTTP only; the body is read again only for such a tool).
+    fn check_params(
+        &self,
+        request: &TypedRequest,
+        headers: Option<&MirrorHeaders>,
+    ) -> Result<(), v2026::Refused> {
+        let (Some(headers), Method::CallTool) = (headers, &request.method) else {
+            return Ok(());
+        };
+        let Some(name) = request.target.as_ref().and_then(serde_json::Value::as_str) else {
+            return Ok(());
+        };
+        let params = self.backend().tool_headers(name);
+        if params.is_empty() {
+            return Ok(());
+        }
+        #[derive(serde::Deserialize)]
+        struct Call {
+            #[serde(default)]
+            arguments: Option<serde_json::Map<String, serde_json::Value>>,
+        }
+        let arguments = request
+            .params
+            .as_deref()
+            .and_then(|raw| serde_json::from_str::<Call>(raw.get()).ok())
+            .and_then(|call| call.arguments);
+        v2026::check_params(&params, arguments.as_ref(), &headers.params)
+    }
+
     /// Answer one 2026-07-28 request.
     #[allow(
         clippy::too_many_arguments,
@@ -49,7 +79,12 @@ impl<B: Backend> Session<B> {
         caller: Principal,
         audit: Arc<AuditSlot>,
     ) -> Option<Answer> {
-        let envelope = match v2026::check(&request, headers.as_ref(), &|m| self.serves(m)) {
+        let checked =
+            v2026::check(&request, headers.as_ref(), &|m| self.serves(m)).and_then(|envelope| {
+                self.check_params(&request, headers.as_ref())
+                    .map(|()| envelope)
+            });
+        let envelope = match checked {
             Ok(envelope) => envelope,
             Err(refused) => {
                 tracing::debug!(id = %request.id, code = refused.error.code, "refused: {}", refused.error.message);

@@ -209,6 +209,10 @@ struct TemplateId {
     id: String,
 }
 
+/// A tool whose arguments clients mirror into headers: a string, an integer and a boolean
+/// (`x-mcp-header`), and one that is not mirrored.
+const CUSTOM_HEADERS: &str = r#"{"type":"object","properties":{"region":{"type":"string","description":"Mirrored as Mcp-Param-Region","x-mcp-header":"Region"},"priority":{"type":"integer","description":"Mirrored as Mcp-Param-Priority","x-mcp-header":"Priority"},"verbose":{"type":"boolean","description":"Mirrored as Mcp-Param-Verbose","x-mcp-header":"Verbose"},"query":{"type":"string","description":"Not mirrored"}},"required":["region","priority","query"]}"#;
+
 /// The diagnostic and input-request tools of the 2026-07-28 scenarios.
 fn mrtr_tools(tools: &mut Tools) {
     let plain = |name: &str, description: &str| Tool::new(name, description);
@@ -453,6 +457,15 @@ impl Plugin for Conformance {
                 |args: Value| format!("JSON Schema 2020-12 tool called with: {args}"),
             );
         mrtr_tools(tools);
+        // Last, so the header-validation scenario's first tool stays what it was.
+        tools.add(
+            plain(
+                "test_custom_headers",
+                "Arguments mirrored into Mcp-Param headers (SEP-2243)",
+            )
+            .input_schema(CUSTOM_HEADERS),
+            |args: Value| format!("Custom headers test completed: {args}"),
+        );
     }
 
     fn resources(resources: &mut Resources) {

@@ -48,10 +48,23 @@ fn mirror_headers(headers: &HeaderMap) -> MirrorHeaders {
             .get(name)
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
     };
+    // Header names arrive lower-cased.
+    let params = headers
+        .iter()
+        .filter_map(|(name, value)| {
+            let suffix = name.as_str().strip_prefix("mcp-param-")?;
+            Some((
+                suffix.to_owned(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            ))
+        })
+        .take(64)
+        .collect();
     MirrorHeaders {
         protocol_version: get(VERSION_HEADER),
         method: get("mcp-method"),
         name: get("mcp-name"),
+        params,
     }
 }
 
