@@ -113,7 +113,7 @@ async fn load(
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: cache_dir.or_else(ComponentCache::default_dir),
         state,
-        secrets: Arc::new(secrets),
+        secrets: Arc::new(crate::policy::config::SecretsCell::new(secrets)),
         ..RuntimeConfig::default()
     })?;
     let plugins = load_from(&runtime, path, limits, sections).await?;

@@ -497,3 +497,54 @@ async fn without_the_state_store_a_caller_cannot_be_named_and_the_call_says_so()
     assert!(!error && text.contains("hello"), "{text}");
     client.service.cancel().await.unwrap();
 }
+
+/// SIGHUP reads the secrets file again: the next call sees the new value. A file that no
+/// longer passes its checks is refused, and the secrets in use stay.
+#[tokio::test]
+async fn sighup_reads_the_secrets_file_again() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = plugins();
+    let config_dir = tempfile::tempdir().unwrap();
+    let secrets = secrets(config_dir.path());
+    let mut raw =
+        crate::support::Raw::initialized(dir.path(), &["--secrets", secrets.to_str().unwrap()])
+            .await;
+    let mut id = 0;
+    let mut token = async |raw: &mut crate::support::Raw| {
+        id += 1;
+        let reply = raw
+            .request(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"config_get","arguments":{{"key":"api-token"}}}}}}"#
+            ))
+            .await;
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(token(&mut raw).await.contains(SHARED_SECRET));
+    let hangup = |raw: &crate::support::Raw| {
+        let pid = raw.child.id().unwrap();
+        let signalled = std::process::Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(signalled.success());
+    };
+    // Rotated: the new value from the next call on.
+    std::fs::write(&secrets, "service-token = \"rotated-SECRET-1234\"\n").unwrap();
+    hangup(&raw);
+    raw.stderr.wait_for("plugin secrets read again").await;
+    assert!(token(&mut raw).await.contains("rotated-SECRET-1234"));
+    // Made readable by others: refused, the rotated value stays.
+    std::fs::write(&secrets, "service-token = \"exposed-SECRET-5678\"\n").unwrap();
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o644)).unwrap();
+    hangup(&raw);
+    raw.stderr.wait_for("kept the secrets in use").await;
+    assert!(token(&mut raw).await.contains("rotated-SECRET-1234"));
+    let log = raw.stderr.text();
+    assert!(
+        !log.contains("rotated-SECRET") && !log.contains("exposed-SECRET"),
+        "{log}"
+    );
+}

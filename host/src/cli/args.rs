@@ -350,7 +350,7 @@ pub struct ServeArgs {
 
     /// Plugins' secrets: a TOML file readable by its owner alone (mode 0600) whose values
     /// plugins' `[config]` keys name with `{ secret = "NAME" }`; a `[principal."KEY"]` table
-    /// holds one caller's own. Read at start.
+    /// holds one caller's own. Read at start and again on SIGHUP.
     #[arg(long, env = "MCPBOX_SECRETS", value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
     pub secrets: Option<PathBuf>,
 
@@ -578,7 +578,7 @@ impl ServeArgs {
                 .memory_bytes()
                 .max(RuntimeConfig::default().max_memory_bytes),
             state: self.state.config(),
-            secrets: Arc::new(self.secrets()?),
+            secrets: Arc::new(crate::policy::config::SecretsCell::new(self.secrets()?)),
         };
         let sections = Arc::new(self.sections(&plugin_dir));
         let trust = self.trust(&plugin_dir);

@@ -43,6 +43,7 @@ use tokio::sync::Semaphore;
 
 use crate::kv::{StateConfig, StateService};
 use crate::policy::Secrets;
+use crate::policy::config::SecretsCell;
 use crate::principal::Principal;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -146,8 +147,9 @@ pub struct RuntimeConfig {
     pub max_memory_bytes: usize,
     /// Where plugins' `wasi:keyvalue` state is kept (opened on first use).
     pub state: StateConfig,
-    /// The operator's secrets, for plugins' `[config]` keys that name them.
-    pub secrets: Arc<Secrets>,
+    /// The operator's secrets, for plugins' `[config]` keys that name them (read again on
+    /// SIGHUP).
+    pub secrets: Arc<SecretsCell>,
 }
 
 impl Default for RuntimeConfig {
@@ -158,7 +160,7 @@ impl Default for RuntimeConfig {
             max_instances: 256,
             max_memory_bytes: 1 << 30,
             state: StateConfig::default_place(),
-            secrets: Arc::new(Secrets::none()),
+            secrets: Arc::new(SecretsCell::new(Secrets::none())),
         }
     }
 }

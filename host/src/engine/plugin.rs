@@ -190,7 +190,8 @@ impl PluginCode {
         component_digest: &[u8; 32],
         policy: Policy,
     ) -> Result<Self, LoadError> {
-        let missing = crate::policy::config::missing(&policy.config, &runtime.config.secrets);
+        let missing =
+            crate::policy::config::missing(&policy.config, &runtime.config.secrets.current());
         if !missing.is_empty() {
             return Err(LoadError::MissingConfig(missing));
         }
@@ -464,7 +465,7 @@ impl PluginCode {
         let principal = host.caller();
         let config = ConfigCtx::new(
             &self.policy.config,
-            &self.runtime.config.secrets,
+            &self.runtime.config.secrets.current(),
             principal.as_ref().map(Principal::key),
         );
         let identity = principal.map(|principal| {

@@ -89,11 +89,45 @@ pub struct Host {
     readiness: Arc<Readiness>,
 }
 
+/// Read the secrets file again at each SIGHUP (with `--secrets`): calls from then on see the
+/// new values; a file that no longer passes its checks is refused and the old secrets stay.
+fn reload_secrets_on_hangup(secrets: &Arc<crate::policy::config::SecretsCell>) {
+    #[cfg(unix)]
+    {
+        if secrets.current().file().is_none() {
+            return;
+        }
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(hangups) => hangups,
+            Err(e) => {
+                tracing::warn!("cannot watch SIGHUP to read the secrets file again: {e}");
+                return;
+            }
+        };
+        let secrets = Arc::clone(secrets);
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                match secrets.reload() {
+                    Ok(Some((shared, per_caller))) => {
+                        tracing::info!(shared, per_caller, "plugin secrets read again (SIGHUP)");
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!("kept the secrets in use: {e}"),
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = secrets;
+}
+
 impl Host {
     /// Build the runtime, bind the listeners (`--http` before any plugin loads, and the
     /// separate metrics listener), and create the (empty) plugin set.
     pub async fn start(mut settings: ServeSettings) -> Result<Self, HostError> {
         let engine = Runtime::new(settings.runtime.clone())?;
+        reload_secrets_on_hangup(&settings.runtime.secrets);
         if let Some(path) = &settings.audit_log {
             let log = crate::audit::AuditLog::start(path.clone()).await?;
             tracing::info!(path = %path.display(), "writing the audit log");

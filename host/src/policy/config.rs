@@ -92,6 +92,35 @@ pub struct Secrets {
     by_principal: BTreeMap<String, BTreeMap<String, SecretValue>>,
 }
 
+/// The secrets a running mcpbox uses, swapped whole when the file is read again (SIGHUP), so
+/// a call sees either the old secrets or the new ones, never a mix.
+#[derive(Debug, Default)]
+pub struct SecretsCell(arc_swap::ArcSwap<Secrets>);
+
+impl SecretsCell {
+    /// Holding `secrets`.
+    pub fn new(secrets: Secrets) -> Self {
+        Self(arc_swap::ArcSwap::from_pointee(secrets))
+    }
+
+    /// The secrets now.
+    pub fn current(&self) -> arc_swap::Guard<std::sync::Arc<Secrets>> {
+        self.0.load()
+    }
+
+    /// Read the file again (its checks included) and use it from the next call on; on an
+    /// error the secrets in use stay. `Ok(None)`: there is no secrets file.
+    pub fn reload(&self) -> Result<Option<(usize, usize)>, SecretsError> {
+        let Some(file) = self.current().file().map(Path::to_owned) else {
+            return Ok(None);
+        };
+        let fresh = Secrets::load(&file)?;
+        let counts = fresh.counts();
+        self.0.store(std::sync::Arc::new(fresh));
+        Ok(Some(counts))
+    }
+}
+
 /// Why the secrets file was refused.
 #[derive(Debug, thiserror::Error)]
 #[error("secrets file {}: {message}", file.display())]
