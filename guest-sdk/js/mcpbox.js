@@ -32,7 +32,7 @@
 //   "token" or "oauth". Tokens never reach a plugin.
 // - `config(key)` reads a configuration value or secret the operator gives the plugin
 //   (wasi:config; the manifest's `[config]` table names the keys), undefined when it has none;
-//   `configAll()` all of them as an object. Errors name the key, never a value.
+//   `configAll()` all of them as an object. A `ConfigError` names the key, never a value.
 //
 // Every call runs in a fresh instance: module state does not survive between calls.
 
@@ -201,14 +201,17 @@ function stateError(error, bucket) {
   if (payload?.tag === "access-denied") {
     return new Error(
       `state is not available: bucket \`${bucket}\` is not granted to this plugin ` +
-        `(the operator grants it in the plugin's manifest: [keyvalue] buckets = ["${bucket}"])`,
+        `(the operator grants it in the plugin's manifest: [keyvalue] buckets = ["${bucket}"], ` +
+        `shared by every caller, or caller-buckets = ["${bucket}"], each caller's own)`,
     );
   }
   if (payload?.tag === "other") return new Error(payload.val);
   return new Error(`state store error: ${JSON.stringify(payload)}`);
 }
 
-// A bucket of the plugin's durable state; values are JSON.
+// A bucket of the plugin's durable state; values are JSON. A caller bucket (`[keyvalue]
+// caller-buckets` in the manifest) is opened the same way and holds the calling user's keys
+// only; any other granted bucket is shared by every caller.
 export class State {
   constructor(bucket = "default") {
     this.name = bucket;
@@ -277,10 +280,18 @@ export function caller() {
   };
 }
 
+// The configuration could not be read (the message names the key, never a value).
+export class ConfigError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
 function configError(error, what) {
   const payload = error?.payload ?? error;
   const reason = payload?.val ?? JSON.stringify(payload);
-  return new Error(`cannot read the configuration (${what}): ${reason}`);
+  return new ConfigError(`cannot read the configuration (${what}): ${reason}`);
 }
 
 // The value of configuration key `key`, or undefined when it has none.

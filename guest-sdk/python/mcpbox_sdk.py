@@ -300,14 +300,17 @@ def _state_error(error, bucket):
         return StateError(
             f"state is not available: bucket `{bucket}` is not granted to this plugin "
             f"(the operator grants it in the plugin's manifest: [keyvalue] buckets = "
-            f"[\"{bucket}\"])")
+            f"[\"{bucket}\"], shared by every caller, or caller-buckets = [\"{bucket}\"], "
+            f"each caller's own)")
     if isinstance(value, store.Error_Other):
         return StateError(value.value)
     return StateError(f"state store error: {value!r}")
 
 
 class State:
-    """A bucket of the plugin's durable state; values are JSON."""
+    """A bucket of the plugin's durable state; values are JSON. A caller bucket (``[keyvalue]
+    caller-buckets`` in the manifest) is opened the same way and holds the calling user's keys
+    only; any other granted bucket is shared by every caller."""
 
     def __init__(self, bucket: str = "default"):
         from wit_world.imports import wasi_keyvalue_store as store

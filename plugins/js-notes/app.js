@@ -1,6 +1,7 @@
 // Example plugin in JavaScript: a tool, a prompt and a resource, plus notes kept in durable
-// state. Built into a component with jco (see README.md); the helper `mcpbox.js`
-// (guest-sdk/js/) turns these functions into MCP tools, prompts and resources.
+// state (each caller's own), who is calling, and a value the operator configures. Built into
+// a component with jco (see README.md); the helper `mcpbox.js` (guest-sdk/js/) turns these
+// functions into MCP tools, prompts and resources.
 
 import { Plugin, State, caller, config, notifyResourceUpdated } from "./mcpbox.js";
 
@@ -25,9 +26,9 @@ plugin.tool(
 
 plugin.tool(
   "add_note",
-  { description: "Keep a note (needs the `default` bucket granted in js_notes.toml)", input: { text: "string" } },
+  { description: "Keep a note (in the `notes` caller bucket granted in js_notes.toml: each user's own)", input: { text: "string" } },
   ({ text }) => {
-    const state = new State();
+    const state = new State("notes");
     const number = state.increment("next");
     state.set(`note:${String(number).padStart(6, "0")}`, text);
     notifyResourceUpdated("notes://all");
@@ -62,7 +63,7 @@ plugin.resource("notes://about", { name: "about", mimeType: "text/plain" }, () =
 );
 
 plugin.resource("notes://all", { name: "all-notes", mimeType: "application/json" }, () => {
-  const state = new State();
+  const state = new State("notes");
   return Object.fromEntries(state.keys("note:").map((key) => [key, state.get(key)]));
 });
 

@@ -1,4 +1,5 @@
-"""Example plugin in Python: a tool, a prompt and a resource, plus notes kept in durable state.
+"""Example plugin in Python: a tool, a prompt and a resource, plus notes kept in durable state
+(each caller's own), who is calling, and a value the operator configures.
 
 Built into a component with componentize-py (see README.md); the helper module
 `mcpbox_sdk` (guest-sdk/python/) turns these functions into MCP tools, prompts and resources.
@@ -32,9 +33,9 @@ def fibonacci(n: int) -> str:
 
 @plugin.tool()
 def add_note(text: str) -> str:
-    """Keep a note (needs the `default` bucket granted in python_notes.toml; as a caller
-    bucket, each user keeps notes of their own)."""
-    state = State()
+    """Keep a note (in the `notes` bucket, granted in python_notes.toml as a caller bucket:
+    each user keeps notes of their own)."""
+    state = State("notes")
     number = state.increment("next")
     state.set(f"note:{number:06}", text)
     notify_resource_updated("notes://all")
@@ -70,8 +71,8 @@ def about() -> str:
 
 @plugin.resource("notes://all", mime_type="application/json")
 def all_notes() -> dict:
-    """Every note kept with add_note."""
-    state = State()
+    """Every note the caller kept with add_note."""
+    state = State("notes")
     return {key: state.get(key) for key in state.keys("note:")}
 
 

@@ -1,9 +1,10 @@
 //! Plugins in Python and JavaScript, end to end: the example plugins (`plugins/python-notes`,
 //! `plugins/js-notes`) built with their own scripts by componentize-py (PyPI) and
 //! componentize-js (npm), both installed into `target/tools/` by the tests, then served by the
-//! real binary to rmcp's client: every tool, prompt and resource, durable state, argument
-//! validation, and a limit firing. And `mcpbox new` in both languages: the project it writes
-//! builds outside this repository and passes its own test (Rust's is in `languages`).
+//! real binary to rmcp's client: every tool, prompt and resource, durable state (each caller's
+//! own), who is calling, configuration, argument validation, and a limit firing. And
+//! `mcpbox new` in both languages: the project it writes builds outside this repository and
+//! passes its own test (Rust's is in `languages`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -110,20 +111,26 @@ async fn read(client: &Client, uri: &str) -> String {
         .to_owned()
 }
 
-/// Notes in a caller bucket, and a configured greeting (`wasi:config`).
-const STATE: &str =
-    "[keyvalue]\ncaller-buckets = [\"default\"]\n\n[config]\ngreeting = \"Hi from the operator\"\n";
+/// Notes in a caller bucket (as the examples' own manifests grant them), and a configured
+/// greeting (`wasi:config`).
+const STATE: &str = "[keyvalue]\ncaller-buckets = [\"notes\"]\ncaller-quota-kib = 256\n\
+                     caller-max-keys = 1000\n\n[config]\ngreeting = \"Hi from the operator\"\n";
 
 /// The SDK's `caller()` over stdio: the local user, with an opaque id that stays the same; and
 /// its `config`: the manifest's greeting.
 async fn caller_and_config(client: &Client) {
-    let (text, error, _) = tool(client, "whoami", json!({})).await;
+    let (text, error, structured) = tool(client, "whoami", json!({})).await;
     assert!(!error, "{text}");
     let who: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(structured, who);
     assert_eq!(who["kind"], "local", "{who}");
+    // The local user holds every scope, so none is listed; and has no name to show.
+    assert_eq!(who["scopes"], json!([]), "{who}");
+    assert_eq!(who["name"], Value::Null, "{who}");
     let id = who["id"].as_str().unwrap_or_default();
-    assert_eq!(id.len(), 32, "{who}");
-    let (again, _, _) = tool(client, "whoami", json!({})).await;
+    assert_eq!(id.len(), 32, "an opaque id: {who}");
+    let (again, error, _) = tool(client, "whoami", json!({})).await;
+    assert!(!error, "{again}");
     assert_eq!(serde_json::from_str::<Value>(&again).unwrap()["id"], id);
     assert_eq!(
         tool(client, "greeting", json!({})).await.0,
@@ -192,7 +199,7 @@ async fn a_python_plugin_serves_tools_prompts_resources_and_state() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_plugin_meets_its_limits() {
-    // Without the state grant, and with a small fuel budget.
+    // Without the state grant or any configuration, and with a small fuel budget.
     let dir = dir_with("python_notes", "[limits]\nfuel = 200_000_000\n");
     let client = connect(dir.path(), &[]).await;
     let (text, error, _) = tool(&client, "fibonacci", json!({"n": 35})).await;
@@ -202,9 +209,11 @@ async fn a_python_plugin_meets_its_limits() {
     );
     let (text, error, _) = tool(&client, "add_note", json!({"text": "x"})).await;
     assert!(
-        error && text.contains("bucket `default` is not granted"),
+        error && text.contains("bucket `notes` is not granted"),
         "{text}"
     );
+    // No `greeting` is configured: `config` answers none, and the tool falls back.
+    assert_eq!(tool(&client, "greeting", json!({})).await.0, "Hello.");
     // The host keeps serving, and the next call starts afresh.
     assert_eq!(tool(&client, "fibonacci", json!({"n": 5})).await.0, "5");
     client.service.cancel().await.unwrap();
