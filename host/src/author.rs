@@ -162,10 +162,12 @@ pub async fn unknown_listed_names(
     sections: Arc<crate::policy::Sections>,
     limits: Limits,
     cache_dir: Option<PathBuf>,
+    secrets: crate::policy::Secrets,
 ) -> anyhow::Result<Vec<String>> {
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: cache_dir.or_else(ComponentCache::default_dir),
         state: StateConfig::default_place(),
+        secrets: Arc::new(crate::policy::config::SecretsCell::new(secrets)),
         ..RuntimeConfig::default()
     })?;
     let plugins = load_from(&runtime, dir, limits, &sections).await?;

@@ -299,12 +299,7 @@ async fn sighup_reopens_the_audit_log_for_logrotate() {
 
     // What logrotate does: move the file away, then signal.
     std::fs::rename(&audit, &rotated).unwrap();
-    let pid = raw.child.id().unwrap();
-    let signalled = std::process::Command::new("kill")
-        .args(["-HUP", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(signalled.success());
+    crate::support::hangup(&raw.child);
     raw.stderr.wait_for("reopened the audit log").await;
     assert!(raw.request(&call(2)).await["result"].is_object());
 

@@ -319,13 +319,7 @@ pub(crate) fn todo_dir() -> tempfile::TempDir {
 pub(crate) async fn todo_items(client: &Client) -> Vec<String> {
     let (text, error) = kv(client, "list", json!({"include_done": true})).await;
     assert!(!error, "{text}");
-    let list: Value = serde_json::from_str(&text).unwrap();
-    list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|item| item["text"].as_str().unwrap().to_owned())
-        .collect()
+    crate::support::item_texts(&serde_json::from_str(&text).unwrap())
 }
 
 #[tokio::test]
@@ -365,19 +359,8 @@ async fn state_survives_restart_reload_and_kill_9() {
     client.service.cancel().await.unwrap();
 
     // The operator's view, once no server holds the database.
-    let state_cli = |args: &[&str]| {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
-            .arg("state")
-            .args(args)
-            .arg("--state-dir")
-            .arg(&state)
-            .output()
-            .unwrap();
-        (
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            output.status.success(),
-        )
-    };
+    let store = ["--state-dir", state.to_str().unwrap()];
+    let state_cli = |args: &[&str]| crate::support::state_cli(args, &store);
     // The example keeps each caller's items apart: the local user's are theirs.
     let (listing, ok) = state_cli(&["ls", "todo", "--principal", "local"]);
     assert!(

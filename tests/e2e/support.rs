@@ -709,3 +709,38 @@ impl SseReader {
         ))
     }
 }
+
+/// `mcpbox state ARGS… STORE…` (`STORE`: `--state-dir DIR` or `--state URL`): its stdout and
+/// whether it succeeded.
+pub fn state_cli(args: &[&str], store: &[&str]) -> (String, bool) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+        .arg("state")
+        .args(args)
+        .args(store)
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        output.status.success(),
+    )
+}
+
+/// The texts of a to-do list as the example's `list` tool returns it.
+pub fn item_texts(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no items in {list}"))
+        .iter()
+        .map(|item| item["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Send SIGHUP to `child`.
+pub fn hangup(child: &Child) {
+    let pid = child.id().expect("a running child");
+    let signalled = std::process::Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+}

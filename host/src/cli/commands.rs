@@ -137,7 +137,7 @@ pub(super) async fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
         for line in missing {
             report.push_str(&format!("\nerror: {line}"));
         }
-        report.push_str(&plugin_warnings(file, dir, serve).await?);
+        report.push_str(&plugin_warnings(file, dir, serve, &secrets).await?);
     }
     Ok(Outcome {
         output: Some(report),
@@ -193,6 +193,7 @@ async fn plugin_warnings(
     file: &ConfigFile,
     dir: &Path,
     serve: &ServeArgs,
+    secrets: &crate::policy::Secrets,
 ) -> anyhow::Result<String> {
     let mut warnings = String::new();
     for name in file.sections().keys() {
@@ -212,8 +213,15 @@ async fn plugin_warnings(
     } else {
         serve.cache_dir.clone()
     };
-    let unknown =
-        author::unknown_listed_names(dir, sections, serve.limits.limits(), cache_dir).await?;
+    // Loaded with the secrets `serve` would have, so plugins needing them load here too.
+    let unknown = author::unknown_listed_names(
+        dir,
+        sections,
+        serve.limits.limits(),
+        cache_dir,
+        secrets.clone(),
+    )
+    .await?;
     for unknown in unknown {
         warnings.push_str(&format!("\nwarning: {unknown}"));
     }

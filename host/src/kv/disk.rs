@@ -435,22 +435,23 @@ fn read_usage(
         .unwrap_or_default())
 }
 
-/// Take `freed` off the usage row of `space`.
+/// Take `freed` off the usage row of `space`. A caller's row that reaches nothing goes, so
+/// callers who hold nothing any more cost no row (however many subjects come and go).
 fn release(
     table: &mut redb::Table<&'static str, (u64, u64)>,
     space: &str,
     freed: Usage,
 ) -> Result<(), KvError> {
     let usage = read_usage(table, space)?;
-    table
-        .insert(
-            space,
-            (
-                usage.bytes.saturating_sub(freed.bytes),
-                usage.keys.saturating_sub(freed.keys),
-            ),
-        )
-        .map_err(backend)?;
+    let left = (
+        usage.bytes.saturating_sub(freed.bytes),
+        usage.keys.saturating_sub(freed.keys),
+    );
+    if left.1 == 0 && owner_of(space).is_some() {
+        table.remove(space).map_err(backend)?;
+    } else {
+        table.insert(space, left).map_err(backend)?;
+    }
     Ok(())
 }
 

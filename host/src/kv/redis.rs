@@ -131,18 +131,24 @@ end
 return {0, sum, 0}
 ";
 
-/// Remove a key. KEYS: hash, usage, index, the plugin's usage. ARGV: field, `1` for a
-/// caller's namespace (whose removals count against the plugin's total too).
+/// Remove a key. KEYS: hash, usage, index, the plugin's usage, buckets, the plugin's
+/// callers' set. ARGV: field, `1` for a caller's namespace (whose removals count against the
+/// plugin's total too), the caller's id. A caller left with no keys leaves nothing behind
+/// (its usage, its buckets' set, its place in the callers' set).
 const DELETE: &str = r"
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HINCRBY', KEYS[2], 'bytes', -(#ARGV[1] + #current))
-redis.call('HINCRBY', KEYS[2], 'keys', -1)
+local left = redis.call('HINCRBY', KEYS[2], 'keys', -1)
 if ARGV[2] == '1' then
   redis.call('HINCRBY', KEYS[4], 'bytes', -(#ARGV[1] + #current))
   redis.call('HINCRBY', KEYS[4], 'keys', -1)
+  if left <= 0 then
+    redis.call('DEL', KEYS[2], KEYS[5])
+    redis.call('SREM', KEYS[6], ARGV[3])
+  end
 end
 return 1
 ";
@@ -503,14 +509,19 @@ impl StateStore for RedisStore {
         Box::pin(async move {
             let _removed: u8 = self
                 .run(|mut c| async move {
-                    let owner = owner_of(plugin);
+                    let (owner, id) = plugin
+                        .split_once(CALLER_SEPARATOR)
+                        .map_or((plugin, None), |(owner, id)| (owner, Some(id)));
                     self.delete
                         .key(hash(plugin, bucket))
                         .key(usage_key(plugin))
                         .key(index(plugin, bucket))
-                        .key(usage_key(owner.unwrap_or(plugin)))
+                        .key(usage_key(owner))
+                        .key(buckets_key(plugin))
+                        .key(callers_key(owner))
                         .arg(key)
-                        .arg(if owner.is_some() { "1" } else { "0" })
+                        .arg(if id.is_some() { "1" } else { "0" })
+                        .arg(id.unwrap_or(""))
                         .invoke_async(&mut c)
                         .await
                 })

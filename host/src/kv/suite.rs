@@ -72,6 +72,8 @@ pub async fn caller_spaces(store: &dyn StateStore) {
     assert_eq!(store.clear(&alice).await.unwrap(), 2);
     assert_eq!(store.usage("p").await.unwrap().keys, 1);
     store.delete(&bob, "d", "k1").await.unwrap();
+    // A caller left with nothing costs nothing.
+    assert!(store.callers("p").await.unwrap().is_empty());
     assert_eq!(store.usage("p").await.unwrap(), Usage::default());
     // Clearing the plugin clears every caller's space too.
     store

@@ -573,14 +573,7 @@ async fn multi_user_over_oauth(state: &[&str], replicas: bool) {
     // Each user's items, whichever replica serves them.
     json_of(&alice_one, "add", json!({"text": "alice via one"})).await;
     json_of(&bob_two, "add", json!({"text": "bob via two"})).await;
-    let texts = |list: serde_json::Value| -> Vec<String> {
-        list["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|item| item["text"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let texts = |list: serde_json::Value| crate::support::item_texts(&list);
     assert_eq!(
         texts(json_of(&alice_two, "list", json!({})).await),
         ["alice via one"]
@@ -626,18 +619,7 @@ async fn multi_user_over_oauth(state: &[&str], replicas: bool) {
         one.child.kill().await.unwrap();
         one.child.wait().await.unwrap();
     }
-    let state_cli = |more: &[&str]| {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
-            .arg("state")
-            .args(more)
-            .args(state)
-            .output()
-            .unwrap();
-        (
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            output.status.success(),
-        )
-    };
+    let state_cli = |more: &[&str]| crate::support::state_cli(more, state);
     let alice_key = format!("oauth:{issuer} sub:alice");
     let bob_key = format!("oauth:{issuer} sub:bob");
     let (listing, ok) = state_cli(&["ls", "todo", "--principal", &alice_key]);
