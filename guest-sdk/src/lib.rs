@@ -144,6 +144,10 @@ pub use bindings::mcpbox::plugin::types::{
 pub use caller::{Caller, CallerKind, caller};
 pub use completion::Completions;
 pub use content::{IntoToolResult, Json};
+/// Ship Agent Skills with the plugin: `mcpbox_sdk::skills!("skills");` packs every skill
+/// under `skills/` (relative to `Cargo.toml`; each a directory holding a `SKILL.md`) into the
+/// component, and mcpbox serves them (`skills/list`, `skills/get`, `skill://` resources).
+pub use mcpbox_sdk_macros::skills;
 pub use prompts::{IntoPromptMessages, Prompts};
 pub use resources::{Blob, IntoResourceContents, Resources};
 pub use schemars::{self, JsonSchema};

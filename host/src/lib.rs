@@ -10,7 +10,8 @@
 //! configuration file), [`author`] (`call`, `inspect`), [`scaffold`] (`new`), [`metrics`]
 //! (Prometheus) and [`telemetry`] (OpenTelemetry traces), both recorded along the data path,
 //! [`audit`] (the audit log of every call and refusal),
-//! [`registry`] (plugins from OCI registries: pull, push, signatures, the lock file) and
+//! [`registry`] (plugins from OCI registries: pull, push, signatures, the lock file),
+//! [`skills`] (the Agent Skills a plugin carries in its component) and
 //! [`watch`] (the plugin lifecycle: the startup load, hot reload of plugins and of the
 //! configuration file). Each module's docs say
 //! what it owns and what it must not depend on.
@@ -31,6 +32,7 @@ pub mod protocol;
 pub mod registry;
 pub mod scaffold;
 pub mod server;
+pub mod skills;
 pub mod telemetry;
 pub mod transport;
 pub mod watch;

@@ -20,5 +20,8 @@ cp "$here/app.js" "$root/guest-sdk/js/mcpbox.js" "$work/"
 cp -r "$root/wit" "$work/wit"
 (cd "$work" && componentize-js app.js --wit wit --world-name mcpbox:multi-user/plugin@0.1.0 \
   -o "$out/js_notes.wasm" >&2)
+# The skills beside the app go into the component: one line with mcpbox (MCPBOX names the
+# binary, default `mcpbox` on PATH).
+"${MCPBOX:-mcpbox}" skills "$out/js_notes.wasm" "$here/skills" >&2
 cp "$here/js_notes.toml" "$out/"
 echo "$out/js_notes.wasm"

@@ -14,5 +14,8 @@ command -v componentize-py >/dev/null || {
 # -p: where the app and the helper module (mcpbox_sdk.py) are found.
 componentize-py -d "$root/wit" -w mcpbox:multi-user/plugin@0.1.0 componentize \
   -p "$here" -p "$root/guest-sdk/python" app -o "$out/python_notes.wasm" >&2
+# The skills beside the app go into the component: one line with mcpbox (MCPBOX names the
+# binary, default `mcpbox` on PATH).
+"${MCPBOX:-mcpbox}" skills "$out/python_notes.wasm" "$here/skills" >&2
 cp "$here/python_notes.toml" "$out/"
 echo "$out/python_notes.wasm"

@@ -186,6 +186,9 @@ fn the_sdk_packages_on_its_own() {
     let output = std::process::Command::new("cargo")
         .args([
             "package",
+            // The SDK and its macros, packaged together (the macros are not yet published).
+            "-p",
+            "mcpbox-sdk-macros",
             "-p",
             "mcpbox-sdk",
             "--allow-dirty",

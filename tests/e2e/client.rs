@@ -42,8 +42,13 @@ async fn capabilities_reflect_only_the_loaded_plugins() {
     let capabilities = json(&*client.peer_info().expect("server info"))["capabilities"].clone();
     assert!(capabilities.get("prompts").is_some(), "{capabilities}");
     assert!(capabilities.get("tools").is_none(), "{capabilities}");
-    assert!(capabilities.get("resources").is_none(), "{capabilities}");
     assert!(capabilities.get("completions").is_some(), "{capabilities}");
+    // Its skill: the extension, and its files as resources.
+    assert_eq!(
+        capabilities["extensions"],
+        json!({"io.modelcontextprotocol/skills": {"directoryRead": true}})
+    );
+    assert!(capabilities.get("resources").is_some(), "{capabilities}");
 
     let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
     let client = connect(dir.path(), &["--no-watch"]).await;
@@ -311,7 +316,15 @@ async fn prompt_errors_are_invalid_params() {
 async fn resources_and_templates_are_listed_and_read() {
     let dir = all_examples();
     let client = connect(dir.path(), &[]).await;
-    let resources = json(&client.list_all_resources().await.expect("resources/list"));
+    let listed = json(&client.list_all_resources().await.expect("resources/list"));
+    // The code-review example's skill files come first (plugins in file-name order).
+    let resources: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !r["uri"].as_str().unwrap().starts_with("skill://"))
+        .collect();
+    assert_eq!(listed.as_array().unwrap().len(), resources.len() + 2);
     assert_eq!(resources[0]["uri"], "quote://all");
     assert_eq!(resources[0]["title"], "All quotes");
     assert_eq!(resources[1]["uri"], "quote://cover.png");
@@ -437,9 +450,10 @@ async fn every_list_is_paginated_with_opaque_cursors() {
         }
     }
     assert_eq!(names, ["echo", "sum", "divide", "show_content"]);
+    // The quotes example's two, and the code-review example's skill's two files.
     assert_eq!(
         client.list_all_resources().await.expect("resources").len(),
-        2
+        4
     );
     assert_eq!(client.list_all_prompts().await.expect("prompts").len(), 1);
     assert_eq!(

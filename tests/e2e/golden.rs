@@ -193,6 +193,11 @@ async fn the_2025_11_25_wire_matches_the_golden_file() {
         r#"{"jsonrpc":"2.0","id":12,"method":"resources/list"}"#,
         r#"{"jsonrpc":"2.0","id":13,"method":"resources/templates/list"}"#,
         r#"{"jsonrpc":"2.0","id":14,"method":"tools/list","params":{"cursor":"bogus"}}"#,
+        // Skills (SEP-2640).
+        r#"{"jsonrpc":"2.0","id":15,"method":"skills/list"}"#,
+        r#"{"jsonrpc":"2.0","id":16,"method":"skills/get","params":{"uri":"skill://conformance/test-skill/SKILL.md"}}"#,
+        r#"{"jsonrpc":"2.0","id":17,"method":"resources/directory/read","params":{"uri":"skill://conformance/test-skill/references"}}"#,
+        r#"{"jsonrpc":"2.0","id":18,"method":"resources/directory/read","params":{"uri":"skill://conformance/nowhere"}}"#,
         // Tools.
         r#"{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"test_simple_text"}}"#,
         r#"{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"test_image_content","arguments":{}}}"#,
@@ -276,6 +281,13 @@ async fn the_2026_07_28_wire_matches_the_golden_file() {
         format!(r#"{{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{{"name":"test_input_required_result_elicitation","arguments":{{}},"inputResponses":{{"user_name":{{"action":"accept","content":{{"name":"Ada"}}}}}},{META}}}}}"#),
         r#"{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"test_missing_capability","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#.to_owned(),
         format!(r#"{{"jsonrpc":"2.0","id":18,"method":"tools/call","params":{{"name":"test_input_required_result_tampered_state","arguments":{{}},"requestState":"e30.AAAA",{META}}}}}"#),
+        // Skills (SEP-2640).
+        format!(r#"{{"jsonrpc":"2.0","id":19,"method":"skills/list","params":{{{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":20,"method":"skills/get","params":{{"uri":"skill://conformance/test-skill/SKILL.md",{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":21,"method":"skills/get","params":{{"uri":"skill://conformance/none/SKILL.md",{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":22,"method":"resources/directory/read","params":{{"uri":"skill://conformance/test-skill",{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":23,"method":"resources/directory/read","params":{{"uri":"skill://conformance/test-skill/SKILL.md",{META}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":24,"method":"resources/read","params":{{"uri":"skill://conformance/test-skill/references/GUIDE.md",{META}}}}}"#),
     ];
     for line in &lines {
         t.step(line).await;

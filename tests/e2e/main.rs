@@ -49,6 +49,7 @@ mod registry;
 mod reload;
 mod sandbox;
 mod services;
+mod skills;
 mod state;
 mod status;
 mod support;

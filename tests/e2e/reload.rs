@@ -77,8 +77,10 @@ async fn add_replace_and_remove_send_exactly_the_right_notifications() {
         &rebuilt(&wasm("echo_tools"), 1),
     );
     log.wait_for("reloaded plugin").await;
+    // (code_review ships a skill, whose files are resources: that list is announced too.)
     install(dir.path(), "code_review.wasm", &wasm("code_review"));
     client.wait_for("prompts/list_changed", 1).await;
+    client.wait_for("resources/list_changed", 2).await;
     assert!(
         client.events("tools/list_changed").is_empty(),
         "same tools, no announcement"
@@ -94,17 +96,23 @@ async fn add_replace_and_remove_send_exactly_the_right_notifications() {
         "{tools:?}"
     );
 
-    // Removed: its resources disappear.
+    // Removed: its resources disappear (the skill's files stay).
     std::fs::remove_file(dir.path().join("quotes.wasm")).unwrap();
-    client.wait_for("resources/list_changed", 2).await;
-    assert_eq!(service.list_all_resources().await.unwrap().len(), 0);
+    client.wait_for("resources/list_changed", 3).await;
+    let left = service.list_all_resources().await.unwrap();
+    assert!(
+        left.iter()
+            .all(|r| r.uri.starts_with("skill://code_review/"))
+            && left.len() == 2,
+        "{left:?}"
+    );
     let templates = service.list_all_resource_templates().await.unwrap();
     assert!(templates.is_empty());
 
     // Exactly these, and nothing else.
     assert_eq!(client.events("tools/list_changed").len(), 1);
     assert_eq!(client.events("prompts/list_changed").len(), 2);
-    assert_eq!(client.events("resources/list_changed").len(), 2);
+    assert_eq!(client.events("resources/list_changed").len(), 3);
 }
 
 #[tokio::test]

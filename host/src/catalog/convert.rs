@@ -249,6 +249,18 @@ pub fn read_result(contents: &[ResourceContents]) -> MethodResult {
     result(&json!({ "contents": contents.iter().map(contents_value).collect::<Vec<_>>() }))
 }
 
+/// The `resources/read` result for a skill file: its text (UTF-8) or its bytes in Base64.
+pub fn skill_file_result(file: &crate::skills::SkillFile) -> MethodResult {
+    let mut contents = json!({ "uri": file.uri, "mimeType": file.mime });
+    match std::str::from_utf8(&file.bytes) {
+        Ok(text) if file.text => contents["text"] = json!(text),
+        _ => {
+            contents["blob"] = json!(BASE64.encode(&*file.bytes));
+        }
+    }
+    result(&json!({ "contents": [contents] }))
+}
+
 /// The error for a URI no plugin serves.
 pub fn resource_not_found(uri: &str) -> ErrorObject {
     ErrorObject::new(RESOURCE_NOT_FOUND, format!("resource not found: `{uri}`"))

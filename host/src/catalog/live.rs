@@ -207,6 +207,14 @@ impl PluginSet {
                 self.hub.announce(ServerEvent::ListChanged(list));
             }
         }
+        // A skill file served before and after with other bytes: its subscribers are told.
+        let before = old.skill_digests();
+        for (uri, digest) in new.skill_digests() {
+            if before.get(uri).is_some_and(|old| *old != digest) {
+                self.hub
+                    .announce(ServerEvent::ResourceUpdated(uri.to_owned()));
+            }
+        }
     }
 }
 

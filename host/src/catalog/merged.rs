@@ -25,6 +25,7 @@ use crate::policy::{GrantSummary, NamingSummary};
 use crate::principal::{Principal, Scopes};
 use crate::protocol::ErrorObject;
 use crate::server::{ChangedList, ListKind, MethodOutput, MethodResult, Offers};
+use crate::skills::{SkillFile, Skills};
 
 /// A name in one of the catalog's namespaces.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -101,6 +102,8 @@ pub struct LoadedPlugin {
     /// Where it was pulled from and who signed it (empty for a plugin placed by hand under no
     /// signature policy).
     pub provenance: crate::registry::trust::Provenance,
+    /// The skills its component carries (none unless set after it is made).
+    pub skills: Arc<Skills>,
     /// Its lists, checked and ready for the catalog.
     prepared: Prepared,
 }
@@ -115,6 +118,7 @@ impl LoadedPlugin {
             lists,
             digest,
             provenance: Default::default(),
+            skills: Arc::default(),
             prepared,
         }
     }
@@ -131,6 +135,7 @@ impl LoadedPlugin {
             prompts = lists.prompts.len(),
             resources = lists.resources.len(),
             templates = lists.templates.len(),
+            skills = self.skills.skills.len(),
             serves = names.served,
             refused = names.refused,
             grants = %GrantSummary(self.code.policy()),
@@ -170,6 +175,8 @@ impl LoadedPlugin {
             "refused": p.refused.iter().map(|(item, why)| serde_json::json!({"item": item, "reason": why})).collect::<Vec<_>>(),
             "naming": naming_json(&self.code.policy().naming),
             "unknownNames": p.unknown,
+            "skills": self.skills.skills.iter().filter_map(|s| serde_json::from_str::<serde_json::Value>(s.entry.get()).ok()).collect::<Vec<_>>(),
+            "refusedSkills": self.skills.refused.iter().map(|(item, why)| serde_json::json!({"item": item, "reason": why})).collect::<Vec<_>>(),
             "grants": GrantSummary(self.code.policy()).to_string(),
             "limits": {
                 "fuel": limits.fuel,
@@ -211,6 +218,13 @@ impl LoadedPlugin {
                 p.templates
                     .iter()
                     .map(|t| Claim::Template(t.uri_template.clone())),
+            )
+            .chain(
+                self.skills
+                    .skills
+                    .iter()
+                    .flat_map(|s| &s.files)
+                    .map(|f| Claim::Resource(f.uri.clone())),
             )
     }
 }
@@ -314,6 +328,12 @@ pub struct Catalog {
     pub(super) templates: Vec<TemplateEntry>,
     template_items: Vec<Arc<RawValue>>,
     template_gates: Vec<Gate>,
+    /// Skill entries (`skills/list`), by their `SKILL.md` URI (with the entry's place).
+    skills: Listing<(Owner, usize)>,
+    /// Skill files (also listed among the resources), by URI.
+    skill_files: HashMap<String, (Owner, Arc<SkillFile>)>,
+    /// Directories of skill trees, by URI: their plugin, its skills and the directory's index.
+    directories: HashMap<String, (Owner, Arc<Skills>, usize)>,
     /// Some item needs a scope: lists differ by caller.
     gated: bool,
 }
@@ -354,6 +374,9 @@ impl Catalog {
             templates: Vec::new(),
             template_items: Vec::new(),
             template_gates: Vec::new(),
+            skills: Listing::default(),
+            skill_files: HashMap::new(),
+            directories: HashMap::new(),
             gated: false,
         };
         for plugin in plugins {
@@ -466,12 +489,14 @@ impl Catalog {
                 gate,
             });
         }
+        self.add_skills(index, loaded, plugins, owners);
         self.gated = self.gated
             || [
                 &self.tools.gates,
                 &self.prompts.gates,
                 &self.resources.gates,
                 &self.template_gates,
+                &self.skills.gates,
             ]
             .iter()
             .any(|gates| gates.iter().any(Option::is_some));
@@ -482,12 +507,88 @@ impl Catalog {
             tools: !self.tools.items.is_empty(),
             prompts: !self.prompts.items.is_empty(),
             resources: !self.resources.items.is_empty() || !self.templates.is_empty(),
+            skills: !self.skills.items.is_empty(),
             completions: self.offers.completions
                 || (loaded.code.exports().completion()
                     && !(lists.prompts.is_empty() && lists.templates.is_empty())),
             list_changed: false,
         };
         self.plugins.push(loaded.code.clone());
+    }
+
+    /// Serve the skills of the plugin at `index`: each skill whose files are all its to serve
+    /// (a file URI another plugin serves refuses the whole skill), its files among the
+    /// resources, and the directories of its tree.
+    fn add_skills(
+        &mut self,
+        index: usize,
+        loaded: &LoadedPlugin,
+        plugins: &[Arc<LoadedPlugin>],
+        owners: &HashMap<Claim, usize>,
+    ) {
+        let skills = &loaded.skills;
+        if skills.is_empty() {
+            return;
+        }
+        let policy = loaded.code.policy();
+        let scopes = &policy.scopes;
+        let resource_gate = |uri: &str| gate(scopes, policy.naming.resources.scopes_of(uri));
+        for skill in &skills.skills {
+            let free = skill.files.iter().all(|f| {
+                let claim = Claim::Resource(f.uri.clone());
+                owners.get(&claim).is_none_or(|&o| o == index) && !self.claims.contains_key(&claim)
+            });
+            if !free {
+                // Record the refusal of the files another plugin serves.
+                for file in &skill.files {
+                    let claim = Claim::Resource(file.uri.clone());
+                    if owners.get(&claim).is_some_and(|&o| o != index)
+                        || self.claims.contains_key(&claim)
+                    {
+                        self.owns(index, claim, plugins, owners);
+                    }
+                }
+                continue;
+            }
+            for file in &skill.files {
+                self.owns(index, Claim::Resource(file.uri.clone()), plugins, owners);
+                let gate = resource_gate(&file.uri);
+                self.resources.items.push(Arc::clone(&file.resource));
+                self.resources.gates.push(gate.clone());
+                self.skill_files.insert(
+                    file.uri.clone(),
+                    (
+                        Owner {
+                            plugin: index,
+                            gate,
+                        },
+                        Arc::clone(file),
+                    ),
+                );
+            }
+            let gate = resource_gate(&skill.uri);
+            let position = self.skills.items.len();
+            self.skills.items.push(Arc::clone(&skill.entry));
+            self.skills.gates.push(gate.clone());
+            self.skills.index.insert(
+                skill.uri.clone(),
+                (
+                    Owner {
+                        plugin: index,
+                        gate,
+                    },
+                    position,
+                ),
+            );
+        }
+        for (i, directory) in skills.directories.iter().enumerate() {
+            let owner = Owner {
+                plugin: index,
+                gate: gate(scopes, &[]),
+            };
+            self.directories
+                .insert(directory.uri.clone(), (owner, Arc::clone(skills), i));
+        }
     }
 
     /// Names refused because another plugin serves them.
@@ -510,9 +611,13 @@ impl Catalog {
         let items: Box<dyn Iterator<Item = &Arc<RawValue>>> = match list {
             ChangedList::Tools => Box::new(self.tools.items.iter()),
             ChangedList::Prompts => Box::new(self.prompts.items.iter()),
-            ChangedList::Resources => {
-                Box::new(self.resources.items.iter().chain(&self.template_items))
-            }
+            ChangedList::Resources => Box::new(
+                self.resources
+                    .items
+                    .iter()
+                    .chain(&self.template_items)
+                    .chain(&self.skills.items),
+            ),
         };
         items.map(|item| item.get()).collect()
     }
@@ -543,6 +648,7 @@ impl Catalog {
                 &self.template_items,
                 &self.template_gates,
             ),
+            ListKind::Skills => ("skills", &self.skills.items, &self.skills.gates),
         };
         let visible: Vec<Arc<RawValue>>;
         let items: &[Arc<RawValue>] = if self.gated && matches!(caller.scopes(), Scopes::Granted(_))
@@ -557,6 +663,11 @@ impl Catalog {
         } else {
             items
         };
+        self.page_of(key, items, cursor)
+    }
+
+    /// One page of `items` under `key`, from `cursor` (an offset this catalog gave out).
+    fn page_of(&self, key: &str, items: &[Arc<RawValue>], cursor: Option<&str>) -> MethodResult {
         let start = match cursor {
             None => 0,
             Some(cursor) => cursor::decode(cursor)
@@ -591,9 +702,66 @@ impl Catalog {
             .map_err(|e| ErrorObject::internal(format!("could not build the page: {e}")))
     }
 
+    /// The skill file at `uri`, if one is served there: its plugin, gate and content.
+    pub(super) fn skill_file(&self, uri: &str) -> Option<(&PluginCode, &Gate, &Arc<SkillFile>)> {
+        let (owner, file) = self.skill_files.get(uri)?;
+        Some((self.plugins.get(owner.plugin)?, &owner.gate, file))
+    }
+
+    /// The skill whose `SKILL.md` is at `uri`: its plugin, gate and entry.
+    pub(super) fn skill(&self, uri: &str) -> Option<(&PluginCode, &Gate, &Arc<RawValue>)> {
+        let (owner, position) = self.skills.index.get(uri)?;
+        Some((
+            self.plugins.get(owner.plugin)?,
+            &owner.gate,
+            self.skills.items.get(*position)?,
+        ))
+    }
+
+    /// Each skill file's URI and digest.
+    pub(super) fn skill_digests(&self) -> HashMap<&str, &str> {
+        self.skill_files
+            .iter()
+            .map(|(uri, (_, file))| (uri.as_str(), file.digest.as_str()))
+            .collect()
+    }
+
+    /// The plugin serving the directory at `uri`, and its gate.
+    pub(super) fn directory_owner(&self, uri: &str) -> Option<(&PluginCode, &Gate)> {
+        let (owner, _, _) = self.directories.get(uri)?;
+        Some((self.plugins.get(owner.plugin)?, &owner.gate))
+    }
+
+    /// One page of the directory at `uri` as `caller` sees it (files whose gate it does not
+    /// pass left out): its plugin and gate, and the page; `None` for no such directory.
+    pub(super) fn directory_page(
+        &self,
+        uri: &str,
+        cursor: Option<&str>,
+        caller: &Principal,
+    ) -> Option<(&PluginCode, &Gate, MethodResult)> {
+        let (owner, skills, index) = self.directories.get(uri)?;
+        let directory = skills.directories.get(*index)?;
+        let items: Vec<Arc<RawValue>> = directory
+            .children
+            .iter()
+            .filter(|(_, file)| {
+                file.as_ref()
+                    .and_then(|f| self.skill_files.get(f))
+                    .is_none_or(|(o, _)| passes(caller, &o.gate))
+            })
+            .map(|(resource, _)| Arc::clone(resource))
+            .collect();
+        let page = self.page_of("resources", &items, cursor);
+        Some((self.plugins.get(owner.plugin)?, &owner.gate, page))
+    }
+
     /// The plugin serving `uri` (the one listing it, else the first whose template matches),
     /// and the resource's gate.
     pub(super) fn resource_owner(&self, uri: &str) -> Option<(&PluginCode, &Gate)> {
+        if let Some((owner, _)) = self.skill_files.get(uri) {
+            return Some((self.plugins.get(owner.plugin)?, &owner.gate));
+        }
         let (plugin, gate) = match self.resources.index.get(uri) {
             Some(owner) => (owner.plugin, &owner.gate),
             None => {

@@ -76,6 +76,14 @@ fn owner<'a>(catalog: &'a Catalog, request: &ClientRequest) -> Option<(&'a Plugi
                 .find(|t| t.uri_template == *uri)
                 .map(|t| (t.plugin, &t.gate)),
         },
+        ClientRequest::GetSkill(p) => {
+            return catalog
+                .skill(&p.uri)
+                .map(|(plugin, gate, _)| (plugin, gate));
+        }
+        ClientRequest::ReadDirectory(p) => {
+            return catalog.directory_owner(&p.uri);
+        }
         ClientRequest::ReadResource(p) | ClientRequest::Subscribe(p) => {
             return catalog.resource_owner(&p.uri);
         }
@@ -92,6 +100,9 @@ impl Backend for PluginSet {
                 prompts: true,
                 resources: true,
                 completions: true,
+                // Declared while some plugin serves skills (each 2026-07-28 request sees
+                // the catalog of the moment).
+                skills: self.catalog().offers.skills,
                 list_changed: true,
             };
         }
@@ -231,8 +242,48 @@ impl Backend for PluginSet {
         }
     }
 
+    fn get_skill(&self, uri: &str, ctx: &RequestContext) -> MethodResult {
+        let catalog = self.catalog();
+        let Some((plugin, gate, entry)) = catalog.skill(uri) else {
+            return Err(ErrorObject::invalid_params(format!(
+                "no skill is served at `{uri}` (a skill is named by its SKILL.md's URI; skills/list lists them)"
+            )));
+        };
+        caller_may_use(ctx, plugin, gate)?;
+        let mut body = String::with_capacity(entry.get().len() + 10);
+        body.push_str("{\"skill\":");
+        body.push_str(entry.get());
+        body.push('}');
+        RawValue::from_string(body)
+            .map(MethodOutput::from)
+            .map_err(|e| ErrorObject::internal(format!("could not build the result: {e}")))
+    }
+
+    fn read_directory(
+        &self,
+        uri: &str,
+        cursor: Option<&str>,
+        ctx: &RequestContext,
+    ) -> MethodResult {
+        let catalog = self.catalog();
+        let Some((plugin, gate, page)) = catalog.directory_page(uri, cursor, ctx.caller()) else {
+            let why = if catalog.skill_file(uri).is_some() {
+                "is a file, not a directory"
+            } else {
+                "names no directory served"
+            };
+            return Err(ErrorObject::invalid_params(format!("`{uri}` {why}")));
+        };
+        caller_may_use(ctx, plugin, gate)?;
+        page
+    }
+
     async fn read_resource(&self, uri: &str, ctx: RequestContext) -> MethodResult {
         let catalog = self.catalog();
+        if let Some((plugin, gate, file)) = catalog.skill_file(uri) {
+            caller_may_use(&ctx, plugin, gate)?;
+            return convert::skill_file_result(file);
+        }
         let Some((plugin, gate)) = catalog.resource_owner(uri) else {
             return Err(convert::resource_not_found(uri));
         };

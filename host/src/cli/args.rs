@@ -241,6 +241,21 @@ pub struct InspectArgs {
     pub secrets: Option<PathBuf>,
 }
 
+/// Arguments of `mcpbox skills`.
+#[derive(Debug, clap::Args)]
+pub struct SkillsArgs {
+    /// The plugin component to put the skills into (rewritten in place, or see `--output`).
+    pub plugin: PathBuf,
+
+    /// The directory of skills: each directory in it holding a `SKILL.md` is a skill. Leave it
+    /// out to take the skills out of the component.
+    pub dir: Option<PathBuf>,
+
+    /// Write the component here instead of over `PLUGIN`.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
 /// `--secrets PATH` read and checked, or none.
 pub fn read_secrets(path: Option<&Path>) -> anyhow::Result<crate::policy::Secrets> {
     Ok(match path {

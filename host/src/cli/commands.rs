@@ -1,12 +1,16 @@
 //! The bodies of the commands other than `serve` that need more than a line: `pull`, `check`,
-//! `call` and `state`. Their work is done by the rooms they name (`registry`, `config`,
+//! `call`, `state` and `skills`. Their work is done by the rooms they name (`registry`, `config`,
 //! `author`, `kv`); this module reads their arguments and shapes what they print.
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::args::{CallArgs, CheckArgs, PullArgs, ServeArgs, StateAction, StateCommandArgs};
+use anyhow::Context as _;
+
+use super::args::{
+    CallArgs, CheckArgs, PullArgs, ServeArgs, SkillsArgs, StateAction, StateCommandArgs,
+};
 use super::{ArgsError, Cli, Command, Outcome, reported, serve_command};
 use crate::author::{self, CallRequest};
 use crate::config::ConfigFile;
@@ -364,5 +368,52 @@ pub(super) async fn state_command(args: StateCommandArgs) -> anyhow::Result<Outc
     Ok(Outcome {
         output: Some(output),
         failed: false,
+    })
+}
+
+/// `mcpbox skills`: put the skills under a directory into a component (or take them out), and
+/// report what mcpbox will serve of them and what it refuses.
+pub fn skills(args: &SkillsArgs) -> anyhow::Result<Outcome> {
+    use crate::skills;
+    let wasm = std::fs::read(&args.plugin)
+        .with_context(|| format!("cannot read {}", args.plugin.display()))?;
+    let files = match &args.dir {
+        Some(dir) => skills::read_tree(dir).map_err(anyhow::Error::msg)?,
+        None => Vec::new(),
+    };
+    let packed = skills::pack(&wasm, &files)
+        .map_err(|why| anyhow::anyhow!("{}: {why}", args.plugin.display()))?;
+    let name = args
+        .plugin
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("plugin");
+    let served = skills::Skills::from_component(name, &packed);
+    let output = args.output.as_ref().unwrap_or(&args.plugin);
+    // Written beside and renamed, so a running server's watcher never reads half a file.
+    let partial = output.with_extension("wasm.partial");
+    std::fs::write(&partial, &packed)
+        .with_context(|| format!("cannot write {}", partial.display()))?;
+    std::fs::rename(&partial, output)
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    let mut report = format!(
+        "{}: {} skill(s) from {} file(s)\n",
+        output.display(),
+        served.skills.len(),
+        files.len()
+    );
+    for skill in &served.skills {
+        report.push_str(&format!(
+            "  serves {} ({} files)\n",
+            skill.uri,
+            skill.files.len()
+        ));
+    }
+    for (what, why) in &served.refused {
+        report.push_str(&format!("  refused {what}: {why}\n"));
+    }
+    Ok(Outcome {
+        output: Some(report),
+        failed: !served.refused.is_empty(),
     })
 }

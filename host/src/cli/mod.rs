@@ -1,12 +1,12 @@
 //! The command line: raw arguments (`args`, each flag with an `MCPBOX_*` environment
 //! fallback, merged with the configuration file), logging set-up, and running a command
-//! (`serve`; `call`, `inspect`, `new`, `push`, `sign` and `keygen` for plugin authors; `state`,
+//! (`serve`; `call`, `inspect`, `new`, `skills`, `push`, `sign` and `keygen` for plugin authors; `state`,
 //! `check` and `pull` for operators). `serve` is checked into settings and handed to
 //! [`Host`], the composition root; the other commands' work is their rooms' (`commands`).
 //! The top of the crate: it may use any room, and none uses it.
 //!
 //! Uses: `auth`, `author`, `config`, `engine`, `host`, `kv`, `policy`, `principal`, `registry`, `scaffold`,
-//! `server`, `telemetry`, `transport`, `watch`.
+//! `server`, `skills`, `telemetry`, `transport`, `watch`.
 
 mod args;
 mod commands;
@@ -94,6 +94,10 @@ pub enum Command {
     /// Make a key pair for signing (cosign's format): `PREFIX.key`, encrypted with
     /// `COSIGN_PASSWORD`, and `PREFIX.pub`.
     Keygen(KeygenArgs),
+    /// Put a directory of Agent Skills into a plugin component (any language's; the Rust
+    /// SDK's `skills!` does it at build time), replacing the skills it carried, and say what
+    /// mcpbox will serve of them.
+    Skills(SkillsArgs),
 }
 
 /// What a command leaves for `main` to print: output for stdout, and whether it failed.
@@ -284,6 +288,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             return reported(outcome);
         }
         Command::Keygen(args) => return reported(crate::registry::keygen(&args.prefix)),
+        Command::Skills(args) => return self::commands::skills(&args),
         Command::State(args) => {
             let outcome = runtime.block_on(state_command(args));
             runtime.shutdown_timeout(Duration::from_millis(100));

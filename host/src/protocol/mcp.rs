@@ -168,6 +168,16 @@ pub struct ReadResourceParams {
     pub uri: String,
 }
 
+/// `resources/directory/read` params (the skills extension).
+#[derive(Debug, Deserialize)]
+pub struct ReadDirectoryParams {
+    /// The directory's URI.
+    pub uri: String,
+    /// The `nextCursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
 /// `completion/complete` params.
 #[derive(Debug, Deserialize)]
 pub struct CompleteParams {

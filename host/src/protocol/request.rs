@@ -13,7 +13,7 @@ use super::error::ErrorObject;
 use super::jsonrpc::{Notification, Request, RequestId};
 use super::mcp::{
     CallToolParams, CancelledParams, CompleteParams, GetPromptParams, InitializeParams, ListParams,
-    ListenParams, ReadResourceParams, SetLevelParams, parse_params,
+    ListenParams, ReadDirectoryParams, ReadResourceParams, SetLevelParams, parse_params,
 };
 
 /// The `_meta` key naming the protocol revision of a 2026-07-28 request.
@@ -58,6 +58,12 @@ pub enum Method {
     Complete,
     /// `logging/setLevel` (2025-11-25 and older).
     SetLevel,
+    /// `skills/list` (the skills extension).
+    ListSkills,
+    /// `skills/get` (the skills extension).
+    GetSkill,
+    /// `resources/directory/read` (the skills extension).
+    ReadDirectory,
     /// Any other name.
     Unknown(String),
 }
@@ -81,6 +87,9 @@ impl Method {
             "resources/unsubscribe" => Self::Unsubscribe,
             "completion/complete" => Self::Complete,
             "logging/setLevel" => Self::SetLevel,
+            "skills/list" => Self::ListSkills,
+            "skills/get" => Self::GetSkill,
+            "resources/directory/read" => Self::ReadDirectory,
             other => Self::Unknown(other.to_owned()),
         }
     }
@@ -112,6 +121,9 @@ impl Method {
             Self::Unsubscribe => "resources/unsubscribe",
             Self::Complete => "completion/complete",
             Self::SetLevel => "logging/setLevel",
+            Self::ListSkills => "skills/list",
+            Self::GetSkill => "skills/get",
+            Self::ReadDirectory => "resources/directory/read",
             Self::Unknown(_) => "other",
         }
     }
@@ -304,6 +316,12 @@ pub enum ClientRequest {
     Complete(CompleteParams),
     /// `logging/setLevel`.
     SetLevel(SetLevelParams),
+    /// `skills/list`.
+    ListSkills(ListParams),
+    /// `skills/get`.
+    GetSkill(ReadResourceParams),
+    /// `resources/directory/read`.
+    ReadDirectory(ReadDirectoryParams),
     /// A method this server does not know.
     Unknown(String),
 }
@@ -379,6 +397,9 @@ fn decode_body(method: &Method, params: Option<&RawValue>) -> Result<ClientReque
         Method::Unsubscribe => ClientRequest::Unsubscribe(parse_params(name, params)?),
         Method::Complete => ClientRequest::Complete(parse_params(name, params)?),
         Method::SetLevel => ClientRequest::SetLevel(parse_params(name, params)?),
+        Method::ListSkills => ClientRequest::ListSkills(parse_params(name, params)?),
+        Method::GetSkill => ClientRequest::GetSkill(parse_params(name, params)?),
+        Method::ReadDirectory => ClientRequest::ReadDirectory(parse_params(name, params)?),
         Method::Unknown(name) => ClientRequest::Unknown(name.clone()),
     })
 }
@@ -441,6 +462,9 @@ mod tests {
             "resources/unsubscribe",
             "completion/complete",
             "logging/setLevel",
+            "skills/list",
+            "skills/get",
+            "resources/directory/read",
             "tools/explode",
         ] {
             assert_eq!(Method::from_name(name).as_str(), name);

@@ -50,6 +50,28 @@ pub struct ServerCapabilities {
     /// `tools`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<ListCapability>,
+    /// `extensions`: each extension served, by identifier, with its settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<Extensions>,
+}
+
+/// The extensions a server serves (SEP-2133: settings inline under each identifier).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Extensions {
+    /// The skills extension (SEP-2640).
+    #[serde(
+        rename = "io.modelcontextprotocol/skills",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub skills: Option<SkillsSettings>,
+}
+
+/// The skills extension's settings.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillsSettings {
+    /// `resources/directory/read` is served.
+    pub directory_read: bool,
 }
 
 /// The server's name and version.

@@ -1,4 +1,4 @@
-//! The methods both revisions share (lists, tools, prompts, resources, completion), dispatched
+//! The methods both revisions share (lists, tools, prompts, resources, completion, skills), dispatched
 //! to the [`Backend`] in one exhaustive match. What differs by revision (envelope, result
 //! decoration, error codes) is the caller's business.
 
@@ -52,6 +52,13 @@ pub async fn dispatch<B: Backend>(
         }
         ClientRequest::ReadResource(p) => backend.read_resource(&p.uri, ctx).await,
         ClientRequest::Complete(p) => backend.complete(p, ctx).await,
+        ClientRequest::ListSkills(p) => {
+            backend.list(ListKind::Skills, p.cursor.as_deref(), ctx.caller())
+        }
+        ClientRequest::GetSkill(p) => backend.get_skill(&p.uri, &ctx),
+        ClientRequest::ReadDirectory(p) => {
+            backend.read_directory(&p.uri, p.cursor.as_deref(), &ctx)
+        }
         ClientRequest::Initialize(_)
         | ClientRequest::Ping
         | ClientRequest::Discover

@@ -33,7 +33,9 @@ use tokio::sync::broadcast;
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, LogLevel};
-use crate::protocol::result::{Empty, ListCapability, ResourcesCapability, ServerCapabilities};
+use crate::protocol::result::{
+    Empty, Extensions, ListCapability, ResourcesCapability, ServerCapabilities, SkillsSettings,
+};
 
 pub use crate::protocol::result::ChangedList;
 pub use audit::{AuditOutcome, AuditRecord, AuditSink, AuditSlot};
@@ -104,6 +106,9 @@ pub struct Offers {
     pub resources: bool,
     /// Argument completion (`completion/complete`).
     pub completions: bool,
+    /// Skills (the `io.modelcontextprotocol/skills` extension: `skills/list`, `skills/get`,
+    /// `resources/directory/read`); their files are resources, so `resources` is set too.
+    pub skills: bool,
     /// The lists can change while the session runs: advertise `listChanged` (and every list
     /// kind, since plugins offering it may arrive later) and resource subscriptions.
     pub list_changed: bool,
@@ -124,6 +129,11 @@ impl Offers {
                 subscribe: self.list_changed,
             }),
             tools: self.tools.then_some(list),
+            extensions: self.skills.then_some(Extensions {
+                skills: Some(SkillsSettings {
+                    directory_read: true,
+                }),
+            }),
         }
     }
 }
@@ -155,6 +165,8 @@ pub enum ListKind {
     Resources,
     /// `resources/templates/list`.
     ResourceTemplates,
+    /// `skills/list`.
+    Skills,
 }
 
 /// What a method handler produces: its output, or the JSON-RPC error to send.
@@ -268,6 +280,29 @@ pub trait Backend: Send + Sync + 'static {
         uri: &str,
         ctx: RequestContext,
     ) -> impl Future<Output = MethodResult> + Send;
+
+    /// `skills/get`: the entry of the skill whose `SKILL.md` is at `uri`, as `caller` may see
+    /// it; -32602 for a URI that names no skill served.
+    fn get_skill(&self, uri: &str, ctx: &RequestContext) -> MethodResult {
+        let _ = ctx;
+        Err(ErrorObject::invalid_params(format!(
+            "no skill is served at `{uri}`"
+        )))
+    }
+
+    /// `resources/directory/read`: one page of the direct children of the directory at `uri`;
+    /// -32602 for a URI that names no directory served.
+    fn read_directory(
+        &self,
+        uri: &str,
+        cursor: Option<&str>,
+        ctx: &RequestContext,
+    ) -> MethodResult {
+        let _ = (cursor, ctx);
+        Err(ErrorObject::invalid_params(format!(
+            "no directory is served at `{uri}`"
+        )))
+    }
 
     /// `completion/complete`.
     fn complete(

@@ -30,6 +30,7 @@ impl<B: Backend> Session<B> {
             }
             Method::Complete => offers.completions,
             Method::Listen => offers.list_changed,
+            Method::ListSkills | Method::GetSkill | Method::ReadDirectory => offers.skills,
             _ => true,
         }
     }

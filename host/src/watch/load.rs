@@ -329,6 +329,7 @@ pub struct Compiled {
     file: PathBuf,
     digest: [u8; 32],
     provenance: Provenance,
+    skills: std::sync::Arc<crate::skills::Skills>,
 }
 
 /// Read a compiled plugin's lists (in a fresh instance, under its call limits).
@@ -338,10 +339,12 @@ async fn list_plugin(compiled: Compiled) -> Result<LoadedPlugin, FileError> {
         file,
         digest,
         provenance,
+        skills,
     } = compiled;
     let lists = code.read_lists().await.map_err(LoadError::List)?;
     let mut plugin = LoadedPlugin::new(code, file, lists, digest);
     plugin.provenance = provenance;
+    plugin.skills = skills;
     Ok(plugin)
 }
 
@@ -374,14 +377,21 @@ async fn compile_source(
         .into();
     let compiler = runtime.clone();
     let (wasm, component_digest) = (source.wasm, source.component_digest);
-    let component = tokio::task::spawn_blocking(move || compiler.compile(&wasm, &component_digest))
-        .await
-        .map_err(|e| FileError::Join(e.to_string()))??;
+    let plugin = name.to_string();
+    let (component, skills) = tokio::task::spawn_blocking(move || {
+        let component = compiler.compile(&wasm, &component_digest)?;
+        // Read once the engine has accepted the component, so a malformed file is its error.
+        let skills = crate::skills::Skills::from_component(&plugin, &wasm);
+        Ok::<_, LoadError>((component, std::sync::Arc::new(skills)))
+    })
+    .await
+    .map_err(|e| FileError::Join(e.to_string()))??;
     let code = PluginCode::prepare(runtime, name, &component, &component_digest, policy)?;
     Ok(Compiled {
         code,
         file,
         digest: source.digest,
         provenance: source.provenance,
+        skills,
     })
 }

@@ -40,7 +40,8 @@
 //!
 //! Every lifecycle event, here and in the startup load, is told through [`report`].
 //!
-//! Uses: `catalog`, `config`, `engine`, `metrics`, `policy`, `protocol`, `registry`, `server`.
+//! Uses: `catalog`, `config`, `engine`, `metrics`, `policy`, `protocol`, `registry`, `server`,
+//! `skills`.
 
 mod config;
 mod load;
@@ -420,6 +421,8 @@ impl Reloader {
                     current.digest,
                 );
                 plugin.provenance = current.provenance.clone();
+                // Same component, same skills.
+                plugin.skills = Arc::clone(&current.skills);
                 self.plugins.update(&current.file, Some(Arc::new(plugin)));
                 tracing::debug!(plugin = name, "read the plugin's lists again");
             }

@@ -1,5 +1,6 @@
 //! Example prompt plugin: `code_review`, a prompt with a required `language` argument, and
-//! completion of that argument.
+//! completion of that argument; and the `code-review` skill (`skills/code-review/`), shipped
+//! in the component with one line.
 
 use mcpbox_sdk::{Completions, Deserialize, JsonSchema, Plugin, Prompt, PromptMessage, Prompts};
 
@@ -76,3 +77,6 @@ impl Plugin for CodeReview {
 }
 
 mcpbox_sdk::export!(CodeReview);
+
+// The skills under `skills/` (each a directory holding a SKILL.md) go into the component.
+mcpbox_sdk::skills!("skills");

@@ -580,3 +580,6 @@ impl Plugin for Conformance {
 }
 
 mcpbox_sdk::export!(Conformance);
+
+// The skills under `skills/` go into the component (the suite's skills scenarios).
+mcpbox_sdk::skills!("skills");

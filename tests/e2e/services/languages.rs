@@ -29,6 +29,7 @@ fn build(script: &str, out: &Path, path_dirs: &[PathBuf]) {
         .arg(root().join(script))
         .arg(out)
         .env("PATH", path_with(path_dirs))
+        .env("MCPBOX", env!("CARGO_BIN_EXE_mcpbox"))
         .output()
         .unwrap_or_else(|e| panic!("run {script}: {e}"));
     assert!(
@@ -111,6 +112,27 @@ async fn read(client: &Client, uri: &str) -> String {
         .to_owned()
 }
 
+/// The example's skill (put in by its build script with `mcpbox skills`), read by rmcp's
+/// client as the resource it is, byte for byte as written.
+async fn skill(client: &Client, plugin: &str) {
+    let uri = format!("skill://{plugin}/taking-notes/SKILL.md");
+    let listed = client.list_all_resources().await.unwrap();
+    let entry = listed
+        .iter()
+        .find(|r| r.uri == uri)
+        .unwrap_or_else(|| panic!("{uri} is not listed"));
+    assert_eq!(entry.name, "taking-notes");
+    let dir = if plugin == "python_notes" {
+        "python-notes"
+    } else {
+        "js-notes"
+    };
+    let written =
+        std::fs::read_to_string(root().join(format!("plugins/{dir}/skills/taking-notes/SKILL.md")))
+            .unwrap();
+    assert_eq!(read(client, &uri).await, written);
+}
+
 /// Notes in a caller bucket (as the examples' own manifests grant them), and a configured
 /// greeting (`wasi:config`).
 const STATE: &str = "[keyvalue]\ncaller-buckets = [\"notes\"]\ncaller-quota-kib = 256\n\
@@ -179,6 +201,7 @@ async fn a_python_plugin_serves_tools_prompts_resources_and_state() {
         read(&client, "notes://about").await,
         "A Python plugin for mcpbox, built with componentize-py."
     );
+    skill(&client, "python_notes").await;
     caller_and_config(&client).await;
 
     assert_eq!(
@@ -247,6 +270,7 @@ async fn a_javascript_plugin_serves_tools_prompts_resources_and_state() {
         read(&client, "notes://about").await,
         "A JavaScript plugin for mcpbox, built with jco."
     );
+    skill(&client, "js_notes").await;
     caller_and_config(&client).await;
     assert_eq!(
         tool(&client, "add_note", json!({"text": "first"})).await.0,
