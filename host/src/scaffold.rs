@@ -188,6 +188,27 @@ fn write(dir: &Path, path: &str, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The skill every template ships (`skills/NAME/SKILL.md`): its name is the plugin's, as the
+/// Agent Skills naming rules allow it (lower-case letters, digits and single hyphens).
+fn skill(name: &str, stem: &str) -> (String, String) {
+    let mut skill = String::new();
+    for c in name.chars().map(|c| if c == '_' { '-' } else { c }) {
+        if !(c == '-' && (skill.is_empty() || skill.ends_with('-'))) {
+            skill.push(c);
+        }
+    }
+    let skill = skill.trim_end_matches('-').to_owned();
+    (
+        format!("skills/{skill}/SKILL.md"),
+        format!(
+            "---\nname: {skill}\ndescription: How and when to use the {stem} plugin's tools. Say here when an agent should load this skill.\n---\n\n\
+             # {skill}\n\n\
+             Instructions for the agent, served with the plugin (mcpbox PLUGINS.md, \"Skills\"):\n\n\
+             - Use the `hello` tool to greet someone by name.\n"
+        ),
+    )
+}
+
 /// The manifest every template writes beside the component: commented-out grants.
 fn manifest(stem: &str) -> (String, String) {
     (
@@ -271,6 +292,9 @@ impl Plugin for MyPlugin {{
 
 mcpbox_sdk::export!(MyPlugin);
 
+// The skills under `skills/` (each a directory holding a SKILL.md) go into the component.
+mcpbox_sdk::skills!("skills");
+
 #[cfg(test)]
 mod tests {{
     use super::*;
@@ -286,6 +310,7 @@ mod tests {{
             ),
         ),
         manifest(stem),
+        skill(name, stem),
         (
             "README.md".to_owned(),
             format!(
@@ -341,7 +366,9 @@ Tools, Prompts, Resources, Completion = plugin.exports()
             format!(
                 "#!/usr/bin/env bash\n# Build {stem}.wasm with componentize-py (pip install componentize-py).\n\
                  set -euo pipefail\ncd \"$(dirname \"$0\")\"\n\
-                 componentize-py -d wit -w {WORLD} componentize -p . app -o {stem}.wasm\n"
+                 componentize-py -d wit -w {WORLD} componentize -p . app -o {stem}.wasm\n\
+                 # The skills under skills/ go into the component.\n\
+                 \"${{MCPBOX:-mcpbox}}\" skills {stem}.wasm skills\n"
             ),
         ),
         (
@@ -354,6 +381,7 @@ Tools, Prompts, Resources, Completion = plugin.exports()
             ),
         ),
         manifest(stem),
+        skill(stem, stem),
         (
             "README.md".to_owned(),
             format!(
@@ -412,7 +440,7 @@ export const { tools, prompts, resources, completion } = plugin.exports();
   "private": true,
   "type": "module",
   "scripts": {{
-    "build": "componentize-js app.js --wit wit --world-name {WORLD} -o {stem}.wasm",
+    "build": "componentize-js app.js --wit wit --world-name {WORLD} -o {stem}.wasm && ${{MCPBOX:-mcpbox}} skills {stem}.wasm skills",
     "test": "npm run build && bash test.sh"
   }},
   "devDependencies": {{
@@ -432,6 +460,7 @@ export const { tools, prompts, resources, completion } = plugin.exports();
             ),
         ),
         manifest(stem),
+        skill(name, stem),
         (
             "README.md".to_owned(),
             format!(

@@ -95,6 +95,16 @@ async fn mcpbox_new_writes_a_rust_project_that_builds_and_passes_its_test() {
             &[],
         );
         assert!(said.contains("Hello, Ada!"), "{said}");
+        // Its skill went into the component with it.
+        let said = run_in(
+            &project,
+            &["mcpbox", "inspect", wasm.to_str().unwrap()],
+            &[],
+        );
+        assert!(
+            said.contains("skill://hello_rs/hello-rs/SKILL.md"),
+            "{said}"
+        );
     });
 }
 

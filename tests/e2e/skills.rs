@@ -349,3 +349,47 @@ async fn a_hostile_skills_section_is_refused_and_the_plugin_keeps_serving() {
     assert_eq!(std::fs::read_to_string(&text).unwrap(), "hello");
     raw.assert_alive(3).await;
 }
+
+#[tokio::test]
+async fn an_operator_turns_a_plugins_skills_off_and_on_again_live() {
+    let dir = plugin_dir(&[("code_review", "code_review.wasm")]);
+    let manifest = dir.path().join("code_review.toml");
+    std::fs::write(&manifest, "skills = false\n").unwrap();
+    let mut raw = Raw::initialized(dir.path(), &[]).await;
+    let (list, _) = ask(&mut raw, 1, "skills/list", json!({})).await;
+    assert_eq!(result(&list)["skills"], json!([]));
+    let (resources, _) = ask(&mut raw, 2, "resources/list", json!({})).await;
+    assert_eq!(result(&resources)["resources"], json!([]));
+    let (reply, _) = ask(&mut raw, 3, "resources/read", json!({"uri": SKILL})).await;
+    assert!(reply.get("error").is_some(), "{reply}");
+    // A 2026-07-28 request sees no extension declared.
+    let meta = json!({"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }});
+    let (discover, _) = ask(&mut raw, 4, "server/discover", meta.clone()).await;
+    assert!(
+        result(&discover)["capabilities"]
+            .get("extensions")
+            .is_none(),
+        "{discover}"
+    );
+    // Its prompt is still served.
+    let (prompts, _) = ask(&mut raw, 5, "prompts/list", json!({})).await;
+    assert_eq!(result(&prompts)["prompts"][0]["name"], "code_review");
+
+    std::fs::write(&manifest, "skills = true\n").unwrap();
+    notified(&mut raw, "notifications/resources/list_changed", None).await;
+    let (list, _) = ask(&mut raw, 6, "skills/list", json!({})).await;
+    assert_eq!(result(&list)["skills"][0]["uri"], SKILL);
+    let (discover, _) = ask(&mut raw, 7, "server/discover", meta).await;
+    assert_eq!(
+        result(&discover)["capabilities"]["extensions"]["io.modelcontextprotocol/skills"],
+        json!({"directoryRead": true})
+    );
+    // A manifest with a mistyped value is refused with the key named, and the plugin keeps
+    // its last good policy.
+    std::fs::write(&manifest, "skills = \"no\"\n").unwrap();
+    raw.stderr.wait_for("skills").await;
+    raw.assert_alive(8).await;
+}

@@ -71,7 +71,9 @@ impl CallHost for ClientBridge {
                 HostRequest::Elicit => ServerRequest::Elicitation,
                 HostRequest::ListRoots => ServerRequest::Roots,
             };
+            // Without line breaks: they would end the message on stdio or SSE.
             let params = RawValue::from_string(params)
+                .map(crate::protocol::jsonrpc::flat_raw)
                 .map_err(|e| format!("the request is not valid JSON: {e}"))?;
             if !params.get().trim_start().starts_with('{') {
                 return Err("the request must be a JSON object".to_owned());

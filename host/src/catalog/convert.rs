@@ -16,6 +16,7 @@ use crate::engine::{
 };
 use crate::protocol::ErrorObject;
 use crate::protocol::error::RESOURCE_NOT_FOUND;
+use crate::protocol::jsonrpc::flat_raw;
 use crate::server::{MethodOutput, MethodResult};
 
 /// Serialise `value` as raw JSON; failure is an internal error.
@@ -29,9 +30,12 @@ fn result(value: &impl Serialize) -> MethodResult {
     to_raw(value).map(MethodOutput::from)
 }
 
-/// Parse plugin-supplied JSON text, keeping it byte-for-byte.
+/// Parse plugin-supplied JSON text, keeping it byte-for-byte but for line breaks (the
+/// whitespace around tokens goes when there is one: see [`flat_raw`]).
 fn raw_json(text: &str) -> Result<Box<RawValue>, String> {
-    RawValue::from_string(text.to_owned()).map_err(|e| format!("is not valid JSON: {e}"))
+    RawValue::from_string(text.to_owned())
+        .map(flat_raw)
+        .map_err(|e| format!("is not valid JSON: {e}"))
 }
 
 #[derive(Serialize)]
@@ -337,6 +341,21 @@ mod tests {
             output_schema: None,
             annotations: None,
         }
+    }
+
+    #[test]
+    fn plugin_json_with_line_breaks_leaves_without_them() {
+        let pretty = "{\n  \"type\": \"object\",\n  \"properties\": {\"a\": {\"description\": \"x\\ny\"}}\n}";
+        let listed = tool_json(&tool(pretty)).unwrap();
+        assert!(!listed.get().contains('\n'), "{}", listed.get());
+        let result = call_tool_result(&ToolResult {
+            content: vec![],
+            structured: Some("{\n\"a\": 1\n}".to_owned()),
+            is_error: false,
+        })
+        .unwrap();
+        assert!(!result.body.get().contains('\n'), "{}", result.body.get());
+        assert!(result.body.get().contains(r#""structuredContent":{"a":1}"#));
     }
 
     #[test]

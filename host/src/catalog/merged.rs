@@ -136,6 +136,7 @@ impl LoadedPlugin {
             resources = lists.resources.len(),
             templates = lists.templates.len(),
             skills = self.skills.skills.len(),
+            skills_served = !self.code.policy().hide_skills,
             serves = names.served,
             refused = names.refused,
             grants = %GrantSummary(self.code.policy()),
@@ -176,6 +177,7 @@ impl LoadedPlugin {
             "naming": naming_json(&self.code.policy().naming),
             "unknownNames": p.unknown,
             "skills": self.skills.skills.iter().filter_map(|s| serde_json::from_str::<serde_json::Value>(s.entry.get()).ok()).collect::<Vec<_>>(),
+            "skillsServed": !self.code.policy().hide_skills,
             "refusedSkills": self.skills.refused.iter().map(|(item, why)| serde_json::json!({"item": item, "reason": why})).collect::<Vec<_>>(),
             "grants": GrantSummary(self.code.policy()).to_string(),
             "limits": {
@@ -223,6 +225,7 @@ impl LoadedPlugin {
                 self.skills
                     .skills
                     .iter()
+                    .filter(|_| !self.code.policy().hide_skills)
                     .flat_map(|s| &s.files)
                     .map(|f| Claim::Resource(f.uri.clone())),
             )
@@ -527,10 +530,10 @@ impl Catalog {
         owners: &HashMap<Claim, usize>,
     ) {
         let skills = &loaded.skills;
-        if skills.is_empty() {
+        let policy = loaded.code.policy();
+        if skills.is_empty() || policy.hide_skills {
             return;
         }
-        let policy = loaded.code.policy();
         let scopes = &policy.scopes;
         let resource_gate = |uri: &str| gate(scopes, policy.naming.resources.scopes_of(uri));
         for skill in &skills.skills {

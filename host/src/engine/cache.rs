@@ -62,7 +62,7 @@ impl ComponentCache {
     }
 
     fn entry(&self, component: &[u8; 32]) -> PathBuf {
-        let digest = hex(component);
+        let digest = hex::encode(component);
         self.dir.join(format!(
             "{digest}-{}-{}.cwasm",
             self.engine_key,
@@ -189,10 +189,6 @@ fn deserialize(engine: &Engine, body: &[u8]) -> wasmtime::Result<Component> {
     // configuration, and the checksum written with it matched), so it is a well-formed
     // compiled component; wasmtime itself refuses one built for another configuration.
     unsafe { Component::deserialize(engine, body) }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -95,6 +95,8 @@ pub struct Policy {
     /// Whether it sees its callers' own keys (`oauth:ISSUER sub:SUBJECT`) as their ids
     /// instead of opaque ones (`reveal-caller = true`).
     pub reveal_caller: bool,
+    /// The skills its component carries are not served (`skills = false`).
+    pub hide_skills: bool,
 }
 
 /// Which of a plugin's items are served, and under what names: a prefix for its tool and

@@ -279,6 +279,45 @@ fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
     None
 }
 
+/// `json` (valid JSON text) with no line break: the whitespace between its tokens removed if
+/// it has a line break, else as it is (strings are untouched: in valid JSON they cannot hold a
+/// raw line break). JSON a plugin supplies is passed through as text, and a line break in it
+/// would end a stdio message or an SSE field early.
+pub fn without_line_breaks(json: &str) -> std::borrow::Cow<'_, str> {
+    if !json.bytes().any(|b| b == b'\n' || b == b'\r') {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `raw` with no line break (see [`without_line_breaks`]).
+pub fn flat_raw(raw: Box<RawValue>) -> Box<RawValue> {
+    match without_line_breaks(raw.get()) {
+        std::borrow::Cow::Borrowed(_) => raw,
+        // Removing whitespace between the tokens of valid JSON leaves valid JSON.
+        std::borrow::Cow::Owned(flat) => RawValue::from_string(flat).unwrap_or(raw),
+    }
+}
+
 #[derive(Serialize)]
 struct Outgoing<'a> {
     jsonrpc: &'static str,
@@ -370,6 +409,21 @@ fn encode(message: &impl Serialize) -> Reply {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn line_breaks_leave_plugin_json_and_nothing_else_changes() {
+        use super::without_line_breaks;
+        let pretty = "{\n  \"a\": [1, 2],\r\n  \"s\": \"x \\\" \\n y\"\n}";
+        let flat = without_line_breaks(pretty);
+        assert_eq!(flat, r#"{"a":[1,2],"s":"x \" \n y"}"#);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&flat).unwrap(),
+            serde_json::from_str::<serde_json::Value>(pretty).unwrap()
+        );
+        // Without a line break, byte for byte (a schema's spacing and key order survive).
+        let kept = r#"{"b": 1, "a": {"x": "y z"}}"#;
+        assert!(matches!(without_line_breaks(kept), std::borrow::Cow::Borrowed(k) if k == kept));
+    }
+
     use serde_json::{Value, json};
 
     use super::*;

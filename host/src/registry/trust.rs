@@ -165,12 +165,7 @@ impl TrustedKey {
 
 /// `sha256:HEX` of `bytes`.
 pub fn digest_string(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex(&Sha256::digest(bytes).into()))
-}
-
-/// Lower-case hex of a SHA-256.
-fn hex(digest: &[u8; 32]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// Which plugins must be signed, by which keys: the `[signatures]` table of the configuration.
@@ -397,7 +392,7 @@ impl Trust {
     ) -> Result<Provenance, TrustError> {
         let dir = file.parent().unwrap_or(Path::new("."));
         let lock = self.lock_file(&dir.join(LOCK_FILE))?;
-        let actual = format!("sha256:{}", hex(digest));
+        let actual = format!("sha256:{}", hex::encode(digest));
         let entry = lock.as_ref().and_then(|lock| lock.plugins.get(name));
         if let Some(entry) = entry
             && entry.component != actual

@@ -305,6 +305,12 @@ async fn mcpbox_new_writes_python_and_js_projects_that_build_and_pass_their_test
             "{said}"
         );
         assert!(project.join("hello_py.wasm").exists());
+        // Its build script put its skill into the component.
+        let said = run_in(&project, &["mcpbox", "inspect", "hello_py.wasm"], &[]);
+        assert!(
+            said.contains("skill://hello_py/hello-py/SKILL.md"),
+            "{said}"
+        );
 
         let parent = scaffold("hello-js", "js");
         let project = parent.path().join("hello-js");
@@ -314,5 +320,10 @@ async fn mcpbox_new_writes_python_and_js_projects_that_build_and_pass_their_test
             "{said}"
         );
         assert!(project.join("hello_js.wasm").exists());
+        let said = run_in(&project, &["mcpbox", "inspect", "hello_js.wasm"], &[]);
+        assert!(
+            said.contains("skill://hello_js/hello-js/SKILL.md"),
+            "{said}"
+        );
     });
 }

@@ -5,6 +5,7 @@
 //! scopes = ["weather"]     # optional: OAuth scopes a caller's token must carry (HTTP + OAuth)
 //! prefix = "weather_"      # optional: its tools and prompts are served as weather_NAME
 //! reveal-caller = false    # optional: true gives it callers' own keys as their ids
+//! skills = true            # optional: false serves none of the skills its component carries
 //!
 //! [limits]                 # each key optional; the command line's values are the defaults
 //! fuel = 2_000_000_000
@@ -148,6 +149,9 @@ struct Manifest {
     /// Give it callers' own keys as their ids.
     #[serde(default, rename = "reveal-caller")]
     reveal_caller: bool,
+    /// Serve the skills its component carries (the default).
+    #[serde(default)]
+    skills: Option<bool>,
 }
 
 /// Read and validate the manifest at `file`. `defaults` are the limits of a plugin without
@@ -198,6 +202,7 @@ fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyE
         },
         config: config(file, manifest.config)?,
         reveal_caller: manifest.reveal_caller,
+        hide_skills: manifest.skills == Some(false),
     })
 }
 

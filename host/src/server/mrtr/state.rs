@@ -122,7 +122,7 @@ impl Binding {
         Ok(Self {
             on: format!("{} {target}", method.as_str()),
             params: digest(&Value::Object(params)),
-            caller: hex(&Sha256::digest(caller.key().as_bytes())),
+            caller: hex::encode(Sha256::digest(caller.key().as_bytes())),
         })
     }
 }
@@ -131,11 +131,7 @@ impl Binding {
 pub(super) fn digest(value: &Value) -> String {
     let mut canonical = String::new();
     write_canonical(value, &mut canonical);
-    hex(&Sha256::digest(canonical.as_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(canonical.as_bytes()))
 }
 
 /// JSON with object keys sorted, so equal values always give equal text.
