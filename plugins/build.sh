@@ -8,7 +8,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
-examples=(echo-tools code-review quotes weather files interactive todo)
+examples=(echo-tools code-review quotes weather files interactive todo sequential-thinking)
 # Built with the examples, kept apart: the fixtures of the official conformance suite.
 conformance=(conformance)
 fixtures=()
@@ -43,7 +43,8 @@ collect "$root/target/plugins" "${examples[@]}"
 collect "$root/target/conformance-plugins" "${conformance[@]}"
 # Manifests (grants) go beside their plugins. The files example gets its sample directory by
 # absolute path, so the manifest works wherever the plugin directory is used from.
-cp "$root/plugins/weather/weather.toml" "$root/plugins/todo/todo.toml" "$root/target/plugins/"
+cp "$root/plugins/weather/weather.toml" "$root/plugins/todo/todo.toml" \
+  "$root/plugins/sequential-thinking/sequential_thinking.toml" "$root/target/plugins/"
 cat > "$root/target/plugins/files.toml" <<TOML
 # Written by plugins/build.sh: grant the files example its sample directory, read-only.
 [[dirs]]

@@ -16,7 +16,8 @@
 //! `oauth2-mock-server` on Node 22) and the official Python SDK (PyPI); `python`, the official
 //! Python SDK; `budgets_shared`, `readiness` and `state_redis`, a `redis-server`; `registry`, a CNCF
 //! distribution registry (`docker-registry`, with `htpasswd` and `script` for two tests);
-//! `scale`, `redis-server` and HAProxy; `status`, a headless chromium. Where a module of the
+//! `reference`, Node 22 and the original reference servers (npm); `scale`, `redis-server` and
+//! HAProxy; `status`, a headless chromium. Where a module of the
 //! same name sits beside this one, the tests of that area that need none of this are there.
 
 mod budgets_shared;
@@ -27,6 +28,7 @@ mod metrics;
 mod oauth;
 mod python;
 mod readiness;
+mod reference;
 mod registry;
 mod scale;
 mod state_redis;
