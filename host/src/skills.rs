@@ -36,6 +36,11 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const MAX_FILES: usize = 512;
 /// The most bytes one skill's files may hold together (the extension's limit).
 pub const MAX_SKILL_BYTES: u64 = 16 * 1024 * 1024;
+/// The most bytes a `SKILL.md`'s front matter may hold: far more than the Agent Skills fields
+/// need, and a bound on what the YAML parser is given.
+pub const MAX_FRONTMATTER_BYTES: usize = 64 * 1024;
+/// The deepest nesting of the front matter's values.
+pub const MAX_FRONTMATTER_DEPTH: usize = 32;
 
 /// One section's document.
 #[derive(Deserialize)]
@@ -89,9 +94,20 @@ pub fn read_tree(dir: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, String
                 continue;
             }
             let path = entry.path();
-            if path.is_dir() {
+            // Not followed, so no link can loop or reach outside the tree, and nothing but a
+            // regular file is read (a FIFO would never end).
+            let kind = entry
+                .file_type()
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            if kind.is_dir() {
                 walk(root, &path, out)?;
                 continue;
+            }
+            if !kind.is_file() {
+                return Err(format!(
+                    "{} is not a regular file or directory (links are not followed)",
+                    path.display()
+                ));
             }
             let relative = path
                 .strip_prefix(root)
@@ -526,18 +542,30 @@ pub fn frontmatter(text: &str) -> Result<Map<String, Value>, String> {
         offset += line.len();
     }
     let yaml = &rest[..yaml_end.ok_or(missing)?];
+    if yaml.len() > MAX_FRONTMATTER_BYTES {
+        return Err(format!(
+            "its SKILL.md's front matter has {} bytes; at most {MAX_FRONTMATTER_BYTES} are read",
+            yaml.len()
+        ));
+    }
     let documents = yaml_rust2::YamlLoader::load_from_str(yaml)
         .map_err(|e| format!("its SKILL.md's front matter is not YAML: {e}"))?;
-    match documents.into_iter().next().map(|doc| yaml_json(&doc)) {
+    match documents.into_iter().next().map(|doc| yaml_json(&doc, 0)) {
         Some(Ok(Value::Object(map))) => Ok(map),
         Some(Err(why)) => Err(format!("its SKILL.md's front matter: {why}")),
         _ => Err("its SKILL.md's front matter is not a mapping".to_owned()),
     }
 }
 
-/// A YAML value as JSON: mappings need string keys.
-fn yaml_json(yaml: &yaml_rust2::Yaml) -> Result<Value, String> {
+/// A YAML value as JSON: mappings need string keys, nesting at most
+/// [`MAX_FRONTMATTER_DEPTH`] deep (`depth` is this value's).
+fn yaml_json(yaml: &yaml_rust2::Yaml, depth: usize) -> Result<Value, String> {
     use yaml_rust2::Yaml;
+    if depth > MAX_FRONTMATTER_DEPTH {
+        return Err(format!(
+            "it nests deeper than {MAX_FRONTMATTER_DEPTH} levels"
+        ));
+    }
     Ok(match yaml {
         Yaml::Null => Value::Null,
         Yaml::Boolean(b) => Value::Bool(*b),
@@ -547,7 +575,12 @@ fn yaml_json(yaml: &yaml_rust2::Yaml) -> Result<Value, String> {
             _ => return Err(format!("`{text}` is not a finite number")),
         },
         Yaml::String(s) => Value::String(s.clone()),
-        Yaml::Array(items) => Value::Array(items.iter().map(yaml_json).collect::<Result<_, _>>()?),
+        Yaml::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| yaml_json(item, depth + 1))
+                .collect::<Result<_, _>>()?,
+        ),
         Yaml::Hash(hash) => {
             let mut map = Map::new();
             for (key, value) in hash {
@@ -557,7 +590,7 @@ fn yaml_json(yaml: &yaml_rust2::Yaml) -> Result<Value, String> {
                     Yaml::Boolean(b) => b.to_string(),
                     _ => return Err("a mapping key is not a string".to_owned()),
                 };
-                map.insert(key, yaml_json(value)?);
+                map.insert(key, yaml_json(value, depth + 1)?);
             }
             Value::Object(map)
         }
@@ -737,6 +770,32 @@ mod tests {
             let why = unpack(doc.as_bytes(), &mut BTreeMap::new()).unwrap_err();
             assert!(why.contains(expected), "{doc}: {why}");
         }
+    }
+
+    #[test]
+    fn front_matter_is_bounded_in_size_and_depth() {
+        let deep = format!(
+            "---\nname: deep\ndescription: d\nx: {}1{}\n---\n",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let big = format!(
+            "---\nname: big\ndescription: {}\n---\n",
+            "a".repeat(MAX_FRONTMATTER_BYTES)
+        );
+        let skills = tree(&[("deep/SKILL.md", &deep), ("big/SKILL.md", &big)]);
+        assert!(skills.skills.is_empty());
+        let reasons: Vec<&str> = skills.refused.iter().map(|(_, why)| why.as_str()).collect();
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("deeper") || r.contains("recursion")),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons.iter().any(|r| r.contains("at most 65536")),
+            "{reasons:?}"
+        );
     }
 
     #[test]

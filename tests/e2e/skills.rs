@@ -347,6 +347,18 @@ async fn a_hostile_skills_section_is_refused_and_the_plugin_keeps_serving() {
     let (report, ok) = pack(&text, Some(dir.path()));
     assert!(!ok && report.contains("not a WebAssembly file"), "{report}");
     assert_eq!(std::fs::read_to_string(&text).unwrap(), "hello");
+    // A link looping back up the tree is not followed: refused by name, the component as it was.
+    let looped = tempfile::tempdir().unwrap();
+    write(
+        looped.path(),
+        "loop/SKILL.md",
+        b"---\nname: loop\ndescription: d\n---\n",
+    );
+    std::os::unix::fs::symlink(looped.path(), looped.path().join("loop/again")).unwrap();
+    let before = std::fs::read(&plugin).unwrap();
+    let (report, ok) = pack(&plugin, Some(looped.path()));
+    assert!(!ok && report.contains("links are not followed"), "{report}");
+    assert_eq!(std::fs::read(&plugin).unwrap(), before);
     raw.assert_alive(3).await;
 }
 

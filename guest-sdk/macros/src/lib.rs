@@ -142,8 +142,17 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(),
         if entry.file_name().to_string_lossy().starts_with('.') {
             continue;
         }
-        if path.is_dir() {
+        // Not followed, so no link can loop or reach outside the tree; only regular files.
+        let kind = entry
+            .file_type()
+            .map_err(|e| format!("skills!: cannot read {}: {e}", path.display()))?;
+        if kind.is_dir() {
             walk(root, &path, out)?;
+        } else if !kind.is_file() {
+            return Err(format!(
+                "skills!: {} is not a regular file or directory (links are not followed)",
+                path.display()
+            ));
         } else {
             let relative = path
                 .strip_prefix(root)
