@@ -195,16 +195,13 @@ fn leb128(out: &mut Vec<u8>, mut value: usize) {
 pub struct SkillFile {
     /// `skill://PLUGIN/SKILL-PATH/FILE-PATH`.
     pub uri: String,
-    /// Its media type.
-    pub mime: String,
-    /// Its bytes.
-    pub bytes: Arc<[u8]>,
-    /// Whether the bytes are UTF-8 (served as `text`, else as `blob`).
-    pub text: bool,
     /// `sha256:` and the hex digest of its bytes.
     pub digest: String,
     /// Its `Resource` object, as `resources/list` and directory reads show it.
     pub resource: Arc<RawValue>,
+    /// Its `ResourceContents` object, as `resources/read` returns it: the bytes as `text` when
+    /// they are UTF-8, else as a Base64 `blob` (made once, at load).
+    pub contents: Arc<RawValue>,
 }
 
 /// One skill, ready to serve.
@@ -240,11 +237,6 @@ pub struct Skills {
 }
 
 impl Skills {
-    /// No skills.
-    pub fn is_empty(&self) -> bool {
-        self.skills.is_empty()
-    }
-
     /// The skills in the component `wasm` of plugin `plugin`: the files of every [`SECTION`]
     /// (of the component or of a module nested in it), grouped into skills and checked.
     pub fn from_component(plugin: &str, wasm: &[u8]) -> Self {
@@ -273,13 +265,12 @@ impl Skills {
                 _ => None,
             })
             .collect();
-        let top = |path: &str| -> bool { path == "SKILL.md" };
         for path in files.keys() {
             let inside = roots
                 .iter()
                 .any(|root| path.starts_with(&format!("{root}/")));
             if !inside {
-                let why = if top(path) {
+                let why = if path == "SKILL.md" {
                     "a SKILL.md must be in its skill's directory (`NAME/SKILL.md`), not at the top"
                         .to_owned()
                 } else {
@@ -289,7 +280,6 @@ impl Skills {
             }
         }
         let base = format!("skill://{plugin}");
-        let mut served: Vec<(String, Vec<Arc<SkillFile>>)> = Vec::new();
         for root in &roots {
             let prefix = format!("{root}/");
             let own: Vec<(&String, &Vec<u8>)> = files
@@ -297,14 +287,11 @@ impl Skills {
                 .filter(|(path, _)| path.starts_with(&prefix))
                 .collect();
             match skill(&base, root, &own) {
-                Ok((skill, files)) => {
-                    self.skills.push(skill);
-                    served.push((root.clone(), files));
-                }
+                Ok(skill) => self.skills.push(skill),
                 Err(why) => self.refused.push((format!("`{root}`"), why)),
             }
         }
-        self.directories = directories(&base, &served);
+        self.directories = directories(&base, &self.skills);
     }
 }
 
@@ -394,11 +381,7 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 /// The skill at `root` (its files `own`, paths from the tree's top), served under `base`.
-fn skill(
-    base: &str,
-    root: &str,
-    own: &[(&String, &Vec<u8>)],
-) -> Result<(Skill, Vec<Arc<SkillFile>>), String> {
+fn skill(base: &str, root: &str, own: &[(&String, &Vec<u8>)]) -> Result<Skill, String> {
     let name = root.rsplit('/').next().unwrap_or(root);
     if !valid_name(name) {
         return Err(format!(
@@ -452,7 +435,11 @@ fn skill(
     }
     let uri = format!("{base}/{manifest_path}");
     let mut files: Vec<Arc<SkillFile>> = Vec::with_capacity(own.len());
-    for (path, bytes) in own {
+    let mut resources: Vec<Value> = Vec::with_capacity(own.len());
+    // SKILL.md first, then the rest in path order (as `own` is).
+    let (manifest_first, rest): (Vec<_>, Vec<_>) =
+        own.iter().partition(|(path, _)| **path == manifest_path);
+    for (path, bytes) in manifest_first.into_iter().chain(rest) {
         let file_uri = format!("{base}/{path}");
         let is_manifest = **path == manifest_path;
         let mime = if is_manifest {
@@ -470,33 +457,33 @@ fn skill(
         if is_manifest {
             resource["description"] = json!(description);
         }
-        let file = SkillFile {
+        let mut contents = json!({ "uri": file_uri, "mimeType": mime });
+        match std::str::from_utf8(bytes) {
+            Ok(text) => contents["text"] = json!(text),
+            Err(_) => {
+                contents["blob"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+        }
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(bytes)));
+        resources.push(json!({ "uri": file_uri, "digest": digest, "size": bytes.len() }));
+        files.push(Arc::new(SkillFile {
             uri: file_uri,
-            mime,
-            text: std::str::from_utf8(bytes).is_ok(),
-            digest: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
-            bytes: Arc::from(bytes.as_slice()),
+            digest,
             resource: raw(&resource)?,
-        };
-        files.push(Arc::new(file));
+            contents: raw(&contents)?,
+        }));
     }
-    // SKILL.md first, then the rest in path order.
-    files.sort_by_key(|f| (f.uri != uri, f.uri.clone()));
-    let resources: Vec<Value> = files
-        .iter()
-        .map(|f| json!({ "uri": f.uri, "digest": f.digest, "size": f.bytes.len() }))
-        .collect();
+
     let entry = json!({
         "uri": uri,
         "frontmatter": Value::Object(frontmatter),
         "resources": resources,
     });
-    let skill = Skill {
+    Ok(Skill {
         uri,
-        files: files.clone(),
+        files,
         entry: raw(&entry)?,
-    };
-    Ok((skill, files))
+    })
 }
 
 /// `value` as JSON text.
@@ -601,7 +588,7 @@ fn yaml_json(yaml: &yaml_rust2::Yaml, depth: usize) -> Result<Value, String> {
 }
 
 /// Every directory of the served skills' tree under `base`, with its direct children.
-fn directories(base: &str, served: &[(String, Vec<Arc<SkillFile>>)]) -> Vec<Directory> {
+fn directories(base: &str, served: &[Skill]) -> Vec<Directory> {
     // Directory URI -> child URI -> (resource, file URI).
     type Children = BTreeMap<String, (Arc<RawValue>, Option<String>)>;
     let mut dirs: BTreeMap<String, Children> = BTreeMap::new();
@@ -610,8 +597,8 @@ fn directories(base: &str, served: &[(String, Vec<Arc<SkillFile>>)]) -> Vec<Dire
         let name = uri.rsplit('/').next().unwrap_or(uri);
         raw(&json!({ "uri": uri, "name": name, "mimeType": DIRECTORY_MIME })).ok()
     };
-    for (_, files) in served {
-        for file in files {
+    for skill in served {
+        for file in &skill.files {
             let Some(relative) = file.uri.strip_prefix(&format!("{base}/")) else {
                 continue;
             };

@@ -253,16 +253,21 @@ pub fn read_result(contents: &[ResourceContents]) -> MethodResult {
     result(&json!({ "contents": contents.iter().map(contents_value).collect::<Vec<_>>() }))
 }
 
-/// The `resources/read` result for a skill file: its text (UTF-8) or its bytes in Base64.
+/// A result made of JSON text made earlier, between `open` and `close`.
+pub fn enclosed(open: &str, inner: &RawValue, close: &str) -> MethodResult {
+    let inner = inner.get();
+    let mut body = String::with_capacity(open.len() + inner.len() + close.len());
+    body.push_str(open);
+    body.push_str(inner);
+    body.push_str(close);
+    RawValue::from_string(body)
+        .map(MethodOutput::from)
+        .map_err(|e| ErrorObject::internal(format!("could not build the result: {e}")))
+}
+
+/// The `resources/read` result for a skill file (its contents were made at load).
 pub fn skill_file_result(file: &crate::skills::SkillFile) -> MethodResult {
-    let mut contents = json!({ "uri": file.uri, "mimeType": file.mime });
-    match std::str::from_utf8(&file.bytes) {
-        Ok(text) if file.text => contents["text"] = json!(text),
-        _ => {
-            contents["blob"] = json!(BASE64.encode(&*file.bytes));
-        }
-    }
-    result(&json!({ "contents": [contents] }))
+    enclosed(r#"{"contents":["#, &file.contents, "]}")
 }
 
 /// The error for a URI no plugin serves.

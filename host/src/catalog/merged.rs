@@ -25,7 +25,7 @@ use crate::policy::{GrantSummary, NamingSummary};
 use crate::principal::{Principal, Scopes};
 use crate::protocol::ErrorObject;
 use crate::server::{ChangedList, ListKind, MethodOutput, MethodResult, Offers};
-use crate::skills::{SkillFile, Skills};
+use crate::skills::{Skill, SkillFile, Skills};
 
 /// A name in one of the catalog's namespaces.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -222,13 +222,21 @@ impl LoadedPlugin {
                     .map(|t| Claim::Template(t.uri_template.clone())),
             )
             .chain(
-                self.skills
-                    .skills
+                self.served_skills()
                     .iter()
-                    .filter(|_| !self.code.policy().hide_skills)
                     .flat_map(|s| &s.files)
                     .map(|f| Claim::Resource(f.uri.clone())),
             )
+    }
+
+    /// The skills it serves: those its component carries, unless its policy says `skills =
+    /// false`.
+    fn served_skills(&self) -> &[Skill] {
+        if self.code.policy().hide_skills {
+            &[]
+        } else {
+            &self.skills.skills
+        }
     }
 }
 
@@ -529,27 +537,28 @@ impl Catalog {
         plugins: &[Arc<LoadedPlugin>],
         owners: &HashMap<Claim, usize>,
     ) {
-        let skills = &loaded.skills;
-        let policy = loaded.code.policy();
-        if skills.is_empty() || policy.hide_skills {
+        if loaded.served_skills().is_empty() {
             return;
         }
+        let skills = &loaded.skills;
+        let policy = loaded.code.policy();
         let scopes = &policy.scopes;
         let resource_gate = |uri: &str| gate(scopes, policy.naming.resources.scopes_of(uri));
-        for skill in &skills.skills {
-            let free = skill.files.iter().all(|f| {
-                let claim = Claim::Resource(f.uri.clone());
-                owners.get(&claim).is_none_or(|&o| o == index) && !self.claims.contains_key(&claim)
-            });
-            if !free {
-                // Record the refusal of the files another plugin serves.
-                for file in &skill.files {
-                    let claim = Claim::Resource(file.uri.clone());
-                    if owners.get(&claim).is_some_and(|&o| o != index)
-                        || self.claims.contains_key(&claim)
-                    {
-                        self.owns(index, claim, plugins, owners);
-                    }
+        for skill in loaded.served_skills() {
+            // A file URI another plugin serves refuses the whole skill (each such file's
+            // refusal recorded).
+            let taken: Vec<Claim> = skill
+                .files
+                .iter()
+                .map(|f| Claim::Resource(f.uri.clone()))
+                .filter(|claim| {
+                    owners.get(claim).is_some_and(|&o| o != index)
+                        || self.claims.contains_key(claim)
+                })
+                .collect();
+            if !taken.is_empty() {
+                for claim in taken {
+                    self.owns(index, claim, plugins, owners);
                 }
                 continue;
             }
@@ -736,15 +745,20 @@ impl Catalog {
     }
 
     /// One page of the directory at `uri` as `caller` sees it (files whose gate it does not
-    /// pass left out): its plugin and gate, and the page; `None` for no such directory.
+    /// pass left out); -32602 for no such directory.
     pub(super) fn directory_page(
         &self,
         uri: &str,
         cursor: Option<&str>,
         caller: &Principal,
-    ) -> Option<(&PluginCode, &Gate, MethodResult)> {
-        let (owner, skills, index) = self.directories.get(uri)?;
-        let directory = skills.directories.get(*index)?;
+    ) -> MethodResult {
+        let directory = self
+            .directories
+            .get(uri)
+            .and_then(|(_, skills, index)| skills.directories.get(*index))
+            .ok_or_else(|| {
+                ErrorObject::invalid_params(format!("`{uri}` names no directory served"))
+            })?;
         let items: Vec<Arc<RawValue>> = directory
             .children
             .iter()
@@ -755,8 +769,7 @@ impl Catalog {
             })
             .map(|(resource, _)| Arc::clone(resource))
             .collect();
-        let page = self.page_of("resources", &items, cursor);
-        Some((self.plugins.get(owner.plugin)?, &owner.gate, page))
+        self.page_of("resources", &items, cursor)
     }
 
     /// The plugin serving `uri` (the one listing it, else the first whose template matches),

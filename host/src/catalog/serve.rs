@@ -250,13 +250,7 @@ impl Backend for PluginSet {
             )));
         };
         caller_may_use(ctx, plugin, gate)?;
-        let mut body = String::with_capacity(entry.get().len() + 10);
-        body.push_str("{\"skill\":");
-        body.push_str(entry.get());
-        body.push('}');
-        RawValue::from_string(body)
-            .map(MethodOutput::from)
-            .map_err(|e| ErrorObject::internal(format!("could not build the result: {e}")))
+        convert::enclosed(r#"{"skill":"#, entry, "}")
     }
 
     fn read_directory(
@@ -266,7 +260,7 @@ impl Backend for PluginSet {
         ctx: &RequestContext,
     ) -> MethodResult {
         let catalog = self.catalog();
-        let Some((plugin, gate, page)) = catalog.directory_page(uri, cursor, ctx.caller()) else {
+        let Some((plugin, gate)) = catalog.directory_owner(uri) else {
             let why = if catalog.skill_file(uri).is_some() {
                 "is a file, not a directory"
             } else {
@@ -275,7 +269,7 @@ impl Backend for PluginSet {
             return Err(ErrorObject::invalid_params(format!("`{uri}` {why}")));
         };
         caller_may_use(ctx, plugin, gate)?;
-        page
+        catalog.directory_page(uri, cursor, ctx.caller())
     }
 
     async fn read_resource(&self, uri: &str, ctx: RequestContext) -> MethodResult {
