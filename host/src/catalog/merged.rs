@@ -762,10 +762,14 @@ impl Catalog {
         let items: Vec<Arc<RawValue>> = directory
             .children
             .iter()
+            // A file shows only while it is served (a skill refused for a URI another plugin
+            // serves is not) and the caller passes its gate.
             .filter(|(_, file)| {
-                file.as_ref()
-                    .and_then(|f| self.skill_files.get(f))
-                    .is_none_or(|(o, _)| passes(caller, &o.gate))
+                file.as_ref().is_none_or(|f| {
+                    self.skill_files
+                        .get(f)
+                        .is_some_and(|(o, _)| passes(caller, &o.gate))
+                })
             })
             .map(|(resource, _)| Arc::clone(resource))
             .collect();
