@@ -60,6 +60,10 @@ impl CallHost for ClientBridge {
         Some(self.ctx.caller().clone())
     }
 
+    fn in_task(&self) -> bool {
+        self.ctx.in_task()
+    }
+
     fn request(
         &self,
         request: HostRequest,

@@ -14,6 +14,7 @@ use crate::engine::{
     CompletionResult, Content, Prompt, PromptMessage, ResourceContents, ResourceInfo,
     ResourceTemplate, Role, Tool, ToolAnnotations, ToolResult,
 };
+use crate::policy::TaskSupport;
 use crate::protocol::ErrorObject;
 use crate::protocol::error::RESOURCE_NOT_FOUND;
 use crate::protocol::jsonrpc::flat_raw;
@@ -50,6 +51,8 @@ struct ToolJson<'a> {
     output_schema: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     annotations: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    execution: Option<Value>,
 }
 
 /// A JSON Schema that describes an object, as MCP requires of tool schemas.
@@ -80,7 +83,7 @@ fn annotations_json(a: &ToolAnnotations) -> Option<Value> {
 }
 
 /// A tool as `tools/list` shows it, or why it cannot be listed.
-pub fn tool_json(tool: &Tool) -> Result<Box<RawValue>, String> {
+pub fn tool_json(tool: &Tool, task: TaskSupport) -> Result<Box<RawValue>, String> {
     let input_schema = object_schema("input schema", &tool.input_schema)?;
     let output_schema = tool
         .output_schema
@@ -94,6 +97,9 @@ pub fn tool_json(tool: &Tool) -> Result<Box<RawValue>, String> {
         input_schema: &input_schema,
         output_schema: output_schema.as_deref(),
         annotations: tool.annotations.as_ref().and_then(annotations_json),
+        // Absent means forbidden: listed only for tools that may run as tasks.
+        execution: (task != TaskSupport::Forbidden)
+            .then(|| json!({ "taskSupport": task.as_str() })),
     })
     .map_err(|e| e.message)
 }
@@ -351,7 +357,7 @@ mod tests {
     #[test]
     fn plugin_json_with_line_breaks_leaves_without_them() {
         let pretty = "{\n  \"type\": \"object\",\n  \"properties\": {\"a\": {\"description\": \"x\\ny\"}}\n}";
-        let listed = tool_json(&tool(pretty)).unwrap();
+        let listed = tool_json(&tool(pretty), TaskSupport::Forbidden).unwrap();
         assert!(!listed.get().contains('\n'), "{}", listed.get());
         let result = call_tool_result(&ToolResult {
             content: vec![],
@@ -383,24 +389,24 @@ mod tests {
     #[test]
     fn schemas_pass_through_byte_for_byte() {
         let schema = r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"a":{"$anchor":"x"}},"if":{},"then":{},"additionalProperties":false}"#;
-        let json = tool_json(&tool(schema)).unwrap();
+        let json = tool_json(&tool(schema), TaskSupport::Forbidden).unwrap();
         assert!(json.get().contains(schema), "{}", json.get());
     }
 
     #[test]
     fn schemas_that_are_not_objects_are_refused() {
         assert!(
-            tool_json(&tool(r#"{"type":"string"}"#))
+            tool_json(&tool(r#"{"type":"string"}"#), TaskSupport::Forbidden)
                 .unwrap_err()
                 .contains("\"type\": \"object\"")
         );
         assert!(
-            tool_json(&tool("[1]"))
+            tool_json(&tool("[1]"), TaskSupport::Forbidden)
                 .unwrap_err()
                 .contains("not a JSON object")
         );
         assert!(
-            tool_json(&tool("{"))
+            tool_json(&tool("{"), TaskSupport::Forbidden)
                 .unwrap_err()
                 .contains("not valid JSON")
         );

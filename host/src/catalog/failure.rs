@@ -2,7 +2,9 @@
 //! up, and the one function that maps it to MCP ([`PluginFailure::into_mcp`]).
 //!
 //! The rule: in `tools/call` every failure is a result with `isError: true` and a one-line
-//! message naming the plugin (the model can read it and try again); elsewhere (prompts,
+//! message naming the plugin (the model can read it and try again), except that a call run as
+//! a task that produced no result at all (a trap, a limit, an invalid result) fails the task
+//! with -32603; elsewhere (prompts,
 //! resources, completion) the plugin's own "invalid params" and "not found" are -32602 (and,
 //! for a resource, -32002 with `data.uri`), and everything else is -32603. Messages from
 //! plugins are cut to a bounded size, and what reaches mcpbox's log is escaped.
@@ -44,6 +46,10 @@ pub enum PluginFailure {
 pub enum Request<'a> {
     /// `tools/call`.
     Tool,
+    /// `tools/call` run as a task: the plugin's own refusals and invalid arguments stay
+    /// `isError` results (the task completes), anything that kept it from producing a result
+    /// is -32603 (the task failed).
+    TaskTool,
     /// `prompts/get`.
     Prompt,
     /// `resources/read` of this URI.
@@ -63,7 +69,7 @@ impl PluginFailure {
     pub fn into_mcp(self, plugin: &str, request: Request<'_>) -> MethodResult {
         let message = match self {
             Self::Guest(GuestError::InvalidParams(m) | GuestError::NotFound(m))
-                if matches!(request, Request::Tool) =>
+                if matches!(request, Request::Tool | Request::TaskTool) =>
             {
                 return error_result(&bounded(m));
             }
@@ -88,6 +94,7 @@ impl PluginFailure {
         tracing::warn!(plugin, ?request, "{}", log_line(&message, 4096));
         match request {
             Request::Tool => error_result(&message),
+            // A task that produced no result failed; the client reads the error in its status.
             _ => Err(ErrorObject::internal(message)),
         }
     }

@@ -111,7 +111,13 @@ pub struct LoadedPlugin {
 impl LoadedPlugin {
     /// A loaded plugin, its lists checked and prepared (invalid items are logged once, here).
     pub fn new(code: PluginCode, file: PathBuf, lists: PluginLists, digest: [u8; 32]) -> Self {
-        let prepared = prepare(code.name(), &file, &lists, &code.policy().naming);
+        let prepared = prepare(
+            code.name(),
+            &file,
+            &lists,
+            &code.policy().naming,
+            &code.policy().tasks,
+        );
         Self {
             code,
             file,
@@ -303,6 +309,8 @@ pub(super) struct ToolEntry {
     pub(super) schemas: Arc<ToolSchemas>,
     /// Annotated read-only or idempotent (never recorded under a request id).
     pub(super) repeatable: bool,
+    /// Whether it may run as a task.
+    pub(super) task: crate::policy::TaskSupport,
     pub(super) gate: Gate,
 }
 
@@ -445,6 +453,7 @@ impl Catalog {
                 own: tool.own.clone(),
                 schemas: Arc::clone(&tool.schemas),
                 repeatable: tool.repeatable,
+                task: tool.task,
                 gate,
             };
             self.tools.index.insert(tool.name.clone(), entry);
@@ -519,6 +528,11 @@ impl Catalog {
             prompts: !self.prompts.items.is_empty(),
             resources: !self.resources.items.is_empty() || !self.templates.is_empty(),
             skills: !self.skills.items.is_empty(),
+            tasks: self.offers.tasks
+                || loaded.prepared.tools.iter().any(|t| {
+                    t.task != crate::policy::TaskSupport::Forbidden
+                        && self.tools.index.contains_key(&t.name)
+                }),
             completions: self.offers.completions
                 || (loaded.code.exports().completion()
                     && !(lists.prompts.is_empty() && lists.templates.is_empty())),

@@ -18,7 +18,7 @@ use super::names;
 use super::uri_template::UriTemplate;
 use super::validate::ToolSchemas;
 use crate::engine::PluginLists;
-use crate::policy::{ItemFilter, Naming};
+use crate::policy::{ItemFilter, Naming, TaskSupport, TaskTools};
 
 /// A tool ready to serve.
 pub struct PreparedTool {
@@ -31,6 +31,8 @@ pub struct PreparedTool {
     /// Annotated read-only or idempotent: running it twice changes nothing more than once,
     /// so it is not recorded under a balancer's request id (see `serve`).
     pub repeatable: bool,
+    /// Whether it may run as a task (the manifest's `[tasks]`).
+    pub task: TaskSupport,
 }
 
 /// A prompt ready to serve.
@@ -73,7 +75,13 @@ pub struct Prepared {
 
 /// Check and prepare `lists` under `naming`; items that cannot be served are logged (naming
 /// the plugin, its file and the reason) and left out, as are the items `naming` hides.
-pub fn prepare(plugin: &str, file: &Path, lists: &PluginLists, naming: &Naming) -> Prepared {
+pub fn prepare(
+    plugin: &str,
+    file: &Path,
+    lists: &PluginLists,
+    naming: &Naming,
+    tasks: &TaskTools,
+) -> Prepared {
     let mut refused = Vec::new();
     let mut refuse = |what: &str, key: &str, why: &str| {
         tracing::warn!(plugin, file = %file.display(), "refused {what} `{key}`: {why}");
@@ -82,6 +90,7 @@ pub fn prepare(plugin: &str, file: &Path, lists: &PluginLists, naming: &Naming) 
     let mut prepared = Prepared::default();
     for tool in lists.tools.iter().filter(|t| naming.tools.shows(&t.name)) {
         let (own, served) = (tool.name.clone(), naming.served_name(&tool.name));
+        let tool_own_name = own.clone();
         let renamed;
         let tool = if served == tool.name {
             tool
@@ -94,7 +103,12 @@ pub fn prepare(plugin: &str, file: &Path, lists: &PluginLists, naming: &Naming) 
         };
         let ready = names::name_problem(&served)
             .map_or(Ok(()), Err)
-            .and_then(|()| Ok((convert::tool_json(tool)?, ToolSchemas::compile(tool)?)));
+            .and_then(|()| {
+                Ok((
+                    convert::tool_json(tool, tasks.support(&own))?,
+                    ToolSchemas::compile(tool)?,
+                ))
+            });
         match ready {
             Ok((json, schemas)) => prepared.tools.push(PreparedTool {
                 name: served,
@@ -105,6 +119,7 @@ pub fn prepare(plugin: &str, file: &Path, lists: &PluginLists, naming: &Naming) 
                     .annotations
                     .as_ref()
                     .is_some_and(|a| a.read_only == Some(true) || a.idempotent == Some(true)),
+                task: tasks.support(&tool_own_name),
             }),
             Err(problem) => refuse("tool", &served, &problem),
         }
@@ -181,6 +196,15 @@ pub fn prepare(plugin: &str, file: &Path, lists: &PluginLists, naming: &Naming) 
     }
     prepared.refused = refused;
     prepared.unknown = unknown_names(lists, naming);
+    prepared.unknown.extend(
+        [("optional", &tasks.optional), ("required", &tasks.required)]
+            .into_iter()
+            .flat_map(|(list, names)| names.iter().map(move |name| (list, name)))
+            .filter(|(_, name)| !lists.tools.iter().any(|t| &t.name == *name))
+            .map(|(list, name)| {
+                format!("tasks.{list} names `{name}`, which the plugin does not offer")
+            }),
+    );
     for unknown in &prepared.unknown {
         tracing::warn!(plugin, file = %file.display(), "{unknown}");
     }
@@ -268,7 +292,13 @@ mod tests {
                 ..ItemFilter::default()
             },
         };
-        let prepared = prepare("todo", Path::new("todo.wasm"), &lists(), &naming);
+        let prepared = prepare(
+            "todo",
+            Path::new("todo.wasm"),
+            &lists(),
+            &naming,
+            &TaskTools::default(),
+        );
         let tools: Vec<(&str, &str)> = prepared
             .tools
             .iter()
@@ -299,7 +329,13 @@ mod tests {
         };
         let mut lists = lists();
         lists.tools = vec![tool(&"t".repeat(40))];
-        let prepared = prepare("p", Path::new("p.wasm"), &lists, &naming);
+        let prepared = prepare(
+            "p",
+            Path::new("p.wasm"),
+            &lists,
+            &naming,
+            &TaskTools::default(),
+        );
         assert!(prepared.tools.is_empty());
         assert!(prepared.refused[0].1.contains("the limit is 64"));
     }

@@ -23,7 +23,7 @@ use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
 use crate::protocol::request::ClientRequest;
 use crate::server::{
-    Backend, ListKind, MethodOutput, MethodResult, Offers, RequestContext, ServerEvent,
+    Backend, ListKind, MethodOutput, MethodResult, Offers, RequestContext, ServerEvent, TaskUse,
 };
 
 /// Whether the request's revision takes structured content of any JSON type (2026-07-28) or
@@ -103,6 +103,8 @@ impl Backend for PluginSet {
                 // Declared while some plugin serves skills (each 2026-07-28 request sees
                 // the catalog of the moment).
                 skills: self.catalog().offers.skills,
+                // Declared while some tool may run as a task, likewise.
+                tasks: self.catalog().offers.tasks,
                 list_changed: true,
             };
         }
@@ -129,6 +131,15 @@ impl Backend for PluginSet {
             .index
             .get(name)
             .map_or_else(|| Arc::from([]), |entry| Arc::clone(&entry.schemas.headers))
+    }
+
+    fn task_use(&self, name: &str) -> TaskUse {
+        use crate::policy::TaskSupport;
+        match self.catalog().tools.index.get(name).map(|entry| entry.task) {
+            Some(TaskSupport::Optional) => TaskUse::Optional,
+            Some(TaskSupport::Required) => TaskUse::Required,
+            Some(TaskSupport::Forbidden) | None => TaskUse::Never,
+        }
     }
 
     fn serving_plugin(&self, request: &ClientRequest) -> Option<String> {
@@ -354,6 +365,11 @@ impl PluginSet {
     ) -> MethodResult {
         let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = own);
         let any_structured = ctx_accepts_any_structured(&ctx);
+        let request = if ctx.in_task() {
+            Request::TaskTool
+        } else {
+            Request::Tool
+        };
         let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
         let outcome = plugin
             .call_tool(own, arguments.get(), host)
@@ -362,9 +378,9 @@ impl PluginSet {
         let result = match outcome {
             Ok(Ok(result)) => result,
             Ok(Err(error)) => {
-                return PluginFailure::Guest(error).into_mcp(plugin.name(), Request::Tool);
+                return PluginFailure::Guest(error).into_mcp(plugin.name(), request);
             }
-            Err(error) => return PluginFailure::Run(error).into_mcp(plugin.name(), Request::Tool),
+            Err(error) => return PluginFailure::Run(error).into_mcp(plugin.name(), request),
         };
         let limit = plugin.limits().result_bytes;
         if let Some(structured) = result.structured.as_deref() {
@@ -382,23 +398,21 @@ impl PluginSet {
                 };
                 if let Err(problem) = checked {
                     metrics().invalid_result(plugin.name());
-                    return PluginFailure::InvalidOutput(problem)
-                        .into_mcp(plugin.name(), Request::Tool);
+                    return PluginFailure::InvalidOutput(problem).into_mcp(plugin.name(), request);
                 }
             }
         } else if let Err(problem) = schemas.check_output(None, result.is_error) {
             metrics().invalid_result(plugin.name());
-            return PluginFailure::InvalidOutput(problem).into_mcp(plugin.name(), Request::Tool);
+            return PluginFailure::InvalidOutput(problem).into_mcp(plugin.name(), request);
         }
         let result = match convert::call_tool_result(&result) {
             Ok(result) => result,
             Err(problem) => {
                 metrics().invalid_result(plugin.name());
-                return PluginFailure::InvalidOutput(problem)
-                    .into_mcp(plugin.name(), Request::Tool);
+                return PluginFailure::InvalidOutput(problem).into_mcp(plugin.name(), request);
             }
         };
-        within_limit(plugin, result, Request::Tool)
+        within_limit(plugin, result, request)
     }
 }
 

@@ -278,6 +278,11 @@ pub struct LimitArgs {
     /// Memory limit for each plugin instance, in MiB.
     #[arg(long, env = "MCPBOX_MEMORY_MIB", default_value_t = (Limits::DEFAULT_MEMORY_BYTES >> 20) as u64)]
     pub memory_mib: u64,
+
+    /// The longest wall-clock limit a manifest may give its tasks (`[tasks] timeout-ms`), in
+    /// milliseconds.
+    #[arg(long, env = "MCPBOX_TASK_TIMEOUT_MS", default_value_t = Limits::DEFAULT_TASK_TIMEOUT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub task_timeout_ms: u64,
 }
 
 impl LimitArgs {
@@ -292,6 +297,7 @@ impl LimitArgs {
             fuel: self.fuel,
             timeout: Duration::from_millis(self.timeout_ms),
             memory_bytes: self.memory_bytes(),
+            task_timeout: Duration::from_millis(self.task_timeout_ms),
             ..Limits::default()
         }
     }
@@ -538,6 +544,16 @@ pub struct ServeArgs {
     /// past that, a plugin's questions to the client fail.
     #[arg(long, env = "MCPBOX_MAX_INPUT_ROUNDS", default_value_t = crate::server::DEFAULT_MAX_INPUT_ROUNDS, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_input_rounds: u32,
+
+    /// 2026-07-28, tasks extension: how long a task (its outcome included) is kept after its
+    /// last change, in milliseconds (its `ttlMs`).
+    #[arg(long, env = "MCPBOX_TASK_TTL_MS", default_value_t = crate::server::DEFAULT_TASK_TTL.as_millis() as u64, value_parser = clap::value_parser!(u64).range(1000..))]
+    pub task_ttl_ms: u64,
+
+    /// 2026-07-28, tasks extension: the most tasks one caller may run at once on this
+    /// process; more are refused (-32029) until one ends.
+    #[arg(long, env = "MCPBOX_MAX_TASKS_PER_CALLER", default_value_t = crate::server::DEFAULT_MAX_TASKS_PER_CALLER as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tasks_per_caller: u32,
 
     /// 2026-07-28: `ttlMs` on `server/discover` and list results, in milliseconds.
     #[arg(long, env = "MCPBOX_LIST_TTL_MS", default_value_t = 60_000)]
@@ -813,6 +829,13 @@ impl ServeArgs {
                 self.max_request_bytes_in_flight,
             )),
             budgets: crate::server::Budgets::new(self.budgets()),
+            tasks: Arc::new(crate::server::Tasks::new(
+                Arc::new(crate::server::MemoryTasks::default()),
+                crate::server::TaskSettings {
+                    ttl: Duration::from_millis(self.task_ttl_ms),
+                    max_per_caller: self.max_tasks_per_caller as usize,
+                },
+            )),
             ..ModernSettings::default()
         })
     }

@@ -107,6 +107,10 @@ pub trait CallHost: Send + Sync + 'static {
     fn caller(&self) -> Option<Principal> {
         None
     }
+    /// Whether the call runs as a task (it gets the plugin's task time limit).
+    fn in_task(&self) -> bool {
+        false
+    }
 }
 
 /// The [`CallHost`] of a call no client waits on (reading a plugin's lists at load): logs go

@@ -282,8 +282,10 @@ impl PluginCode {
     pub async fn read_lists(&self) -> Result<PluginLists, CallError> {
         let meter = CallMeter::start(&self.name, CallKind::List, "");
         let denied = Arc::clone(&meter.denied);
-        self.guarded(meter, |_| false, async {
-            let mut call = self.instantiate(Arc::new(Detached), denied).await?;
+        self.guarded(self.limits.timeout, meter, |_| false, async {
+            let mut call = self
+                .instantiate(Arc::new(Detached), denied, self.limits)
+                .await?;
             let mut lists = PluginLists::default();
             if let Some(indices) = &self.exports.tools {
                 let guest = call.load(|s, i| indices.load(s, i))?;
@@ -325,8 +327,17 @@ impl PluginCode {
         let meter = CallMeter::start(&self.name, CallKind::Tool, name);
         let denied = Arc::clone(&meter.denied);
         let is_error = |r: &Result<ToolResult, GuestError>| r.as_ref().map_or(true, |r| r.is_error);
-        self.guarded(meter, is_error, async {
-            let mut call = self.instantiate(host, denied).await?;
+        // A call run as a task has the task's time limit.
+        let limits = Limits {
+            timeout: if host.in_task() {
+                self.limits.task_timeout
+            } else {
+                self.limits.timeout
+            },
+            ..self.limits
+        };
+        self.guarded(limits.timeout, meter, is_error, async {
+            let mut call = self.instantiate(host, denied, limits).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             // The contract types `json` as an alias of `string`, which bindgen passes as `&String`.
             let arguments = arguments.to_owned();
@@ -358,8 +369,8 @@ impl PluginCode {
             .ok_or(CallError::NotExported("prompts"))?;
         let meter = CallMeter::start(&self.name, CallKind::Prompt, name);
         let denied = Arc::clone(&meter.denied);
-        self.guarded(meter, Result::is_err, async {
-            let mut call = self.instantiate(host, denied).await?;
+        self.guarded(self.limits.timeout, meter, Result::is_err, async {
+            let mut call = self.instantiate(host, denied, self.limits).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_get_prompt(&mut call.store, name, arguments)
@@ -383,8 +394,8 @@ impl PluginCode {
         // Not the URI: templates make it unbounded.
         let meter = CallMeter::start(&self.name, CallKind::Resource, "");
         let denied = Arc::clone(&meter.denied);
-        self.guarded(meter, Result::is_err, async {
-            let mut call = self.instantiate(host, denied).await?;
+        self.guarded(self.limits.timeout, meter, Result::is_err, async {
+            let mut call = self.instantiate(host, denied, self.limits).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest.call_read_resource(&mut call.store, uri).await;
             call.finish("resource", uri, out)
@@ -408,8 +419,8 @@ impl PluginCode {
             .ok_or(CallError::NotExported("completion"))?;
         let meter = CallMeter::start(&self.name, CallKind::Completion, "");
         let denied = Arc::clone(&meter.denied);
-        self.guarded(meter, Result::is_err, async {
-            let mut call = self.instantiate(host, denied).await?;
+        self.guarded(self.limits.timeout, meter, Result::is_err, async {
+            let mut call = self.instantiate(host, denied, self.limits).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_complete(&mut call.store, reference, argument, value, context)
@@ -424,6 +435,7 @@ impl PluginCode {
     /// error).
     async fn guarded<T>(
         &self,
+        timeout: Duration,
         meter: CallMeter,
         is_error: impl FnOnce(&T) -> bool,
         work: impl Future<Output = Result<T, CallError>>,
@@ -437,13 +449,10 @@ impl PluginCode {
             mcpbox.call.name = %meter.name,
         );
         let work = tracing::Instrument::instrument(work, span);
-        let result =
-            match tokio::time::timeout(self.limits.timeout + OUTER_TIMEOUT_GRACE, work).await {
-                Ok(result) => result,
-                Err(_) => Err(CallError::Timeout {
-                    after: self.limits.timeout,
-                }),
-            };
+        let result = match tokio::time::timeout(timeout + OUTER_TIMEOUT_GRACE, work).await {
+            Ok(result) => result,
+            Err(_) => Err(CallError::Timeout { after: timeout }),
+        };
         meter.ran(&result, is_error);
         result
     }
@@ -454,6 +463,7 @@ impl PluginCode {
         &self,
         host: Arc<dyn CallHost>,
         denied: Arc<AtomicBool>,
+        limits: Limits,
     ) -> Result<ActiveCall, CallError> {
         let waiting = metrics().waiting();
         let slot = Arc::clone(&self.runtime.slots)
@@ -497,9 +507,9 @@ impl PluginCode {
         store.limiter(|state| &mut state.limiter);
         store.set_hostcall_fuel(HOSTCALL_DATA_BYTES);
         store
-            .set_fuel(self.limits.fuel)
+            .set_fuel(limits.fuel)
             .map_err(|e| CallError::Host(format!("{e:#}")))?;
-        let deadline = Instant::now() + self.limits.timeout;
+        let deadline = Instant::now() + limits.timeout;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
             Ok(if Instant::now() >= deadline {
@@ -512,12 +522,12 @@ impl PluginCode {
             Ok(instance) => Ok(ActiveCall {
                 store,
                 instance,
-                limits: self.limits,
+                limits,
                 started: Instant::now(),
                 _slot: (slot, in_use),
             }),
             Err(e) => {
-                let error = classify(&mut store, &e, &self.limits);
+                let error = classify(&mut store, &e, &limits);
                 log_output(&mut store);
                 Err(error)
             }

@@ -144,8 +144,17 @@ impl Host {
                 "each caller's request rate and sessions are kept in the shared state store, across replicas"
             );
             let config = settings.modern.budgets.config().clone();
+            let tasks = crate::kv::tasks::RedisTasks::connect(url).map_err(HostError::Budgets)?;
+            tracing::info!(
+                store = %settings.runtime.state,
+                "tasks are kept in the shared state store: any replica answers for any task"
+            );
             settings.modern = Arc::new(crate::server::ModernSettings {
                 budgets: crate::server::Budgets::shared(config, Some(Arc::new(SharedStore(store)))),
+                tasks: Arc::new(crate::server::Tasks::new(
+                    Arc::new(SharedTasks(tasks)),
+                    settings.modern.tasks.settings(),
+                )),
                 ..(*settings.modern).clone()
             });
         }
@@ -523,6 +532,73 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
         #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("received a shutdown signal");
+    }
+}
+
+/// The task records replicas share, kept in Redis (`kv::tasks`) for the server's tasks.
+struct SharedTasks(crate::kv::tasks::RedisTasks);
+
+impl crate::server::TaskStore for SharedTasks {
+    fn save<'a>(
+        &'a self,
+        id: &'a str,
+        record: Vec<u8>,
+        ttl: Duration,
+    ) -> crate::server::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.0
+                .save(id, record, ttl)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn load<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> crate::server::BoxFuture<'a, Result<Option<crate::server::Stored>, String>> {
+        Box::pin(async move {
+            let found = self.0.load(id).await.map_err(|e| e.to_string())?;
+            Ok(found.map(|(record, cancelled)| crate::server::Stored { record, cancelled }))
+        })
+    }
+
+    fn answer<'a>(
+        &'a self,
+        id: &'a str,
+        round: u32,
+        answers: Vec<(String, Vec<u8>)>,
+        ttl: Duration,
+    ) -> crate::server::BoxFuture<'a, Result<std::collections::BTreeMap<String, Vec<u8>>, String>>
+    {
+        Box::pin(async move {
+            self.0
+                .answer(id, round, answers, ttl)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn cancel<'a>(
+        &'a self,
+        id: &'a str,
+        ttl: Duration,
+    ) -> crate::server::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move { self.0.cancel(id, ttl).await.map_err(|e| e.to_string()) })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        id: &'a str,
+        round: u32,
+        ttl: Duration,
+    ) -> crate::server::BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move {
+            self.0
+                .claim(id, round, ttl)
+                .await
+                .map_err(|e| e.to_string())
+        })
     }
 }
 

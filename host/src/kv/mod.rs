@@ -18,7 +18,8 @@
 //! `parse_counter`.
 //!
 //! Also owns the call ledger (`calls`): tool calls recorded by a balancer's request id in
-//! Redis, so a retried request never runs its call twice (`--call-id-header`).
+//! Redis, so a retried request never runs its call twice (`--call-id-header`); the budgets
+//! replicas share (`budgets`); and the task records replicas share (`tasks`).
 //!
 //! Depends on nothing else in the crate. The engine links `wasi:keyvalue` to it
 //! (`engine/keyvalue.rs`) and the `mcpbox state` command reads and clears it.
@@ -28,6 +29,7 @@
 pub mod budgets;
 pub mod calls;
 mod disk;
+pub mod tasks;
 mod redis;
 #[doc(hidden)]
 pub mod suite;

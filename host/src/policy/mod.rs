@@ -43,6 +43,11 @@ pub struct Limits {
     pub output_bytes: usize,
     /// The largest result (as JSON sent to the client) one call may produce.
     pub result_bytes: usize,
+    /// Wall-clock time one call run as a task (the tasks extension) may take. In the
+    /// command line's defaults it is the operator's maximum (`--task-timeout-ms`); a
+    /// manifest's `[tasks] timeout-ms` may ask for up to that, and without one a task gets
+    /// the plugin's `timeout`.
+    pub task_timeout: Duration,
 }
 
 impl Limits {
@@ -57,6 +62,8 @@ impl Limits {
     pub const DEFAULT_OUTPUT_BYTES: usize = 64 << 10;
     /// 4 MiB.
     pub const DEFAULT_RESULT_BYTES: usize = 4 << 20;
+    /// One hour: the most a manifest may give its tasks unless the operator says otherwise.
+    pub const DEFAULT_TASK_TIMEOUT: Duration = Duration::from_secs(3600);
 }
 
 impl Default for Limits {
@@ -67,6 +74,7 @@ impl Default for Limits {
             memory_bytes: Self::DEFAULT_MEMORY_BYTES,
             output_bytes: Self::DEFAULT_OUTPUT_BYTES,
             result_bytes: Self::DEFAULT_RESULT_BYTES,
+            task_timeout: Self::DEFAULT_TASK_TIMEOUT,
         }
     }
 }
@@ -97,6 +105,60 @@ pub struct Policy {
     pub reveal_caller: bool,
     /// The skills its component carries are not served (`skills = false`).
     pub hide_skills: bool,
+    /// Which of its tools may run as tasks (`[tasks]`).
+    pub tasks: TaskTools,
+}
+
+/// Which of a plugin's tools may run as tasks (the tasks extension), by the plugin's own
+/// names: `optional` ones run as tasks for clients that declare the extension (and as plain
+/// calls for others), `required` ones only as tasks. Every other tool never runs as one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskTools {
+    /// May run as tasks.
+    pub optional: Vec<String>,
+    /// Run only as tasks.
+    pub required: Vec<String>,
+}
+
+/// Whether a tool may, must or must not run as a task (`execution.taskSupport`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Never (the default).
+    #[default]
+    Forbidden,
+    /// As a task for clients that declare the extension, else as a plain call.
+    Optional,
+    /// Only as a task.
+    Required,
+}
+
+impl TaskSupport {
+    /// The wire value of `execution.taskSupport`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Forbidden => "forbidden",
+            Self::Optional => "optional",
+            Self::Required => "required",
+        }
+    }
+}
+
+impl TaskTools {
+    /// How the tool the plugin calls `own` may run.
+    pub fn support(&self, own: &str) -> TaskSupport {
+        if self.required.iter().any(|n| n == own) {
+            TaskSupport::Required
+        } else if self.optional.iter().any(|n| n == own) {
+            TaskSupport::Optional
+        } else {
+            TaskSupport::Forbidden
+        }
+    }
+
+    /// Whether no tool may run as a task.
+    pub fn is_empty(&self) -> bool {
+        self.optional.is_empty() && self.required.is_empty()
+    }
 }
 
 /// Which of a plugin's items are served, and under what names: a prefix for its tool and

@@ -178,6 +178,25 @@ pub struct ReadDirectoryParams {
     pub cursor: Option<String>,
 }
 
+/// `tasks/get` and `tasks/cancel` params (the tasks extension).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskParams {
+    /// The task's id, as `tools/call` returned it.
+    pub task_id: String,
+}
+
+/// `tasks/update` params: answers to a task's input requests.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateTaskParams {
+    /// The task's id.
+    pub task_id: String,
+    /// The answers, by the keys of the task's `inputRequests` (unknown keys are ignored).
+    #[serde(default)]
+    pub input_responses: serde_json::Map<String, serde_json::Value>,
+}
+
 /// `completion/complete` params.
 #[derive(Debug, Deserialize)]
 pub struct CompleteParams {

@@ -13,7 +13,8 @@ use super::error::ErrorObject;
 use super::jsonrpc::{Notification, Request, RequestId};
 use super::mcp::{
     CallToolParams, CancelledParams, CompleteParams, GetPromptParams, InitializeParams, ListParams,
-    ListenParams, ReadDirectoryParams, ReadResourceParams, SetLevelParams, parse_params,
+    ListenParams, ReadDirectoryParams, ReadResourceParams, SetLevelParams, TaskParams,
+    UpdateTaskParams, parse_params,
 };
 
 /// The `_meta` key naming the protocol revision of a 2026-07-28 request.
@@ -64,6 +65,12 @@ pub enum Method {
     GetSkill,
     /// `resources/directory/read` (the skills extension).
     ReadDirectory,
+    /// `tasks/get` (the tasks extension, 2026-07-28).
+    GetTask,
+    /// `tasks/update` (the tasks extension, 2026-07-28).
+    UpdateTask,
+    /// `tasks/cancel` (the tasks extension, 2026-07-28).
+    CancelTask,
     /// Any other name.
     Unknown(String),
 }
@@ -90,6 +97,9 @@ impl Method {
             "skills/list" => Self::ListSkills,
             "skills/get" => Self::GetSkill,
             "resources/directory/read" => Self::ReadDirectory,
+            "tasks/get" => Self::GetTask,
+            "tasks/update" => Self::UpdateTask,
+            "tasks/cancel" => Self::CancelTask,
             other => Self::Unknown(other.to_owned()),
         }
     }
@@ -124,6 +134,9 @@ impl Method {
             Self::ListSkills => "skills/list",
             Self::GetSkill => "skills/get",
             Self::ReadDirectory => "resources/directory/read",
+            Self::GetTask => "tasks/get",
+            Self::UpdateTask => "tasks/update",
+            Self::CancelTask => "tasks/cancel",
             Self::Unknown(_) => "other",
         }
     }
@@ -142,6 +155,7 @@ impl Method {
         match self {
             Self::CallTool | Self::GetPrompt => Some("name"),
             Self::ReadResource => Some("uri"),
+            Self::GetTask | Self::UpdateTask | Self::CancelTask => Some("taskId"),
             _ => None,
         }
     }
@@ -272,6 +286,8 @@ struct Common<'a> {
     name: Option<&'a RawValue>,
     #[serde(borrow, default)]
     uri: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    task_id: Option<&'a RawValue>,
 }
 
 /// A field that is present is `Some`, even when it holds `null`.
@@ -322,6 +338,12 @@ pub enum ClientRequest {
     GetSkill(ReadResourceParams),
     /// `resources/directory/read`.
     ReadDirectory(ReadDirectoryParams),
+    /// `tasks/get`.
+    GetTask(TaskParams),
+    /// `tasks/update`.
+    UpdateTask(UpdateTaskParams),
+    /// `tasks/cancel`.
+    CancelTask(TaskParams),
     /// A method this server does not know.
     Unknown(String),
 }
@@ -361,6 +383,7 @@ impl TypedRequest {
         };
         let target = match method.name_param() {
             Some("name") => value(common.name),
+            Some("taskId") => value(common.task_id),
             Some(_) => value(common.uri),
             None => None,
         };
@@ -400,6 +423,9 @@ fn decode_body(method: &Method, params: Option<&RawValue>) -> Result<ClientReque
         Method::ListSkills => ClientRequest::ListSkills(parse_params(name, params)?),
         Method::GetSkill => ClientRequest::GetSkill(parse_params(name, params)?),
         Method::ReadDirectory => ClientRequest::ReadDirectory(parse_params(name, params)?),
+        Method::GetTask => ClientRequest::GetTask(parse_params(name, params)?),
+        Method::UpdateTask => ClientRequest::UpdateTask(parse_params(name, params)?),
+        Method::CancelTask => ClientRequest::CancelTask(parse_params(name, params)?),
         Method::Unknown(name) => ClientRequest::Unknown(name.clone()),
     })
 }

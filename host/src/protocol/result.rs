@@ -64,6 +64,12 @@ pub struct Extensions {
         skip_serializing_if = "Option::is_none"
     )]
     pub skills: Option<SkillsSettings>,
+    /// The tasks extension (SEP-2663), 2026-07-28 only.
+    #[serde(
+        rename = "io.modelcontextprotocol/tasks",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tasks: Option<Empty>,
 }
 
 /// The skills extension's settings.

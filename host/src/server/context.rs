@@ -328,6 +328,8 @@ pub struct RequestContext {
     caller: Principal,
     /// What the request's audit record learns while it runs.
     audit: Arc<AuditSlot>,
+    /// The request runs as a task (the tasks extension).
+    task: bool,
 }
 
 impl RequestContext {
@@ -348,7 +350,27 @@ impl RequestContext {
             call_id: None,
             caller,
             audit: Arc::default(),
+            task: false,
         }
+    }
+
+    /// This context, cancelled by `cancellation` instead of its request's (a task outlives
+    /// its request).
+    pub(super) fn with_cancellation(mut self, cancellation: Arc<Cancellation>) -> Self {
+        self.cancellation = cancellation;
+        self
+    }
+
+    /// This context, for a call run as a task.
+    pub(super) fn for_task(mut self) -> Self {
+        self.task = true;
+        self
+    }
+
+    /// Whether the request runs as a task: the plugin gets its task time limit, and a failure
+    /// to produce a result is the task's failure (a protocol error), not an `isError` result.
+    pub fn in_task(&self) -> bool {
+        self.task
     }
 
     /// This context, filling the audit slot `audit`.

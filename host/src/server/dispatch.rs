@@ -65,7 +65,10 @@ pub async fn dispatch<B: Backend>(
         | ClientRequest::Listen(_)
         | ClientRequest::Subscribe(_)
         | ClientRequest::Unsubscribe(_)
-        | ClientRequest::SetLevel(_) => Err(ErrorObject::internal(
+        | ClientRequest::SetLevel(_)
+        | ClientRequest::GetTask(_)
+        | ClientRequest::UpdateTask(_)
+        | ClientRequest::CancelTask(_) => Err(ErrorObject::internal(
             "a session method reached the shared dispatch",
         )),
         ClientRequest::Unknown(method) => Err(ErrorObject::method_not_found(&method)),

@@ -135,7 +135,13 @@ impl<B: Backend> Session<B> {
             Method::Ping => return Ok(empty()),
             // `server/discover` is how 2026-07-28 clients probe: -32601 tells a dual-era
             // client that this conversation is in the handshake era.
-            Method::Discover | Method::Listen | Method::Unknown(_) => {
+            // The tasks extension is served to 2026-07-28 clients only.
+            Method::Discover
+            | Method::Listen
+            | Method::GetTask
+            | Method::UpdateTask
+            | Method::CancelTask
+            | Method::Unknown(_) => {
                 return Err(ErrorObject::method_not_found(method.as_str()));
             }
             _ => {}

@@ -24,6 +24,7 @@ mod modern;
 mod mrtr;
 mod rate;
 mod session;
+mod tasks;
 
 use std::collections::BTreeMap;
 
@@ -54,6 +55,10 @@ pub use rate::{Admission, RateLimit, WarnEvery};
 pub use session::{
     Answer, Era, INSUFFICIENT_SCOPE, Mode, Pending, Refusal, Session, Status, insufficient_scope,
 };
+pub use tasks::{
+    DEFAULT_MAX_TASKS_PER_CALLER, DEFAULT_TASK_TTL, MemoryTasks, Stored, TASKS_EXTENSION,
+    TaskSettings, TaskStore, Tasks,
+};
 
 /// The most rounds of input requests one request may make, by default.
 pub const DEFAULT_MAX_INPUT_ROUNDS: u32 = 8;
@@ -77,6 +82,8 @@ pub struct ModernSettings {
     pub audit: Option<std::sync::Arc<dyn AuditSink>>,
     /// Each caller's budgets (`[budgets]`), shared by every session and transport.
     pub budgets: std::sync::Arc<Budgets>,
+    /// The tasks (the tasks extension): where they are kept, and those this process runs.
+    pub tasks: std::sync::Arc<Tasks>,
 }
 
 impl Default for ModernSettings {
@@ -90,6 +97,7 @@ impl Default for ModernSettings {
             read_ttl_ms: 0,
             audit: None,
             budgets: Budgets::new(BudgetConfig::default()),
+            tasks: std::sync::Arc::default(),
         }
     }
 }
@@ -109,6 +117,9 @@ pub struct Offers {
     /// Skills (the `io.modelcontextprotocol/skills` extension: `skills/list`, `skills/get`,
     /// `resources/directory/read`); their files are resources, so `resources` is set too.
     pub skills: bool,
+    /// Some tool may run as a task (the `io.modelcontextprotocol/tasks` extension, declared to
+    /// 2026-07-28 clients only: `tasks/get`, `tasks/update`, `tasks/cancel`).
+    pub tasks: bool,
     /// The lists can change while the session runs: advertise `listChanged` (and every list
     /// kind, since plugins offering it may arrive later) and resource subscriptions.
     pub list_changed: bool,
@@ -133,8 +144,19 @@ impl Offers {
                 skills: Some(SkillsSettings {
                     directory_read: true,
                 }),
+                tasks: None,
             }),
         }
+    }
+
+    /// The capabilities declared to 2026-07-28 clients: the same, and the tasks extension
+    /// when some tool may run as a task.
+    pub fn modern_capabilities(self) -> ServerCapabilities {
+        let mut capabilities = self.capabilities();
+        if self.tasks {
+            capabilities.extensions.get_or_insert_default().tasks = Some(Empty {});
+        }
+        capabilities
     }
 }
 
@@ -152,6 +174,17 @@ pub enum ServerEvent {
         /// What happened.
         message: String,
     },
+}
+
+/// Whether a tool runs as a task (its `execution.taskSupport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskUse {
+    /// Never: always a plain call.
+    Never,
+    /// As a task for a request that declares the tasks extension, else a plain call.
+    Optional,
+    /// Only as a task: a request without the extension is refused (-32021).
+    Required,
 }
 
 /// The paginated lists.
@@ -234,6 +267,12 @@ pub trait Backend: Send + Sync + 'static {
     fn tool_headers(&self, name: &str) -> std::sync::Arc<[crate::protocol::v2026::HeaderParam]> {
         let _ = name;
         std::sync::Arc::from([])
+    }
+
+    /// Whether tool `name` may or must run as a task (never, for an unknown tool).
+    fn task_use(&self, name: &str) -> TaskUse {
+        let _ = name;
+        TaskUse::Never
     }
 
     /// The name of the plugin that would serve `request`, if any (for the audit record of a

@@ -11,7 +11,8 @@ use super::dispatch::dispatch;
 use super::legacy::to_raw;
 use super::mrtr::{Binding, InputRound, RoundEnd};
 use super::session::{Answer, Era, Session, Status, answer};
-use super::{Backend, MethodOutput};
+use super::tasks::{TaskCall, declares_tasks, missing_extension};
+use super::{Backend, MethodOutput, TaskUse};
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::jsonrpc::encode_error;
@@ -31,6 +32,7 @@ impl<B: Backend> Session<B> {
             Method::Complete => offers.completions,
             Method::Listen => offers.list_changed,
             Method::ListSkills | Method::GetSkill | Method::ReadDirectory => offers.skills,
+            Method::GetTask | Method::UpdateTask | Method::CancelTask => offers.tasks,
             _ => true,
         }
     }
@@ -142,12 +144,45 @@ impl<B: Backend> Session<B> {
                     .await;
             }
             ClientRequest::Discover => to_raw(&DiscoverResult::new(
-                self.backend().offers().capabilities(),
+                self.backend().offers().modern_capabilities(),
                 settings.list_ttl_ms,
             )),
+            ClientRequest::GetTask(_)
+            | ClientRequest::UpdateTask(_)
+            | ClientRequest::CancelTask(_)
+                if !declares_tasks(meta.client_capabilities.as_deref()) =>
+            {
+                Err(missing_extension())
+            }
+            ClientRequest::GetTask(p) => self.get_task(p, &caller).await,
+            ClientRequest::UpdateTask(p) => self.update_task(p, &caller).await,
+            ClientRequest::CancelTask(p) => self.cancel_task(p, &caller).await,
+            ClientRequest::CallTool(p)
+                if self.backend().task_use(&p.name) == TaskUse::Required
+                    && !declares_tasks(meta.client_capabilities.as_deref()) =>
+            {
+                Err(missing_extension())
+            }
             body @ (ClientRequest::CallTool(_)
             | ClientRequest::GetPrompt(_)
             | ClientRequest::ReadResource(_)) => {
+                // A tool that may run as a task, for a request that declared the extension.
+                let task = match &body {
+                    ClientRequest::CallTool(p)
+                        if declares_tasks(meta.client_capabilities.as_deref()) =>
+                    {
+                        match self.backend().task_use(&p.name) {
+                            TaskUse::Never => None,
+                            task_use => Some(TaskCall {
+                                tool: p.name.clone(),
+                                params: params.clone(),
+                                capabilities: meta.client_capabilities.clone(),
+                                required: task_use == TaskUse::Required,
+                            }),
+                        }
+                    }
+                    _ => None,
+                };
                 let round = match InputRound::begin(
                     &retry,
                     binding,
@@ -161,6 +196,19 @@ impl<B: Backend> Session<B> {
                         return Some(answer(&id, Err(error), Era::Modern));
                     }
                 };
+                if let Some(task) = task {
+                    let bound = match binding() {
+                        Ok(bound) => bound,
+                        Err(error) => {
+                            audit.outcome(AuditOutcome::Error(error.code));
+                            return Some(answer(&id, Err(error), Era::Modern));
+                        }
+                    };
+                    let ctx = context(Some(Arc::clone(&round)));
+                    let outcome = self.call_as_task(task, body, round, bound, ctx).await;
+                    audit.outcome(AuditOutcome::of(&outcome));
+                    return Some(answer(&id, outcome, Era::Modern));
+                }
                 let read = matches!(body, ClientRequest::ReadResource(_));
                 let ctx = context(Some(Arc::clone(&round)));
                 let outcome = dispatch(&**self.backend(), body, ctx.clone()).await;

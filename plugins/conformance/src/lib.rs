@@ -213,6 +213,135 @@ struct TemplateId {
 /// (`x-mcp-header`), and one that is not mirrored.
 const CUSTOM_HEADERS: &str = r#"{"type":"object","properties":{"region":{"type":"string","description":"Mirrored as Mcp-Param-Region","x-mcp-header":"Region"},"priority":{"type":"integer","description":"Mirrored as Mcp-Param-Priority","x-mcp-header":"Priority"},"verbose":{"type":"boolean","description":"Mirrored as Mcp-Param-Verbose","x-mcp-header":"Verbose"},"query":{"type":"string","description":"Not mirrored"}},"required":["region","priority","query"]}"#;
 
+/// Arguments of `greet`.
+#[derive(Deserialize, JsonSchema)]
+struct GreetArgs {
+    /// Who to greet.
+    name: String,
+}
+
+/// Arguments of `slow_compute`.
+#[derive(Deserialize, JsonSchema)]
+struct SlowArgs {
+    /// How long the computation takes, in seconds.
+    seconds: f64,
+    /// A label echoed in the result.
+    #[serde(default)]
+    label: Option<String>,
+}
+
+/// Arguments of `confirm_delete`.
+#[derive(Deserialize, JsonSchema)]
+struct DeleteArgs {
+    /// The file to (pretend to) delete.
+    filename: String,
+}
+
+/// Ask the user to confirm (a boolean `confirm`), keyed `key`.
+fn confirm(key: &str, message: &str) -> Result<(), String> {
+    let answer = host::elicit(&json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": { "confirm": { "type": "boolean" }, "name": { "type": "string" } },
+            "required": ["confirm"],
+        },
+        "_meta": { host::INPUT_KEY_META: key },
+    }))?;
+    match (answer["action"].as_str(), &answer["content"]["confirm"]) {
+        (Some("accept"), Value::Bool(true)) => Ok(()),
+        _ => Err(format!("not confirmed ({key})")),
+    }
+}
+
+/// The tools of the tasks scenarios (SEP-2663). Which of them run as tasks is the manifest's
+/// to say (`[tasks]` in the conformance test's manifest); each works a second before it
+/// finishes, fails or asks, so that it outlasts the host's grace and becomes a task.
+fn task_tools(tools: &mut Tools) {
+    tools
+        .add(
+            Tool::new("greet", "Greets someone at once (never a task)"),
+            |GreetArgs { name }: GreetArgs| format!("Hello, {name}!"),
+        )
+        .add(
+            Tool::new("slow_compute", "Computes for `seconds` seconds"),
+            |SlowArgs { seconds, label }: SlowArgs| {
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "clamped to 0..=3,600,000 first"
+                )]
+                let ms = (seconds.clamp(0.0, 3600.0) * 1000.0) as u64;
+                // In slices, so a cancelled call stops within one.
+                let mut left = ms;
+                while left > 0 && !host::cancelled() {
+                    let step = left.min(100);
+                    sleep_ms(step);
+                    left -= step;
+                }
+                format!(
+                    "computed {} in {seconds} s",
+                    label.as_deref().unwrap_or("a result")
+                )
+            },
+        )
+        .add(
+            Tool::new("failing_job", "Works a second, then reports a tool error"),
+            |_: NoArgs| -> Result<String, String> {
+                sleep_ms(1000);
+                Err("the job failed: the input could not be processed".to_owned())
+            },
+        )
+        .add(
+            Tool::new(
+                "protocol_error_job",
+                "Works a second, then crashes (produces no result)",
+            ),
+            |_: NoArgs| -> String {
+                sleep_ms(1000);
+                panic!("protocol_error_job crashed on purpose")
+            },
+        )
+        .add(
+            Tool::new(
+                "confirm_delete",
+                "Works a second, then asks the user to confirm deleting a file",
+            ),
+            |DeleteArgs { filename }: DeleteArgs| -> Result<String, String> {
+                sleep_ms(1000);
+                confirm("confirm", &format!("Delete {filename}?"))?;
+                Ok(format!("Deleted {filename}"))
+            },
+        )
+        .add(
+            Tool::new(
+                "multi_input",
+                "Works a second, then asks two questions at once",
+            ),
+            |_: NoArgs| -> Result<String, String> {
+                sleep_ms(1000);
+                // Both are asked before either answer is used, so they go in one round.
+                let first = confirm("first", "First confirmation?");
+                let second = confirm("second", "Second confirmation?");
+                first?;
+                second?;
+                Ok("both confirmed".to_owned())
+            },
+        )
+        .add(
+            Tool::new(
+                "test_tool_with_task",
+                "Asks the user's name at once, then works as a task",
+            ),
+            |_: NoArgs| -> Result<String, String> {
+                let name = ask("user_name", "What is your name?", "name")?;
+                sleep_ms(1000);
+                Ok(format!("Hello, {name}! The task is done."))
+            },
+        );
+}
+
 /// The diagnostic and input-request tools of the 2026-07-28 scenarios.
 fn mrtr_tools(tools: &mut Tools) {
     let plain = |name: &str, description: &str| Tool::new(name, description);
@@ -457,6 +586,7 @@ impl Plugin for Conformance {
                 |args: Value| format!("JSON Schema 2020-12 tool called with: {args}"),
             );
         mrtr_tools(tools);
+        task_tools(tools);
         // Last, so the header-validation scenario's first tool stays what it was.
         tools.add(
             plain(

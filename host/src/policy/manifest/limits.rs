@@ -66,5 +66,72 @@ pub(super) fn limits(
             1 << 20,
             defaults.result_bytes,
         )?,
+        // Set by `[tasks] timeout-ms` (see `tasks`); until then, the operator's maximum.
+        task_timeout: defaults.task_timeout,
+    })
+}
+
+/// `[tasks]`: which tools may run as tasks, and how long a task may take.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct TasksTable {
+    #[serde(default)]
+    optional: Vec<String>,
+    #[serde(default)]
+    required: Vec<String>,
+    timeout_ms: Option<u64>,
+}
+
+/// Validate `[tasks]` into the tools it names and the task time limit it sets in `limits`:
+/// names once each, in one list only; `timeout-ms` at most the operator's maximum (what
+/// `limits.task_timeout` holds on entry). Without `timeout-ms`, a task gets the plugin's
+/// `timeout`.
+pub(super) fn tasks(
+    file: &Path,
+    table: TasksTable,
+    limits: &mut Limits,
+) -> Result<crate::policy::TaskTools, PolicyError> {
+    let max = limits.task_timeout;
+    let max_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
+    limits.task_timeout = match table.timeout_ms {
+        None => limits.timeout,
+        Some(0) => {
+            return Err(PolicyError::at(
+                file,
+                "tasks.timeout-ms",
+                "must be greater than 0",
+            ));
+        }
+        Some(ms) if ms > max_ms => {
+            return Err(PolicyError::at(
+                file,
+                "tasks.timeout-ms",
+                format!("{ms} is over the operator's maximum of {max_ms} (--task-timeout-ms)"),
+            ));
+        }
+        Some(ms) => Duration::from_millis(ms),
+    };
+    let mut seen = std::collections::HashSet::new();
+    for (list, names) in [("optional", &table.optional), ("required", &table.required)] {
+        for (i, name) in names.iter().enumerate() {
+            if name.is_empty() {
+                return Err(PolicyError::at(
+                    file,
+                    format!("tasks.{list}[{i}]"),
+                    "a tool name must not be empty",
+                ));
+            }
+            if !seen.insert(name.as_str()) {
+                return Err(PolicyError::at(
+                    file,
+                    format!("tasks.{list}[{i}]"),
+                    format!("`{name}` is listed twice"),
+                ));
+            }
+        }
+    }
+    Ok(crate::policy::TaskTools {
+        optional: table.optional,
+        required: table.required,
     })
 }

@@ -41,6 +41,12 @@
 //! caller-quota-kib = 1024  # optional: one caller's own buckets (default 1 MiB)
 //! caller-max-keys = 1000   # optional (default 1,000)
 //!
+//! [tasks]                  # the tasks extension: tools that may run as tasks (own names)
+//! optional = ["report"]    # as a task for clients that declare the extension
+//! required = ["export"]    # only as a task (-32021 for other clients)
+//! timeout-ms = 600000      # optional: a task's time limit (default: limits.timeout), at
+//!                          # most the operator's --task-timeout-ms
+//!
 //! [config]                 # keys it may read through wasi:config/store
 //! api-base = "https://api.open-meteo.com"   # a literal
 //! api-key = { secret = "weather-key" }      # from the secrets file (a caller's own first)
@@ -66,7 +72,7 @@ use serde::Deserialize;
 use self::grants::{
     ConfigValue, DirTable, EnvValue, HttpTable, KeyValueTable, config, dirs, env, http, keyvalue,
 };
-use self::limits::{LimitsTable, limits};
+use self::limits::{LimitsTable, TasksTable, limits, tasks};
 use self::naming::{FilterTable, filter, prefix};
 use super::locate::{key_at, line_of_key};
 use super::{Limits, Naming, Policy};
@@ -152,6 +158,9 @@ struct Manifest {
     /// Serve the skills its component carries (the default).
     #[serde(default)]
     skills: Option<bool>,
+    /// Tools that may run as tasks.
+    #[serde(default)]
+    tasks: TasksTable,
 }
 
 /// Read and validate the manifest at `file`. `defaults` are the limits of a plugin without
@@ -183,9 +192,11 @@ fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyE
             "a title is 1 to 128 bytes without control characters",
         ));
     }
+    let mut limits = limits(file, &manifest.limits, defaults)?;
+    let tasks = tasks(file, manifest.tasks, &mut limits)?;
     Ok(Policy {
         title: manifest.title,
-        limits: limits(file, &manifest.limits, defaults)?,
+        limits,
         dirs: dirs(file, &manifest.dirs)?,
         env: env(file, manifest.env)?,
         http: http(file, &manifest.http.allow)?,
@@ -203,6 +214,7 @@ fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyE
         config: config(file, manifest.config)?,
         reveal_caller: manifest.reveal_caller,
         hide_skills: manifest.skills == Some(false),
+        tasks,
     })
 }
 

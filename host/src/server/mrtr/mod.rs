@@ -298,7 +298,7 @@ impl InputRound {
 
     /// End the round. `failed` says whether the plugin's outcome was a failure.
     pub fn end(
-        self,
+        &self,
         binding: impl FnOnce() -> Result<Binding, ErrorObject>,
         failed: bool,
         key: &StateKey,
