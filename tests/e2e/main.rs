@@ -54,6 +54,7 @@ mod state;
 mod status;
 mod support;
 mod surface;
+mod tasks;
 mod tools;
 mod traces;
 mod workspace;

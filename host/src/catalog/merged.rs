@@ -191,6 +191,7 @@ impl LoadedPlugin {
                 "timeoutMs": u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX),
                 "memoryBytes": limits.memory_bytes,
                 "resultBytes": limits.result_bytes,
+                "taskTimeoutMs": u64::try_from(limits.task_timeout.as_millis()).unwrap_or(u64::MAX),
             },
         })
     }

@@ -29,10 +29,10 @@
 pub mod budgets;
 pub mod calls;
 mod disk;
-pub mod tasks;
 mod redis;
 #[doc(hidden)]
 pub mod suite;
+pub mod tasks;
 
 use std::fmt;
 use std::path::PathBuf;

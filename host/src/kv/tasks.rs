@@ -150,12 +150,7 @@ impl RedisTasks {
         let key = format!("{}:claim:{round}", Self::key(id)?);
         let mut connection = self.connection.clone();
         let mut command = redis::cmd("SET");
-        command
-            .arg(key)
-            .arg(1)
-            .arg("NX")
-            .arg("PX")
-            .arg(millis(ttl));
+        command.arg(key).arg(1).arg("NX").arg("PX").arg(millis(ttl));
         let set: Option<String> = self.within(command.query_async(&mut connection)).await?;
         Ok(set.is_some())
     }
@@ -168,7 +163,13 @@ mod tests {
     #[test]
     fn only_ids_the_server_makes_name_keys() {
         assert!(is_task_id(&uuid::Uuid::new_v4().to_string()));
-        for id in ["", "gate-test", "../x", &"a".repeat(36), "tasks-conformance-nonexistent-12345"] {
+        for id in [
+            "",
+            "gate-test",
+            "../x",
+            &"a".repeat(36),
+            "tasks-conformance-nonexistent-12345",
+        ] {
             assert!(!is_task_id(id) || id.len() == 36, "{id}");
         }
         assert!(!is_task_id("gate-test"));

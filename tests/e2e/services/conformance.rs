@@ -69,8 +69,9 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
     std::fs::write(
         dir.path().join("conformance.toml"),
         format!(
-            "[[dirs]]\nhost = {:?}\nguest = \"/state\"\nmode = \"read-write\"\n",
-            state.path()
+            "[[dirs]]\nhost = {:?}\nguest = \"/state\"\nmode = \"read-write\"\n\n{}",
+            state.path(),
+            crate::tasks::TASKS_MANIFEST
         ),
     )
     .unwrap();
@@ -110,6 +111,16 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
         "sep-2640-skills-enumeration",
         "sep-2640-skills-manifest",
         "sep-2640-skills-directory",
+        "tasks-lifecycle",
+        "tasks-capability-negotiation",
+        "tasks-wire-fields",
+        "tasks-request-state-removal",
+        "tasks-mrtr-input",
+        "tasks-request-headers",
+        "tasks-dispatch-and-envelope",
+        "tasks-status-notifications",
+        "tasks-required-task-error",
+        "tasks-mrtr-composition",
     ] {
         let (suite, url) = (suite.clone(), url.clone());
         let output = tokio::task::spawn_blocking(move || {
@@ -124,12 +135,22 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
         .unwrap();
         let stdout = String::from_utf8_lossy(&output.stdout);
         let summary = stdout.lines().rev().find(|l| l.starts_with("Passed:"));
+        // The suite skips its one status-notifications check itself, whatever the server
+        // does (pending a rewrite of its harness): that skip, and no other, is allowed.
+        let skipped = stdout.matches("SKIPPED").count();
+        let allowed = usize::from(scenario == "tasks-status-notifications");
         assert!(
             output.status.success()
                 && summary.is_some_and(|l| l.contains(" 0 failed, 0 warnings"))
                 && !stdout.contains("NotTestable")
-                && !stdout.contains("SKIPPED"),
+                && skipped == allowed,
             "{scenario}:\n{stdout}"
         );
+        if scenario != "tasks-status-notifications" {
+            assert!(
+                summary.is_some_and(|l| !l.starts_with("Passed: 0/")),
+                "{scenario} ran no check:\n{stdout}"
+            );
+        }
     }
 }

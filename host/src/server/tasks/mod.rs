@@ -52,6 +52,7 @@ use super::session::Session;
 use super::{Backend, MethodOutput, MethodResult, ModernSettings, OVER_BUDGET};
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
+use crate::protocol::error::INTERNAL_ERROR;
 use crate::protocol::mcp::{CallToolParams, TaskParams, UpdateTaskParams, parse_params};
 use crate::protocol::request::{ClientRequest, Method, RetryParams};
 use crate::protocol::v2026;
@@ -554,6 +555,17 @@ impl<B: Backend> Session<B> {
                     return output(&v2026::input_required(&requests, &state));
                 }
                 Conclusion::Result(result) if !call.required => return Ok(result),
+                // Answered as a plain call, it fails as one: a call that produced no result is
+                // a tool error the model can read.
+                Conclusion::Failed(error) if !call.required && error.code == INTERNAL_ERROR => {
+                    let mut result = output(&json!({
+                        "resultType": "complete",
+                        "content": [{ "type": "text", "text": error.message }],
+                        "isError": true,
+                    }))?;
+                    result.is_error = true;
+                    return Ok(result);
+                }
                 Conclusion::Failed(error) if !call.required => return Err(error),
                 finished => record.conclude(finished),
             }

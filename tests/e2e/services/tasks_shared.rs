@@ -1,0 +1,99 @@
+//! Tasks kept in the shared store: two `mcpbox serve --http` replicas on one real
+//! `redis-server`, as behind a load balancer. A task started on one is seen, answered and
+//! cancelled through the other; a replica killed while its task runs leaves the task `failed`
+//! (its lease lapses), never `working` for ever.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::HttpServer;
+use crate::tasks::{Modern, TASKS_MANIFEST, conformance_dir};
+use crate::tools::Redis;
+
+#[tokio::test]
+async fn replicas_share_tasks_and_a_dead_replica_fails_its_own() {
+    let redis = Redis::start();
+    let url = redis.url();
+    let dir = conformance_dir(TASKS_MANIFEST);
+    let shared = [
+        "--state",
+        url.as_str(),
+        "--state-key",
+        "a-secret-every-replica-shares-0123",
+    ];
+    let mut one_args = shared.to_vec();
+    one_args.extend(["--max-tasks-per-caller", "1"]);
+    let mut one = HttpServer::start(dir.path(), &one_args).await;
+    let two = HttpServer::start(dir.path(), &shared).await;
+    let a = Modern::new(&one.url, None);
+    let b = Modern::new(&two.url, None);
+
+    // Started on one, seen on two; cancelled through two, and one stops running it (its one
+    // slot for this caller is free again within a lease renewal).
+    let id = a.start("slow_compute", json!({"seconds": 60})).await;
+    assert_eq!(b.get(&id).await["result"]["status"], "working");
+    let ack = b.rpc("tasks/cancel", json!({ "taskId": id })).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    assert_eq!(a.get(&id).await["result"]["status"], "cancelled");
+    let mut freed = false;
+    for _ in 0..50 {
+        let response = a
+            .rpc(
+                "tools/call",
+                json!({"name": "slow_compute", "arguments": {"seconds": 0.2}}),
+            )
+            .await;
+        if response.get("result").is_some() {
+            freed = true;
+            break;
+        }
+        assert_eq!(response["error"]["code"], -32029, "{response}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        freed,
+        "one never stopped running the task cancelled through two"
+    );
+
+    // Asked on one, answered on two: two runs it again, and one sees it completed.
+    let id = a
+        .start("confirm_delete", json!({"filename": "shared.txt"}))
+        .await;
+    let asked = b.until(&id, &["input_required"]).await;
+    let keys: Vec<String> = asked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(keys, ["confirm"], "{asked}");
+    let answers = json!({ "confirm": { "action": "accept", "content": { "confirm": true } } });
+    let ack = b
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": answers }),
+        )
+        .await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = a.until(&id, &["completed", "failed"]).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Deleted shared.txt",
+        "{done}"
+    );
+
+    // One dies mid-task: two reports the task failed once its lease lapses.
+    let id = a.start("slow_compute", json!({"seconds": 60})).await;
+    assert_eq!(b.get(&id).await["result"]["status"], "working");
+    one.child.kill().await.unwrap();
+    let view = b.until(&id, &["failed", "completed", "cancelled"]).await;
+    assert_eq!(view["status"], "failed", "{view}");
+    assert!(
+        view["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("stopped before it finished"),
+        "{view}"
+    );
+    drop(two);
+}

@@ -1,0 +1,362 @@
+//! The tasks extension (SEP-2663) on the wire, against `mcpbox serve --http` with the
+//! conformance plugin's task fixtures under a manifest's `[tasks]`: what the official suite
+//! checks for one well-behaved client (`services::conformance` runs its ten scenarios), this
+//! checks for several and for unlucky ones: tasks are their caller's alone, each caller's
+//! running tasks are bounded, a task's time limit holds, finished tasks expire, clients that
+//! do not declare the extension (and 2025-11-25 sessions) still get plain calls. The shared
+//! store and a replica killed mid-task are in `services::tasks_shared`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{HttpServer, RecordingClient, example_plugins, token_config};
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789";
+const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// The manifest that lets the conformance fixtures run as tasks.
+pub const TASKS_MANIFEST: &str = "[tasks]\noptional = [\"slow_compute\", \"protocol_error_job\", \"confirm_delete\", \"multi_input\"]\nrequired = [\"failing_job\", \"test_tool_with_task\"]\ntimeout-ms = 120000\n";
+
+/// A plugin directory with the conformance plugin under `manifest`.
+pub fn conformance_dir(manifest: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        example_plugins()
+            .with_file_name("conformance-plugins")
+            .join("conformance.wasm"),
+        dir.path().join("conformance.wasm"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("conformance.toml"), manifest).unwrap();
+    dir
+}
+
+/// A 2026-07-28 client over plain HTTP: each request stands alone.
+pub struct Modern {
+    http: reqwest::Client,
+    url: String,
+    token: Option<&'static str>,
+    /// Whether requests declare the tasks extension.
+    pub declares: bool,
+}
+
+impl Modern {
+    pub fn new(url: &str, token: Option<&'static str>) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            url: url.to_owned(),
+            token,
+            declares: true,
+        }
+    }
+
+    /// Send `method` with `params`; the JSON-RPC response (from JSON or SSE).
+    pub async fn rpc(&self, method: &str, mut params: Value) -> Value {
+        let capabilities = if self.declares {
+            json!({ "elicitation": {}, "extensions": { EXTENSION: {} } })
+        } else {
+            json!({})
+        };
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        });
+        let name = params
+            .get("name")
+            .or_else(|| params.get("taskId"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .timeout(Duration::from_secs(20))
+            .body(body.to_string());
+        if let Some(name) = name {
+            request = request.header("mcp-name", name);
+        }
+        if let Some(token) = self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("POST");
+        let text = response.text().await.expect("body");
+        let json = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .chain(std::iter::once(text.trim()))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v.get("id").is_some());
+        json.unwrap_or_else(|| panic!("no response to {method}: {text}"))
+    }
+
+    /// `tools/call`'s result.
+    pub async fn call(&self, tool: &str, arguments: Value) -> Value {
+        let response = self
+            .rpc(
+                "tools/call",
+                json!({ "name": tool, "arguments": arguments }),
+            )
+            .await;
+        response
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{tool}: {response}"))
+    }
+
+    /// Start a task of `tool`: its id.
+    pub async fn start(&self, tool: &str, arguments: Value) -> String {
+        let created = self.call(tool, arguments).await;
+        assert_eq!(created["resultType"], "task", "{created}");
+        created["taskId"].as_str().unwrap().to_owned()
+    }
+
+    /// `tasks/get`'s response.
+    pub async fn get(&self, id: &str) -> Value {
+        self.rpc("tasks/get", json!({ "taskId": id })).await
+    }
+
+    /// Poll until the task's status is one of `statuses` (within 20 s): its view.
+    pub async fn until(&self, id: &str, statuses: &[&str]) -> Value {
+        for _ in 0..200 {
+            let view = self.get(id).await;
+            let status = view["result"]["status"].as_str().unwrap_or_default();
+            if statuses.contains(&status) {
+                return view["result"].clone();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "task {id} never reached {statuses:?}: {}",
+            self.get(id).await
+        )
+    }
+}
+
+fn code(response: &Value) -> i64 {
+    response["error"]["code"].as_i64().unwrap_or(0)
+}
+
+async fn server(dir: &Path, extra: &[&str]) -> (HttpServer, tempfile::TempDir) {
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = token_config(
+        config_dir.path(),
+        &[("alice", ALICE, &[]), ("bob", BOB, &[])],
+        "",
+    );
+    let mut args = vec!["--config", config.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    (HttpServer::start(dir, &args).await, config_dir)
+}
+
+#[tokio::test]
+async fn tasks_are_their_callers_alone_and_bounded_per_caller() {
+    let dir = conformance_dir(TASKS_MANIFEST);
+    let (server, _config) = server(dir.path(), &["--max-tasks-per-caller", "2"]).await;
+    let alice = Modern::new(&server.url, Some(ALICE));
+    let bob = Modern::new(&server.url, Some(BOB));
+
+    // Declared, and listed per tool.
+    let discovered = alice.rpc("server/discover", json!({})).await;
+    assert_eq!(
+        discovered["result"]["capabilities"]["extensions"][EXTENSION],
+        json!({}),
+        "{discovered}"
+    );
+    assert!(discovered["result"]["capabilities"].get("tasks").is_none());
+    let listed = alice.rpc("tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let support = |name: &str| {
+        tools.iter().find(|t| t["name"] == name).unwrap()["execution"]["taskSupport"].clone()
+    };
+    assert_eq!(support("slow_compute"), "optional");
+    assert_eq!(support("failing_job"), "required");
+    assert_eq!(support("greet"), Value::Null);
+
+    // Another caller learns nothing of alice's task, and cannot touch it.
+    let first = alice.start("slow_compute", json!({"seconds": 60})).await;
+    for method in ["tasks/get", "tasks/cancel"] {
+        let refused = bob.rpc(method, json!({ "taskId": first })).await;
+        assert_eq!(code(&refused), -32602, "{method}: {refused}");
+    }
+    let refused = bob
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": first, "inputResponses": {} }),
+        )
+        .await;
+    assert_eq!(code(&refused), -32602, "{refused}");
+    assert_eq!(alice.get(&first).await["result"]["status"], "working");
+
+    // Two running tasks per caller: the third waits its turn; bob has his own.
+    let second = alice.start("slow_compute", json!({"seconds": 60})).await;
+    let third = alice
+        .rpc(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 60}}),
+        )
+        .await;
+    assert_eq!(code(&third), -32029, "{third}");
+    assert!(
+        third["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-tasks-per-caller"),
+        "{third}"
+    );
+    let bobs = bob.start("slow_compute", json!({"seconds": 60})).await;
+
+    // Cancelled: the status says so at once, and the slot is free again.
+    let ack = alice.rpc("tasks/cancel", json!({ "taskId": first })).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let view = alice.until(&first, &["cancelled"]).await;
+    assert!(
+        view.get("result").is_none() && view.get("error").is_none(),
+        "{view}"
+    );
+    let mut again = None;
+    for _ in 0..50 {
+        let response = alice
+            .rpc(
+                "tools/call",
+                json!({"name": "slow_compute", "arguments": {"seconds": 60}}),
+            )
+            .await;
+        if response["result"]["resultType"] == "task" {
+            again = response["result"]["taskId"].as_str().map(str::to_owned);
+            break;
+        }
+        assert_eq!(code(&response), -32029, "{response}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again = again.expect("a slot freed by the cancellation");
+    // A cancelled task stays cancelled: cancelling again is acknowledged, changes nothing.
+    let ack = alice.rpc("tasks/cancel", json!({ "taskId": first })).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}));
+    for id in [&second, &again] {
+        alice.rpc("tasks/cancel", json!({ "taskId": id })).await;
+    }
+    bob.rpc("tasks/cancel", json!({ "taskId": bobs })).await;
+
+    // Ids that were never issued, and the methods the extension removed.
+    for id in ["", "no-such-task", "../../etc/passwd", &"f".repeat(10_000)] {
+        let unknown = alice.get(id).await;
+        assert_eq!(code(&unknown), -32602, "{unknown}");
+    }
+    for method in ["tasks/result", "tasks/list"] {
+        let gone = alice.rpc(method, json!({})).await;
+        assert_eq!(code(&gone), -32601, "{method}: {gone}");
+    }
+    server.stderr.text();
+}
+
+#[tokio::test]
+async fn without_the_extension_calls_are_plain_and_required_tools_are_refused() {
+    let dir = conformance_dir(TASKS_MANIFEST);
+    let (server, _config) = server(dir.path(), &[]).await;
+    let mut plain = Modern::new(&server.url, Some(ALICE));
+    plain.declares = false;
+
+    let result = plain
+        .call("slow_compute", json!({"seconds": 1, "label": "plain"}))
+        .await;
+    assert_eq!(result["resultType"], "complete", "{result}");
+    assert_eq!(result["content"][0]["text"], "computed plain in 1 s");
+    for (method, params) in [
+        (
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+        ),
+        ("tasks/get", json!({"taskId": "x"})),
+        ("tasks/cancel", json!({"taskId": "x"})),
+        ("tasks/update", json!({"taskId": "x", "inputResponses": {}})),
+    ] {
+        let refused = plain.rpc(method, params).await;
+        assert_eq!(code(&refused), -32021, "{method}: {refused}");
+        assert_eq!(
+            refused["error"]["data"]["requiredCapabilities"]["extensions"][EXTENSION],
+            json!({}),
+            "{refused}"
+        );
+    }
+
+    // A 2025-11-25 session has no tasks: every tool is a plain call, as before.
+    let session = server
+        .connect(RecordingClient::new(&json!({})), Some(ALICE))
+        .await;
+    let result = session
+        .call_tool(crate::support::call("failing_job", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let listed = session.list_all_tools().await.unwrap();
+    assert!(listed.iter().any(|t| t.name == "slow_compute"));
+    session.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_task_has_its_own_time_limit_and_expires_after_its_ttl() {
+    let manifest =
+        "[tasks]\noptional = [\"slow_compute\", \"protocol_error_job\"]\ntimeout-ms = 2000\n";
+    let dir = conformance_dir(manifest);
+    let (server, _config) = server(dir.path(), &["--task-ttl-ms", "2000"]).await;
+    let alice = Modern::new(&server.url, Some(ALICE));
+
+    // Over the task's own limit: the task failed, naming the limit.
+    let id = alice.start("slow_compute", json!({"seconds": 10})).await;
+    let view = alice
+        .until(&id, &["completed", "failed", "cancelled"])
+        .await;
+    assert_eq!(view["status"], "failed", "{view}");
+    let message = view["error"]["message"].as_str().unwrap();
+    assert!(message.contains("timed out after 2 s"), "{message}");
+    assert_eq!(view["ttlMs"], 2000);
+
+    // A crash is a failed task with the plugin's message; a result, a completed one.
+    let crashed = alice.start("protocol_error_job", json!({})).await;
+    let view = alice.until(&crashed, &["completed", "failed"]).await;
+    assert_eq!(view["status"], "failed", "{view}");
+    assert_eq!(view["error"]["code"], -32603);
+    assert!(
+        view["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("crashed on purpose")
+    );
+    let done = alice
+        .start("slow_compute", json!({"seconds": 1, "label": "quick"}))
+        .await;
+    let view = alice.until(&done, &["completed"]).await;
+    assert_eq!(
+        view["result"]["content"][0]["text"],
+        "computed quick in 1 s"
+    );
+    assert_eq!(view["result"]["resultType"], "complete");
+
+    // Kept for its ttl after its last change, then gone.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(code(&alice.get(&done).await), -32602);
+}
+
+#[tokio::test]
+async fn a_task_over_the_operators_time_limit_is_refused_at_load() {
+    let dir = conformance_dir("[tasks]\noptional = [\"slow_compute\"]\ntimeout-ms = 7200000\n");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+        .args(["inspect"])
+        .arg(dir.path().join("conformance.wasm"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("tasks.timeout-ms") && stderr.contains("--task-timeout-ms"),
+        "{stderr}"
+    );
+}
