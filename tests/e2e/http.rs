@@ -523,3 +523,92 @@ async fn http_accepts_host_names_and_binds_before_plugins_load() {
         "{stderr}"
     );
 }
+
+/// The server card (SEP-2127's draft) at `/.well-known/mcp/server-card`: public, JSON,
+/// readable from any origin, naming the endpoint clients reach and never a Host a request
+/// made up; its lists only while anyone may connect without a token.
+#[tokio::test]
+async fn the_server_card_describes_the_endpoint_and_lists_only_what_is_public() {
+    let dir = crate::support::all_examples();
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let http = reqwest::Client::new();
+    let card_url = server.url.replace("/mcp", "/.well-known/mcp/server-card");
+    let response = http.get(&card_url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "application/json");
+    assert_eq!(headers["access-control-allow-origin"], "*");
+    assert!(
+        headers["cache-control"]
+            .to_str()
+            .unwrap()
+            .starts_with("public, max-age=")
+    );
+    let card: Value = response.json().await.unwrap();
+    assert_eq!(card["name"], "localhost/mcpbox", "{card}");
+    assert_eq!(card["version"], env!("CARGO_PKG_VERSION"));
+    assert!(card["$schema"].as_str().unwrap().contains("server-card"));
+    let remote = &card["remotes"][0];
+    assert_eq!(remote["type"], "streamable-http");
+    assert_eq!(remote["url"], server.url.as_str(), "{card}");
+    let versions = remote["supportedProtocolVersions"].as_array().unwrap();
+    assert!(versions.contains(&json!("2026-07-28")) && versions.contains(&json!("2025-11-25")));
+    assert_eq!(remote["authentication"]["required"], false);
+    assert_eq!(card["remotes"][1]["type"], "sse");
+    assert!(card["capabilities"]["tools"].is_object(), "{card}");
+    let tools: Vec<&str> = card["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(tools.contains(&"echo"), "{tools:?}");
+    assert!(!card["prompts"].as_array().unwrap().is_empty());
+
+    // A made-up Host never names the endpoint; a preflight is answered for GET.
+    let card: Value = http
+        .get(&card_url)
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(!card.to_string().contains("evil.example"), "{card}");
+    let preflight = http
+        .request(reqwest::Method::OPTIONS, &card_url)
+        .header("origin", "https://elsewhere.example")
+        .header("access-control-request-method", "GET")
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    assert_eq!(preflight.headers()["access-control-allow-origin"], "*");
+    drop(server);
+
+    // With tokens: public still, saying a token is needed, and listing nothing.
+    let config_dir = tempfile::tempdir().unwrap();
+    let config =
+        crate::support::token_config(config_dir.path(), &[("ops", "a-token-0123456789", &[])], "");
+    let server = HttpServer::start(dir.path(), &["--config", config.to_str().unwrap()]).await;
+    let card: Value = http
+        .get(server.url.replace("/mcp", "/.well-known/mcp/server-card"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        card["remotes"][0]["authentication"]["required"], true,
+        "{card}"
+    );
+    assert_eq!(
+        card["remotes"][0]["authentication"]["schemes"],
+        json!(["bearer"])
+    );
+    for list in ["tools", "prompts", "resources"] {
+        assert!(card.get(list).is_none(), "{list}: {card}");
+    }
+}

@@ -195,6 +195,12 @@ async fn tasks_are_their_callers_alone_and_bounded_per_caller() {
     assert_eq!(code(&refused), -32602, "{refused}");
     assert_eq!(alice.get(&first).await["result"]["status"], "working");
 
+    // A working task's status message is its latest progress message.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let view = alice.get(&first).await;
+    let message = view["result"]["statusMessage"].as_str().unwrap_or_default();
+    assert!(message.starts_with("computed ") && message.ends_with(" of 60 s"), "{view}");
+
     // Two running tasks per caller: the third waits its turn; bob has his own.
     let second = alice.start("slow_compute", json!({"seconds": 60})).await;
     let third = alice

@@ -328,9 +328,13 @@ pub struct RequestContext {
     caller: Principal,
     /// What the request's audit record learns while it runs.
     audit: Arc<AuditSlot>,
-    /// The request runs as a task (the tasks extension).
-    task: bool,
+    /// The request runs as a task (the tasks extension): where its latest progress message
+    /// goes, for the task's `statusMessage`.
+    task: Option<TaskProgress>,
 }
+
+/// The latest progress message of a call run as a task.
+pub type TaskProgress = Arc<Mutex<Option<String>>>;
 
 impl RequestContext {
     pub(super) fn new(
@@ -350,7 +354,7 @@ impl RequestContext {
             call_id: None,
             caller,
             audit: Arc::default(),
-            task: false,
+            task: None,
         }
     }
 
@@ -363,14 +367,19 @@ impl RequestContext {
 
     /// This context, for a call run as a task.
     pub(super) fn for_task(mut self) -> Self {
-        self.task = true;
+        self.task = Some(Arc::default());
         self
+    }
+
+    /// Where a task's progress messages go (`None` unless it runs as a task).
+    pub(super) fn task_status(&self) -> Option<TaskProgress> {
+        self.task.clone()
     }
 
     /// Whether the request runs as a task: the plugin gets its task time limit, and a failure
     /// to produce a result is the task's failure (a protocol error), not an `isError` result.
     pub fn in_task(&self) -> bool {
-        self.task
+        self.task.is_some()
     }
 
     /// This context, filling the audit slot `audit`.
@@ -487,6 +496,10 @@ impl RequestContext {
     /// Send `notifications/progress`, if the request carried a progress token and `progress`
     /// is greater than the last value sent.
     pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        // A task's latest message is its status message, whoever polls it.
+        if let (Some(status), Some(message)) = (&self.task, message) {
+            *lock(status) = Some(cut_to(message, MAX_PROGRESS_MESSAGE_BYTES).to_owned());
+        }
         let Some(token) = &self.progress_token else {
             return;
         };

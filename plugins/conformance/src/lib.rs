@@ -273,12 +273,20 @@ fn task_tools(tools: &mut Tools) {
                     reason = "clamped to 0..=3,600,000 first"
                 )]
                 let ms = (seconds.clamp(0.0, 3600.0) * 1000.0) as u64;
-                // In slices, so a cancelled call stops within one.
-                let mut left = ms;
-                while left > 0 && !host::cancelled() {
-                    let step = left.min(100);
+                // In slices, so a cancelled call stops within one; progress each second (a
+                // task's status message).
+                let mut done = 0;
+                while done < ms && !host::cancelled() {
+                    let step = (ms - done).min(100);
                     sleep_ms(step);
-                    left -= step;
+                    done += step;
+                    if done % 1000 == 0 {
+                        host::progress(
+                            done as f64,
+                            Some(ms as f64),
+                            Some(&format!("computed {} of {} s", done / 1000, ms / 1000)),
+                        );
+                    }
                 }
                 format!(
                     "computed {} in {seconds} s",

@@ -45,7 +45,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 use tokio::task::JoinHandle;
 
-use super::context::{Cancellation, Client, RequestContext, Stateless};
+use super::context::{Cancellation, Client, RequestContext, Stateless, TaskProgress};
 use super::dispatch::dispatch;
 use super::mrtr::{Binding, InputRound, MAX_INPUT_RESPONSE_BYTES, MAX_INPUT_RESPONSES, RoundEnd};
 use super::session::Session;
@@ -245,6 +245,9 @@ struct Record {
     result: Option<Box<RawValue>>,
     #[serde(default)]
     error: Option<ErrorObject>,
+    /// The latest progress message of a working task (its `statusMessage`).
+    #[serde(default)]
+    message: Option<String>,
 }
 
 fn now_ms() -> u64 {
@@ -416,6 +419,8 @@ struct Run {
     round: Arc<InputRound>,
     binding: Binding,
     cancellation: Arc<Cancellation>,
+    /// The call's latest progress message.
+    status: Option<TaskProgress>,
 }
 
 /// Start `body` (a `tools/call`) in its own task under `ctx`.
@@ -441,6 +446,7 @@ async fn supervise(tasks: Arc<Tasks>, settings: Arc<ModernSettings>, run: Run) {
         round,
         binding,
         cancellation,
+        status,
     } = run;
     let mut renewal = tokio::time::interval(LEASE_RENEWAL);
     renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -456,6 +462,16 @@ async fn supervise(tasks: Arc<Tasks>, settings: Arc<ModernSettings>, run: Run) {
                     break None;
                 }
                 record.lease = lease_until();
+                if let Some(status) = &status {
+                    let latest = status
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone();
+                    if latest.is_some() && latest != record.message {
+                        record.message = latest;
+                        record.updated = now_ms();
+                    }
+                }
                 if let Err(e) = tasks.save(&id, &record).await {
                     tracing::warn!(task = %id, "could not renew the task's lease: {e}");
                 }
@@ -525,6 +541,7 @@ impl<B: Backend> Session<B> {
         let id = uuid::Uuid::new_v4().to_string();
         let cancellation = tasks.start(&id, &owner)?;
         let ctx = ctx.with_cancellation(Arc::clone(&cancellation)).for_task();
+        let status = ctx.task_status();
         let mut handle = spawn_call(Arc::clone(self.backend()), body, ctx.clone());
         let now = now_ms();
         let mut record = Record {
@@ -544,6 +561,7 @@ impl<B: Backend> Session<B> {
             request_state: None,
             result: None,
             error: None,
+            message: None,
         };
         if let Ok(joined) = tokio::time::timeout(GRACE, &mut handle).await {
             tasks.stop(&id);
@@ -592,6 +610,7 @@ impl<B: Backend> Session<B> {
                 round,
                 binding,
                 cancellation,
+                status,
             };
             tokio::spawn(supervise(tasks, settings, run));
         }
@@ -641,7 +660,11 @@ impl<B: Backend> Session<B> {
             TaskStatus::Cancelled => {
                 view.insert("statusMessage".to_owned(), json!("cancelled by the client"));
             }
-            TaskStatus::Working => {}
+            TaskStatus::Working => {
+                if let Some(message) = &record.message {
+                    view.insert("statusMessage".to_owned(), json!(message));
+                }
+            }
         }
         output(&Value::Object(view))
     }
@@ -742,7 +765,7 @@ impl<B: Backend> Session<B> {
         caller: &Principal,
     ) {
         let started = self.restart(&tasks, &id, &record, answered, caller);
-        let (handle, round, binding, cancellation) = match started {
+        let (handle, round, binding, cancellation, status) = match started {
             Ok(started) => started,
             Err(error) => {
                 record.conclude(Conclusion::Failed(error));
@@ -756,6 +779,7 @@ impl<B: Backend> Session<B> {
         record.updated = now_ms();
         record.lease = lease_until();
         record.input_requests = None;
+        record.message = None;
         if let Err(e) = tasks.save(&id, &record).await {
             tracing::warn!(task = %id, "could not record that the task runs again: {e}");
         }
@@ -767,6 +791,7 @@ impl<B: Backend> Session<B> {
             round,
             binding,
             cancellation,
+            status,
         };
         tokio::spawn(supervise(tasks, settings, run));
     }
@@ -789,6 +814,7 @@ impl<B: Backend> Session<B> {
             Arc<InputRound>,
             Binding,
             Arc<Cancellation>,
+            Option<TaskProgress>,
         ),
         ErrorObject,
     > {
@@ -836,12 +862,13 @@ impl<B: Backend> Session<B> {
         )
         .for_task();
         ctx.finish();
+        let status = ctx.task_status();
         let handle = spawn_call(
             Arc::clone(self.backend()),
             ClientRequest::CallTool(call),
             ctx,
         );
-        Ok((handle, round, binding, cancellation))
+        Ok((handle, round, binding, cancellation, status))
     }
 }
 
@@ -885,6 +912,7 @@ mod tests {
             request_state: None,
             result: None,
             error: None,
+            message: None,
         };
         assert_eq!(record.seen(false), TaskStatus::Working);
         assert_eq!(record.seen(true), TaskStatus::Cancelled);

@@ -226,7 +226,7 @@ impl<B: Backend> App<B> {
     /// Whether `authority` (`host[:port]`) names this server: the bound address (or, on
     /// loopback, `localhost`) with the bound port, or an `--allowed-host` with any port (a
     /// load balancer in front listens on its own port).
-    fn allowed_authority(&self, authority: &str) -> bool {
+    pub(super) fn allowed_authority(&self, authority: &str) -> bool {
         let (host, port) = split_authority(authority);
         if self
             .config

@@ -196,6 +196,14 @@ fn router<B: Backend>(app: &Arc<App<B>>) -> Router {
         .route(
             "/.well-known/oauth-protected-resource/{*path}",
             get(ops::resource_metadata::<B>),
+        )
+        .route(
+            "/.well-known/mcp/server-card",
+            get(ops::server_card::<B>).options(ops::server_card_preflight),
+        )
+        .route(
+            "/.well-known/mcp/server-card.json",
+            get(ops::server_card::<B>).options(ops::server_card_preflight),
         );
     let router = gated
         .merge(public)

@@ -1,8 +1,8 @@
 //! What operators and OAuth clients read besides MCP: the Prometheus exposition at `/metrics`
 //! and the status page at `/` (both behind the gate: they name every plugin and tool), the
-//! public OAuth Protected Resource Metadata (RFC 9728) under `/.well-known/`, and
-//! [`serve_metrics`], the metrics alone on a separate address. (`/healthz` and `/readyz` are
-//! in [`super::ready`].)
+//! public OAuth Protected Resource Metadata (RFC 9728) and server card (SEP-2127) under
+//! `/.well-known/`, and [`serve_metrics`], the metrics alone on a separate address.
+//! (`/healthz` and `/readyz` are in [`super::ready`].)
 //!
 //! Depends on `metrics`, `auth` (the metadata) and the [`super::StatusPage`] the caller
 //! renders; knows nothing of sessions.
@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use super::Shared;
 use super::gate::Admitted;
 use super::reply::plain;
-use crate::server::Backend;
+use crate::server::{Backend, ListKind};
 
 /// The Protected Resource Metadata (RFC 9728), public (clients read it to find the
 /// authorization server); 404 without OAuth.
@@ -96,4 +96,168 @@ pub async fn serve_metrics(
     axum::serve(listener, router.into_make_service())
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// Where the server card's schema is (SEP-2127's draft).
+const CARD_SCHEMA: &str =
+    "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json";
+
+/// The most pages of one list the server card reads.
+const CARD_MAX_PAGES: usize = 100;
+
+/// The MCP server card (SEP-2127's draft), public at `/.well-known/mcp/server-card`: who this
+/// server is, where and how to connect (both transports, the protocol revisions, whether a
+/// token is needed), its capabilities, and, when anyone may connect without a token, its
+/// tools, prompts and resources (with authentication they are left out: what a caller sees
+/// depends on who it is, and the card says nothing about any caller). `application/json`,
+/// readable from any origin (`GET` only), cacheable for the lists' `ttlMs`.
+pub(super) async fn server_card<B: Backend>(
+    State(app): Shared<B>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let authority = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|host| app.allowed_authority(host))
+        .map_or_else(|| app.bound.to_string(), str::to_owned);
+    let resource = app
+        .config
+        .oauth
+        .as_ref()
+        .and_then(|v| v.metadata()["resource"].as_str().map(str::to_owned));
+    let endpoint = resource.unwrap_or_else(|| format!("http://{authority}/mcp"));
+    let base = endpoint
+        .strip_suffix("/mcp")
+        .unwrap_or(&endpoint)
+        .to_owned();
+    let host = url::Url::parse(&endpoint)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    let mut schemes = Vec::new();
+    if !app.config.tokens.is_empty() {
+        schemes.push("bearer");
+    }
+    if app.config.oauth.is_some() {
+        schemes.push("oauth2");
+    }
+    let required = !schemes.is_empty();
+    let authentication = serde_json::json!({ "required": required, "schemes": schemes });
+    let versions = crate::protocol::v2026::supported_versions();
+    let legacy = crate::protocol::v2025::VERSIONS;
+    let mut card = serde_json::json!({
+        "$schema": CARD_SCHEMA,
+        "name": card_name(&host),
+        "version": env!("CARGO_PKG_VERSION"),
+        "title": "mcpbox",
+        "description": "Tools, prompts, resources and skills from sandboxed WebAssembly plugins",
+        "websiteUrl": base,
+        "remotes": [
+            {
+                "type": "streamable-http",
+                "url": endpoint,
+                "supportedProtocolVersions": versions,
+                "authentication": authentication,
+            },
+            {
+                "type": "sse",
+                "url": format!("{base}/sse"),
+                "supportedProtocolVersions": legacy,
+                "authentication": authentication,
+            },
+        ],
+        "capabilities": app.backend.offers().modern_capabilities(),
+    });
+    if !required {
+        let caller = crate::principal::Principal::local();
+        for (key, kind, field) in [
+            ("tools", ListKind::Tools, "tools"),
+            ("prompts", ListKind::Prompts, "prompts"),
+            ("resources", ListKind::Resources, "resources"),
+        ] {
+            card[key] = serde_json::Value::Array(all_items(&*app.backend, kind, field, &caller));
+        }
+    }
+    let max_age = app.config.modern.list_ttl_ms / 1000;
+    (
+        [
+            (header::CONTENT_TYPE, "application/json".to_owned()),
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*".to_owned()),
+            (header::ACCESS_CONTROL_ALLOW_METHODS, "GET".to_owned()),
+            (
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                "Content-Type".to_owned(),
+            ),
+            (header::CACHE_CONTROL, format!("public, max-age={max_age}")),
+        ],
+        card.to_string(),
+    )
+        .into_response()
+}
+
+/// The server card's answer to a browser's preflight: `GET` from anywhere.
+pub(super) async fn server_card_preflight() -> Response {
+    (
+        StatusCode::NO_CONTENT,
+        [
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+            (header::ACCESS_CONTROL_ALLOW_METHODS, "GET"),
+            (header::ACCESS_CONTROL_ALLOW_HEADERS, "Content-Type"),
+        ],
+    )
+        .into_response()
+}
+
+/// The card's `name`: reverse-DNS of the host clients reach (`mcp.example.com` →
+/// `com.example.mcp/mcpbox`), or `localhost/mcpbox` for an address.
+fn card_name(host: &str) -> String {
+    let dns =
+        host.contains('.') && host.parse::<std::net::IpAddr>().is_err() && !host.starts_with('[');
+    if !dns {
+        return "localhost/mcpbox".to_owned();
+    }
+    let reversed: Vec<&str> = host.split('.').rev().collect();
+    format!("{}/mcpbox", reversed.join("."))
+}
+
+/// Every item of a list as `caller` sees it, page after page (at most [`CARD_MAX_PAGES`]).
+fn all_items<B: Backend>(
+    backend: &B,
+    kind: ListKind,
+    field: &str,
+    caller: &crate::principal::Principal,
+) -> Vec<serde_json::Value> {
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..CARD_MAX_PAGES {
+        let Ok(page) = backend.list(kind, cursor.as_deref(), caller) else {
+            break;
+        };
+        let Ok(mut page) = serde_json::from_str::<serde_json::Value>(page.body.get()) else {
+            break;
+        };
+        if let Some(serde_json::Value::Array(more)) =
+            page.get_mut(field).map(serde_json::Value::take)
+        {
+            items.extend(more);
+        }
+        cursor = page["nextCursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    items
+}
+
+#[cfg(test)]
+mod tests {
+    use super::card_name;
+
+    #[test]
+    fn the_card_is_named_in_reverse_dns() {
+        assert_eq!(card_name("mcp.example.com"), "com.example.mcp/mcpbox");
+        assert_eq!(card_name("127.0.0.1"), "localhost/mcpbox");
+        assert_eq!(card_name("localhost"), "localhost/mcpbox");
+        assert_eq!(card_name(""), "localhost/mcpbox");
+    }
 }
