@@ -199,7 +199,10 @@ async fn tasks_are_their_callers_alone_and_bounded_per_caller() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let view = alice.get(&first).await;
     let message = view["result"]["statusMessage"].as_str().unwrap_or_default();
-    assert!(message.starts_with("computed ") && message.ends_with(" of 60 s"), "{view}");
+    assert!(
+        message.starts_with("computed ") && message.ends_with(" of 60 s"),
+        "{view}"
+    );
 
     // Two running tasks per caller: the third waits its turn; bob has his own.
     let second = alice.start("slow_compute", json!({"seconds": 60})).await;
@@ -364,5 +367,97 @@ async fn a_task_over_the_operators_time_limit_is_refused_at_load() {
     assert!(
         stderr.contains("tasks.timeout-ms") && stderr.contains("--task-timeout-ms"),
         "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn answers_are_checked_kept_one_by_one_and_never_reach_a_replaced_plugin() {
+    let dir = conformance_dir(TASKS_MANIFEST);
+    let (server, _config) = server(dir.path(), &[]).await;
+    let alice = Modern::new(&server.url, Some(ALICE));
+
+    // Two questions at once; a malformed answer is refused and the task keeps waiting.
+    let id = alice.start("multi_input", json!({})).await;
+    let asked = alice.until(&id, &["input_required"]).await;
+    let open = |view: &Value| -> Vec<String> {
+        view["inputRequests"]
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(open(&asked), ["first", "second"], "{asked}");
+    let refused = alice
+        .rpc(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {"first": "yes"}}),
+        )
+        .await;
+    assert_eq!(code(&refused), -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("inputResponses.first"),
+        "{refused}"
+    );
+    let accept = json!({"action": "accept", "content": {"confirm": true}});
+    let ack = alice
+        .rpc(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {"first": accept, "planted": accept}}),
+        )
+        .await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let view = alice.get(&id).await["result"].clone();
+    assert_eq!(view["status"], "input_required");
+    assert_eq!(open(&view), ["second"], "{view}");
+    alice
+        .rpc(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {"second": accept}}),
+        )
+        .await;
+    let done = alice.until(&id, &["completed", "failed"]).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "both confirmed",
+        "{done}"
+    );
+    // Answers to a task that no longer waits are acknowledged and change nothing.
+    let ack = alice
+        .rpc(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {"second": accept}}),
+        )
+        .await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}));
+
+    // The plugin is replaced while a task waits: the answers fail the task, naming why,
+    // instead of reaching the new version's questions.
+    let id = alice
+        .start("confirm_delete", json!({"filename": "old.txt"}))
+        .await;
+    alice.until(&id, &["input_required"]).await;
+    // Another build: the same code with one more custom section (a new digest).
+    let wasm = dir.path().join("conformance.wasm");
+    let mut bytes = std::fs::read(&wasm).unwrap();
+    bytes.extend_from_slice(&[0x00, 0x06, 0x04, b'n', b'e', b'x', b't', 0x01]);
+    let staged = dir.path().join("conformance.wasm.new");
+    std::fs::write(&staged, bytes).unwrap();
+    std::fs::rename(&staged, &wasm).unwrap();
+    server.stderr.wait_for("reloaded plugin").await;
+    alice
+        .rpc(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {"confirm": accept}}),
+        )
+        .await;
+    let failed = alice.until(&id, &["completed", "failed"]).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("replaced"),
+        "{failed}"
     );
 }

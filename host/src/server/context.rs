@@ -99,6 +99,13 @@ pub enum ServerRequest {
 }
 
 impl ServerRequest {
+    /// The request whose method is `method`, if any.
+    pub fn from_method(method: &str) -> Option<Self> {
+        [Self::Sampling, Self::Elicitation, Self::Roots]
+            .into_iter()
+            .find(|kind| kind.method() == method)
+    }
+
     /// The method of the request.
     pub fn method(self) -> &'static str {
         match self {

@@ -35,7 +35,7 @@ impl ServerRequest {
     }
 
     /// Whether `answer` has the shape of this request's result.
-    pub(super) fn check_answer(self, answer: &Value) -> Result<(), String> {
+    pub(in crate::server) fn check_answer(self, answer: &Value) -> Result<(), String> {
         let object = answer
             .as_object()
             .ok_or_else(|| format!("must be a {} result object, not {answer}", self.method()))?;

@@ -45,7 +45,9 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 use tokio::task::JoinHandle;
 
-use super::context::{Cancellation, Client, RequestContext, Stateless, TaskProgress};
+use super::context::{
+    Cancellation, Client, RequestContext, ServerRequest, Stateless, TaskProgress,
+};
 use super::dispatch::dispatch;
 use super::mrtr::{Binding, InputRound, MAX_INPUT_RESPONSE_BYTES, MAX_INPUT_RESPONSES, RoundEnd};
 use super::session::Session;
@@ -137,18 +139,30 @@ impl Tasks {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether `owner` may start one more task here.
+    fn has_room(&self, owner: &str) -> bool {
+        let running = self.running();
+        running.values().filter(|(o, _)| o == owner).count() < self.settings.max_per_caller
+    }
+
+    /// -32029: the caller runs its most tasks.
+    fn over_bound(&self) -> ErrorObject {
+        ErrorObject::new(
+            OVER_BUDGET,
+            format!(
+                "too many tasks: this caller already runs {}, the most one caller may at once \
+                 (--max-tasks-per-caller); wait for one to finish or cancel one",
+                self.settings.max_per_caller
+            ),
+        )
+    }
+
     /// Count a task of `owner` as running here; -32029 when the caller runs its most.
     fn start(&self, id: &str, owner: &str) -> Result<Arc<Cancellation>, ErrorObject> {
         let mut running = self.running();
         let mine = running.values().filter(|(o, _)| o == owner).count();
         if mine >= self.settings.max_per_caller {
-            return Err(ErrorObject::new(
-                OVER_BUDGET,
-                format!(
-                    "too many tasks: this caller already runs {mine}, the most one caller may \
-                     at once (--max-tasks-per-caller); wait for one to finish or cancel one"
-                ),
-            ));
+            return Err(self.over_bound());
         }
         let cancellation = Arc::new(Cancellation::default());
         running.insert(id.to_owned(), (owner.to_owned(), Arc::clone(&cancellation)));
@@ -721,8 +735,19 @@ impl<B: Backend> Session<B> {
         let mut bytes = 0usize;
         let mut given = Vec::new();
         for (key, answer) in params.input_responses {
-            if !asked.contains_key(&key) {
+            let Some(question) = asked.get(&key) else {
                 continue;
+            };
+            // An answer that cannot answer its question is refused now, and the task keeps
+            // waiting for a good one.
+            if let Some(kind) = question["method"]
+                .as_str()
+                .and_then(ServerRequest::from_method)
+                && let Err(why) = kind.check_answer(&answer)
+            {
+                return Err(ErrorObject::invalid_params(format!(
+                    "`inputResponses.{key}` {why}"
+                )));
             }
             let encoded = serde_json::to_vec(&answer)
                 .map_err(|e| ErrorObject::invalid_params(format!("`inputResponses.{key}`: {e}")))?;
@@ -733,6 +758,11 @@ impl<B: Backend> Session<B> {
             return Err(ErrorObject::invalid_params(format!(
                 "`inputResponses` is {bytes} bytes; at most {MAX_INPUT_RESPONSE_BYTES} are taken"
             )));
+        }
+        // The last answer restarts the call: refused while the caller runs its most tasks,
+        // before anything is recorded, so the client can send the answers again later.
+        if !tasks.has_room(&record.owner) {
+            return Err(tasks.over_bound());
         }
         let store_error = |e: String| ErrorObject::internal(format!("cannot update the task: {e}"));
         let answered = tasks
