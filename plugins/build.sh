@@ -8,7 +8,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
-examples=(echo-tools code-review quotes weather files interactive todo sequential-thinking)
+examples=(echo-tools code-review quotes weather files interactive todo sequential-thinking mcp-time)
 # Built with the examples, kept apart: the fixtures of the official conformance suite.
 conformance=(conformance)
 fixtures=()
@@ -32,11 +32,14 @@ for p in "${examples[@]}" "${conformance[@]}" "${fixtures[@]}" "${bench[@]}"; do
 cargo build --quiet --manifest-path "$root/Cargo.toml" --profile plugin --target wasm32-wasip2 \
   --target-dir "$root/target/wasm" "${args[@]}" >&2
 
+# The component of package P is P.wasm (dashes as underscores), unless its [lib] names it.
+declare -A component=([mcp-time]=time)
 collect() {
   local out="$1"; shift
   mkdir -p "$out"
   for p in "$@"; do
-    cp "$root/target/wasm/wasm32-wasip2/plugin/${p//-/_}.wasm" "$out/"
+    local name="${component[$p]:-${p//-/_}}"
+    cp "$root/target/wasm/wasm32-wasip2/plugin/$name.wasm" "$out/"
   done
 }
 collect "$root/target/plugins" "${examples[@]}"
@@ -44,7 +47,8 @@ collect "$root/target/conformance-plugins" "${conformance[@]}"
 # Manifests (grants) go beside their plugins. The files example gets its sample directory by
 # absolute path, so the manifest works wherever the plugin directory is used from.
 cp "$root/plugins/weather/weather.toml" "$root/plugins/todo/todo.toml" \
-  "$root/plugins/sequential-thinking/sequential_thinking.toml" "$root/target/plugins/"
+  "$root/plugins/sequential-thinking/sequential_thinking.toml" "$root/plugins/time/time.toml" \
+  "$root/target/plugins/"
 cat > "$root/target/plugins/files.toml" <<TOML
 # Written by plugins/build.sh: grant the files example its sample directory, read-only.
 [[dirs]]

@@ -89,7 +89,14 @@ async fn the_quick_start_examples_load_with_no_refused_name() {
         "{log}"
     );
     let names = tool_names(&client).await;
-    for name in ["add", "list", "echo", "sum"] {
+    for name in [
+        "add",
+        "list",
+        "echo",
+        "sum",
+        "sequentialthinking",
+        "get_current_time",
+    ] {
         assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
     }
     client.cancel().await.unwrap();

@@ -1,9 +1,10 @@
 //! The reference servers beside their mcpbox plugins (#28): the original, installed from npm
-//! into `target/tools/` on first use and run on Node 22, and the plugin under `mcpbox serve`,
-//! both driven by rmcp's client through the same script, compared call by call.
+//! (run on Node 22) or PyPI into `target/tools/` on first use, and the plugin under `mcpbox
+//! serve`, both driven by rmcp's client through the same script, compared call by call.
 //!
 //! So far: `@modelcontextprotocol/server-sequential-thinking` against
-//! `plugins/sequential-thinking`.
+//! `plugins/sequential-thinking`, and `mcp-server-time` against `plugins/time` (also on the
+//! days clocks change, both processes under Debian's libfaketime).
 
 use std::process::Stdio;
 
@@ -61,11 +62,18 @@ fn surface(tool: &Value) -> Value {
 }
 
 async fn call(service: &RunningService<RoleClient, ()>, arguments: &Value) -> Value {
+    call_tool(service, "sequentialthinking", arguments).await
+}
+
+async fn call_tool(
+    service: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    arguments: &Value,
+) -> Value {
     let Value::Object(arguments) = arguments.clone() else {
         unreachable!()
     };
-    let params =
-        rmcp::model::CallToolRequestParams::new("sequentialthinking").with_arguments(arguments);
+    let params = rmcp::model::CallToolRequestParams::new(tool).with_arguments(arguments);
     let result = tokio::time::timeout(STEP, service.call_tool(params))
         .await
         .expect("answered in time")
@@ -182,4 +190,295 @@ async fn sequential_thinking_matches_the_original_call_for_call() {
     }
     original.cancel().await.unwrap();
     plugin.cancel().await.unwrap();
+}
+
+/// The original time server, pinned to its current release.
+const TIME: &str = "mcp-server-time==2026.10.19";
+
+/// Run `command` as if the wall clock read `date` (libfaketime; monotonic time untouched).
+fn at_date(command: &mut Command, date: Option<&str>) {
+    let Some(date) = date else {
+        return;
+    };
+    tools::debian("faketime", "faketime");
+    let library = std::fs::read_dir("/usr/lib")
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().join("faketime/libfaketime.so.1"))
+        .find(|path| path.exists())
+        .expect("libfaketime.so.1 under /usr/lib/*/faketime/");
+    command
+        .env("LD_PRELOAD", library)
+        .env("FAKETIME", format!("@{date}"))
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+}
+
+/// The original time server and the plugin, both with Europe/Paris as the local zone, and
+/// both at `date` if given.
+async fn time_pair(
+    date: Option<&str>,
+) -> (
+    RunningService<RoleClient, ()>,
+    RunningService<RoleClient, ()>,
+    tempfile::TempDir,
+) {
+    let python = tokio::task::spawn_blocking(|| tools::python(&[TIME]))
+        .await
+        .unwrap();
+    let mut original = Command::new(python.with_file_name("mcp-server-time"));
+    original
+        .args(["--local-timezone", "Europe/Paris"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    at_date(&mut original, date);
+    let original = connect_command(original, ()).await.0;
+    let dir = plugin_dir(&[("time", "time.wasm")]);
+    std::fs::write(
+        dir.path().join("time.toml"),
+        "[config]\nlocal-timezone = \"Europe/Paris\"\n",
+    )
+    .unwrap();
+    let mut plugin = mcpbox(dir.path(), &[]);
+    at_date(&mut plugin, date);
+    let plugin = connect_command(plugin, ()).await.0;
+    (original, plugin, dir)
+}
+
+/// A result with what must differ between two runs taken out: the current time's seconds
+/// (`datetime`, in the structured content and in the text's JSON).
+fn without_now(result: &Value) -> Value {
+    let mut result = result.clone();
+    if let Some(structured) = result.get_mut("structuredContent") {
+        structured["datetime"] = Value::Null;
+    }
+    if let Some(text) = result["content"][0]["text"].as_str()
+        && let Ok(mut value) = serde_json::from_str::<Value>(text)
+        && value.get("datetime").is_some()
+    {
+        value["datetime"] = Value::Null;
+        result["content"][0]["text"] = Value::String(value.to_string());
+    }
+    result
+}
+
+/// Run `script` (tool, arguments, whether the text must match when it is an error) on both.
+async fn compare(
+    original: &RunningService<RoleClient, ()>,
+    plugin: &RunningService<RoleClient, ()>,
+    script: &[(&'static str, Value, bool)],
+) {
+    for (tool, arguments, same_text) in script {
+        let theirs = without_now(&call_tool(original, tool, arguments).await);
+        let ours = without_now(&call_tool(plugin, tool, arguments).await);
+        let error = theirs["isError"] == json!(true);
+        assert_eq!(
+            ours["isError"] == json!(true),
+            error,
+            "{tool} {arguments}\noriginal: {theirs}\nmcpbox: {ours}"
+        );
+        if !error || *same_text {
+            assert_eq!(
+                ours["content"], theirs["content"],
+                "{tool} {arguments}\noriginal: {theirs}\nmcpbox: {ours}"
+            );
+            assert_eq!(
+                ours.get("structuredContent"),
+                theirs.get("structuredContent"),
+                "{tool} {arguments}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn time_matches_the_original_call_for_call_and_across_clock_changes() {
+    let (original, plugin, _dir) = time_pair(None).await;
+
+    // The same surface: names, descriptions (naming the local zone), schemas, annotations.
+    let theirs = to_json(&original.list_all_tools().await.unwrap());
+    let ours = to_json(&plugin.list_all_tools().await.unwrap());
+    assert_eq!(theirs.as_array().unwrap().len(), 2, "{theirs}");
+    for (ours, theirs) in ours
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(theirs.as_array().unwrap())
+    {
+        assert_eq!(surface(ours), surface(theirs));
+    }
+
+    let convert = |source: &str, time: &str, target: &str| json!({"source_timezone": source, "time": time, "target_timezone": target});
+    let script = vec![
+        ("get_current_time", json!({"timezone": "Asia/Tokyo"}), false),
+        (
+            "get_current_time",
+            json!({"timezone": "America/St_Johns"}),
+            false,
+        ),
+        (
+            "get_current_time",
+            json!({"timezone": "Europe/Paris"}),
+            false,
+        ),
+        ("get_current_time", json!({"timezone": "UTC"}), false),
+        // Refused by the plugin, in the original's words.
+        ("get_current_time", json!({"timezone": "Foo/Bar"}), true),
+        ("get_current_time", json!({"timezone": ""}), true),
+        (
+            "get_current_time",
+            json!({"timezone": "europe/paris"}),
+            true,
+        ),
+        (
+            "get_current_time",
+            json!({"timezone": "../etc/passwd"}),
+            true,
+        ),
+        (
+            "get_current_time",
+            json!({"timezone": "/etc/localtime"}),
+            true,
+        ),
+        (
+            "get_current_time",
+            json!({"timezone": "Europe/../Asia/Tokyo"}),
+            true,
+        ),
+        (
+            "get_current_time",
+            json!({"timezone": "Europe//Paris"}),
+            true,
+        ),
+        ("get_current_time", json!({"timezone": "a\u{0}b"}), true),
+        // A directory of the database: the original's text names a file of its host.
+        ("get_current_time", json!({"timezone": "America"}), false),
+        // Refused by the schema (mcpbox's own words).
+        ("get_current_time", json!({}), false),
+        ("get_current_time", json!({"timezone": 5}), false),
+        ("convert_time", convert("UTC", "2:30", "Asia/Tokyo"), false),
+        (
+            "convert_time",
+            convert("UTC", "12:30", "Asia/Kathmandu"),
+            false,
+        ),
+        (
+            "convert_time",
+            convert("America/New_York", "23:59", "Pacific/Kiritimati"),
+            false,
+        ),
+        (
+            "convert_time",
+            convert("Australia/Adelaide", "0:00", "America/St_Johns"),
+            false,
+        ),
+        (
+            "convert_time",
+            convert("Europe/Paris", "1:5", "Europe/Paris"),
+            false,
+        ),
+        (
+            "convert_time",
+            convert("UTC", "09:07", "Asia/Kolkata"),
+            false,
+        ),
+        ("convert_time", convert("UTC", "25:00", "UTC"), true),
+        ("convert_time", convert("UTC", "24:00", "UTC"), true),
+        ("convert_time", convert("UTC", "12:60", "UTC"), true),
+        ("convert_time", convert("UTC", " 12:30", "UTC"), true),
+        ("convert_time", convert("UTC", "12:30 ", "UTC"), true),
+        ("convert_time", convert("UTC", "12:30:00", "UTC"), true),
+        ("convert_time", convert("UTC", "ab:cd", "UTC"), true),
+        ("convert_time", convert("UTC", "", "UTC"), true),
+        ("convert_time", convert("", "12:30", "UTC"), true),
+        ("convert_time", convert("UTC", "12:30", ""), true),
+        (
+            "convert_time",
+            convert("Mars/Olympus", "12:30", "UTC"),
+            true,
+        ),
+        (
+            "convert_time",
+            convert("UTC", "12:30", "Mars/Olympus"),
+            true,
+        ),
+        (
+            "convert_time",
+            json!({"source_timezone": "UTC", "time": "12:30"}),
+            false,
+        ),
+    ];
+    compare(&original, &plugin, &script).await;
+    original.cancel().await.unwrap();
+    plugin.cancel().await.unwrap();
+
+    // On the days clocks change: an hour skipped (spring forward) is refused, an hour repeated
+    // (fall back) is read as the earlier one, in the original's words and numbers.
+    for (date, script) in [
+        (
+            "2026-03-08 12:00:00",
+            vec![
+                (
+                    "convert_time",
+                    convert("America/New_York", "2:30", "UTC"),
+                    true,
+                ),
+                (
+                    "convert_time",
+                    convert("America/New_York", "1:59", "UTC"),
+                    false,
+                ),
+                (
+                    "convert_time",
+                    convert("America/New_York", "3:00", "Europe/London"),
+                    false,
+                ),
+                (
+                    "get_current_time",
+                    json!({"timezone": "America/New_York"}),
+                    false,
+                ),
+            ],
+        ),
+        (
+            "2026-11-01 12:00:00",
+            vec![
+                (
+                    "convert_time",
+                    convert("America/New_York", "1:30", "UTC"),
+                    false,
+                ),
+                (
+                    "convert_time",
+                    convert("America/New_York", "2:30", "Asia/Tokyo"),
+                    false,
+                ),
+                (
+                    "get_current_time",
+                    json!({"timezone": "America/New_York"}),
+                    false,
+                ),
+            ],
+        ),
+        (
+            "2026-10-25 12:00:00",
+            vec![
+                (
+                    "convert_time",
+                    convert("Europe/Paris", "2:30", "America/New_York"),
+                    false,
+                ),
+                (
+                    "convert_time",
+                    convert("Australia/Lord_Howe", "1:45", "UTC"),
+                    false,
+                ),
+            ],
+        ),
+    ] {
+        let (original, plugin, _dir) = time_pair(Some(date)).await;
+        compare(&original, &plugin, &script).await;
+        original.cancel().await.unwrap();
+        plugin.cancel().await.unwrap();
+    }
 }
