@@ -8,7 +8,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
-examples=(echo-tools code-review quotes weather files interactive todo sequential-thinking mcp-time)
+examples=(echo-tools code-review quotes weather files interactive todo sequential-thinking mcp-time memory)
 # Built with the examples, kept apart: the fixtures of the official conformance suite.
 conformance=(conformance)
 fixtures=()
@@ -47,7 +47,7 @@ collect "$root/target/conformance-plugins" "${conformance[@]}"
 # Manifests (grants) go beside their plugins. The files example gets its sample directory by
 # absolute path, so the manifest works wherever the plugin directory is used from.
 cp "$root/plugins/weather/weather.toml" "$root/plugins/todo/todo.toml" \
-  "$root/plugins/sequential-thinking/sequential_thinking.toml" "$root/plugins/time/time.toml" \
+  "$root/plugins/sequential-thinking/sequential_thinking.toml" "$root/plugins/time/time.toml" "$root/plugins/memory/memory.toml" \
   "$root/target/plugins/"
 cat > "$root/target/plugins/files.toml" <<TOML
 # Written by plugins/build.sh: grant the files example its sample directory, read-only.

@@ -522,3 +522,56 @@ async fn sighup_reads_the_secrets_file_again() {
         "{log}"
     );
 }
+
+/// The memory plugin (the reference server `server-memory`): each caller has a knowledge
+/// graph of their own, and a subscriber to `memory://knowledge-graph` hears of each change.
+#[tokio::test]
+async fn each_caller_has_a_knowledge_graph_of_their_own() {
+    let dir = plugin_dir(&[("memory", "memory.wasm")]);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/memory/memory.toml"),
+        dir.path().join("memory.toml"),
+    )
+    .unwrap();
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = token_config(
+        config_dir.path(),
+        &[("alice", ALICE, &[]), ("bob", BOB, &[])],
+        "",
+    );
+    let server = HttpServer::start(dir.path(), &["--config", config.to_str().unwrap()]).await;
+    let recorder = RecordingClient::new(&json!({}));
+    let alice = server.connect(recorder.clone(), Some(ALICE)).await;
+    let bob = server
+        .connect(RecordingClient::new(&json!({})), Some(BOB))
+        .await;
+    alice
+        .subscribe(rmcp::model::SubscribeRequestParams::new(
+            "memory://knowledge-graph",
+        ))
+        .await
+        .unwrap();
+    let entities = json!({"entities": [{"name": "secret", "entityType": "note", "observations": ["alice's"]}]});
+    let (_, error) = tool_text(
+        &alice
+            .call_tool(call("create_entities", entities))
+            .await
+            .unwrap(),
+    );
+    assert!(!error);
+    recorder.wait_for("resources/updated", 1).await;
+    let graph = async |service: &RunningService<RoleClient, RecordingClient>| {
+        let result = service
+            .call_tool(call("read_graph", json!({})))
+            .await
+            .unwrap();
+        crate::support::json(&result)["structuredContent"]["entities"].clone()
+    };
+    assert_eq!(graph(&alice).await.as_array().unwrap().len(), 1);
+    assert_eq!(graph(&bob).await, json!([]));
+    let search = bob
+        .call_tool(call("search_nodes", json!({"query": "secret"})))
+        .await
+        .unwrap();
+    assert!(!tool_text(&search).0.contains("alice's"), "{search:?}");
+}

@@ -3,8 +3,9 @@
 //! serve`, both driven by rmcp's client through the same script, compared call by call.
 //!
 //! So far: `@modelcontextprotocol/server-sequential-thinking` against
-//! `plugins/sequential-thinking`, and `mcp-server-time` against `plugins/time` (also on the
-//! days clocks change, both processes under Debian's libfaketime).
+//! `plugins/sequential-thinking`, `mcp-server-time` against `plugins/time` (also on the days
+//! clocks change, both processes under Debian's libfaketime), and
+//! `@modelcontextprotocol/server-memory` against `plugins/memory` (and its own file imported).
 
 use std::process::Stdio;
 
@@ -481,4 +482,180 @@ async fn time_matches_the_original_call_for_call_and_across_clock_changes() {
         original.cancel().await.unwrap();
         plugin.cancel().await.unwrap();
     }
+}
+
+/// The original memory server, pinned to its current release.
+const MEMORY: &str = "@modelcontextprotocol/server-memory@2026.8.31";
+
+#[tokio::test]
+async fn memory_matches_the_original_call_for_call_and_imports_its_file() {
+    let prefix = tokio::task::spawn_blocking(|| tools::npm(&[MEMORY]))
+        .await
+        .unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let jsonl = files.path().join("memory.jsonl");
+    let mut command = Command::new("node");
+    command
+        .arg(prefix.join("node_modules/@modelcontextprotocol/server-memory/dist/index.js"))
+        .env("PATH", tools::node_path(&prefix))
+        .env("MEMORY_FILE_PATH", &jsonl)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    let original = connect_command(command, ()).await.0;
+    let dir = plugin_dir(&[("memory", "memory.wasm")]);
+    let manifest =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/memory/memory.toml");
+    std::fs::copy(&manifest, dir.path().join("memory.toml")).unwrap();
+    let plugin = connect_command(mcpbox(dir.path(), &[]), ()).await.0;
+
+    // The same surface: tools and the resource.
+    let theirs = to_json(&original.list_all_tools().await.unwrap());
+    let ours = to_json(&plugin.list_all_tools().await.unwrap());
+    assert_eq!(theirs.as_array().unwrap().len(), 9, "{theirs}");
+    for (ours, theirs) in ours
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(theirs.as_array().unwrap())
+    {
+        assert_eq!(surface(ours), surface(theirs));
+    }
+    assert_eq!(
+        to_json(&plugin.list_all_resources().await.unwrap()),
+        to_json(&original.list_all_resources().await.unwrap())
+    );
+
+    let entity = |name: &str, kind: &str, observations: &[&str]| json!({"name": name, "entityType": kind, "observations": observations});
+    let relation =
+        |from: &str, to: &str, kind: &str| json!({"from": from, "to": to, "relationType": kind});
+    let script: Vec<(&'static str, Value, bool)> = vec![
+        ("read_graph", json!({}), false),
+        // A name already in the graph is left out, a repeat within one call is not.
+        (
+            "create_entities",
+            json!({"entities": [entity("alice", "person", &["likes tea"]), entity("bob", "person", &[]),
+                                entity("alice", "robot", &[])]}),
+            false,
+        ),
+        (
+            "create_entities",
+            json!({"entities": [entity("alice", "cat", &[]), entity("carol", "person", &["Zoë ✓ 日本"])]}),
+            false,
+        ),
+        (
+            "create_relations",
+            json!({"relations": [relation("alice", "bob", "knows"), relation("bob", "carol", "knows"),
+                                 relation("alice", "bob", "knows")]}),
+            false,
+        ),
+        (
+            "create_relations",
+            json!({"relations": [relation("alice", "bob", "knows")]}),
+            false,
+        ),
+        (
+            "add_observations",
+            json!({"observations": [{"entityName": "alice", "contents": ["likes tea", "likes chess", "likes chess"]}]}),
+            false,
+        ),
+        // An unknown entity fails the whole call: nothing is added, even to alice.
+        (
+            "add_observations",
+            json!({"observations": [{"entityName": "alice", "contents": ["never"]},
+                                    {"entityName": "nobody", "contents": ["x"]}]}),
+            true,
+        ),
+        ("read_graph", json!({}), false),
+        ("search_nodes", json!({"query": "TEA"}), false),
+        ("search_nodes", json!({"query": "person"}), false),
+        ("search_nodes", json!({"query": "zoë ✓"}), false),
+        ("search_nodes", json!({"query": "zzz"}), false),
+        ("search_nodes", json!({"query": ""}), false),
+        ("open_nodes", json!({"names": ["alice", "nobody"]}), false),
+        ("open_nodes", json!({"names": ["carol"]}), false),
+        ("open_nodes", json!({"names": []}), false),
+        (
+            "delete_observations",
+            json!({"deletions": [{"entityName": "alice", "observations": ["likes chess"]},
+                                 {"entityName": "nobody", "observations": ["x"]}]}),
+            false,
+        ),
+        (
+            "delete_relations",
+            json!({"relations": [relation("alice", "bob", "knows")]}),
+            false,
+        ),
+        (
+            "delete_entities",
+            json!({"entityNames": ["bob", "nobody"]}),
+            false,
+        ),
+        (
+            "create_relations",
+            json!({"relations": [relation("carol", "alice", "admires")]}),
+            false,
+        ),
+        ("read_graph", json!({}), false),
+        // Refused by the schema (mcpbox's own words).
+        ("create_entities", json!({"entities": "x"}), false),
+        ("create_relations", json!({}), false),
+        ("open_nodes", json!({"names": [1]}), false),
+    ];
+    compare(&original, &plugin, &script).await;
+
+    // The graph as a resource, the same text.
+    assert_eq!(
+        resource_text(&plugin, "memory://knowledge-graph").await,
+        resource_text(&original, "memory://knowledge-graph").await
+    );
+    original.cancel().await.unwrap();
+    plugin.cancel().await.unwrap();
+
+    // The original's file, imported: a new user's first call starts from it.
+    let dir = plugin_dir(&[("memory", "memory.wasm")]);
+    let manifest = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        dir.path().join("memory.toml"),
+        format!(
+            "{manifest}\n[[dirs]]\nhost = {:?}\nguest = \"/import\"\n[config]\nimport-jsonl = \"/import/memory.jsonl\"\n",
+            files.path()
+        ),
+    )
+    .unwrap();
+    let imported = connect_command(mcpbox(dir.path(), &[]), ()).await.0;
+    let graph = call_tool(&imported, "read_graph", &json!({})).await;
+    let expected = json!({
+        "entities": [
+            entity("alice", "person", &["likes tea"]),
+            entity("alice", "robot", &[]),
+            entity("carol", "person", &["Zoë ✓ 日本"]),
+        ],
+        "relations": [relation("carol", "alice", "admires")],
+    });
+    assert_eq!(graph["structuredContent"], expected, "{graph}");
+    // And it is the caller's own from then on: a change is kept, the file is left alone.
+    call_tool(
+        &imported,
+        "delete_entities",
+        &json!({"entityNames": ["carol"]}),
+    )
+    .await;
+    let graph = call_tool(&imported, "read_graph", &json!({})).await;
+    assert_eq!(
+        graph["structuredContent"]["entities"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "{graph}"
+    );
+    assert!(std::fs::read_to_string(&jsonl).unwrap().contains("carol"));
+    imported.cancel().await.unwrap();
+}
+
+/// The text of the resource at `uri`.
+async fn resource_text(service: &RunningService<RoleClient, ()>, uri: &str) -> Value {
+    let params = rmcp::model::ReadResourceRequestParams::new(uri);
+    to_json(&service.read_resource(params).await.unwrap())["contents"][0]["text"].clone()
 }
