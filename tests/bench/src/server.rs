@@ -41,6 +41,8 @@ pub struct Launch {
     pub program: PathBuf,
     /// Its arguments.
     pub args: Vec<String>,
+    /// Variables set in its environment.
+    pub env: Vec<(String, String)>,
 }
 
 impl Launch {
@@ -49,7 +51,14 @@ impl Launch {
         Self {
             program: program.to_owned(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
+            env: Vec::new(),
         }
+    }
+
+    /// The same launch, with `name` set to `value` in its environment.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
     }
 }
 
@@ -91,6 +100,7 @@ impl Server {
             // What an operator's environment usually is, whatever the caller's shell sets.
             .env_remove("RUST_BACKTRACE")
             .env_remove("RUST_LIB_BACKTRACE")
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .spawn()
             .with_context(|| format!("starting {}", launch.program.display()))?;
         let pid = child

