@@ -176,8 +176,13 @@ fn zone(name: &str) -> Result<TimeZone, String> {
     if name.contains('\0') {
         return Err("embedded null byte".to_owned());
     }
-    let known = tz::db().available().any(|key| key.as_str() == name);
-    if !known {
+    // The database looks names up without regard to case; only the exact key is one.
+    if let Ok(zone) = tz::db().get(name)
+        && zone.iana_name() == Some(name)
+    {
+        return Ok(zone);
+    }
+    {
         // A key naming a directory of the database (`America`) is a directory to zoneinfo.
         let directory = format!("{name}/");
         if tz::db()
@@ -186,11 +191,8 @@ fn zone(name: &str) -> Result<TimeZone, String> {
         {
             return Err(format!("[Errno 21] Is a directory: '{name}'"));
         }
-        return Err(format!("'No time zone found with key {name}'"));
+        Err(format!("'No time zone found with key {name}'"))
     }
-    tz::db()
-        .get(name)
-        .map_err(|_| format!("'No time zone found with key {name}'"))
 }
 
 /// `zone`, failing as the original's tools do.

@@ -51,7 +51,8 @@ fn pairs(originals: &Path, work: &Path) -> anyhow::Result<Option<Vec<Pair>>> {
     {
         return Ok(None);
     }
-    let memory_file = work.join("original-memory.jsonl");
+    // Absolute: the original resolves a relative path against its own directory.
+    let memory_file = std::path::absolute(work.join("original-memory.jsonl"))?;
     let _ = std::fs::remove_file(&memory_file);
     let entities: Vec<Value> = (0..50)
         .map(|i| json!({"name": format!("entity-{i}"), "entityType": "thing", "observations": [format!("observation {i}")]}))

@@ -323,6 +323,9 @@ async fn time_matches_the_original_call_for_call_and_across_clock_changes() {
             false,
         ),
         ("get_current_time", json!({"timezone": "UTC"}), false),
+        // Links of the database, and a zone whose sign is the other way round.
+        ("get_current_time", json!({"timezone": "US/Eastern"}), false),
+        ("get_current_time", json!({"timezone": "Etc/GMT+5"}), false),
         // Refused by the plugin, in the original's words.
         ("get_current_time", json!({"timezone": "Foo/Bar"}), true),
         ("get_current_time", json!({"timezone": ""}), true),
