@@ -13,7 +13,7 @@
 //!   that would need a state is refused with -32602: nothing is ever bound as "no params";
 //! - the caller it was issued to (a digest of the principal's key): another caller retrying
 //!   with it is refused with -32602 and the plugin does not run;
-//! - the plugin that asked: the digest of its component and policy. After a reload, answers
+//! - the plugin that asked: the digest of its component. After a reload, answers
 //!   to the old version's questions are refused (-32602; the client starts again and is asked
 //!   anew), never applied to the new version's questions;
 //! - each answer with the digest of the question it answers. An answer is used only for the
@@ -192,7 +192,7 @@ impl InputRound {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The request reached the plugin with this `digest` (of its component and policy): it
+    /// The request reached the plugin with this `digest` (of its component): it
     /// must be the one whose questions the state's answers answer. Called before the plugin
     /// runs; -32602 if the plugin has changed since.
     pub fn bind_plugin(&self, digest: &str) -> Result<(), ErrorObject> {

@@ -72,7 +72,8 @@ pub(super) struct State {
     /// readable by whoever holds it).
     #[serde(default)]
     pub(super) caller: String,
-    /// The digest of the plugin (component and policy) whose questions these are.
+    /// The digest of the plugin's component whose questions these are (a new build is
+    /// another plugin; a changed manifest alone is not).
     pub(super) plugin: String,
     /// How many rounds have ended with `input_required`, this one included.
     pub(super) round: u32,
