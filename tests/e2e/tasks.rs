@@ -461,3 +461,41 @@ async fn answers_are_checked_kept_one_by_one_and_never_reach_a_replaced_plugin()
         "{failed}"
     );
 }
+
+#[tokio::test]
+async fn a_request_cancelled_before_its_task_was_created_leaves_nothing_running() {
+    let dir = conformance_dir(TASKS_MANIFEST);
+    // Over stdio at 2026-07-28: the request is cancelled 100 ms into the grace, before the call
+    // became a task. The call is stopped and the caller's one slot is free again, each time.
+    let mut raw = crate::support::Raw::start(dir.path(), &["--max-tasks-per-caller", "1"]);
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+    let call = |id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"slow_compute","arguments":{{"seconds":30}},{meta}}}}}"#
+        )
+    };
+    for id in 1..=3 {
+        raw.send(call(id).as_bytes()).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        raw.send(
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#
+            )
+            .as_bytes(),
+        )
+        .await;
+    }
+    // Whatever the cancelled requests answered (if anything), a new one becomes a task.
+    raw.send(call(9).as_bytes()).await;
+    loop {
+        let reply = raw.recv().await;
+        if reply["id"] == 9 {
+            assert_eq!(reply["result"]["resultType"], "task", "{reply}");
+            break;
+        }
+        assert_ne!(
+            reply["result"]["resultType"], "task",
+            "a cancelled call became a task: {reply}"
+        );
+    }
+}

@@ -365,6 +365,11 @@ impl RequestContext {
         }
     }
 
+    /// The request's cancellation.
+    pub(super) fn cancellation(&self) -> Arc<Cancellation> {
+        Arc::clone(&self.cancellation)
+    }
+
     /// This context, cancelled by `cancellation` instead of its request's (a task outlives
     /// its request).
     pub(super) fn with_cancellation(mut self, cancellation: Arc<Cancellation>) -> Self {

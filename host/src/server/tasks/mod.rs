@@ -425,6 +425,31 @@ impl Record {
     }
 }
 
+/// A call that may become a task, until someone takes charge of it: should the request that
+/// started it go away first (its client disconnected during the grace), the call is stopped
+/// and its caller's slot freed, instead of running on with nobody to record it.
+struct Unclaimed {
+    tasks: Arc<Tasks>,
+    id: String,
+    run: Option<tokio::task::AbortHandle>,
+}
+
+impl Unclaimed {
+    /// Someone has taken charge (the call ended within the grace, or a supervisor follows it).
+    fn claimed(&mut self) {
+        self.run = None;
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        if let Some(run) = self.run.take() {
+            run.abort();
+            self.tasks.stop(&self.id);
+        }
+    }
+}
+
 /// What a task run needs to go on after its request was answered.
 struct Run {
     id: String,
@@ -554,9 +579,16 @@ impl<B: Backend> Session<B> {
         let owner = owner_of(ctx.caller());
         let id = uuid::Uuid::new_v4().to_string();
         let cancellation = tasks.start(&id, &owner)?;
+        // Until the call becomes a task, the client may still cancel its request.
+        let request = ctx.cancellation();
         let ctx = ctx.with_cancellation(Arc::clone(&cancellation)).for_task();
         let status = ctx.task_status();
         let mut handle = spawn_call(Arc::clone(self.backend()), body, ctx.clone());
+        let mut unclaimed = Unclaimed {
+            tasks: Arc::clone(&tasks),
+            id: id.clone(),
+            run: Some(handle.abort_handle()),
+        };
         let now = now_ms();
         let mut record = Record {
             owner,
@@ -577,7 +609,17 @@ impl<B: Backend> Session<B> {
             error: None,
             message: None,
         };
-        if let Ok(joined) = tokio::time::timeout(GRACE, &mut handle).await {
+        let graced = tokio::select! {
+            graced = tokio::time::timeout(GRACE, &mut handle) => graced,
+            () = request.cancelled() => {
+                // Dropping `unclaimed` stops the call and frees the slot.
+                return Err(ErrorObject::internal(
+                    "the request was cancelled before its call became a task",
+                ));
+            }
+        };
+        if let Ok(joined) = graced {
+            unclaimed.claimed();
             tasks.stop(&id);
             drop(ctx);
             let outcome = joined
@@ -607,8 +649,7 @@ impl<B: Backend> Session<B> {
             drop(ctx);
         }
         if let Err(e) = tasks.save(&id, &record).await {
-            handle.abort();
-            tasks.stop(&id);
+            // Dropping `unclaimed` stops the call and frees the slot.
             return Err(ErrorObject::internal(format!(
                 "cannot keep the task, so it was not started: {e}"
             )));
@@ -616,6 +657,7 @@ impl<B: Backend> Session<B> {
         tracing::debug!(task = %id, tool = %record.tool, status = ?record.status, "task created");
         let created = record.envelope(&id, record.status, tasks.ttl_ms(), "task");
         if record.status == TaskStatus::Working {
+            unclaimed.claimed();
             let settings = Arc::clone(&self.settings);
             let run = Run {
                 id,
