@@ -232,6 +232,8 @@ pub struct Metrics {
     budget_refusals_by_principal: Family<BudgetPrincipalLabels, Counter>,
     state_store_up: Gauge,
     audit_dropped: Counter,
+    tasks_running: Gauge,
+    tasks: Family<OutcomeLabels, Counter>,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -396,6 +398,21 @@ impl Metrics {
         for outcome in ["hit", "miss"] {
             drop(cache.get_or_create(&OutcomeLabels { outcome }));
         }
+        let tasks_running = Gauge::default();
+        registry.register(
+            "tasks_running",
+            "Calls run as tasks (the tasks extension) that this process runs now",
+            tasks_running.clone(),
+        );
+        let tasks = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "tasks",
+            "Task runs ended on this process, by how (completed, failed, input_required, cancelled)",
+            tasks.clone(),
+        );
+        for outcome in ["completed", "failed", "input_required", "cancelled"] {
+            drop(tasks.get_or_create(&OutcomeLabels { outcome }));
+        }
         let audit_dropped = Counter::default();
         registry.register(
             "audit_records_dropped",
@@ -432,7 +449,19 @@ impl Metrics {
             budget_refusals_by_principal,
             state_store_up,
             audit_dropped,
+            tasks_running,
+            tasks,
         }
+    }
+
+    /// Counts a task run on this process until dropped.
+    pub fn task_running(&self) -> GaugeGuard {
+        GaugeGuard::new(self.tasks_running.clone())
+    }
+
+    /// A task run ended: `outcome` is its status then.
+    pub fn task_ended(&self, outcome: &'static str) {
+        self.tasks.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 
     /// A global bound's maximum.

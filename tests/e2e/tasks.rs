@@ -349,6 +349,24 @@ async fn a_task_has_its_own_time_limit_and_expires_after_its_ttl() {
     );
     assert_eq!(view["result"]["resultType"], "complete");
 
+    // Counted: the runs that ended here, by how.
+    let metrics = reqwest::Client::new()
+        .get(server.url.replace("/mcp", "/metrics"))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "mcpbox_tasks_total{outcome=\"completed\"} 1",
+        "mcpbox_tasks_total{outcome=\"failed\"} 2",
+        "mcpbox_tasks_running 0",
+    ] {
+        assert!(metrics.contains(line), "{line} in:\n{metrics}");
+    }
+
     // Kept for its ttl after its last change, then gone.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(code(&alice.get(&done).await), -32602);

@@ -487,6 +487,7 @@ async fn supervise(tasks: Arc<Tasks>, settings: Arc<ModernSettings>, run: Run) {
         cancellation,
         status,
     } = run;
+    let _running = crate::metrics::metrics().task_running();
     let mut renewal = tokio::time::interval(LEASE_RENEWAL);
     renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     renewal.tick().await;
@@ -532,6 +533,12 @@ async fn supervise(tasks: Arc<Tasks>, settings: Arc<ModernSettings>, run: Run) {
             tracing::debug!(task = %id, status = ?record.status, "task run ended");
         }
     }
+    crate::metrics::metrics().task_ended(match record.status {
+        TaskStatus::Completed => "completed",
+        TaskStatus::InputRequired => "input_required",
+        TaskStatus::Cancelled => "cancelled",
+        TaskStatus::Failed | TaskStatus::Working => "failed",
+    });
     if let Err(e) = tasks.save(&id, &record).await {
         tracing::warn!(task = %id, "could not record the task's outcome: {e}");
     }
