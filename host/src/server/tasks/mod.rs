@@ -2,7 +2,7 @@
 //! call that may take long runs as a task the client polls, instead of holding its request.
 //!
 //! Which tools may run as tasks is the operator's to say (a manifest's `[tasks]`, read by the
-//! backend as [`TaskUse`]); plugins need no change. A 2026-07-28 `tools/call` of such a tool,
+//! backend as [`TaskUse`](super::TaskUse)); plugins need no change. A 2026-07-28 `tools/call` of such a tool,
 //! from a request that declares the extension, starts the call detached (its own cancellation,
 //! the plugin's task time limit) and waits a short grace ([`GRACE`]):
 //!
@@ -31,7 +31,8 @@
 //! is reported `failed`, never left `working` for ever. A `tasks/cancel` that reaches another
 //! replica is seen by the runner at its next renewal.
 //!
-//! Depends on the rest of `server` and on `protocol`.
+//! Depends on the rest of `server`, on `protocol`, `principal` (whose task it is) and
+//! `metrics` (tasks running and ended).
 
 mod store;
 
