@@ -347,6 +347,58 @@ mod tests {
     use crate::policy::HttpGrant;
 
     #[test]
+    fn tasks_name_tools_once_within_the_operators_time_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = load_manifest(
+            &write(
+                dir.path(),
+                "[limits]\ntimeout-ms = 2000\n[tasks]\noptional = [\"report\"]\nrequired = [\"export\"]\n",
+            ),
+            Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            policy.tasks.support("report"),
+            crate::policy::TaskSupport::Optional
+        );
+        assert_eq!(
+            policy.tasks.support("export"),
+            crate::policy::TaskSupport::Required
+        );
+        assert_eq!(
+            policy.tasks.support("other"),
+            crate::policy::TaskSupport::Forbidden
+        );
+        // Without its own limit, a task has the plugin's.
+        assert_eq!(policy.limits.task_timeout, Duration::from_secs(2));
+        let policy = load_manifest(
+            &write(
+                dir.path(),
+                "[tasks]\noptional = [\"report\"]\ntimeout-ms = 600000\n",
+            ),
+            Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(policy.limits.task_timeout, Duration::from_secs(600));
+        for (text, expected) in [
+            ("[tasks]\ntimeout-ms = 7200000\n", "--task-timeout-ms"),
+            ("[tasks]\ntimeout-ms = 0\n", "greater than 0"),
+            (
+                "[tasks]\noptional = [\"a\"]\nrequired = [\"a\"]\n",
+                "listed twice",
+            ),
+            ("[tasks]\noptional = [\"\"]\n", "must not be empty"),
+            ("[tasks]\nmaybe = [\"a\"]\n", "unknown field"),
+        ] {
+            let message = error(text);
+            assert!(
+                message.contains("tasks") && message.contains(expected),
+                "{text}: {message}"
+            );
+        }
+    }
+
+    #[test]
     fn a_full_manifest_parses() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("data")).unwrap();

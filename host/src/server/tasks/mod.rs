@@ -541,7 +541,20 @@ async fn supervise(tasks: Arc<Tasks>, settings: Arc<ModernSettings>, run: Run) {
         TaskStatus::Failed | TaskStatus::Working => "failed",
     });
     if let Err(e) = tasks.save(&id, &record).await {
+        // The outcome cannot be kept (the store refused it): keep, if anything, that it was
+        // lost, rather than a task that reads `working` until its lease lapses.
         tracing::warn!(task = %id, "could not record the task's outcome: {e}");
+        if record.status != TaskStatus::Cancelled {
+            record.status = TaskStatus::Failed;
+            record.result = None;
+            record.input_requests = None;
+            record.error = Some(ErrorObject::internal(format!(
+                "the task's outcome could not be kept: {e}"
+            )));
+            if let Err(e) = tasks.save(&id, &record).await {
+                tracing::warn!(task = %id, "could not record that the outcome was lost: {e}");
+            }
+        }
     }
     tasks.stop(&id);
 }

@@ -59,6 +59,8 @@ pub trait TaskStore: Send + Sync {
 
 /// The most tasks one process keeps in memory (running or finished, until they expire).
 pub const MAX_TASKS_IN_MEMORY: usize = 10_000;
+/// The most bytes of records (results included) one process keeps in memory.
+pub const MAX_TASK_BYTES_IN_MEMORY: usize = 256 << 20;
 
 #[derive(Default)]
 struct Entry {
@@ -99,6 +101,19 @@ impl TaskStore for MemoryTasks {
             if !entries.contains_key(id) && entries.len() >= MAX_TASKS_IN_MEMORY {
                 return Err(format!(
                     "this process already keeps {MAX_TASKS_IN_MEMORY} tasks; try again when some have expired"
+                ));
+            }
+            let kept: usize = entries
+                .iter()
+                .filter(|(key, _)| key.as_str() != id)
+                .map(|(_, e)| e.record.len())
+                .sum();
+            if kept.saturating_add(record.len()) > MAX_TASK_BYTES_IN_MEMORY {
+                return Err(format!(
+                    "this process already keeps {kept} bytes of tasks, and this record of {} \
+                     would pass the {MAX_TASK_BYTES_IN_MEMORY} it keeps in memory; try again when \
+                     some have expired",
+                    record.len()
                 ));
             }
             let entry = entries.entry(id.to_owned()).or_default();
@@ -170,6 +185,13 @@ mod tests {
         let store = MemoryTasks::default();
         let ttl = Duration::from_secs(60);
         store.save("t", b"{}".to_vec(), ttl).await.unwrap();
+        // Bytes are bounded: a record that would pass the bound is refused, replacing one
+        // counts only the new one.
+        let big = vec![b' '; MAX_TASK_BYTES_IN_MEMORY - 2];
+        store.save("big", big.clone(), ttl).await.unwrap();
+        assert!(store.save("more", b"{}".to_vec(), ttl).await.is_err());
+        store.save("big", b"{}".to_vec(), ttl).await.unwrap();
+        store.save("more", b"{}".to_vec(), ttl).await.unwrap();
         let first = store
             .answer("t", 1, vec![("a".into(), b"1".to_vec())], ttl)
             .await
