@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{HttpServer, RecordingClient, example_plugins, token_config};
+use crate::support::{HttpServer, RecordingClient, plugin_dir, token_config};
 
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789";
@@ -22,14 +22,7 @@ pub const TASKS_MANIFEST: &str = "[tasks]\noptional = [\"slow_compute\", \"proto
 
 /// A plugin directory with the conformance plugin under `manifest`.
 pub fn conformance_dir(manifest: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        example_plugins()
-            .with_file_name("conformance-plugins")
-            .join("conformance.wasm"),
-        dir.path().join("conformance.wasm"),
-    )
-    .unwrap();
+    let dir = plugin_dir(&[("conformance", "conformance.wasm")]);
     std::fs::write(dir.path().join("conformance.toml"), manifest).unwrap();
     dir
 }

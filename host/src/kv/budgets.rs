@@ -77,18 +77,12 @@ impl RedisBudgets {
         invocation: redis::ScriptInvocation<'_>,
     ) -> Result<T, KvError> {
         let mut connection = self.connection.clone();
-        match tokio::time::timeout(BUDGET_TIMEOUT, invocation.invoke_async(&mut connection)).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(KvError::Unavailable(format!(
-                "Redis at {}: {e}",
-                self.server
-            ))),
-            Err(_) => Err(KvError::Unavailable(format!(
-                "Redis at {} did not answer within {} ms",
-                self.server,
-                BUDGET_TIMEOUT.as_millis()
-            ))),
-        }
+        super::redis::within(
+            &self.server,
+            BUDGET_TIMEOUT,
+            invocation.invoke_async(&mut connection),
+        )
+        .await
     }
 
     /// Take one token of `caller`'s bucket (`rate` a second, `burst` at most): `None` when
@@ -137,16 +131,8 @@ impl RedisBudgets {
         let mut command = redis::cmd("ZREM");
         command.arg(key).arg(id);
         let work = command.query_async::<i64>(&mut connection);
-        match tokio::time::timeout(BUDGET_TIMEOUT, work).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(KvError::Unavailable(format!(
-                "Redis at {}: {e}",
-                self.server
-            ))),
-            Err(_) => Err(KvError::Unavailable(format!(
-                "Redis at {} did not answer",
-                self.server
-            ))),
-        }
+        super::redis::within(&self.server, BUDGET_TIMEOUT, work)
+            .await
+            .map(drop)
     }
 }

@@ -240,6 +240,23 @@ pub(super) fn lazy_connection(url: &str) -> Result<(ConnectionManager, String), 
     Ok((connection, server))
 }
 
+/// `work` (a Redis operation on the server at `server`) within `limit`; a failure or a
+/// timeout is [`KvError::Unavailable`] naming the server.
+pub(super) async fn within<T>(
+    server: &str,
+    limit: Duration,
+    work: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T, KvError> {
+    match tokio::time::timeout(limit, work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(KvError::Unavailable(format!("Redis at {server}: {e}"))),
+        Err(_) => Err(KvError::Unavailable(format!(
+            "Redis at {server} did not answer within {} ms",
+            limit.as_millis()
+        ))),
+    }
+}
+
 impl RedisStore {
     /// A backend for `url`. Connects lazily: mcpbox starts whether or not Redis is up, and
     /// calls that need it fail clearly until it is.

@@ -71,18 +71,7 @@ impl RedisTasks {
         &self,
         work: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, KvError> {
-        match tokio::time::timeout(TASK_TIMEOUT, work).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(KvError::Unavailable(format!(
-                "Redis at {}: {e}",
-                self.server
-            ))),
-            Err(_) => Err(KvError::Unavailable(format!(
-                "Redis at {} did not answer within {} ms",
-                self.server,
-                TASK_TIMEOUT.as_millis()
-            ))),
-        }
+        super::redis::within(&self.server, TASK_TIMEOUT, work).await
     }
 
     /// Write task `id`'s record, kept `ttl`.

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::{HttpServer, example_plugins};
+use crate::support::HttpServer;
 use crate::tools;
 
 const SUITE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
@@ -57,25 +57,13 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
     let suite = tokio::task::spawn_blocking(|| tools::npm(&[SUITE]))
         .await
         .unwrap();
-    // The fixture plugin gets a directory for its list-change triggers.
-    let dir = tempfile::tempdir().unwrap();
+    // The fixture plugin gets a directory for its list-change triggers, and its task tools.
     let state = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        example_plugins()
-            .with_file_name("conformance-plugins")
-            .join("conformance.wasm"),
-        dir.path().join("conformance.wasm"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("conformance.toml"),
-        format!(
-            "[[dirs]]\nhost = {:?}\nguest = \"/state\"\nmode = \"read-write\"\n\n{}",
-            state.path(),
-            crate::tasks::TASKS_MANIFEST
-        ),
-    )
-    .unwrap();
+    let dir = crate::tasks::conformance_dir(&format!(
+        "[[dirs]]\nhost = {:?}\nguest = \"/state\"\nmode = \"read-write\"\n\n{}",
+        state.path(),
+        crate::tasks::TASKS_MANIFEST
+    ));
     let server = HttpServer::start(dir.path(), &[]).await;
     let url = server.url.clone();
 

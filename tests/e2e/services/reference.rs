@@ -62,10 +62,6 @@ fn surface(tool: &Value) -> Value {
     tool
 }
 
-async fn call(service: &RunningService<RoleClient, ()>, arguments: &Value) -> Value {
-    call_tool(service, "sequentialthinking", arguments).await
-}
-
 async fn call_tool(
     service: &RunningService<RoleClient, ()>,
     tool: &'static str,
@@ -166,29 +162,11 @@ async fn sequential_thinking_matches_the_original_call_for_call() {
             false,
         ),
     ];
-    for (arguments, same_text) in &script {
-        let (theirs, ours) = (
-            call(&original, arguments).await,
-            call(&plugin, arguments).await,
-        );
-        let error = theirs["isError"] == json!(true);
-        assert_eq!(
-            ours["isError"] == json!(true),
-            error,
-            "{arguments}\noriginal: {theirs}\nmcpbox: {ours}"
-        );
-        if !error || *same_text {
-            assert_eq!(
-                ours["content"], theirs["content"],
-                "{arguments}\noriginal: {theirs}\nmcpbox: {ours}"
-            );
-            assert_eq!(
-                ours.get("structuredContent"),
-                theirs.get("structuredContent"),
-                "{arguments}"
-            );
-        }
-    }
+    let script: Vec<(&'static str, Value, bool)> = script
+        .into_iter()
+        .map(|(arguments, same_text)| ("sequentialthinking", arguments, same_text))
+        .collect();
+    compare(&original, &plugin, &script).await;
     original.cancel().await.unwrap();
     plugin.cancel().await.unwrap();
 }

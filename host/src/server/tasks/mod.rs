@@ -455,12 +455,39 @@ impl Drop for Unclaimed {
 struct Run {
     id: String,
     record: Record,
+    launched: Launched,
+}
+
+/// A call started in its own task, and what its outcome is concluded with.
+struct Launched {
     handle: JoinHandle<MethodResult>,
     round: Arc<InputRound>,
     binding: Binding,
     cancellation: Arc<Cancellation>,
     /// The call's latest progress message.
     status: Option<TaskProgress>,
+}
+
+impl Launched {
+    /// Start `body` (a `tools/call`) under `ctx`, a task's context cancelled by
+    /// `cancellation`, in input round `round`.
+    fn start<B: Backend>(
+        backend: Arc<B>,
+        body: ClientRequest,
+        ctx: RequestContext,
+        round: Arc<InputRound>,
+        binding: Binding,
+        cancellation: Arc<Cancellation>,
+    ) -> Self {
+        let status = ctx.task_status();
+        Self {
+            handle: spawn_call(backend, body, ctx),
+            round,
+            binding,
+            cancellation,
+            status,
+        }
+    }
 }
 
 /// Start `body` (a `tools/call`) in its own task under `ctx`.
@@ -482,11 +509,14 @@ async fn supervise(tasks: Arc<Tasks>, settings: Arc<ModernSettings>, run: Run) {
     let Run {
         id,
         mut record,
-        mut handle,
-        round,
-        binding,
-        cancellation,
-        status,
+        launched:
+            Launched {
+                mut handle,
+                round,
+                binding,
+                cancellation,
+                status,
+            },
     } = run;
     let _running = crate::metrics::metrics().task_running();
     let mut renewal = tokio::time::interval(LEASE_RENEWAL);
@@ -603,12 +633,18 @@ impl<B: Backend> Session<B> {
         // Until the call becomes a task, the client may still cancel its request.
         let request = ctx.cancellation();
         let ctx = ctx.with_cancellation(Arc::clone(&cancellation)).for_task();
-        let status = ctx.task_status();
-        let mut handle = spawn_call(Arc::clone(self.backend()), body, ctx.clone());
+        let mut launched = Launched::start(
+            Arc::clone(self.backend()),
+            body,
+            ctx.clone(),
+            round,
+            binding,
+            cancellation,
+        );
         let mut unclaimed = Unclaimed {
             tasks: Arc::clone(&tasks),
             id: id.clone(),
-            run: Some(handle.abort_handle()),
+            run: Some(launched.handle.abort_handle()),
         };
         let now = now_ms();
         let mut record = Record {
@@ -631,7 +667,7 @@ impl<B: Backend> Session<B> {
             message: None,
         };
         let graced = tokio::select! {
-            graced = tokio::time::timeout(GRACE, &mut handle) => graced,
+            graced = tokio::time::timeout(GRACE, &mut launched.handle) => graced,
             () = request.cancelled() => {
                 // Dropping `unclaimed` stops the call and frees the slot.
                 return Err(ErrorObject::internal(
@@ -645,7 +681,7 @@ impl<B: Backend> Session<B> {
             drop(ctx);
             let outcome = joined
                 .unwrap_or_else(|e| Err(ErrorObject::internal(format!("the call stopped: {e}"))));
-            match conclude(&round, &binding, outcome, &self.settings) {
+            match conclude(&launched.round, &launched.binding, outcome, &self.settings) {
                 Conclusion::Input { requests, state } => {
                     return output(&v2026::input_required(&requests, &state));
                 }
@@ -680,16 +716,15 @@ impl<B: Backend> Session<B> {
         if record.status == TaskStatus::Working {
             unclaimed.claimed();
             let settings = Arc::clone(&self.settings);
-            let run = Run {
-                id,
-                record,
-                handle,
-                round,
-                binding,
-                cancellation,
-                status,
-            };
-            tokio::spawn(supervise(tasks, settings, run));
+            tokio::spawn(supervise(
+                tasks,
+                settings,
+                Run {
+                    id,
+                    record,
+                    launched,
+                },
+            ));
         }
         output(&Value::Object(created))
     }
@@ -858,7 +893,7 @@ impl<B: Backend> Session<B> {
         caller: &Principal,
     ) {
         let started = self.restart(&tasks, &id, &record, answered, caller);
-        let (handle, round, binding, cancellation, status) = match started {
+        let launched = match started {
             Ok(started) => started,
             Err(error) => {
                 record.conclude(Conclusion::Failed(error));
@@ -877,23 +912,18 @@ impl<B: Backend> Session<B> {
             tracing::warn!(task = %id, "could not record that the task runs again: {e}");
         }
         let settings = Arc::clone(&self.settings);
-        let run = Run {
-            id,
-            record,
-            handle,
-            round,
-            binding,
-            cancellation,
-            status,
-        };
-        tokio::spawn(supervise(tasks, settings, run));
+        tokio::spawn(supervise(
+            tasks,
+            settings,
+            Run {
+                id,
+                record,
+                launched,
+            },
+        ));
     }
 
     /// Start the call of `record` again, as the retry of its last input round.
-    #[allow(
-        clippy::type_complexity,
-        reason = "the parts of one run, returned once"
-    )]
     fn restart(
         &self,
         tasks: &Tasks,
@@ -901,16 +931,7 @@ impl<B: Backend> Session<B> {
         record: &Record,
         answered: BTreeMap<String, Vec<u8>>,
         caller: &Principal,
-    ) -> Result<
-        (
-            JoinHandle<MethodResult>,
-            Arc<InputRound>,
-            Binding,
-            Arc<Cancellation>,
-            Option<TaskProgress>,
-        ),
-        ErrorObject,
-    > {
+    ) -> Result<Launched, ErrorObject> {
         let params = RawValue::from_string(record.params.clone())
             .map_err(|e| ErrorObject::internal(format!("the task's call is damaged: {e}")))?;
         let call: CallToolParams = parse_params("tools/call", Some(&params))?;
@@ -955,13 +976,14 @@ impl<B: Backend> Session<B> {
         )
         .for_task();
         ctx.finish();
-        let status = ctx.task_status();
-        let handle = spawn_call(
+        Ok(Launched::start(
             Arc::clone(self.backend()),
             ClientRequest::CallTool(call),
             ctx,
-        );
-        Ok((handle, round, binding, cancellation, status))
+            round,
+            binding,
+            cancellation,
+        ))
     }
 }
 
