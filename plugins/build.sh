@@ -8,7 +8,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
-examples=(echo-tools code-review quotes weather files interactive todo sequential-thinking mcp-time memory)
+examples=(echo-tools code-review quotes weather interactive todo sequential-thinking mcp-time memory filesystem)
 # Built with the examples, kept apart: the fixtures of the official conformance suite.
 conformance=(conformance)
 fixtures=()
@@ -44,16 +44,18 @@ collect() {
 }
 collect "$root/target/plugins" "${examples[@]}"
 collect "$root/target/conformance-plugins" "${conformance[@]}"
-# Manifests (grants) go beside their plugins. The files example gets its sample directory by
-# absolute path, so the manifest works wherever the plugin directory is used from.
+# Manifests (grants) go beside their plugins. The filesystem server gets its sample directory
+# by absolute path, so the manifest works wherever the plugin directory is used from.
 cp "$root/plugins/weather/weather.toml" "$root/plugins/todo/todo.toml" \
   "$root/plugins/sequential-thinking/sequential_thinking.toml" "$root/plugins/time/time.toml" "$root/plugins/memory/memory.toml" \
   "$root/target/plugins/"
-cat > "$root/target/plugins/files.toml" <<TOML
-# Written by plugins/build.sh: grant the files example its sample directory, read-only.
+rm -f "$root/target/plugins/files.wasm" "$root/target/plugins/files.toml"
+cat > "$root/target/plugins/filesystem.toml" <<TOML
+# Written by plugins/build.sh: grant the filesystem server its sample directory, read-only, at
+# the same path as on the host. See plugins/filesystem/filesystem.toml for your own.
+title = "Filesystem"
 [[dirs]]
-host = "$root/plugins/files/sample-data"
-guest = "/data"
+host = "$root/plugins/filesystem/sample-data"
 mode = "read-only"
 TOML
 if [ ${#fixtures[@]} -gt 0 ]; then collect "$root/target/test-plugins" "${fixtures[@]}"; fi

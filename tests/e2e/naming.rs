@@ -96,6 +96,8 @@ async fn the_quick_start_examples_load_with_no_refused_name() {
         "sum",
         "sequentialthinking",
         "get_current_time",
+        "search_nodes",
+        "read_text_file",
     ] {
         assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
     }

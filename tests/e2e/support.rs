@@ -401,6 +401,8 @@ pub fn tool_text(result: &rmcp::model::CallToolResult) -> (String, bool) {
 pub struct RecordingClient {
     info: rmcp::model::ClientConfig,
     pub events: Arc<Mutex<Vec<(String, Value)>>>,
+    /// What it answers `roots/list` with (a test may change it, then tell the server).
+    pub roots: Arc<Mutex<Value>>,
 }
 
 impl RecordingClient {
@@ -414,7 +416,16 @@ impl RecordingClient {
         Self {
             info,
             events: Arc::default(),
+            roots: Arc::new(Mutex::new(
+                serde_json::json!({"roots": [{"uri": "file:///work", "name": "work"}]}),
+            )),
         }
+    }
+
+    /// The same client, answering `roots/list` with these roots.
+    pub fn with_roots(self, roots: Value) -> Self {
+        *self.roots.lock().unwrap() = roots;
+        self
     }
 
     fn record(&self, kind: &str, value: Value) {
@@ -483,10 +494,8 @@ impl rmcp::ClientHandler for RecordingClient {
         _: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
         self.record("roots", Value::Null);
-        Ok(serde_json::from_value(
-            serde_json::json!({"roots": [{"uri": "file:///work", "name": "work"}]}),
-        )
-        .expect("roots"))
+        let roots = self.roots.lock().unwrap().clone();
+        Ok(serde_json::from_value(roots).expect("roots"))
     }
 
     async fn on_progress(

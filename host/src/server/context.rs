@@ -135,6 +135,11 @@ pub struct Peer {
     next_id: AtomicU64,
     pending: Mutex<HashMap<RequestId, Pending>>,
     logs: LogLimiter,
+    /// The client's last answer to `roots/list`, kept while it may be trusted: only for a
+    /// client that declared `roots.listChanged`, until it sends
+    /// `notifications/roots/list_changed`. Plugins that read the roots on every call (the
+    /// filesystem server does) then cost the client one round trip, not one per call.
+    roots: Mutex<Option<Box<RawValue>>>,
 }
 
 /// What one 2026-07-28 request declared in its envelope (its capabilities are its input
@@ -196,6 +201,7 @@ impl Default for Peer {
             next_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
             logs: LogLimiter::default(),
+            roots: Mutex::new(None),
         }
     }
 }
@@ -205,6 +211,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Peer {
+    /// Forget the client's roots (it said they changed): the next `roots/list` asks again.
+    pub fn forget_roots(&self) {
+        *lock(&self.roots) = None;
+    }
+
     /// Record the capabilities the client declared at `initialize`.
     pub fn set_capabilities(&self, capabilities: Value) {
         *lock(&self.capabilities) = capabilities;
@@ -600,6 +611,12 @@ impl RequestContext {
             id: id.clone(),
         };
         let params = without_input_key(params);
+        let cacheable = kind == ServerRequest::Roots
+            && params.get() == "{}"
+            && peer.has_capability(&["roots", "listChanged"]);
+        if cacheable && let Some(roots) = lock(&peer.roots).clone() {
+            return Ok(roots);
+        }
         let params = (kind != ServerRequest::Roots || params.get() != "{}").then_some(&*params);
         if self
             .outbound
@@ -611,7 +628,12 @@ impl RequestContext {
         }
         tracing::debug!(%id, method = kind.method(), "sent a request to the client");
         match answer.await {
-            Ok(Ok(result)) => Ok(result),
+            Ok(Ok(result)) => {
+                if cacheable {
+                    *lock(&peer.roots) = Some(result.clone());
+                }
+                Ok(result)
+            }
             Ok(Err(error)) => Err(format!(
                 "the client answered {} with error {}: {}",
                 kind.method(),

@@ -701,6 +701,7 @@ impl<B: Backend> Session<B> {
             }
             ClientNotification::RootsListChanged => {
                 tracing::debug!("the client's roots changed");
+                self.legacy.peer().forget_roots();
             }
             ClientNotification::Other(method) => {
                 tracing::debug!(method, "notification not acted on");

@@ -236,7 +236,8 @@ impl Allowed {
         let relative = node::relative(base, absolute);
         let parts: Vec<&str> = relative.split('/').filter(|p| !p.is_empty()).collect();
         for (index, part) in parts.iter().enumerate() {
-            let entries = names(&current).map_err(|e| Failure::Fs(FsError::io(&e, "scandir", &current)))?;
+            let entries =
+                names(&current).map_err(|e| Failure::Fs(FsError::io(&e, "scandir", &current)))?;
             let matches: Vec<&String> = match entries.iter().find(|e| e == part) {
                 Some(exact) => vec![exact],
                 None => {

@@ -130,7 +130,9 @@ fn diff_lines(old: &str, new: &str) -> Vec<Change> {
                 let pos = p.old_pos - diagonal;
                 0 <= pos && pos < new_len
             });
-            let can_remove = remove_path.as_ref().is_some_and(|p| p.old_pos + 1 < old_len);
+            let can_remove = remove_path
+                .as_ref()
+                .is_some_and(|p| p.old_pos + 1 < old_len);
             if !can_add && !can_remove {
                 best[slot(diagonal)] = None;
                 diagonal += 2;
@@ -145,7 +147,9 @@ fn diff_lines(old: &str, new: &str) -> Vec<Change> {
             let chosen = if !can_remove || (can_add && add_further) {
                 add_path.as_ref().map(|add| extend(add, true, false, 0))
             } else {
-                remove_path.as_ref().map(|remove| extend(remove, false, true, 1))
+                remove_path
+                    .as_ref()
+                    .map(|remove| extend(remove, false, true, 1))
             };
             let Some(mut base) = chosen else {
                 diagonal += 2;
@@ -275,8 +279,16 @@ pub fn unified(name: &str, old: &str, new: &str) -> String {
         format!("+++ {name}\tmodified"),
     ];
     for hunk in hunks {
-        let old_start = if hunk.old_lines == 0 { hunk.old_start.saturating_sub(1) } else { hunk.old_start };
-        let new_start = if hunk.new_lines == 0 { hunk.new_start.saturating_sub(1) } else { hunk.new_start };
+        let old_start = if hunk.old_lines == 0 {
+            hunk.old_start.saturating_sub(1)
+        } else {
+            hunk.old_start
+        };
+        let new_start = if hunk.new_lines == 0 {
+            hunk.new_start.saturating_sub(1)
+        } else {
+            hunk.new_start
+        };
         out.push(format!(
             "@@ -{old_start},{} +{new_start},{} @@",
             hunk.old_lines, hunk.new_lines

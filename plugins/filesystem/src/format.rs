@@ -27,7 +27,12 @@ pub fn size(bytes: u64) -> String {
     // rounds half up.
     let divisor = 1u128 << (10 * unit);
     let hundredths = (u128::from(bytes) * 200 + divisor) / (2 * divisor);
-    format!("{}.{:02} {}", hundredths / 100, hundredths % 100, UNITS[unit])
+    format!(
+        "{}.{:02} {}",
+        hundredths / 100,
+        hundredths % 100,
+        UNITS[unit]
+    )
 }
 
 /// `Date.prototype.toString()` of `time`, in UTC.

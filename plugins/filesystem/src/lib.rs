@@ -243,7 +243,9 @@ fn tail_file(path: &str, n: f64) -> Result<String, FsError> {
     let keep = n.trunc().clamp(-1e15, 1e15) as i64;
     let from = match keep {
         0 => 0,
-        k if k > 0 => parts.len().saturating_sub(usize::try_from(k).unwrap_or(usize::MAX)),
+        k if k > 0 => parts
+            .len()
+            .saturating_sub(usize::try_from(k).unwrap_or(usize::MAX)),
         k => usize::try_from(-k).unwrap_or(usize::MAX).min(parts.len()),
     };
     Ok(parts[from..].join("\n"))
@@ -283,7 +285,10 @@ fn read_media_file(OnePath { path }: OnePath) -> ToolResult {
             let item = json!({"type": "resource", "resource": {"uri": uri, "mimeType": mime, "blob": data}});
             (Content::embedded_blob(uri, Some(mime), bytes), item)
         };
-        Ok(ToolResult::new(vec![content]).with_structured(json!({ "content": [item] }).to_string()))
+        Ok(
+            ToolResult::new(vec![content])
+                .with_structured(json!({ "content": [item] }).to_string()),
+        )
     })();
     outcome.unwrap_or_else(ToolResult::error)
 }
@@ -356,7 +361,9 @@ fn write_file(Write { path, content }: Write) -> Result<String, String> {
 fn edit_file(args: EditFile) -> Result<String, String> {
     let allowed = allowed()?;
     let path = allowed.validate(&args.path)?;
-    let content = read_file(&path).map_err(|e| e.to_string())?.replace("\r\n", "\n");
+    let content = read_file(&path)
+        .map_err(|e| e.to_string())?
+        .replace("\r\n", "\n");
     let mut modified = content.clone();
     for edit in &args.edits {
         let old = edit.old_text.replace("\r\n", "\n");
@@ -531,8 +538,12 @@ fn directory_tree(args: Tree) -> Result<String, String> {
         .exclude_patterns
         .iter()
         .map(|p| {
-            let plain = (!p.contains('*'))
-                .then(|| [glob::Pattern::new(&format!("**/{p}")), glob::Pattern::new(&format!("**/{p}/**"))]);
+            let plain = (!p.contains('*')).then(|| {
+                [
+                    glob::Pattern::new(&format!("**/{p}")),
+                    glob::Pattern::new(&format!("**/{p}/**")),
+                ]
+            });
             (glob::Pattern::new(p), plain)
         })
         .collect();
@@ -741,7 +752,9 @@ struct Filesystem;
 impl Plugin for Filesystem {
     fn tools(tools: &mut Tools) {
         tools
-            .add(original("read_file"), |a: ReadText| respond(read_text_file(a)))
+            .add(original("read_file"), |a: ReadText| {
+                respond(read_text_file(a))
+            })
             .add(original("read_text_file"), |a: ReadText| {
                 respond(read_text_file(a))
             })

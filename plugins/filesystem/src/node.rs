@@ -59,7 +59,13 @@ impl FsError {
 
 impl fmt::Display for FsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}, {}", self.code, describe(self.code), self.syscall)?;
+        write!(
+            f,
+            "{}: {}, {}",
+            self.code,
+            describe(self.code),
+            self.syscall
+        )?;
         if let Some(path) = &self.path {
             write!(f, " '{path}'")?;
         }
@@ -218,12 +224,12 @@ pub fn relative(from: &str, to: &str) -> String {
 /// quote at either end dropped, repeated slashes and a trailing slash removed.
 pub fn normalize_path(path: &str) -> String {
     let trimmed = js_trim(path);
-    let trimmed = trimmed
-        .strip_prefix(['"', '\''])
-        .unwrap_or(trimmed);
+    let trimmed = trimmed.strip_prefix(['"', '\'']).unwrap_or(trimmed);
     let trimmed = trimmed.strip_suffix(['"', '\'']).unwrap_or(trimmed);
     if !trimmed.starts_with('/') {
-        return normalize_absolute(trimmed).trim_start_matches('/').to_owned();
+        return normalize_absolute(trimmed)
+            .trim_start_matches('/')
+            .to_owned();
     }
     let mut out = String::with_capacity(trimmed.len());
     for c in trimmed.chars() {

@@ -36,7 +36,8 @@ pub(super) struct KeyValueTable {
 #[serde(deny_unknown_fields)]
 pub(super) struct DirTable {
     host: PathBuf,
-    guest: String,
+    /// Where the plugin sees it; by default at the same absolute path as on the host.
+    guest: Option<String>,
     #[serde(default)]
     mode: DirMode,
 }
@@ -316,19 +317,30 @@ pub(super) fn dirs(file: &Path, tables: &[DirTable]) -> Result<Vec<DirGrant>, Po
             if !host.is_dir() {
                 return Err(PolicyError::at(file, key("host"), format!("{} is not a directory", host.display())));
             }
-            let guest = Path::new(&table.guest);
-            let normal = guest.is_absolute() && guest.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-            if !normal || table.guest == "/" {
+            // Without `guest`, the plugin sees the directory where the host has it (its real
+            // path), so the paths it shows are the host's.
+            let (guest, field) = match &table.guest {
+                Some(guest) => (guest.clone(), "guest"),
+                None => match host.to_str() {
+                    Some(path) => (path.to_owned(), "host"),
+                    None => {
+                        return Err(PolicyError::at(file, key("host"), format!("{} is not valid UTF-8: name a `guest` path for it", host.display())));
+                    }
+                },
+            };
+            let path = Path::new(&guest);
+            let normal = path.is_absolute() && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+            if !normal || guest == "/" {
                 return Err(PolicyError::at(
                     file,
-                    key("guest"),
-                    format!("`{}` must be an absolute path below `/` without `.` or `..`, such as `/data`", table.guest),
+                    key(field),
+                    format!("`{guest}` must be an absolute path below `/` without `.` or `..`, such as `/data`"),
                 ));
             }
-            if !guests.insert(table.guest.clone()) {
-                return Err(PolicyError::at(file, key("guest"), format!("`{}` is mapped twice", table.guest)));
+            if !guests.insert(guest.clone()) {
+                return Err(PolicyError::at(file, key(field), format!("`{guest}` is mapped twice")));
             }
-            Ok(DirGrant { host, guest: table.guest.clone(), writable: matches!(table.mode, DirMode::ReadWrite) })
+            Ok(DirGrant { host, guest, writable: matches!(table.mode, DirMode::ReadWrite) })
         })
         .collect()
 }

@@ -16,7 +16,7 @@
 //!
 //! [[dirs]]                 # repeatable
 //! host = "data"            # relative to this file's directory, or absolute
-//! guest = "/data"
+//! guest = "/data"          # optional: by default the host directory's own absolute path
 //! mode = "read-only"       # or "read-write"; default read-only
 //!
 //! [env]
@@ -461,6 +461,17 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_without_a_guest_path_is_seen_where_the_host_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("notes")).unwrap();
+        let text = "[[dirs]]\nhost = \"notes\"\nmode = \"read-write\"\n";
+        let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+        let real = dir.path().join("notes").canonicalize().unwrap();
+        assert_eq!(policy.dirs[0].host, real);
+        assert_eq!(Path::new(&policy.dirs[0].guest), real);
+    }
+
+    #[test]
     fn unknown_keys_name_the_line() {
         let e = error("[limits]\nfule = 5\n");
         assert!(
@@ -482,6 +493,12 @@ mod tests {
         assert!(e.contains("dirs[0].host: cannot use directory"), "{e}");
         let e = error("[[dirs]]\nhost = \".\"\nguest = \"../x\"\n");
         assert!(e.contains("dirs[0].guest"), "{e}");
+        // Without `guest`, the directory is where the host has it: mapped twice is named.
+        let e = error("[[dirs]]\nhost = \".\"\n[[dirs]]\nhost = \".\"\n");
+        assert!(
+            e.contains("dirs[1].host") && e.contains("is mapped twice"),
+            "{e}"
+        );
         let e = error("[env]\nX = { from-host = \"MCPBOX_TEST_SURELY_UNSET\" }\n");
         assert!(e.contains("env.X") && e.contains("not set"), "{e}");
         let e = error("[env]\n\"1X\" = \"v\"\n");

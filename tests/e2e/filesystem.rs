@@ -1,0 +1,294 @@
+//! The filesystem server (`plugins/filesystem`) holding its grants against a client that
+//! tries to leave them: paths outside, `..`, symlinks leading out (absolute and relative),
+//! writes to a read-only grant and through symlinks, moves out; and the client's roots
+//! narrowing the grants, never widening them, read once per session until the client says
+//! they changed. (Its sameness with the original is `services::reference`.)
+
+use std::path::Path;
+
+use rmcp::RoleClient;
+use rmcp::service::RunningService;
+use serde_json::{Value, json};
+
+use crate::support::{RecordingClient, connect_with, plugin_dir, tool_text};
+
+/// A tool's text and whether it failed.
+async fn call<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    tool: &'static str,
+    arguments: Value,
+) -> (String, bool) {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object")
+    };
+    let result = client
+        .call_tool(rmcp::model::CallToolRequestParams::new(tool).with_arguments(arguments))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"));
+    tool_text(&result)
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// A tree: `data/` (granted read-write) with a file, a subdirectory and three symlinks (one
+/// in, two out); `ro/` (granted read-only); `secret/` (not granted).
+struct Tree {
+    _root: tempfile::TempDir,
+    data: std::path::PathBuf,
+    ro: std::path::PathBuf,
+    secret: std::path::PathBuf,
+}
+
+fn tree() -> Tree {
+    let root = tempfile::tempdir().unwrap();
+    let base = root.path().canonicalize().unwrap();
+    let (data, ro, secret) = (base.join("data"), base.join("ro"), base.join("secret"));
+    for dir in [&data, &ro, &secret, &data.join("sub")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(data.join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(data.join("sub/b.txt"), "beta\n").unwrap();
+    std::fs::write(ro.join("r.txt"), "read only\n").unwrap();
+    std::fs::write(secret.join("s.txt"), "secret\n").unwrap();
+    std::os::unix::fs::symlink(secret.join("s.txt"), data.join("abs")).unwrap();
+    std::os::unix::fs::symlink("../secret/s.txt", data.join("rel")).unwrap();
+    std::os::unix::fs::symlink("../secret", data.join("dirlink")).unwrap();
+    std::os::unix::fs::symlink("a.txt", data.join("inside")).unwrap();
+    Tree {
+        _root: root,
+        data,
+        ro,
+        secret,
+    }
+}
+
+fn grant(dir: &Path, tree: &Tree) {
+    std::fs::write(
+        dir.join("filesystem.toml"),
+        format!(
+            "[[dirs]]\nhost = \"{}\"\nmode = \"read-write\"\n\n[[dirs]]\nhost = \"{}\"\n",
+            tree.data.display(),
+            tree.ro.display()
+        ),
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn the_filesystem_server_stays_inside_its_grants() {
+    let tree = tree();
+    let dir = plugin_dir(&[("filesystem", "filesystem.wasm")]);
+    grant(dir.path(), &tree);
+    let client = connect_with(dir.path(), &[], RecordingClient::new(&json!({}))).await;
+    let (data, ro, secret) = (path(&tree.data), path(&tree.ro), path(&tree.secret));
+
+    // Granted directories are seen where the host has them.
+    assert_eq!(
+        call(&client, "list_allowed_directories", json!({})).await,
+        (format!("Allowed directories:\n{data}\n{ro}"), false)
+    );
+    assert_eq!(
+        call(
+            &client,
+            "read_text_file",
+            json!({"path": format!("{data}/a.txt")})
+        )
+        .await,
+        ("alpha\n".to_owned(), false)
+    );
+    assert_eq!(
+        call(
+            &client,
+            "read_text_file",
+            json!({"path": format!("{data}/inside")})
+        )
+        .await,
+        ("alpha\n".to_owned(), false)
+    );
+
+    // Outside, by name, by `..`, and through symlinks: refused, nothing read.
+    let outside = format!("Access denied - path outside allowed directories: {secret}/s.txt");
+    for requested in [format!("{secret}/s.txt"), format!("{data}/../secret/s.txt")] {
+        let (text, failed) = call(&client, "read_text_file", json!({"path": requested})).await;
+        assert!(failed && text.starts_with(&outside), "{requested}: {text}");
+    }
+    for link in ["abs", "rel", "dirlink"] {
+        for (tool, arguments) in [
+            ("read_text_file", json!({"path": format!("{data}/{link}")})),
+            (
+                "write_file",
+                json!({"path": format!("{data}/{link}"), "content": "owned"}),
+            ),
+            ("list_directory", json!({"path": format!("{data}/{link}")})),
+            (
+                "read_text_file",
+                json!({"path": format!("{data}/{link}/s.txt")}),
+            ),
+        ] {
+            let (text, failed) = call(&client, tool, arguments.clone()).await;
+            assert!(
+                failed
+                    && text
+                        .starts_with("Access denied - symlink target outside allowed directories"),
+                "{tool} {arguments}: {text}"
+            );
+        }
+    }
+    let (text, failed) = call(
+        &client,
+        "move_file",
+        json!({"source": format!("{data}/a.txt"), "destination": format!("{secret}/moved.txt")}),
+    )
+    .await;
+    assert!(failed && text.starts_with("Access denied"), "{text}");
+    // Searching and listing do not follow a link out either.
+    let (text, _) = call(
+        &client,
+        "search_files",
+        json!({"path": data, "pattern": "**/s.txt"}),
+    )
+    .await;
+    assert_eq!(text, "No matches found");
+    let (text, _) = call(&client, "directory_tree", json!({"path": data})).await;
+    assert!(!text.contains("s.txt"), "{text}");
+
+    // A read-only grant: reads work, changes are refused by the sandbox and leave no trace.
+    assert_eq!(
+        call(
+            &client,
+            "read_text_file",
+            json!({"path": format!("{ro}/r.txt")})
+        )
+        .await,
+        ("read only\n".to_owned(), false)
+    );
+    for (tool, arguments) in [
+        (
+            "write_file",
+            json!({"path": format!("{ro}/new.txt"), "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"path": format!("{ro}/r.txt"), "content": "x"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": format!("{ro}/r.txt"), "edits": [{"oldText": "read", "newText": "write"}]}),
+        ),
+        ("create_directory", json!({"path": format!("{ro}/d")})),
+        (
+            "move_file",
+            json!({"source": format!("{ro}/r.txt"), "destination": format!("{ro}/m.txt")}),
+        ),
+    ] {
+        let (text, failed) = call(&client, tool, arguments.clone()).await;
+        assert!(failed, "{tool} {arguments}: {text}");
+    }
+    let mut left: Vec<_> = std::fs::read_dir(&tree.ro)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["r.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(tree.ro.join("r.txt")).unwrap(),
+        "read only\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tree.secret.join("s.txt")).unwrap(),
+        "secret\n"
+    );
+
+    // The read-write grant takes changes, atomically (no temporary file left behind).
+    assert_eq!(
+        call(
+            &client,
+            "write_file",
+            json!({"path": format!("{data}/a.txt"), "content": "new"})
+        )
+        .await,
+        (format!("Successfully wrote to {data}/a.txt"), false)
+    );
+    assert_eq!(
+        std::fs::read_to_string(tree.data.join("a.txt")).unwrap(),
+        "new"
+    );
+    assert!(
+        std::fs::read_dir(&tree.data).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".tmp"))
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn roots_narrow_the_grants_and_are_read_again_when_they_change() {
+    let tree = tree();
+    let dir = plugin_dir(&[("filesystem", "filesystem.wasm")]);
+    grant(dir.path(), &tree);
+    let (data, ro, secret) = (path(&tree.data), path(&tree.ro), path(&tree.secret));
+    let uri = |p: &str| format!("file://{p}");
+    // One root inside a grant, one outside every grant (skipped, never a widening).
+    let client = RecordingClient::new(&json!({"roots": {"listChanged": true}})).with_roots(json!({
+        "roots": [{"uri": uri(&format!("{data}/sub")), "name": "sub"}, {"uri": uri(&secret), "name": "secret"}]
+    }));
+    let roots = client.roots.clone();
+    let events = client.clone();
+    let client = connect_with(dir.path(), &[], client).await;
+    assert_eq!(
+        call(&client, "list_allowed_directories", json!({})).await,
+        (format!("Allowed directories:\n{data}/sub"), false)
+    );
+    let (text, failed) = call(
+        &client,
+        "read_text_file",
+        json!({"path": format!("{data}/a.txt")}),
+    )
+    .await;
+    assert!(
+        failed && text.starts_with("Access denied - path outside allowed directories"),
+        "{text}"
+    );
+    assert_eq!(
+        call(&client, "read_text_file", json!({"path": "b.txt"})).await,
+        ("beta\n".to_owned(), false)
+    );
+    let (text, failed) = call(
+        &client,
+        "read_text_file",
+        json!({"path": format!("{secret}/s.txt")}),
+    )
+    .await;
+    assert!(failed && text.starts_with("Access denied"), "{text}");
+    // Asked once for the three calls: the session keeps the answer.
+    assert_eq!(events.events("roots").len(), 1);
+
+    // Roots change: a root above a grant stands for the grants below it.
+    *roots.lock().unwrap() =
+        json!({"roots": [{"uri": uri(&path(tree.data.parent().unwrap())), "name": "all"}]});
+    client.notify_roots_list_changed().await.unwrap();
+    let deadline = tokio::time::Instant::now() + crate::support::STEP;
+    loop {
+        let (text, _) = call(&client, "list_allowed_directories", json!({})).await;
+        if text == format!("Allowed directories:\n{data}\n{ro}") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{text}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Roots that are all outside the grants leave the grants as they are.
+    *roots.lock().unwrap() = json!({"roots": [{"uri": uri(&secret), "name": "secret"}, {"uri": "file:///nonexistent", "name": "x"}]});
+    client.notify_roots_list_changed().await.unwrap();
+    let (text, failed) = call(
+        &client,
+        "read_text_file",
+        json!({"path": format!("{secret}/s.txt")}),
+    )
+    .await;
+    assert!(failed && text.starts_with("Access denied"), "{text}");
+    client.cancel().await.unwrap();
+}
