@@ -208,14 +208,13 @@ fn head_file(path: &str, n: f64) -> Result<String, FsError> {
 /// then the last `n` lines of them (CRLF read as LF).
 fn tail_file(path: &str, n: f64) -> Result<String, FsError> {
     const CHUNK: u64 = 1024;
-    let mut file = open(path)?;
-    let size = file
-        .metadata()
+    let size = fs::metadata(path)
         .map_err(|e| FsError::io(&e, "stat", path))?
         .len();
     if size == 0 {
         return Ok(String::new());
     }
+    let mut file = open(path)?;
     let mut data: Vec<u8> = Vec::new();
     let mut position = size;
     let mut newlines = 0u64;

@@ -5,7 +5,9 @@
 //! So far: `@modelcontextprotocol/server-sequential-thinking` against
 //! `plugins/sequential-thinking`, `mcp-server-time` against `plugins/time` (also on the days
 //! clocks change, both processes under Debian's libfaketime), and
-//! `@modelcontextprotocol/server-memory` against `plugins/memory` (and its own file imported).
+//! `@modelcontextprotocol/server-memory` against `plugins/memory` (and its own file imported),
+//! and `@modelcontextprotocol/server-filesystem` against `plugins/filesystem` (answers, and the
+//! tree they leave).
 
 use std::process::Stdio;
 
@@ -639,4 +641,407 @@ async fn memory_matches_the_original_call_for_call_and_imports_its_file() {
 async fn resource_text(service: &RunningService<RoleClient, ()>, uri: &str) -> Value {
     let params = rmcp::model::ReadResourceRequestParams::new(uri);
     to_json(&service.read_resource(params).await.unwrap())["contents"][0]["text"].clone()
+}
+
+/// The original filesystem server, pinned to its current release.
+const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
+
+/// The scenario's starting tree under `root` (made afresh): text with and without a final
+/// newline, CRLF, a subdirectory, an empty one, bytes that are an image, a symlink inside and
+/// one out.
+fn filesystem_tree(root: &std::path::Path) {
+    if root.exists() {
+        std::fs::remove_dir_all(root).unwrap();
+    }
+    for dir in ["sub/deep", "empty"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    for (file, bytes) in [
+        ("a.txt", &b"line1\nline2\nline3\n"[..]),
+        ("b.txt", b"no newline"),
+        ("crlf.txt", "h\u{e9}llo\r\nworld\r\n".as_bytes()),
+        ("sub/c.json", b"{}\n"),
+        ("sub/deep/z.md", b"x\n"),
+        ("p.png", b"\x89PNG"),
+        ("bad.txt", b"ok\xff\xfe\nnext\n"),
+    ] {
+        std::fs::write(root.join(file), bytes).unwrap();
+    }
+    std::os::unix::fs::symlink("/etc/passwd", root.join("out")).unwrap();
+    std::os::unix::fs::symlink("a.txt", root.join("in")).unwrap();
+}
+
+/// Every path under `root` with what it is: a directory, a file's bytes, a symlink's target.
+fn filesystem_snapshot(root: &std::path::Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.strip_prefix(root).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let what = if meta.is_symlink() {
+                format!("-> {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                stack.push(path.clone());
+                "dir".to_owned()
+            } else {
+                String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned()
+            };
+            out.push((name, what));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The scenario: every tool, good input and bad, then edits of generated files (a fixed
+/// pseudo-random sequence) so that the diffs cover insertions, deletions, replacements, files
+/// with and without a final newline and edits whose text matches only by its whitespace.
+fn filesystem_script(root: &str) -> Vec<(&'static str, Value)> {
+    let at = |p: &str| format!("{root}/{p}");
+    let mut script = vec![
+        ("read_text_file", json!({"path": at("a.txt")})),
+        ("read_file", json!({"path": at("a.txt")})),
+        ("read_text_file", json!({"path": "a.txt"})),
+        ("read_text_file", json!({"path": "../root/sub/c.json"})),
+        ("read_text_file", json!({"path": at("bad.txt")})),
+        ("read_text_file", json!({"path": at("crlf.txt"), "tail": 1})),
+        ("read_text_file", json!({"path": at("missing.txt")})),
+        ("read_text_file", json!({"path": at("nodir/missing.txt")})),
+        ("read_text_file", json!({"path": "/etc/passwd"})),
+        ("read_text_file", json!({"path": at("../etc/passwd")})),
+        ("read_text_file", json!({"path": at("out")})),
+        ("read_text_file", json!({"path": at("in")})),
+        ("read_text_file", json!({"path": at("sub")})),
+        ("read_text_file", json!({"path": at("a.txt/x")})),
+        (
+            "read_text_file",
+            json!({"path": at("a.txt"), "head": 2, "tail": 1}),
+        ),
+        ("read_text_file", json!({"path": at("a.txt"), "head": 0})),
+        ("read_text_file", json!({"path": at("a.txt"), "tail": -1})),
+        ("read_text_file", json!({"path": "C:\\x"})),
+        ("read_text_file", json!({"path": "~/surely-not-granted"})),
+        ("read_text_file", json!({"path": ""})),
+        ("read_text_file", json!({"path": at("a\u{0}.txt")})),
+        // Refused by the schema (mcpbox's own words).
+        ("read_text_file", json!({})),
+        ("read_text_file", json!({"path": at("a.txt"), "head": "x"})),
+        ("read_multiple_files", json!({"paths": []})),
+        ("list_directory", json!({"path": root})),
+        ("list_directory", json!({"path": at("a.txt")})),
+        ("list_directory_with_sizes", json!({"path": at("sub")})),
+        ("directory_tree", json!({"path": root})),
+        (
+            "directory_tree",
+            json!({"path": root, "excludePatterns": ["sub"]}),
+        ),
+        (
+            "directory_tree",
+            json!({"path": at("sub"), "excludePatterns": ["*.json"]}),
+        ),
+        ("search_files", json!({"path": root, "pattern": "**/*.md"})),
+        ("search_files", json!({"path": root, "pattern": "*.txt"})),
+        (
+            "search_files",
+            json!({"path": root, "pattern": "{a,b}*.{txt,json}"}),
+        ),
+        (
+            "search_files",
+            json!({"path": root, "pattern": "**", "excludePatterns": ["sub/**"]}),
+        ),
+        ("search_files", json!({"path": root, "pattern": "nothing"})),
+        ("get_file_info", json!({"path": at("a.txt")})),
+        ("get_file_info", json!({"path": at("sub")})),
+        ("list_allowed_directories", json!({})),
+        ("read_media_file", json!({"path": at("p.png")})),
+        ("read_media_file", json!({"path": at("b.txt")})),
+        (
+            "read_multiple_files",
+            json!({"paths": [at("a.txt"), "a.txt", at("missing"), "/etc/passwd"]}),
+        ),
+        (
+            "edit_file",
+            json!({"path": at("a.txt"), "edits": [{"oldText": "line2", "newText": "LINE2"}], "dryRun": true}),
+        ),
+        (
+            "edit_file",
+            json!({"path": at("a.txt"), "edits": [{"oldText": "nope", "newText": "x"}]}),
+        ),
+        (
+            "edit_file",
+            json!({"path": at("crlf.txt"), "edits": [{"oldText": "world\r\n", "newText": "there\n"}]}),
+        ),
+        ("create_directory", json!({"path": at("new/deeper")})),
+        ("create_directory", json!({"path": at("a.txt")})),
+        (
+            "write_file",
+            json!({"path": at("new/w.txt"), "content": "hi"}),
+        ),
+        (
+            "write_file",
+            json!({"path": at("nodir2/w.txt"), "content": "hi"}),
+        ),
+        ("write_file", json!({"path": at("sub"), "content": "hi"})),
+        (
+            "write_file",
+            json!({"path": at("in"), "content": "through the link"}),
+        ),
+        (
+            "move_file",
+            json!({"source": at("new/w.txt"), "destination": at("a.txt")}),
+        ),
+        (
+            "move_file",
+            json!({"source": at("missing"), "destination": at("m2")}),
+        ),
+        (
+            "move_file",
+            json!({"source": at("b.txt"), "destination": at("sub/b2.txt")}),
+        ),
+        (
+            "move_file",
+            json!({"source": at("new/w.txt"), "destination": at("nodir3/w.txt")}),
+        ),
+        (
+            "write_file",
+            json!({"path": at("code.py"), "content": "def f():\n    if x:\n        return 1\n    return 2\n"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": at("code.py"), "edits": [{"oldText": "if x:\n    return 1", "newText": "if y:\n      return 3\n  pass"}]}),
+        ),
+        (
+            "write_file",
+            json!({"path": at("tick.md"), "content": "a\n```\nb\n````\n"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": at("tick.md"), "edits": [{"oldText": "b", "newText": "c"}]}),
+        ),
+        (
+            "write_file",
+            json!({"path": at("name with space#?.txt"), "content": "s"}),
+        ),
+        (
+            "read_media_file",
+            json!({"path": at("name with space#?.txt")}),
+        ),
+    ];
+    // Sizes and the collation of names (case, punctuation, digits).
+    script.push((
+        "read_text_file",
+        json!({"path": at("Zeta/B.txt"), "tail": 1}),
+    ));
+    script.push(("create_directory", json!({"path": at("Zeta")})));
+    for (name, size) in [
+        ("Zeta/big.bin", 5000),
+        ("Zeta/mid.bin", 1152),
+        ("Zeta/B.txt", 700),
+        ("Zeta/a-b.txt", 0),
+        ("Zeta/a_b.txt", 0),
+        ("Zeta/a.b.txt", 0),
+        ("Zeta/10.txt", 0),
+        ("Zeta/9.txt", 0),
+        ("Zeta/_u.txt", 1),
+    ] {
+        script.push((
+            "write_file",
+            json!({"path": at(name), "content": "\u{e9}".repeat(size / 2) + &"x".repeat(size % 2)}),
+        ));
+    }
+    script.push(("list_directory_with_sizes", json!({"path": at("Zeta")})));
+    script.push((
+        "list_directory_with_sizes",
+        json!({"path": at("Zeta"), "sortBy": "size"}),
+    ));
+    script.push((
+        "read_text_file",
+        json!({"path": at("Zeta/B.txt"), "tail": 1}),
+    ));
+    // Generated edits (xorshift, fixed seed): the diffs must be byte for byte the original's.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        usize::try_from(seed % n as u64).unwrap()
+    };
+    let words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "x",
+        "y",
+        "",
+        "  indented",
+        "\tTab",
+        "}",
+        "{",
+        "return 0;",
+    ];
+    for n in 0..40 {
+        let mut lines: Vec<String> = (0..next(30))
+            .map(|_| words[next(words.len())].to_owned())
+            .collect();
+        let mut content = lines.join("\n");
+        if next(10) < 7 {
+            content.push('\n');
+        }
+        let path = at(&format!("f{n}.txt"));
+        script.push(("write_file", json!({"path": path, "content": content})));
+        let mut edits = Vec::new();
+        for _ in 0..=next(3) {
+            if lines.is_empty() {
+                break;
+            }
+            let i = next(lines.len());
+            let j = (i + 1 + next(4)).min(lines.len());
+            let old = lines[i..j].join("\n");
+            if old.is_empty() {
+                continue;
+            }
+            let new: Vec<String> = (0..next(5))
+                .map(|_| words[next(words.len())].to_owned())
+                .collect();
+            edits.push(json!({"oldText": old, "newText": new.join("\n")}));
+            lines.splice(i..j, new);
+        }
+        script.push((
+            "edit_file",
+            json!({"path": path, "edits": edits, "dryRun": next(10) < 3}),
+        ));
+        script.push(("read_text_file", json!({"path": path})));
+        script.push(("read_text_file", json!({"path": path, "head": next(8)})));
+        script.push(("read_text_file", json!({"path": path, "tail": next(8)})));
+    }
+    script
+}
+
+/// A filesystem result with what must differ taken out: the times `get_file_info` reads
+/// (the runs happen at different moments), and a temporary file's random name.
+fn without_times(result: &Value) -> Value {
+    let mut result = result.clone();
+    if let Some(text) = result["content"][0]["text"].as_str() {
+        let mut text: String = text
+            .lines()
+            .map(|line| match line.split_once(": ") {
+                Some((key @ ("created" | "modified" | "accessed"), _)) => format!("{key}: TIME"),
+                _ => line.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        // `NAME.<32 hex>.tmp'`: the random part out.
+        let mut cleaned = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(".tmp'") {
+            let start = at.saturating_sub(32);
+            let random = rest
+                .get(start..at)
+                .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+            let keep = if random { start } else { at };
+            cleaned.push_str(&rest[..keep]);
+            cleaned.push_str("RANDOM.tmp'");
+            rest = &rest[at + 5..];
+        }
+        cleaned.push_str(rest);
+        text = cleaned;
+        result["content"][0]["text"] = Value::String(text);
+        if result.get("structuredContent").is_some() {
+            result["structuredContent"] = json!({"content": result["content"][0]["text"]});
+        }
+    }
+    result
+}
+
+#[tokio::test]
+async fn filesystem_matches_the_original_call_for_call_and_leaves_the_same_tree() {
+    let prefix = tokio::task::spawn_blocking(|| tools::npm(&[FILESYSTEM]))
+        .await
+        .unwrap();
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().canonicalize().unwrap().join("root");
+    let root_text = root.display().to_string();
+    let script = filesystem_script(&root_text);
+
+    // The original first, on the tree; then the plugin, on the same tree made again at the
+    // same path (the answers name absolute paths).
+    filesystem_tree(&root);
+    let mut command = Command::new("node");
+    command
+        .arg(prefix.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"))
+        .arg(&root)
+        .env("PATH", tools::node_path(&prefix))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    let original = connect_command(command, ()).await.0;
+    let theirs_tools = to_json(&original.list_all_tools().await.unwrap());
+    let mut theirs = Vec::new();
+    for (tool, arguments) in &script {
+        theirs.push(call_tool(&original, tool, arguments).await);
+    }
+    original.cancel().await.unwrap();
+    let their_tree = filesystem_snapshot(&root);
+
+    filesystem_tree(&root);
+    let dir = plugin_dir(&[("filesystem", "filesystem.wasm")]);
+    std::fs::write(
+        dir.path().join("filesystem.toml"),
+        format!("[[dirs]]\nhost = \"{root_text}\"\nmode = \"read-write\"\n[env]\nHOME = {{ from-host = \"HOME\" }}\n"),
+    )
+    .unwrap();
+    let plugin = connect_command(mcpbox(dir.path(), &[]), ()).await.0;
+
+    // The same surface: names, titles, descriptions, schemas, annotations.
+    let ours_tools = to_json(&plugin.list_all_tools().await.unwrap());
+    assert_eq!(theirs_tools.as_array().unwrap().len(), 14, "{theirs_tools}");
+    let ours_tools: Vec<Value> = ours_tools.as_array().unwrap().iter().map(surface).collect();
+    let theirs_tools: Vec<Value> = theirs_tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(surface)
+        .collect();
+    assert_eq!(ours_tools, theirs_tools);
+
+    for ((tool, arguments), theirs) in script.iter().zip(&theirs) {
+        let ours = without_times(&call_tool(&plugin, tool, arguments).await);
+        let theirs = without_times(theirs);
+        let context = format!("{tool} {arguments}\noriginal: {theirs}\nmcpbox: {ours}");
+        assert_eq!(
+            ours["isError"] == json!(true),
+            theirs["isError"] == json!(true),
+            "{context}"
+        );
+        let text = theirs["content"][0]["text"].as_str().unwrap_or_default();
+        if text.starts_with("MCP error -32602: Input validation error") {
+            // Refused by the schema: mcpbox's words, the same outcome.
+            continue;
+        }
+        if let Some(prefix) = text.strip_suffix(&format!(" not in {root_text}")) {
+            if prefix.starts_with("Access denied - symlink target outside allowed directories: ") {
+                // The sandbox does not show a target outside it: the refusal names the link.
+                let ours = ours["content"][0]["text"].as_str().unwrap_or_default();
+                assert!(
+                    ours.starts_with(
+                        "Access denied - symlink target outside allowed directories: "
+                    ),
+                    "{context}"
+                );
+                continue;
+            }
+        }
+        assert_eq!(ours["content"], theirs["content"], "{context}");
+        assert_eq!(
+            ours.get("structuredContent"),
+            theirs.get("structuredContent"),
+            "{context}"
+        );
+    }
+    plugin.cancel().await.unwrap();
+    // The same effects: every path, every byte.
+    assert_eq!(filesystem_snapshot(&root), their_tree);
 }
