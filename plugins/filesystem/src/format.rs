@@ -43,7 +43,11 @@ pub fn date(time: SystemTime) -> String {
     ];
     let seconds = match time.duration_since(SystemTime::UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        Err(e) => -i64::try_from(e.duration().as_secs_f64().ceil() as u64).unwrap_or(0),
+        // Before 1970: whole seconds back, a partial one counted as whole.
+        Err(e) => {
+            let back = e.duration();
+            -i64::try_from(back.as_secs() + u64::from(back.subsec_nanos() > 0)).unwrap_or(0)
+        }
     };
     let days = seconds.div_euclid(86_400);
     let of_day = seconds.rem_euclid(86_400);

@@ -135,7 +135,7 @@ fn given(n: Option<f64>) -> Option<f64> {
     n.filter(|n| *n != 0.0 && !n.is_nan())
 }
 
-fn read_text_file(args: ReadText) -> Result<String, String> {
+fn read_text_file(args: &ReadText) -> Result<String, String> {
     let allowed = allowed()?;
     let path = allowed.validate(&args.path)?;
     let (head, tail) = (given(args.head), given(args.tail));
@@ -314,7 +314,7 @@ fn temporary(path: &str) -> String {
     #[cfg(target_arch = "wasm32")]
     let bytes = wasip2::random::random::get_random_bytes(16);
     #[cfg(not(target_arch = "wasm32"))]
-    let bytes = vec![0u8; 16];
+    let bytes = [0u8; 16];
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     format!("{path}.{hex}.tmp")
 }
@@ -357,7 +357,7 @@ fn write_file(Write { path, content }: Write) -> Result<String, String> {
 /// The original's `applyFileEdits`: each edit replaces its text's first occurrence, or else
 /// the first run of lines equal to it but for surrounding whitespace (keeping the file's
 /// indentation); the answer is the diff, in a fence longer than any run of backticks in it.
-fn edit_file(args: EditFile) -> Result<String, String> {
+fn edit_file(args: &EditFile) -> Result<String, String> {
     let allowed = allowed()?;
     let path = allowed.validate(&args.path)?;
     let content = read_file(&path)
@@ -479,7 +479,7 @@ fn list_directory(OnePath { path }: OnePath) -> Result<String, String> {
     Ok(listed.join("\n"))
 }
 
-fn list_directory_with_sizes(args: ListWithSizes) -> Result<String, String> {
+fn list_directory_with_sizes(args: &ListWithSizes) -> Result<String, String> {
     let allowed = allowed()?;
     let real = allowed.validate(&args.path)?;
     let detailed: Vec<(String, bool, u64)> = entries(&real)
@@ -492,7 +492,7 @@ fn list_directory_with_sizes(args: ListWithSizes) -> Result<String, String> {
         .collect();
     let mut sorted = detailed.clone();
     if args.sort_by.as_deref() == Some("size") {
-        sorted.sort_by(|a, b| b.2.cmp(&a.2));
+        sorted.sort_by_key(|e| std::cmp::Reverse(e.2));
     } else {
         sorted.sort_by(|a, b| format::locale_compare(&a.0, &b.0));
     }
@@ -530,7 +530,7 @@ struct Node {
     children: Option<Vec<Node>>,
 }
 
-fn directory_tree(args: Tree) -> Result<String, String> {
+fn directory_tree(args: &Tree) -> Result<String, String> {
     let allowed = allowed()?;
     let root = args.path.clone();
     let patterns: Vec<(glob::Pattern, Option<[glob::Pattern; 2]>)> = args
@@ -598,7 +598,7 @@ fn directory_tree(args: Tree) -> Result<String, String> {
     serde_json::to_string_pretty(&tree).map_err(|e| e.to_string())
 }
 
-fn move_file(args: Move) -> Result<String, String> {
+fn move_file(args: &Move) -> Result<String, String> {
     let allowed = allowed()?;
     let source = allowed.validate(&args.source)?;
     let destination = allowed.validate(&args.destination)?;
@@ -615,7 +615,7 @@ fn move_file(args: Move) -> Result<String, String> {
     ))
 }
 
-fn search_files(args: Search) -> Result<String, String> {
+fn search_files(args: &Search) -> Result<String, String> {
     let allowed = allowed()?;
     let root = allowed.validate(&args.path)?;
     let pattern = glob::Pattern::new(&args.pattern);
@@ -752,17 +752,17 @@ impl Plugin for Filesystem {
     fn tools(tools: &mut Tools) {
         tools
             .add(original("read_file"), |a: ReadText| {
-                respond(read_text_file(a))
+                respond(read_text_file(&a))
             })
             .add(original("read_text_file"), |a: ReadText| {
-                respond(read_text_file(a))
+                respond(read_text_file(&a))
             })
             .add(original("read_media_file"), read_media_file)
             .add(original("read_multiple_files"), |a: Paths| {
                 respond(read_multiple_files(a))
             })
             .add(original("write_file"), |a: Write| respond(write_file(a)))
-            .add(original("edit_file"), |a: EditFile| respond(edit_file(a)))
+            .add(original("edit_file"), |a: EditFile| respond(edit_file(&a)))
             .add(original("create_directory"), |a: OnePath| {
                 respond(create_directory(a))
             })
@@ -770,14 +770,14 @@ impl Plugin for Filesystem {
                 respond(list_directory(a))
             })
             .add(original("list_directory_with_sizes"), |a: ListWithSizes| {
-                respond(list_directory_with_sizes(a))
+                respond(list_directory_with_sizes(&a))
             })
             .add(original("directory_tree"), |a: Tree| {
-                respond(directory_tree(a))
+                respond(directory_tree(&a))
             })
-            .add(original("move_file"), |a: Move| respond(move_file(a)))
+            .add(original("move_file"), |a: Move| respond(move_file(&a)))
             .add(original("search_files"), |a: Search| {
-                respond(search_files(a))
+                respond(search_files(&a))
             })
             .add(original("get_file_info"), |a: OnePath| {
                 respond(get_file_info(a))

@@ -28,6 +28,8 @@ struct Pair {
     /// The call measured.
     tool: &'static str,
     arguments: Value,
+    /// The plugin's manifest, when not the one the examples ship.
+    manifest: Option<String>,
 }
 
 /// The originals installed under `originals`, if they are.
@@ -44,6 +46,7 @@ fn pairs(originals: &Path, work: &Path) -> anyhow::Result<Option<Vec<Pair>>> {
         node.clone(),
         npm("server-sequential-thinking"),
         npm("server-memory"),
+        npm("server-filesystem"),
         time.clone(),
     ]
     .iter()
@@ -58,6 +61,14 @@ fn pairs(originals: &Path, work: &Path) -> anyhow::Result<Option<Vec<Pair>>> {
         .map(|i| json!({"name": format!("entity-{i}"), "entityType": "thing", "observations": [format!("observation {i}")]}))
         .collect();
     let script = |name: &str| -> String { npm(name).to_string_lossy().into_owned() };
+    // The filesystem servers' directory: a 4 KiB text file of 64 lines to read.
+    let files = std::path::absolute(work.join("reference-files"))?;
+    let _ = std::fs::remove_dir_all(&files);
+    std::fs::create_dir_all(&files)?;
+    let files = files.canonicalize()?;
+    let line = "x".repeat(63);
+    std::fs::write(files.join("notes.txt"), format!("{line}\n").repeat(64))?;
+    let files_text = files.to_string_lossy().into_owned();
     Ok(Some(vec![
         Pair {
             plugin: "sequential_thinking",
@@ -67,6 +78,7 @@ fn pairs(originals: &Path, work: &Path) -> anyhow::Result<Option<Vec<Pair>>> {
             setup: Vec::new(),
             tool: "sequentialthinking",
             arguments: json!({"thought": "a step", "nextThoughtNeeded": true, "thoughtNumber": 1, "totalThoughts": 3}),
+            manifest: None,
         },
         Pair {
             plugin: "time",
@@ -75,6 +87,7 @@ fn pairs(originals: &Path, work: &Path) -> anyhow::Result<Option<Vec<Pair>>> {
             setup: Vec::new(),
             tool: "convert_time",
             arguments: json!({"source_timezone": "Europe/Paris", "time": "12:30", "target_timezone": "Asia/Tokyo"}),
+            manifest: None,
         },
         Pair {
             plugin: "memory",
@@ -84,6 +97,18 @@ fn pairs(originals: &Path, work: &Path) -> anyhow::Result<Option<Vec<Pair>>> {
             setup: vec![("create_entities", json!({"entities": entities}))],
             tool: "search_nodes",
             arguments: json!({"query": "observation 4"}),
+            manifest: None,
+        },
+        Pair {
+            plugin: "filesystem",
+            original: "@modelcontextprotocol/server-filesystem 2026.8.31 (Node 22)",
+            launch: Launch::new(&node, &[&script("server-filesystem"), &files_text]),
+            setup: Vec::new(),
+            tool: "read_text_file",
+            arguments: json!({"path": format!("{files_text}/notes.txt")}),
+            manifest: Some(format!(
+                "[[dirs]]\nhost = \"{files_text}\"\nmode = \"read-write\"\n"
+            )),
         },
     ]))
 }
@@ -161,9 +186,13 @@ pub async fn reference_rows(
         let dir = bench.work.join(format!("reference-{}", pair.plugin));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
+        if let Some(manifest) = &pair.manifest {
+            std::fs::write(dir.join(format!("{}.toml", pair.plugin)), manifest)?;
+        }
         for extension in ["wasm", "toml"] {
             let file = examples.join(format!("{}.{extension}", pair.plugin));
-            if file.exists() {
+            let own = extension == "toml" && pair.manifest.is_some();
+            if file.exists() && !own {
                 std::fs::copy(&file, dir.join(file.file_name().unwrap_or_default()))?;
             }
         }
