@@ -54,6 +54,9 @@ cat > "$root/target/plugins/filesystem.toml" <<TOML
 # Written by plugins/build.sh: grant the filesystem server its sample directory, read-only, at
 # the same path as on the host. See plugins/filesystem/filesystem.toml for your own.
 title = "Filesystem"
+[limits]
+memory-mib = 256
+result-kib = 32768
 [[dirs]]
 host = "$root/plugins/filesystem/sample-data"
 mode = "read-only"

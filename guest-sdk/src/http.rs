@@ -68,6 +68,18 @@ pub fn send(
     headers: &[(&str, &str)],
     body: Option<&[u8]>,
 ) -> Result<Response, HttpError> {
+    send_bounded(method, url, headers, body, usize::MAX)
+}
+
+/// [`send`], reading at most `max_body` bytes of the response's body: a longer body is an
+/// error saying so (a plugin fetching what others serve bounds what it holds).
+pub fn send_bounded(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+    max_body: usize,
+) -> Result<Response, HttpError> {
     let fail = |what: &str| HttpError(format!("{method} {url}: {what}"));
     let (scheme, rest) = url
         .split_once("://")
@@ -146,7 +158,14 @@ pub fn send(
     let mut body = Vec::new();
     loop {
         match stream.blocking_read(64 * 1024) {
-            Ok(chunk) => body.extend_from_slice(&chunk),
+            Ok(chunk) => {
+                if body.len().saturating_add(chunk.len()) > max_body {
+                    return Err(fail(&format!(
+                        "the response body is larger than {max_body} bytes"
+                    )));
+                }
+                body.extend_from_slice(&chunk);
+            }
             Err(StreamError::Closed) => break,
             Err(StreamError::LastOperationFailed(e)) => {
                 return Err(fail(&format!("reading the body: {}", e.to_debug_string())));

@@ -390,3 +390,42 @@ async fn http_egress_failures_say_which_kind_they_are() {
     let (text, is_error) = call(&client, "http_get", json!({"url": url})).await;
     assert!(is_error && text.contains("could not connect"), "{text}");
 }
+
+/// HTTPS from a plugin sets up TLS without panicking (the process links two rustls providers,
+/// so the host names one): a granted address that hangs up instead of answering TLS is a
+/// failed request, and the host goes on serving.
+#[tokio::test]
+async fn https_to_a_server_without_tls_fails_cleanly() {
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    let plain = http_stub(r#"{"ok": 1}"#).await;
+    // Accepts a connection and closes it at once.
+    let rude = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rude_port = rude.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = rude.accept().await {
+            drop(socket);
+        }
+    });
+    manifest(
+        dir.path(),
+        "hostile",
+        &format!(
+            "{HOSTILE_LIMITS}\n[http]\nallow = [\"127.0.0.1:{}\", \"127.0.0.1:{rude_port}\"]\n",
+            plain.port
+        ),
+    );
+    let client = connect(dir.path(), &[]).await;
+    let url = format!("https://127.0.0.1:{rude_port}/x");
+    let (text, is_error) = call(&client, "http_get", json!({"url": url})).await;
+    assert!(is_error && text.starts_with("GET https://"), "{text}");
+    let url = format!("http://127.0.0.1:{}/x", plain.port);
+    assert_eq!(
+        call(&client, "http_get", json!({"url": url})).await,
+        (r#"{"ok": 1}"#.to_owned(), false)
+    );
+    assert!(
+        !client.stderr.text().contains("panicked"),
+        "{}",
+        client.stderr.text()
+    );
+}

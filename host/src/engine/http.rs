@@ -1,17 +1,20 @@
 //! Outgoing HTTP for plugins (`wasi:http`), gated by the plugin's grants.
 //!
 //! `wasi:http` does not go through the WASI socket policy, so every check lives here, in the
-//! send hook: the request's host and port must be granted, and a host granted by *name* must
-//! not resolve to a loopback, private, link-local or otherwise internal address (a guard
-//! against server-side request forgery and DNS rebinding). An address is only reachable when
-//! the grant names it literally (`127.0.0.1:8080`, `localhost:3000`). A refused request is
-//! `HttpRequestDenied` to the plugin and a warning in the log.
+//! send hook. A request goes out when its host and port are granted (`[http] allow`) or, with
+//! `[http] public = true`, when its host is on the public internet. A host granted by *name*
+//! and a public host must not resolve to a loopback, private, link-local or otherwise
+//! internal address (a guard against server-side request forgery), and the request then goes
+//! to the very addresses that were checked ([`egress`](super::egress)), so a rebinding DNS
+//! server cannot swap in another. An internal address is only reachable when the grant
+//! names it literally (`127.0.0.1:8080`, `localhost:3000`). A plugin follows redirects itself,
+//! each hop a request of its own through this gate. A refused request is `HttpRequestDenied`
+//! to the plugin and a warning in the log.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::policy::HttpGrant;
@@ -21,18 +24,26 @@ use crate::policy::PluginName;
 pub struct HttpGate {
     plugin: PluginName,
     grants: Arc<[HttpGrant]>,
+    /// Whether the public internet is granted too.
+    public: bool,
     denied: Arc<AtomicBool>,
     /// The span of the call (egress spans are its children in traces).
     call: tracing::Span,
 }
 
 impl HttpGate {
-    /// A gate allowing exactly `grants`.
+    /// A gate allowing exactly `grants`, and the public internet if `public`.
     /// `denied` is set when a request is refused.
-    pub fn new(plugin: PluginName, grants: Arc<[HttpGrant]>, denied: Arc<AtomicBool>) -> Self {
+    pub fn new(
+        plugin: PluginName,
+        grants: Arc<[HttpGrant]>,
+        public: bool,
+        denied: Arc<AtomicBool>,
+    ) -> Self {
         Self {
             plugin,
             grants,
+            public,
             denied,
             call: tracing::Span::current(),
         }
@@ -60,6 +71,7 @@ impl WasiHttpHooks for HttpGate {
     ) -> ResponseFuture {
         let plugin = self.plugin.clone();
         let grants = Arc::clone(&self.grants);
+        let public = self.public;
         let denied = Arc::clone(&self.denied);
         let span = tracing::trace_span!(
             target: crate::telemetry::TARGET,
@@ -72,8 +84,8 @@ impl WasiHttpHooks for HttpGate {
         );
         Box::new(tracing::Instrument::instrument(
             async move {
-                match check(&grants, request.uri()).await {
-                    Ok(()) => {}
+                let addresses = match check(&grants, public, request.uri()).await {
+                    Ok(addresses) => addresses,
                     Err(Refusal::Denied(why)) => {
                         denied.store(true, Ordering::Relaxed);
                         crate::metrics::metrics().denial(&plugin, crate::metrics::Grant::Http);
@@ -89,14 +101,9 @@ impl WasiHttpHooks for HttpGate {
                             info_code: None,
                         });
                     }
-                }
-                tracing::debug!(plugin = &*plugin, method = %request.method(), uri = %request.uri(), "HTTP request");
-                let (response, io) =
-                    wasmtime_wasi_http::default_send_request(request, options).await?;
-                Ok((
-                    response.map(BodyExt::boxed_unsync),
-                    Box::new(io) as Box<dyn Future<Output = _> + Send>,
-                ))
+                };
+                tracing::debug!(plugin = &*plugin, method = %request.method(), uri = %request.uri(), ?addresses, "HTTP request");
+                super::egress::send(request, options, addresses).await
             },
             span,
         ))
@@ -126,46 +133,82 @@ impl Refusal {
     }
 }
 
-/// Whether a request to `uri` is allowed by `grants`; the reason if not.
-async fn check(grants: &[HttpGrant], uri: &http::Uri) -> Result<(), Refusal> {
+/// Where a request to `uri` may connect, under `grants` and, if `public`, the public
+/// internet; the reason if nowhere.
+async fn check(
+    grants: &[HttpGrant],
+    public: bool,
+    uri: &http::Uri,
+) -> Result<Vec<SocketAddr>, Refusal> {
     let host = uri
         .host()
         .ok_or("the URI has no host")?
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_ascii_lowercase();
-    let default_port = if uri.scheme() == Some(&http::uri::Scheme::HTTPS) {
-        443
-    } else {
-        80
-    };
-    let port = uri.port_u16().unwrap_or(default_port);
-    let grant = grants
-        .iter()
-        .find(|g| g.allows(&host, port, default_port))
-        .ok_or_else(|| Refusal::Denied(format!("{host}:{port} is not granted")))?;
-    if grant.is_address_literal() {
-        return Ok(());
-    }
-    let addresses = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .map_err(|e| Refusal::Unresolvable(format!("cannot resolve {host}: {e}")))?;
-    for address in addresses {
-        if is_internal(address.ip()) {
+    let default_port = match uri.scheme_str() {
+        Some("https") => 443,
+        Some("http") => 80,
+        other => {
             return Err(Refusal::Denied(format!(
-                "{host} resolves to the internal address {}; grant that address explicitly to allow it",
-                address.ip()
+                "the scheme {} is not HTTP",
+                other.unwrap_or("(none)")
             )));
         }
+    };
+    let port = uri.port_u16().unwrap_or(default_port);
+    let grant = grants.iter().find(|g| g.allows(&host, port, default_port));
+    if grant.is_none() && !public {
+        return Err(Refusal::Denied(format!("{host}:{port} is not granted")));
     }
-    Ok(())
+    let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| Refusal::Unresolvable(format!("cannot resolve {host}: {e}")))?
+        .collect();
+    if addresses.is_empty() {
+        return Err(Refusal::Unresolvable(format!("{host} has no address")));
+    }
+    // An address (or `localhost`) named by the grant is reachable whatever it is.
+    if grant.is_some_and(HttpGrant::is_address_literal) {
+        return Ok(addresses);
+    }
+    if let Some(internal) = addresses.iter().find(|a| is_internal(a.ip())) {
+        let why = match grant {
+            Some(_) => format!(
+                "{host} resolves to the internal address {}; grant that address explicitly to allow it",
+                internal.ip()
+            ),
+            None => format!(
+                "{host} resolves to {}, which is not a public address (only the public internet is granted; grant an internal address explicitly in [http] allow)",
+                internal.ip()
+            ),
+        };
+        return Err(Refusal::Denied(why));
+    }
+    Ok(addresses)
 }
 
-/// Loopback, private, link-local, unspecified, multicast, shared or documentation ranges.
+/// The globally reachable assignments inside 2001::/23 (IANA's special-purpose registry):
+/// 2001:1::1, 2001:1::2, 2001:3::/32, 2001:4:112::/48, 2001:20::/28 and 2001:30::/28.
+fn ietf_public(s: [u16; 8]) -> bool {
+    (s[1] == 1 && s[2..7] == [0; 5] && (s[7] == 1 || s[7] == 2))
+        || s[1] == 3
+        || (s[1] == 4 && s[2] == 0x112)
+        || (0x20..0x40).contains(&s[1])
+}
+
+/// Not a public destination: loopback, private, link-local (cloud metadata), shared,
+/// unspecified, broadcast, multicast, documentation, benchmarking, reserved and other
+/// special-purpose ranges (IANA's registries); an IPv4-mapped or NAT64 (`64:ff9b::/96`)
+/// address is judged by the IPv4 address it carries.
 fn is_internal(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
+            let [a, b, c, d] = v4.octets();
+            // Anycast services inside 192.0.0.0/24 that are public.
+            if [a, b, c] == [192, 0, 0] && (d == 9 || d == 10) {
+                return false;
+            }
             v4.is_loopback()
                 || v4.is_private()
                 || v4.is_link_local()
@@ -174,18 +217,34 @@ fn is_internal(ip: IpAddr) -> bool {
                 || v4.is_multicast()
                 || v4.is_documentation()
                 || a == 0
+                || a >= 240
                 || (a == 100 && (64..128).contains(&b))
+                || [a, b, c] == [192, 0, 0]
+                || [a, b, c] == [192, 88, 99]
+                || (a == 198 && (b == 18 || b == 19))
         }
         IpAddr::V6(v6) => {
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return is_internal(IpAddr::V4(v4));
             }
-            let first = v6.segments()[0];
+            let s = v6.segments();
+            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                let [.., hi, lo] = s;
+                let v4 = std::net::Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+                return is_internal(IpAddr::V4(v4));
+            }
             v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+                // 64:ff9b:1::/48 (local NAT64), 100::/64 (discard), 2001:db8::/32
+                // (documentation), 2002::/16 (6to4), 2001::/23 (IETF protocol assignments).
+                || s[..3] == [0x64, 0xff9b, 1]
+                || s[..4] == [0x100, 0, 0, 0]
+                || s[..2] == [0x2001, 0xdb8]
+                || s[0] == 0x2002
+                || (s[0] == 0x2001 && s[1] < 0x200 && !ietf_public(s))
         }
     }
 }
@@ -207,33 +266,33 @@ mod tests {
     async fn only_granted_hosts_and_ports_pass() {
         let g = grants(&[("127.0.0.1", Some(8080)), ("localhost", None)]);
         assert!(
-            check(&g, &"http://127.0.0.1:8080/x".parse().unwrap())
+            check(&g, false, &"http://127.0.0.1:8080/x".parse().unwrap())
                 .await
                 .is_ok()
         );
         assert!(
-            check(&g, &"http://127.0.0.1:8081/x".parse().unwrap())
+            check(&g, false, &"http://127.0.0.1:8081/x".parse().unwrap())
                 .await
                 .err()
                 .is_some_and(|r| matches!(&r, Refusal::Denied(why) if why.contains("not granted")))
         );
         assert!(
-            check(&g, &"http://10.0.0.1:8080/".parse().unwrap())
+            check(&g, false, &"http://10.0.0.1:8080/".parse().unwrap())
                 .await
                 .is_err()
         );
         assert!(
-            check(&g, &"http://localhost/".parse().unwrap())
+            check(&g, false, &"http://localhost/".parse().unwrap())
                 .await
                 .is_ok()
         );
         assert!(
-            check(&g, &"https://localhost/".parse().unwrap())
+            check(&g, false, &"https://localhost/".parse().unwrap())
                 .await
                 .is_ok()
         );
         assert!(
-            check(&g, &"http://localhost:81/".parse().unwrap())
+            check(&g, false, &"http://localhost:81/".parse().unwrap())
                 .await
                 .is_err()
         );
@@ -244,7 +303,7 @@ mod tests {
         // `localhost.` resolves to loopback but is not the literal `localhost` grant.
         let g = grants(&[("ip6-localhost", None), ("localhost.localdomain", None)]);
         for uri in ["http://ip6-localhost/", "http://localhost.localdomain/"] {
-            if let Err(refusal) = check(&g, &uri.parse().unwrap()).await {
+            if let Err(refusal) = check(&g, false, &uri.parse().unwrap()).await {
                 let why = refusal.text();
                 assert!(
                     why.contains("internal address") || why.contains("cannot resolve"),
@@ -259,8 +318,59 @@ mod tests {
     #[tokio::test]
     async fn a_granted_name_that_does_not_resolve_is_not_called_ungranted() {
         let g = grants(&[("no-such-host.invalid", None)]);
-        let refusal = check(&g, &"http://no-such-host.invalid/".parse().unwrap()).await;
+        let refusal = check(&g, false, &"http://no-such-host.invalid/".parse().unwrap()).await;
         assert!(matches!(refusal, Err(Refusal::Unresolvable(_))));
+    }
+
+    #[tokio::test]
+    async fn the_public_internet_is_public_addresses_only() {
+        let none = grants(&[]);
+        // A public address literal is allowed, and is where the request goes.
+        let to = check(&none, true, &"http://8.8.8.8/x".parse().unwrap()).await;
+        assert_eq!(to.ok(), Some(vec!["8.8.8.8:80".parse().unwrap()]));
+        // Internal addresses, by literal or by name, are not the public internet.
+        for uri in [
+            "http://127.0.0.1:8080/",
+            "https://10.1.2.3/",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://[::1]/",
+            "http://[64:ff9b::7f00:1]/",
+            "http://localhost/",
+        ] {
+            let refusal = check(&none, true, &uri.parse().unwrap()).await;
+            assert!(
+                refusal
+                    .as_ref()
+                    .err()
+                    .is_some_and(|r| r.text().contains("not a public address")),
+                "{uri}: {:?}",
+                refusal.map_err(|r| r.text().to_owned())
+            );
+        }
+        // Only HTTP.
+        assert!(
+            check(&none, true, &"ftp://8.8.8.8/".parse().unwrap())
+                .await
+                .is_err()
+        );
+        // Without the public grant, nothing but the granted.
+        assert!(
+            check(&none, false, &"http://8.8.8.8/".parse().unwrap())
+                .await
+                .is_err()
+        );
+        // An internal address named in `allow` is reachable beside the public internet.
+        let g = grants(&[("127.0.0.1", Some(8080))]);
+        assert!(
+            check(&g, true, &"http://127.0.0.1:8080/".parse().unwrap())
+                .await
+                .is_ok()
+        );
+        assert!(
+            check(&g, true, &"http://127.0.0.1:8081/".parse().unwrap())
+                .await
+                .is_err()
+        );
     }
 
     #[test]
@@ -277,10 +387,28 @@ mod tests {
             "fd00::1",
             "fe80::1",
             "::ffff:127.0.0.1",
+            "192.0.0.1",
+            "198.18.0.1",
+            "240.0.0.1",
+            "255.255.255.255",
+            "64:ff9b::a00:1",
+            "64:ff9b:1::1",
+            "2001:db8::1",
+            "2002::1",
+            "2001::1",
+            "100::1",
         ] {
             assert!(is_internal(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111"] {
+        for ip in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "2606:4700::1111",
+            "192.0.0.9",
+            "64:ff9b::808:808",
+            "2001:4860:4860::8888",
+            "2001:20::1",
+        ] {
             assert!(!is_internal(ip.parse().unwrap()), "{ip}");
         }
     }

@@ -27,6 +27,7 @@ mod bindings;
 mod cache;
 mod caller;
 mod config;
+mod egress;
 mod http;
 mod keyvalue;
 mod meter;

@@ -98,7 +98,12 @@ impl HostState {
         http.set_field_size_limit(MAX_HTTP_FIELDS_BYTES);
         Ok(Self {
             plugin_host: PluginHostCtx::new(plugin.clone(), host),
-            http_gate: HttpGate::new(plugin.clone(), Arc::clone(http_grants), denied),
+            http_gate: HttpGate::new(
+                plugin.clone(),
+                Arc::clone(http_grants),
+                policy.http_public,
+                denied,
+            ),
             keyvalue,
             caller,
             config,

@@ -92,6 +92,9 @@ pub struct Policy {
     pub env: Vec<EnvGrant>,
     /// Hosts it may send HTTP requests to.
     pub http: Vec<HttpGrant>,
+    /// Whether it may also reach the public internet: any host whose every address is public
+    /// (checked after DNS, on each request and so on each redirect hop).
+    pub http_public: bool,
     /// The key-value buckets it may open, and its quotas.
     pub keyvalue: Option<Arc<KvGrant>>,
     /// OAuth scopes a caller's token must carry to use it (over HTTP with OAuth).
@@ -276,6 +279,7 @@ impl Policy {
         !(self.dirs.is_empty()
             && self.env.is_empty()
             && self.http.is_empty()
+            && !self.http_public
             && self.keyvalue.is_none()
             && self.config.is_empty())
     }
@@ -403,6 +407,11 @@ impl fmt::Display for GrantSummary<'_> {
         }
         for http in &policy.http {
             parts.push(format!("http {http}"));
+        }
+        if policy.http_public {
+            parts.push(
+                "http the public internet (any host whose every address is public)".to_owned(),
+            );
         }
         if let Some(kv) = &policy.keyvalue {
             parts.push(format!(

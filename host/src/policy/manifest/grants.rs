@@ -55,6 +55,9 @@ enum DirMode {
 pub(super) struct HttpTable {
     #[serde(default)]
     pub(super) allow: Vec<String>,
+    /// The public internet: any host whose every resolved address is public.
+    #[serde(default)]
+    pub(super) public: bool,
 }
 
 /// An `[env]` value: a string, or `{ from-host = "NAME" }`.

@@ -25,6 +25,7 @@
 //!
 //! [http]
 //! allow = ["api.open-meteo.com", "127.0.0.1:8080"]
+//! public = false           # true: also any host whose every address is public
 //!
 //! [tools]                  # optional, as are [prompts] and [resources] (by URI or template)
 //! allow = ["forecast"]     # only these are served (the plugin's own names)
@@ -200,6 +201,7 @@ fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyE
         dirs: dirs(file, &manifest.dirs)?,
         env: env(file, manifest.env)?,
         http: http(file, &manifest.http.allow)?,
+        http_public: manifest.http.public,
         keyvalue: manifest
             .keyvalue
             .map(|table| keyvalue(file, table).map(Arc::new))
