@@ -33,6 +33,7 @@ mod client;
 mod config;
 mod contract;
 mod docs;
+mod fetch;
 mod filesystem;
 mod fuzz_http;
 mod golden;

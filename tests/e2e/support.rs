@@ -385,6 +385,67 @@ pub async fn http_stub(body: &'static str) -> HttpStub {
     HttpStub { port, hits, lines }
 }
 
+/// A loopback web server with fixed routes: each path answers with its status, headers and
+/// body (any other path is a 404). Requests are counted by path. It lives as long as the
+/// test's runtime.
+pub struct Web {
+    pub port: u16,
+    pub hits: Arc<Mutex<Vec<String>>>,
+}
+
+/// One route of a [`Web`] server: path (with query), status, headers, body.
+pub type Route = (String, u16, Vec<(String, String)>, Vec<u8>);
+
+pub async fn web(routes: Vec<Route>) -> Web {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let port = listener.local_addr().expect("address").port();
+    let hits = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&hits);
+    let routes = Arc::new(routes);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let seen = Arc::clone(&seen);
+            let routes = Arc::clone(&routes);
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 64 << 10 {
+                    match socket.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&request);
+                let path = text.split(' ').nth(1).unwrap_or("/").to_owned();
+                seen.lock().unwrap().push(path.clone());
+                let (status, headers, body) = routes
+                    .iter()
+                    .find(|(p, ..)| *p == path)
+                    .map(|(_, status, headers, body)| (*status, headers.clone(), body.clone()))
+                    .unwrap_or((
+                        404,
+                        vec![("content-type".into(), "text/plain".into())],
+                        b"not found".to_vec(),
+                    ));
+                let mut head = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n",
+                    body.len()
+                );
+                for (name, value) in headers {
+                    head.push_str(&format!("{name}: {value}\r\n"));
+                }
+                head.push_str("\r\n");
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(&body).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    Web { port, hits }
+}
+
 /// The text of the first content block of a tool result, and whether it is an error.
 pub fn tool_text(result: &rmcp::model::CallToolResult) -> (String, bool) {
     let value = json(result);
