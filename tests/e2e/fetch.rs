@@ -62,7 +62,7 @@ async fn the_public_internet_grant_refuses_internal_addresses_and_redirects_to_t
     ] {
         let (answer, failed) = fetch(&client, json!({"url": url})).await;
         assert!(
-            failed && answer.starts_with("Refused to fetch"),
+            failed && answer.starts_with("Error executing tool fetch: Refused to fetch"),
             "{url}: {answer}"
         );
     }
@@ -102,7 +102,7 @@ async fn the_public_internet_grant_refuses_internal_addresses_and_redirects_to_t
     for path in ["/out", "/by-name", "/metadata"] {
         let (answer, failed) = fetch(&client, json!({"url": format!("{base}{path}")})).await;
         assert!(
-            failed && answer.starts_with("Refused to fetch"),
+            failed && answer.starts_with("Error executing tool fetch: Refused to fetch"),
             "{path}: {answer}"
         );
     }
@@ -134,7 +134,7 @@ async fn fetch_pages_honours_robots_and_bounds_what_it_reads() {
     let client = connect(dir.path(), &[]).await;
     let (answer, failed) = fetch(&client, json!({"url": format!("{base}/private/page")})).await;
     assert!(
-        failed && answer.starts_with(&format!("The sites robots.txt ({base}/robots.txt), specifies that autonomous fetching of this page is not allowed")),
+        failed && answer.starts_with(&format!("Error executing tool fetch: The sites robots.txt ({base}/robots.txt), specifies that autonomous fetching of this page is not allowed")),
         "{answer}"
     );
     assert!(

@@ -306,8 +306,8 @@ fn original() -> Tool {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Spec<'a> {
-        name: &'a str,
-        description: &'a str,
+        name: String,
+        description: String,
         #[serde(borrow)]
         input_schema: &'a serde_json::value::RawValue,
     }
@@ -328,7 +328,8 @@ impl Plugin for Fetch {
     fn tools(tools: &mut Tools) {
         tools.add(original(), |args: FetchArgs| match fetch(&args) {
             Ok(text) => ToolResult::text(text),
-            Err(failure) => ToolResult::error(failure),
+            // The original's SDK words a tool's failure so.
+            Err(failure) => ToolResult::error(format!("Error executing tool fetch: {failure}")),
         });
     }
 

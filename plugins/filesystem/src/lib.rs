@@ -696,9 +696,9 @@ fn list_allowed_directories() -> Result<String, String> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Spec<'a> {
-    name: &'a str,
-    title: &'a str,
-    description: &'a str,
+    name: String,
+    title: String,
+    description: String,
     #[serde(borrow)]
     input_schema: &'a serde_json::value::RawValue,
     #[serde(borrow)]
@@ -727,8 +727,8 @@ fn original(name: &str) -> Tool {
         return Tool::new(name, "");
     };
     let hints = &spec.annotations;
-    let mut tool = Tool::new(name, spec.description)
-        .title(spec.title)
+    let mut tool = Tool::new(name, spec.description.as_str())
+        .title(spec.title.as_str())
         .input_schema(spec.input_schema.get())
         .output_schema(spec.output_schema.get());
     if let Some(v) = hints.read_only_hint {

@@ -1043,3 +1043,164 @@ async fn filesystem_matches_the_original_call_for_call_and_leaves_the_same_tree(
     // The same effects: every path, every byte.
     assert_eq!(filesystem_snapshot(&root), their_tree);
 }
+
+/// The original fetch server, pinned to its current release.
+const FETCH: &str = "mcp-server-fetch==2026.10.24";
+
+#[tokio::test]
+async fn fetch_matches_the_original_call_for_call() {
+    use crate::support::{Route, web};
+    let typed = |path: &str, status: u16, kind: &str, body: &str| -> Route {
+        let headers = if kind.is_empty() {
+            Vec::new()
+        } else {
+            vec![("content-type".to_owned(), kind.to_owned())]
+        };
+        (path.to_owned(), status, headers, body.as_bytes().to_vec())
+    };
+    let html = "<html><head><title>T</title><script>var x = 1;</script></head><body><h1>Heading</h1><p>Some <b>bold</b> text and a <a href=\"/x\">link</a>.</p></body></html>";
+    let long: String = (0..400)
+        .map(|i| format!("line {i} \u{e9}\u{4e2d}\n"))
+        .collect();
+    let site = web(vec![
+        typed("/robots.txt", 200, "text/plain", "# comment\nUser-agent: *\nDisallow: /private\nAllow: /private/open\n\nUser-agent: OtherBot\nDisallow: /\n"),
+        typed("/long.txt", 200, "text/plain; charset=utf-8", &long),
+        typed("/data.json", 200, "application/json", "{\"a\": [1, 2, 3]}"),
+        typed("/page.html", 200, "text/html; charset=utf-8", html),
+        typed("/untyped", 200, "", "plain words, no type"),
+        typed("/html-in-text", 200, "text/plain", "<html><body><p>looks like html</p></body></html>"),
+        typed("/private/page", 200, "text/plain", "secret"),
+        typed("/private/open", 200, "text/plain", "open"),
+        typed("/gone", 404, "text/plain", "nope"),
+        typed("/broken", 500, "text/plain", "oops"),
+        typed("/empty.txt", 200, "text/plain", ""),
+        (
+            "/moved".to_owned(),
+            302,
+            vec![("location".to_owned(), "/long.txt".to_owned())],
+            Vec::new(),
+        ),
+        (
+            "/loop".to_owned(),
+            302,
+            vec![("location".to_owned(), "/loop".to_owned())],
+            Vec::new(),
+        ),
+    ])
+    .await;
+    // A site whose robots.txt is forbidden: autonomous fetching is assumed not allowed.
+    let closed = web(vec![typed("/robots.txt", 403, "text/plain", "no")]).await;
+    let base = format!("http://127.0.0.1:{}", site.port);
+    let at = |p: &str| format!("{base}{p}");
+
+    let python = tokio::task::spawn_blocking(|| tools::python(&[FETCH]))
+        .await
+        .unwrap();
+    let mut command = Command::new(python.with_file_name("mcp-server-fetch"));
+    command
+        .arg("--allow-private-ips")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    let original = connect_command(command, ()).await.0;
+    let dir = plugin_dir(&[("fetch", "fetch.wasm")]);
+    std::fs::write(
+        dir.path().join("fetch.toml"),
+        format!(
+            "[http]\npublic = true\nallow = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\n",
+            site.port, closed.port
+        ),
+    )
+    .unwrap();
+    let plugin = connect_command(mcpbox(dir.path(), &[]), ()).await.0;
+
+    // The same surface: the tool and the prompt.
+    let theirs = to_json(&original.list_all_tools().await.unwrap());
+    let ours = to_json(&plugin.list_all_tools().await.unwrap());
+    assert_eq!(theirs.as_array().unwrap().len(), 1, "{theirs}");
+    assert_eq!(surface(&ours[0]), surface(&theirs[0]));
+    let theirs = to_json(&original.list_all_prompts().await.unwrap());
+    let ours = to_json(&plugin.list_all_prompts().await.unwrap());
+    assert_eq!(ours, theirs);
+
+    // `true`: the text must match too (else only whether it failed: HTML is reduced to
+    // Markdown by a different converter, and a schema refusal is worded by mcpbox).
+    let script = vec![
+        (json!({"url": at("/long.txt")}), true),
+        (
+            json!({"url": at("/long.txt"), "start_index": 5000, "max_length": 3000}),
+            true,
+        ),
+        (json!({"url": at("/long.txt"), "start_index": 8000}), true),
+        (
+            json!({"url": at("/long.txt"), "start_index": 1_000_000}),
+            true,
+        ),
+        (json!({"url": at("/long.txt"), "max_length": 1}), true),
+        (json!({"url": at("/data.json")}), true),
+        (json!({"url": at("/data.json"), "raw": true}), true),
+        (json!({"url": at("/page.html"), "raw": true}), true),
+        (json!({"url": at("/page.html")}), false),
+        (json!({"url": at("/untyped")}), false),
+        (json!({"url": at("/html-in-text")}), false),
+        (json!({"url": at("/empty.txt")}), true),
+        (json!({"url": at("/private/page")}), true),
+        (json!({"url": at("/private/open")}), true),
+        (json!({"url": at("/gone")}), true),
+        (json!({"url": at("/broken")}), true),
+        (json!({"url": at("/moved")}), true),
+        (json!({"url": at("/loop")}), false),
+        (
+            json!({"url": format!("http://127.0.0.1:{}/x", closed.port)}),
+            true,
+        ),
+        (json!({"url": base.clone()}), true),
+        // Refused by the schema.
+        (json!({"url": at("/long.txt"), "max_length": 0}), false),
+        (json!({"url": at("/long.txt"), "start_index": -1}), false),
+        (json!({}), false),
+    ];
+    for (arguments, same_text) in &script {
+        let theirs = call_tool(&original, "fetch", arguments).await;
+        let ours = call_tool(&plugin, "fetch", arguments).await;
+        let context = format!("{arguments}\noriginal: {theirs}\nmcpbox: {ours}");
+        assert_eq!(
+            ours["isError"] == json!(true),
+            theirs["isError"] == json!(true),
+            "{context}"
+        );
+        if *same_text {
+            assert_eq!(ours["content"], theirs["content"], "{context}");
+        }
+    }
+    // The page's words survive either converter.
+    let ours = call_tool(&plugin, "fetch", &json!({"url": at("/page.html")})).await;
+    let text = ours["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("Heading") && text.contains("bold") && !text.contains("var x"),
+        "{text}"
+    );
+
+    // The prompt: the user asked, so robots.txt is not consulted.
+    for url in [at("/private/page"), at("/long.txt"), at("/gone")] {
+        assert_eq!(
+            prompt_messages(&plugin, &url).await,
+            prompt_messages(&original, &url).await,
+            "prompt {url}"
+        );
+    }
+    original.cancel().await.unwrap();
+    plugin.cancel().await.unwrap();
+}
+
+/// The messages of the `fetch` prompt for `url`.
+async fn prompt_messages(service: &RunningService<RoleClient, ()>, url: &str) -> Value {
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("url".to_owned(), Value::String(url.to_owned()));
+    let params = rmcp::model::GetPromptRequestParams::new("fetch").with_arguments(arguments);
+    let result = tokio::time::timeout(STEP, service.get_prompt(params))
+        .await
+        .expect("answered in time")
+        .expect("a prompt");
+    to_json(&result)["messages"].clone()
+}
