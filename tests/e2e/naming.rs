@@ -98,6 +98,7 @@ async fn the_quick_start_examples_load_with_no_refused_name() {
         "get_current_time",
         "search_nodes",
         "read_text_file",
+        "fetch",
     ] {
         assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
     }
