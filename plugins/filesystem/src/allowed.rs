@@ -24,28 +24,44 @@ use crate::node::{self, FsError};
 pub struct Grant {
     /// Its absolute path (the same inside the sandbox as on the host).
     pub path: String,
-    /// Whether the plugin may change what is in it.
-    pub writable: bool,
 }
 
 /// The directories granted, in the order the operator listed them.
 pub fn grants() -> Vec<Grant> {
     #[cfg(target_arch = "wasm32")]
     {
-        use wasip2::filesystem::types::DescriptorFlags;
         wasip2::filesystem::preopens::get_directories()
             .into_iter()
             .filter(|(_, path)| node::is_absolute(path))
-            .map(|(descriptor, path)| Grant {
+            .map(|(_, path)| Grant {
                 path: node::normalize_path(&path),
-                writable: descriptor
-                    .get_flags()
-                    .is_ok_and(|flags| flags.contains(DescriptorFlags::MUTATE_DIRECTORY)),
             })
             .collect()
     }
     #[cfg(not(target_arch = "wasm32"))]
     Vec::new()
+}
+
+/// Whether the grant at `path` lets the plugin change what is in it (asked only when needed:
+/// each question is a host call).
+pub fn writable(path: &str) -> bool {
+    #[cfg(target_arch = "wasm32")]
+    {
+        use wasip2::filesystem::types::DescriptorFlags;
+        wasip2::filesystem::preopens::get_directories()
+            .into_iter()
+            .find(|(_, p)| node::normalize_path(p) == path)
+            .is_some_and(|(descriptor, _)| {
+                descriptor
+                    .get_flags()
+                    .is_ok_and(|flags| flags.contains(DescriptorFlags::MUTATE_DIRECTORY))
+            })
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let _ = path;
+        false
+    }
 }
 
 /// What one call may touch.

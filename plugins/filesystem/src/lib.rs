@@ -157,18 +157,28 @@ fn read_file(path: &str) -> Result<String, FsError> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// A whole file. Each file-system operation is a host call, so as few as can be: open, one
+/// stat (a directory is refused; the size sizes the buffer), the reads.
 fn read_bytes(path: &str) -> Result<Vec<u8>, FsError> {
-    if fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+    let (mut file, size) = open_sized(path)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
+    file.read_to_end(&mut bytes)
+        .map_err(|e| FsError::io(&e, "read", path))?;
+    Ok(bytes)
+}
+
+/// `path` opened for reading, with its size; a directory is Node's `EISDIR` on read.
+fn open_sized(path: &str) -> Result<(fs::File, u64), FsError> {
+    let file = fs::File::open(path).map_err(|e| FsError::io(&e, "open", path))?;
+    let meta = file.metadata().map_err(|e| FsError::io(&e, "stat", path))?;
+    if meta.is_dir() {
         return Err(FsError::read_directory());
     }
-    fs::read(path).map_err(|e| FsError::io(&e, "open", path))
+    Ok((file, meta.len()))
 }
 
 fn open(path: &str) -> Result<fs::File, FsError> {
-    if fs::metadata(path).is_ok_and(|m| m.is_dir()) {
-        return Err(FsError::read_directory());
-    }
-    fs::File::open(path).map_err(|e| FsError::io(&e, "open", path))
+    open_sized(path).map(|(file, _)| file)
 }
 
 /// The original's `headFile`: the first `n` lines (a final line without a newline counts).
@@ -214,7 +224,7 @@ fn tail_file(path: &str, n: f64) -> Result<String, FsError> {
     if size == 0 {
         return Ok(String::new());
     }
-    let mut file = open(path)?;
+    let (mut file, _) = open_sized(path)?;
     let mut data: Vec<u8> = Vec::new();
     let mut position = size;
     let mut newlines = 0u64;
@@ -668,7 +678,9 @@ fn get_file_info(OnePath { path }: OnePath) -> Result<String, String> {
     let modified = meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH);
     let accessed = meta.accessed().unwrap_or(modified);
     let created = meta.created().unwrap_or(modified);
-    let writable = allowed.grant_of(&real).is_some_and(|g| g.writable);
+    let writable = allowed
+        .grant_of(&real)
+        .is_some_and(|g| allowed::writable(&g.path));
     let permissions = match (meta.is_dir(), writable) {
         (true, true) => "755",
         (true, false) => "555",
