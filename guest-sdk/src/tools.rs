@@ -162,6 +162,30 @@ impl Tool {
         self
     }
 
+    /// The tools of an MCP `tools/list` result's `tools` array (JSON text): each with its
+    /// name, title, description, input and output schemas (kept as the text they are) and
+    /// annotations. For a plugin that reproduces another server's surface verbatim: copy its
+    /// listing into the crate and register each tool with `Tool::listing(…)`'s entry.
+    pub fn listing(tools: &str) -> Result<Vec<Self>, serde_json::Error> {
+        let listed: Vec<Listed<'_>> = serde_json::from_str(tools)?;
+        Ok(listed
+            .into_iter()
+            .map(|entry| Self {
+                name: entry.name,
+                title: entry.title,
+                description: entry.description,
+                input_schema: entry.input_schema.get().to_owned(),
+                output_schema: entry.output_schema.map(|s| s.get().to_owned()),
+                annotations: entry.annotations.map(|hints| ToolAnnotations {
+                    read_only: hints.read_only_hint,
+                    destructive: hints.destructive_hint,
+                    idempotent: hints.idempotent_hint,
+                    open_world: hints.open_world_hint,
+                }),
+            })
+            .collect())
+    }
+
     fn annotations_mut(&mut self) -> &mut ToolAnnotations {
         self.annotations.get_or_insert(ToolAnnotations {
             read_only: None,
@@ -191,4 +215,31 @@ impl JsonSchema for NoArgs {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({ "type": "object", "properties": {}, "additionalProperties": false })
     }
+}
+
+/// One entry of a `tools/list` result, as [`Tool::listing`] reads it.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Listed<'a> {
+    name: String,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(borrow)]
+    input_schema: &'a serde_json::value::RawValue,
+    #[serde(borrow, default)]
+    output_schema: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    annotations: Option<Hints>,
+}
+
+/// A listed tool's annotations.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Hints {
+    read_only_hint: Option<bool>,
+    destructive_hint: Option<bool>,
+    idempotent_hint: Option<bool>,
+    open_world_hint: Option<bool>,
 }

@@ -337,6 +337,19 @@ impl Raw {
     }
 }
 
+/// A request's head (up to the blank line, at most 64 KiB), or `None` if the client left first.
+async fn read_head(socket: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    let mut request = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 64 << 10 {
+        match socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => request.extend_from_slice(&chunk[..n]),
+        }
+    }
+    Some(request)
+}
+
 /// A one-route HTTP server on loopback that answers every request with `body` (JSON) and
 /// counts the requests, keeping each one's request line. It lives as long as the test's
 /// runtime.
@@ -362,14 +375,9 @@ pub async fn http_stub(body: &'static str) -> HttpStub {
             counter.fetch_add(1, Ordering::SeqCst);
             let seen = Arc::clone(&seen);
             tokio::spawn(async move {
-                let mut request = Vec::new();
-                let mut chunk = [0u8; 4096];
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 64 << 10 {
-                    match socket.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => request.extend_from_slice(&chunk[..n]),
-                    }
-                }
+                let Some(request) = read_head(&mut socket).await else {
+                    return;
+                };
                 let line = String::from_utf8_lossy(&request);
                 let line = line.lines().next().unwrap_or_default().to_owned();
                 seen.lock().unwrap().push(line);
@@ -409,14 +417,9 @@ pub async fn web(routes: Vec<Route>) -> Web {
             let seen = Arc::clone(&seen);
             let routes = Arc::clone(&routes);
             tokio::spawn(async move {
-                let mut request = Vec::new();
-                let mut chunk = [0u8; 4096];
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 64 << 10 {
-                    match socket.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => request.extend_from_slice(&chunk[..n]),
-                    }
-                }
+                let Some(request) = read_head(&mut socket).await else {
+                    return;
+                };
                 let text = String::from_utf8_lossy(&request);
                 let path = text.split(' ').nth(1).unwrap_or("/").to_owned();
                 seen.lock().unwrap().push(path.clone());

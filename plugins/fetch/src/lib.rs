@@ -20,9 +20,6 @@ use mcpbox_sdk::{
     config,
 };
 
-/// The original's tool, verbatim: name, description, input schema, annotations.
-const TOOL: &str = include_str!("tool.json");
-
 const USER_AGENT_AUTONOMOUS: &str =
     "ModelContextProtocol/1.0 (Autonomous; +https://github.com/modelcontextprotocol/servers)";
 const USER_AGENT_MANUAL: &str =
@@ -301,25 +298,12 @@ fn fetch_prompt(args: &PromptArgs) -> Vec<PromptMessage> {
     vec![PromptMessage::user(text)]
 }
 
-/// The original's tool, as `tool.json` describes it.
+/// The original's tool, as `tool.json` (its `tools/list` entry) describes it.
 fn original() -> Tool {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Spec<'a> {
-        name: String,
-        description: String,
-        #[serde(borrow)]
-        input_schema: &'a serde_json::value::RawValue,
-    }
-    match serde_json::from_str::<Spec<'_>>(TOOL) {
-        Ok(spec) => Tool::new(spec.name, spec.description)
-            .input_schema(spec.input_schema.get())
-            .read_only(true)
-            .destructive(false)
-            .idempotent(true)
-            .open_world(true),
-        Err(_) => Tool::new("fetch", ""),
-    }
+    Tool::listing(concat!("[", include_str!("tool.json"), "]"))
+        .ok()
+        .and_then(|tools| tools.into_iter().next())
+        .unwrap_or_else(|| Tool::new("fetch", ""))
 }
 
 struct Fetch;

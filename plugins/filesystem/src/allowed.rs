@@ -19,23 +19,15 @@ use unicode_normalization::UnicodeNormalization;
 
 use crate::node::{self, FsError};
 
-/// A directory granted to the plugin.
-#[derive(Debug, Clone)]
-pub struct Grant {
-    /// Its absolute path (the same inside the sandbox as on the host).
-    pub path: String,
-}
-
-/// The directories granted, in the order the operator listed them.
-pub fn grants() -> Vec<Grant> {
+/// The directories granted (absolute, the same inside the sandbox as on the host), in the
+/// order the operator listed them.
+pub fn grants() -> Vec<String> {
     #[cfg(target_arch = "wasm32")]
     {
         wasip2::filesystem::preopens::get_directories()
             .into_iter()
             .filter(|(_, path)| node::is_absolute(path))
-            .map(|(_, path)| Grant {
-                path: node::normalize_path(&path),
-            })
+            .map(|(_, path)| node::normalize_path(&path))
             .collect()
     }
     #[cfg(not(target_arch = "wasm32"))]
@@ -69,7 +61,7 @@ pub struct Allowed {
     /// The allowed directories, as `list_allowed_directories` shows them.
     pub dirs: Vec<String>,
     /// The granted directories (for what the sandbox lets the plugin do in them).
-    pub grants: Vec<Grant>,
+    pub grants: Vec<String>,
     /// The home directory `~` stands for, if the operator passed `HOME`.
     home: Option<String>,
 }
@@ -82,7 +74,7 @@ impl Allowed {
     /// `roots/list` result, or `None` when it has none to give).
     pub fn new(roots: Option<&Value>) -> Self {
         let grants = grants();
-        let granted: Vec<String> = grants.iter().map(|g| g.path.clone()).collect();
+        let granted = grants.clone();
         let home = std::env::var("HOME").ok().filter(|h| node::is_absolute(h));
         let mut allowed = Self {
             dirs: granted.clone(),
@@ -150,11 +142,12 @@ impl Allowed {
     }
 
     /// The grant `path` lies in, if any.
-    pub fn grant_of(&self, path: &str) -> Option<&Grant> {
+    pub fn grant_of(&self, path: &str) -> Option<&str> {
         self.grants
             .iter()
-            .filter(|g| node::within(path, std::slice::from_ref(&g.path)))
-            .max_by_key(|g| g.path.len())
+            .filter(|g| node::within(path, std::slice::from_ref(g)))
+            .max_by_key(|g| g.len())
+            .map(String::as_str)
     }
 
     fn outside(&self, absolute: &str) -> Refusal {
@@ -195,7 +188,7 @@ impl Allowed {
         if !node::within(&node::normalize_path(&absolute), &self.dirs) {
             return Err(self.outside(&absolute));
         }
-        match realpath(&absolute, &self.granted()) {
+        match realpath(&absolute, &self.grants) {
             Ok(Resolved::Inside(real)) => {
                 if node::within(&node::normalize_path(&real), &self.dirs) {
                     Ok(real)
@@ -217,10 +210,6 @@ impl Allowed {
         }
     }
 
-    fn granted(&self) -> Vec<String> {
-        self.grants.iter().map(|g| g.path.clone()).collect()
-    }
-
     /// A relative path, against the first allowed directory it stays inside.
     fn resolve_relative(&self, relative: &str) -> String {
         for dir in &self.dirs {
@@ -236,7 +225,7 @@ impl Allowed {
     /// each existing component found as spelled or, failing that, as its one NFC-equivalent
     /// spelling, symlinks resolved on the way; the missing rest appended.
     fn unicode_equivalent(&self, absolute: &str) -> Result<String, Failure> {
-        let granted = self.granted();
+        let granted = &self.grants;
         let Some(base) = self
             .dirs
             .iter()
@@ -245,7 +234,7 @@ impl Allowed {
         else {
             return Ok(absolute.to_owned());
         };
-        let mut current = match realpath(base, &granted).map_err(Failure::Fs)? {
+        let mut current = match realpath(base, granted).map_err(Failure::Fs)? {
             Resolved::Inside(real) => real,
             Resolved::Outside(target) => return Err(Failure::Refused(self.symlink_out(&target))),
         };
@@ -276,7 +265,7 @@ impl Allowed {
                 }
                 return Ok(path);
             };
-            current = match realpath(&node::join(&current, found), &granted).map_err(Failure::Fs)? {
+            current = match realpath(&node::join(&current, found), granted).map_err(Failure::Fs)? {
                 Resolved::Inside(real) => real,
                 Resolved::Outside(target) => {
                     return Err(Failure::Refused(self.symlink_out(&target)));

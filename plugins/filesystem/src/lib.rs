@@ -556,22 +556,15 @@ fn directory_tree(args: &Tree) -> Result<String, String> {
             (glob::Pattern::new(p), plain)
         })
         .collect();
-    // Paths relative to the root as given, both read from the same place (Node resolves
-    // both against its working directory; the plugin has none, `/` stands in).
-    let base = |p: &str| {
-        if node::is_absolute(p) {
-            node::resolve_absolute(p)
-        } else {
-            node::resolve("/", p)
-        }
-    };
     fn build(
         current: &str,
         allowed: &Allowed,
         root: &str,
         patterns: &[(glob::Pattern, Option<[glob::Pattern; 2]>)],
-        base: &dyn Fn(&str) -> String,
     ) -> Result<Vec<Node>, String> {
+        // Paths relative to the root as given, both read from the same place (Node resolves
+        // both against its working directory; the plugin has none, `/` stands in).
+        let base = |p: &str| node::resolve("/", p);
         let real = allowed.validate(current)?;
         let mut nodes = Vec::new();
         for (name, dir) in entries(&real).map_err(|e| e.to_string())? {
@@ -592,7 +585,7 @@ fn directory_tree(args: &Tree) -> Result<String, String> {
                 } else {
                     format!("{}/{name}", current.trim_end_matches('/'))
                 };
-                Some(build(&sub, allowed, root, patterns, base)?)
+                Some(build(&sub, allowed, root, patterns)?)
             } else {
                 None
             };
@@ -604,7 +597,7 @@ fn directory_tree(args: &Tree) -> Result<String, String> {
         }
         Ok(nodes)
     }
-    let tree = build(&root, &allowed, &root, &patterns, &base)?;
+    let tree = build(&root, &allowed, &root, &patterns)?;
     serde_json::to_string_pretty(&tree).map_err(|e| e.to_string())
 }
 
@@ -678,9 +671,7 @@ fn get_file_info(OnePath { path }: OnePath) -> Result<String, String> {
     let modified = meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH);
     let accessed = meta.accessed().unwrap_or(modified);
     let created = meta.created().unwrap_or(modified);
-    let writable = allowed
-        .grant_of(&real)
-        .is_some_and(|g| allowed::writable(&g.path));
+    let writable = allowed.grant_of(&real).is_some_and(allowed::writable);
     let permissions = match (meta.is_dir(), writable) {
         (true, true) => "755",
         (true, false) => "555",
@@ -704,58 +695,20 @@ fn list_allowed_directories() -> Result<String, String> {
     Ok(format!("Allowed directories:\n{}", allowed.dirs.join("\n")))
 }
 
-/// One tool of `tools.json`, its schemas kept as the text they are.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Spec<'a> {
-    name: String,
-    title: String,
-    description: String,
-    #[serde(borrow)]
-    input_schema: &'a serde_json::value::RawValue,
-    #[serde(borrow)]
-    output_schema: &'a serde_json::value::RawValue,
-    annotations: Hints,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Hints {
-    read_only_hint: Option<bool>,
-    destructive_hint: Option<bool>,
-    idempotent_hint: Option<bool>,
-    open_world_hint: Option<bool>,
-}
-
-/// The original's tools, read once per instance.
-fn specs() -> &'static [Spec<'static>] {
-    static SPECS: std::sync::OnceLock<Vec<Spec<'static>>> = std::sync::OnceLock::new();
-    SPECS.get_or_init(|| serde_json::from_str(TOOLS).unwrap_or_default())
+/// The original's tools, read once per instance (every call lists them to find its own), their
+/// schemas kept as the text they are.
+fn listed() -> &'static [Tool] {
+    static LISTED: std::sync::OnceLock<Vec<Tool>> = std::sync::OnceLock::new();
+    LISTED.get_or_init(|| Tool::listing(TOOLS).unwrap_or_default())
 }
 
 /// One of the original's tools, as `tools.json` describes it.
 fn original(name: &str) -> Tool {
-    let Some(spec) = specs().iter().find(|t| t.name == name) else {
-        return Tool::new(name, "");
-    };
-    let hints = &spec.annotations;
-    let mut tool = Tool::new(name, spec.description.as_str())
-        .title(spec.title.as_str())
-        .input_schema(spec.input_schema.get())
-        .output_schema(spec.output_schema.get());
-    if let Some(v) = hints.read_only_hint {
-        tool = tool.read_only(v);
-    }
-    if let Some(v) = hints.destructive_hint {
-        tool = tool.destructive(v);
-    }
-    if let Some(v) = hints.idempotent_hint {
-        tool = tool.idempotent(v);
-    }
-    if let Some(v) = hints.open_world_hint {
-        tool = tool.open_world(v);
-    }
-    tool
+    listed()
+        .iter()
+        .find(|t| t.name == name)
+        .cloned()
+        .unwrap_or_else(|| Tool::new(name, ""))
 }
 
 struct Filesystem;

@@ -353,50 +353,20 @@ fn respond(outcome: Result<ToolResult, String>) -> ToolResult {
     outcome.unwrap_or_else(ToolResult::error)
 }
 
-/// One tool of `tools.json`, its schemas kept as the text they are (parsing them into trees
-/// on every call cost more than the call itself).
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Spec<'a> {
-    name: &'a str,
-    title: &'a str,
-    description: &'a str,
-    #[serde(borrow)]
-    input_schema: &'a serde_json::value::RawValue,
-    #[serde(borrow)]
-    output_schema: &'a serde_json::value::RawValue,
-    annotations: Hints,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Hints {
-    read_only_hint: bool,
-    destructive_hint: bool,
-    idempotent_hint: bool,
-    open_world_hint: bool,
-}
-
-/// The original's tools, read once per instance (every call lists them to find its own).
-fn specs() -> &'static [Spec<'static>] {
-    static SPECS: std::sync::OnceLock<Vec<Spec<'static>>> = std::sync::OnceLock::new();
-    SPECS.get_or_init(|| serde_json::from_str(TOOLS).unwrap_or_default())
+/// The original's tools, read once per instance (every call lists them to find its own), their
+/// schemas kept as the text they are.
+fn listed() -> &'static [Tool] {
+    static LISTED: std::sync::OnceLock<Vec<Tool>> = std::sync::OnceLock::new();
+    LISTED.get_or_init(|| Tool::listing(TOOLS).unwrap_or_default())
 }
 
 /// One of the original's tools, as `tools.json` describes it.
 fn original(name: &str) -> Tool {
-    let Some(spec) = specs().iter().find(|t| t.name == name) else {
-        return Tool::new(name, "");
-    };
-    let hints = &spec.annotations;
-    Tool::new(name, spec.description)
-        .title(spec.title)
-        .input_schema(spec.input_schema.get())
-        .output_schema(spec.output_schema.get())
-        .read_only(hints.read_only_hint)
-        .destructive(hints.destructive_hint)
-        .idempotent(hints.idempotent_hint)
-        .open_world(hints.open_world_hint)
+    listed()
+        .iter()
+        .find(|t| t.name == name)
+        .cloned()
+        .unwrap_or_else(|| Tool::new(name, ""))
 }
 
 struct Memory;
