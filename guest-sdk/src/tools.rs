@@ -65,13 +65,52 @@ impl<'a> Tools<'a> {
     /// carries one (see [`Tool::input_schema`]). Arguments that do not match `A` reach the
     /// model as an `isError` result naming the problem. The return type decides the output
     /// (see [`IntoToolResult`]).
-    pub fn add<A, R>(&mut self, mut tool: Tool, run: impl FnOnce(A) -> R) -> &mut Self
+    pub fn add<A, R>(&mut self, tool: Tool, run: impl FnOnce(A) -> R) -> &mut Self
+    where
+        A: DeserializeOwned + JsonSchema,
+        R: IntoToolResult,
+    {
+        let name = tool.name.clone();
+        self.add_with(&name, || tool, run)
+    }
+
+    /// Register the tool named `name` in `listing`, an MCP `tools/list` result's `tools`
+    /// array (JSON text), described as the listing describes it ([`Tool::listed`]); the
+    /// listing is read only when the host lists tools. For a plugin that reproduces another
+    /// server's surface verbatim.
+    pub fn add_listed<A, R>(
+        &mut self,
+        listing: &str,
+        name: &str,
+        run: impl FnOnce(A) -> R,
+    ) -> &mut Self
+    where
+        A: DeserializeOwned + JsonSchema,
+        R: IntoToolResult,
+    {
+        self.add_with(name, || Tool::listed(listing, name), run)
+    }
+
+    /// Register a tool named `name` whose description `describe` builds only when the host
+    /// lists tools. A call runs on a fresh instance, which registers every tool to find the
+    /// one called: with [`add`](Self::add) each call builds every description first (its
+    /// schemas, its texts), with `add_with` none. Worth it when descriptions are large or
+    /// computed, as when they are read from another server's listing ([`Tool::listed`]).
+    /// The tool is listed under `name`, whatever name `describe` gives it.
+    pub fn add_with<A, R>(
+        &mut self,
+        name: &str,
+        describe: impl FnOnce() -> Tool,
+        run: impl FnOnce(A) -> R,
+    ) -> &mut Self
     where
         A: DeserializeOwned + JsonSchema,
         R: IntoToolResult,
     {
         match &mut self.mode {
             Mode::List(tools) => {
+                let mut tool = describe();
+                name.clone_into(&mut tool.name);
                 if tool.input_schema.is_empty() {
                     tool.input_schema = schema_json::<A>();
                 }
@@ -81,16 +120,15 @@ impl<'a> Tools<'a> {
                 tools.push(tool);
             }
             Mode::Call {
-                name,
+                name: called,
                 arguments,
                 result,
             } => {
-                if result.is_none() && *name == tool.name {
+                if result.is_none() && *called == name {
                     *result = Some(match serde_json::from_str::<A>(arguments) {
                         Ok(args) => Ok(run(args).into_tool_result()),
                         Err(e) => Err(Error::InvalidParams(format!(
-                            "invalid arguments for tool `{}`: {e}",
-                            tool.name
+                            "invalid arguments for tool `{name}`: {e}"
                         ))),
                     });
                 }
@@ -186,6 +224,17 @@ impl Tool {
             .collect())
     }
 
+    /// The tool named `name` in an MCP `tools/list` listing (JSON text, as for
+    /// [`Tool::listing`]); a tool of that name with no description when the listing has none
+    /// or cannot be read. For [`Tools::add_with`], so that a call parses no listing:
+    /// `tools.add_with("read", || Tool::listed(TOOLS, "read"), read)`.
+    pub fn listed(tools: &str, name: &str) -> Self {
+        Self::listing(tools)
+            .ok()
+            .and_then(|tools| tools.into_iter().find(|tool| tool.name == name))
+            .unwrap_or_else(|| Self::new(name, ""))
+    }
+
     fn annotations_mut(&mut self) -> &mut ToolAnnotations {
         self.annotations.get_or_insert(ToolAnnotations {
             read_only: None,
@@ -242,4 +291,83 @@ struct Hints {
     destructive_hint: Option<bool>,
     idempotent_hint: Option<bool>,
     open_world_hint: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use std::cell::Cell;
+
+    use super::*;
+
+    const LISTING: &str = r#"[{"name":"read","title":"Read","description":"Read a thing",
+        "inputSchema":{"type":"object","properties":{"n":{"type":"integer"}}},
+        "annotations":{"readOnlyHint":true}},
+        {"name":"write","description":"Write","inputSchema":{"type":"object"}}]"#;
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct N {
+        n: i64,
+    }
+
+    /// Registers `read` lazily and `write` eagerly, counting descriptions built.
+    fn register(tools: &mut Tools<'_>, built: &Cell<u32>) {
+        tools
+            .add_with(
+                "read",
+                || {
+                    built.set(built.get() + 1);
+                    Tool::listed(LISTING, "read")
+                },
+                |a: N| format!("read {}", a.n),
+            )
+            .add(Tool::listed(LISTING, "write"), |_: NoArgs| "written");
+    }
+
+    #[test]
+    fn a_call_builds_no_lazy_description() {
+        let built = Cell::new(0);
+        let mut tools = Tools::calling("read", r#"{"n":7}"#);
+        register(&mut tools, &built);
+        let result = tools.into_result().unwrap();
+        assert_eq!(built.get(), 0);
+        assert!(format!("{result:?}").contains("read 7"), "{result:?}");
+
+        let mut tools = Tools::calling("read", r#"{"n":"x"}"#);
+        register(&mut tools, &built);
+        let Err(Error::InvalidParams(why)) = tools.into_result() else {
+            panic!("bad arguments must be refused");
+        };
+        assert!(why.contains("tool `read`"), "{why}");
+    }
+
+    #[test]
+    fn a_listing_builds_each_description_under_its_name() {
+        let built = Cell::new(0);
+        let mut tools = Tools::listing();
+        register(&mut tools, &built);
+        let listed = tools.into_list();
+        assert_eq!(built.get(), 1);
+        let names: Vec<_> = listed.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["read", "write"]);
+        assert_eq!(listed[0].title.as_deref(), Some("Read"));
+        assert!(listed[0].input_schema.contains("integer"));
+        assert_eq!(
+            listed[0].annotations.as_ref().unwrap().read_only,
+            Some(true)
+        );
+        assert_eq!(listed[1].description, "Write");
+    }
+
+    #[test]
+    fn a_tool_missing_from_the_listing_is_named_and_blank() {
+        let tool = Tool::listed(LISTING, "gone");
+        assert_eq!(
+            (tool.name.as_str(), tool.description.as_str()),
+            ("gone", "")
+        );
+        let tool = Tool::listed("not json", "read");
+        assert_eq!(tool.name, "read");
+    }
 }

@@ -575,3 +575,84 @@ async fn each_caller_has_a_knowledge_graph_of_their_own() {
         .unwrap();
     assert!(!tool_text(&search).0.contains("alice's"), "{search:?}");
 }
+
+/// The sequential-thinking plugin keeps its history in memory (`in-memory = true`), as the
+/// original keeps it in its process: each caller's own, nothing in the state store, and gone
+/// after a restart on the same state directory.
+#[tokio::test]
+async fn each_caller_thinks_alone_and_in_memory_only() {
+    let dir = plugin_dir(&[("sequential_thinking", "sequential_thinking.wasm")]);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../plugins/sequential-thinking/sequential_thinking.toml"),
+        dir.path().join("sequential_thinking.toml"),
+    )
+    .unwrap();
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = token_config(
+        config_dir.path(),
+        &[("alice", ALICE, &[]), ("bob", BOB, &[])],
+        "",
+    );
+    let state = tempfile::tempdir().unwrap();
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "--state-dir",
+        state.path().to_str().unwrap(),
+    ];
+    let think = async |service: &RunningService<RoleClient, RecordingClient>, branch: &str| {
+        let mut arguments = json!({"thought": "a step", "nextThoughtNeeded": true,
+            "thoughtNumber": 1, "totalThoughts": 3});
+        if !branch.is_empty() {
+            arguments["branchFromThought"] = json!(1);
+            arguments["branchId"] = json!(branch);
+        }
+        let result = service
+            .call_tool(call("sequentialthinking", arguments))
+            .await
+            .unwrap();
+        let recorded = crate::support::json(&result)["structuredContent"].clone();
+        (
+            recorded["thoughtHistoryLength"].clone(),
+            recorded["branches"].clone(),
+        )
+    };
+    let server = HttpServer::start(dir.path(), &args).await;
+    assert!(
+        server
+            .stderr
+            .text()
+            .contains("kept in memory, gone when mcpbox stops"),
+        "the grant is shown: {}",
+        server.stderr.text()
+    );
+    let alice = server
+        .connect(RecordingClient::new(&json!({})), Some(ALICE))
+        .await;
+    let bob = server
+        .connect(RecordingClient::new(&json!({})), Some(BOB))
+        .await;
+    assert_eq!(think(&alice, "").await, (json!(1), json!([])));
+    assert_eq!(think(&alice, "idea").await, (json!(2), json!(["idea"])));
+    assert_eq!(think(&bob, "").await, (json!(1), json!([])));
+    assert_eq!(think(&alice, "").await, (json!(3), json!(["idea"])));
+    drop((alice, bob));
+    drop(server);
+
+    // Nothing reached the state store.
+    let (listed, ok) = crate::support::state_cli(
+        &["ls", "sequential_thinking"],
+        &["--state-dir", state.path().to_str().unwrap()],
+    );
+    assert!(
+        ok && listed.contains("`sequential_thinking`: 0 keys, 0 bytes"),
+        "{listed}"
+    );
+
+    let server = HttpServer::start(dir.path(), &args).await;
+    let alice = server
+        .connect(RecordingClient::new(&json!({})), Some(ALICE))
+        .await;
+    assert_eq!(think(&alice, "").await, (json!(1), json!([])));
+}

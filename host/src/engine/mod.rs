@@ -250,6 +250,11 @@ impl Runtime {
             .consume_fuel(true)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        // For profiling guest code with `perf` (BENCHMARKS.md): name each compiled function
+        // in /tmp/perf-PID.map. Off unless asked for; it writes a file per process.
+        if std::env::var_os("MCPBOX_PERF_MAP").is_some_and(|v| v == "1") {
+            wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&wasm).map_err(EngineError)?;
 
         let mut linker = Linker::new(&engine);

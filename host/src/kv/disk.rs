@@ -31,10 +31,13 @@ const USAGE: TableDefinition<&str, (u64, u64)> = TableDefinition::new("usage");
 /// The host's own values (the key of callers' ids).
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
-/// The embedded database.
+/// The embedded database: on disk, or in memory for plugins whose state lives only as long
+/// as the process (`in-memory = true` in their manifest).
 pub struct DiskStore {
     db: Arc<Database>,
     path: Arc<PathBuf>,
+    /// In memory: operations touch no disk, so they run on the calling thread.
+    inline: bool,
 }
 
 impl DiskStore {
@@ -65,14 +68,37 @@ impl DiskStore {
         Ok(Self {
             db: Arc::new(db),
             path: Arc::new(shown),
+            inline: false,
         })
     }
 
-    /// Run `work` on the blocking pool with the database.
+    /// A database in this process's memory, gone when it stops: the same tables, quotas and
+    /// rules as on disk, with nothing written to disk and no `fsync`.
+    pub fn in_memory() -> Result<Self, KvError> {
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(|e| KvError::Unavailable(format!("cannot make the in-memory store: {e}")))?;
+        let txn = db.begin_write().map_err(backend)?;
+        txn.open_table(ENTRIES).map_err(backend)?;
+        txn.open_table(USAGE).map_err(backend)?;
+        txn.open_table(META).map_err(backend)?;
+        txn.commit().map_err(backend)?;
+        Ok(Self {
+            db: Arc::new(db),
+            path: Arc::new(PathBuf::from("the in-memory store")),
+            inline: true,
+        })
+    }
+
+    /// Run `work` with the database: on the blocking pool when it is on disk, at once when it
+    /// is in memory (a hand-off would cost more than the work).
     fn blocking<'a, T: Send + 'static>(
         &'a self,
         work: impl FnOnce(&Database) -> Result<T, KvError> + Send + 'static,
     ) -> BoxFuture<'a, Result<T, KvError>> {
+        if self.inline {
+            return Box::pin(std::future::ready(work(&self.db)));
+        }
         let db = Arc::clone(&self.db);
         let path = Arc::clone(&self.path);
         Box::pin(async move {
@@ -498,7 +524,11 @@ mod tests {
     #[tokio::test]
     async fn pages_and_listings_stay_inside_their_namespace() {
         let dir = tempfile::tempdir().unwrap();
-        let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
+        namespaces(&DiskStore::open(dir.path().to_owned()).await.unwrap()).await;
+        namespaces(&DiskStore::in_memory().unwrap()).await;
+    }
+
+    async fn namespaces(store: &DiskStore) {
         let quota = Quota::default();
         for (plugin, bucket, key) in [
             ("a", "b", "k1"),
@@ -552,5 +582,40 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
         super::super::suite::caller_spaces(&store).await;
+        super::super::suite::caller_spaces(&DiskStore::in_memory().unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn the_in_memory_store_keeps_the_rules_and_each_store_its_own_data() {
+        let one = DiskStore::in_memory().unwrap();
+        let two = DiskStore::in_memory().unwrap();
+        let quota = Quota {
+            max_bytes: 64,
+            max_keys: 2,
+            max_value_bytes: 32,
+            total: None,
+        };
+        assert_eq!(
+            one.increment("p", "b", "n", 2, false, quota).await.unwrap(),
+            2
+        );
+        assert_eq!(
+            one.increment("p", "b", "n", 3, false, quota).await.unwrap(),
+            5
+        );
+        assert_eq!(two.get("p", "b", "n").await.unwrap(), None);
+        let over = one.set("p", "b", "big", vec![0; 33], quota).await;
+        assert!(over.is_err_and(|e| e.to_string().contains("max-value-kib")));
+        one.set("p", "b", "k", b"v".to_vec(), quota).await.unwrap();
+        let third = one.set("p", "b", "k3", b"v".to_vec(), quota).await;
+        assert!(third.is_err_and(|e| e.to_string().contains("max-keys")));
+        assert!(
+            one.swap("p", "b", "k", Some(b"v".to_vec()), b"w".to_vec(), quota)
+                .await
+                .unwrap()
+        );
+        assert_eq!(one.get("p", "b", "k").await.unwrap(), Some(b"w".to_vec()));
+        assert_eq!(one.usage("p").await.unwrap().keys, 2);
+        assert_ne!(one.host_key().await.unwrap(), two.host_key().await.unwrap());
     }
 }

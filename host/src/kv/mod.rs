@@ -1,13 +1,14 @@
 //! Durable plugin state: the key-value store behind `wasi:keyvalue`, one namespace per plugin.
 //!
 //! Owns the [`StateStore`] trait and its two implementations, an embedded database on disk
-//! (`disk`, the default: a single process needs no server) and Redis (`redis`, for replicas
-//! that share state); the [`StateService`] that opens the configured one on first use; and the
+//! (`disk`, the default: a single process needs no server; also kept in memory for plugins
+//! whose state need not outlive the process) and Redis (`redis`, for replicas that share
+//! state); the [`StateService`] that opens the configured one on first use; and the
 //! rules every backend obeys the same way: keys are addressed as (plugin, bucket, key), never
 //! as one concatenated string, so nothing a plugin passes as a bucket or key can name another
 //! plugin's data; a plugin's total bytes and keys are bounded by its [`Quota`], checked in the
-//! same atomic step as the write; a write that returned `Ok` is durable, and one that failed
-//! wrote nothing.
+//! same atomic step as the write; a write that returned `Ok` is durable (in memory: kept until
+//! the process stops), and one that failed wrote nothing.
 //!
 //! Both backends list a bucket's keys the same way: in byte order, at most [`LIST_PAGE_KEYS`]
 //! a page (the batch cap too, so a page can always be fed to `delete-many`), and the cursor is
@@ -560,6 +561,9 @@ impl fmt::Display for StateConfig {
 pub struct StateService {
     config: StateConfig,
     backend: tokio::sync::OnceCell<Arc<dyn StateStore>>,
+    /// The store of plugins whose state lives in this process's memory (`in-memory = true`),
+    /// made on first use.
+    memory: std::sync::OnceLock<Arc<dyn StateStore>>,
     /// The store's key of callers' ids, once asked.
     host_key: tokio::sync::OnceCell<[u8; 32]>,
     /// Why the last [`StateService::health`] check failed (`None`: it passed, or none ran).
@@ -583,6 +587,7 @@ impl StateService {
         Ok(Self {
             config,
             backend: tokio::sync::OnceCell::new(),
+            memory: std::sync::OnceLock::new(),
             host_key: tokio::sync::OnceCell::new(),
             last_problem: std::sync::Mutex::new(None),
         })
@@ -633,6 +638,19 @@ impl StateService {
             .get_or_try_init(|| async { self.backend().await?.host_key().await })
             .await
             .copied()
+    }
+
+    /// Where a plugin's state is kept: the backend, or with `in_memory` this process's
+    /// in-memory store (which no other process sees and which is gone when it stops).
+    pub async fn store(&self, in_memory: bool) -> Result<&Arc<dyn StateStore>, KvError> {
+        if !in_memory {
+            return self.backend().await;
+        }
+        if let Some(store) = self.memory.get() {
+            return Ok(store);
+        }
+        let made: Arc<dyn StateStore> = Arc::new(DiskStore::in_memory()?);
+        Ok(self.memory.get_or_init(|| made))
     }
 
     /// The backend, opening it if this is the first use.

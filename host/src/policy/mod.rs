@@ -304,6 +304,9 @@ pub struct KvGrant {
     pub caller_max_bytes: u64,
     /// Keys in one caller's own buckets.
     pub caller_max_keys: u64,
+    /// Kept in this process's memory instead of the state store (`in-memory = true`): gone
+    /// when mcpbox stops, and not shared with other replicas.
+    pub in_memory: bool,
 }
 
 impl KvGrant {
@@ -415,11 +418,16 @@ impl fmt::Display for GrantSummary<'_> {
         }
         if let Some(kv) = &policy.keyvalue {
             parts.push(format!(
-                "keyvalue buckets [{}] (at most {} KiB, {} keys, {} KiB per value)",
+                "keyvalue buckets [{}] (at most {} KiB, {} keys, {} KiB per value{})",
                 kv.buckets.join(", "),
                 kv.max_bytes >> 10,
                 kv.max_keys,
-                kv.max_value_bytes >> 10
+                kv.max_value_bytes >> 10,
+                if kv.in_memory {
+                    "; kept in memory, gone when mcpbox stops"
+                } else {
+                    ""
+                }
             ));
             if !kv.caller_buckets.is_empty() {
                 parts.push(format!(

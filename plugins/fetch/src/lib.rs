@@ -16,8 +16,7 @@ mod robots;
 
 use mcpbox_sdk::http::{self, Response};
 use mcpbox_sdk::{
-    Deserialize, JsonSchema, Plugin, Prompt, PromptMessage, Prompts, Tool, ToolResult, Tools,
-    config,
+    Deserialize, JsonSchema, Plugin, Prompt, PromptMessage, Prompts, ToolResult, Tools, config,
 };
 
 const USER_AGENT_AUTONOMOUS: &str =
@@ -298,19 +297,14 @@ fn fetch_prompt(args: &PromptArgs) -> Vec<PromptMessage> {
     vec![PromptMessage::user(text)]
 }
 
-/// The original's tool, as `tool.json` (its `tools/list` entry) describes it.
-fn original() -> Tool {
-    Tool::listing(concat!("[", include_str!("tool.json"), "]"))
-        .ok()
-        .and_then(|tools| tools.into_iter().next())
-        .unwrap_or_else(|| Tool::new("fetch", ""))
-}
+/// The original's tool, as its `tools/list` entry (`tool.json`) describes it.
+const LISTING: &str = concat!("[", include_str!("tool.json"), "]");
 
 struct Fetch;
 
 impl Plugin for Fetch {
     fn tools(tools: &mut Tools) {
-        tools.add(original(), |args: FetchArgs| match fetch(&args) {
+        tools.add_listed(LISTING, "fetch", |args: FetchArgs| match fetch(&args) {
             Ok(text) => ToolResult::text(text),
             // The original's SDK words a tool's failure so.
             Err(failure) => ToolResult::error(format!("Error executing tool fetch: {failure}")),

@@ -28,7 +28,7 @@ use std::io::{Read, Seek, SeekFrom};
 
 use base64::Engine as _;
 use mcpbox_sdk::serde_json::{self, json};
-use mcpbox_sdk::{Content, Deserialize, JsonSchema, Plugin, Tool, ToolResult, Tools, host};
+use mcpbox_sdk::{Content, Deserialize, JsonSchema, Plugin, ToolResult, Tools, host};
 
 use crate::allowed::{Allowed, names};
 use crate::node::FsError;
@@ -695,59 +695,41 @@ fn list_allowed_directories() -> Result<String, String> {
     Ok(format!("Allowed directories:\n{}", allowed.dirs.join("\n")))
 }
 
-/// The original's tools, read once per instance (every call lists them to find its own), their
-/// schemas kept as the text they are.
-fn listed() -> &'static [Tool] {
-    static LISTED: std::sync::OnceLock<Vec<Tool>> = std::sync::OnceLock::new();
-    LISTED.get_or_init(|| Tool::listing(TOOLS).unwrap_or_default())
-}
-
-/// One of the original's tools, as `tools.json` describes it.
-fn original(name: &str) -> Tool {
-    listed()
-        .iter()
-        .find(|t| t.name == name)
-        .cloned()
-        .unwrap_or_else(|| Tool::new(name, ""))
-}
-
 struct Filesystem;
 
 impl Plugin for Filesystem {
     fn tools(tools: &mut Tools) {
         tools
-            .add(original("read_file"), |a: ReadText| {
+            .add_listed(TOOLS, "read_file", |a: ReadText| {
                 respond(read_text_file(&a))
             })
-            .add(original("read_text_file"), |a: ReadText| {
+            .add_listed(TOOLS, "read_text_file", |a: ReadText| {
                 respond(read_text_file(&a))
             })
-            .add(original("read_media_file"), read_media_file)
-            .add(original("read_multiple_files"), |a: Paths| {
+            .add_listed(TOOLS, "read_media_file", read_media_file)
+            .add_listed(TOOLS, "read_multiple_files", |a: Paths| {
                 respond(read_multiple_files(a))
             })
-            .add(original("write_file"), |a: Write| respond(write_file(a)))
-            .add(original("edit_file"), |a: EditFile| respond(edit_file(&a)))
-            .add(original("create_directory"), |a: OnePath| {
+            .add_listed(TOOLS, "write_file", |a: Write| respond(write_file(a)))
+            .add_listed(TOOLS, "edit_file", |a: EditFile| respond(edit_file(&a)))
+            .add_listed(TOOLS, "create_directory", |a: OnePath| {
                 respond(create_directory(a))
             })
-            .add(original("list_directory"), |a: OnePath| {
+            .add_listed(TOOLS, "list_directory", |a: OnePath| {
                 respond(list_directory(a))
             })
-            .add(original("list_directory_with_sizes"), |a: ListWithSizes| {
+            .add_listed(TOOLS, "list_directory_with_sizes", |a: ListWithSizes| {
                 respond(list_directory_with_sizes(&a))
             })
-            .add(original("directory_tree"), |a: Tree| {
+            .add_listed(TOOLS, "directory_tree", |a: Tree| {
                 respond(directory_tree(&a))
             })
-            .add(original("move_file"), |a: Move| respond(move_file(&a)))
-            .add(original("search_files"), |a: Search| {
-                respond(search_files(&a))
-            })
-            .add(original("get_file_info"), |a: OnePath| {
+            .add_listed(TOOLS, "move_file", |a: Move| respond(move_file(&a)))
+            .add_listed(TOOLS, "search_files", |a: Search| respond(search_files(&a)))
+            .add_listed(TOOLS, "get_file_info", |a: OnePath| {
                 respond(get_file_info(a))
             })
-            .add(original("list_allowed_directories"), |_: Nothing| {
+            .add_listed(TOOLS, "list_allowed_directories", |_: Nothing| {
                 respond(list_allowed_directories())
             });
     }

@@ -14,8 +14,8 @@
 use mcpbox_sdk::serde_json::{self, Value};
 use mcpbox_sdk::state::Store;
 use mcpbox_sdk::{
-    Deserialize, JsonSchema, Plugin, ResourceInfo, Resources, Serialize, Tool, ToolResult, Tools,
-    config, host,
+    Deserialize, JsonSchema, Plugin, ResourceInfo, Resources, Serialize, ToolResult, Tools, config,
+    host,
 };
 
 /// The original's tools, verbatim: name, title, description, schemas, annotations.
@@ -353,50 +353,32 @@ fn respond(outcome: Result<ToolResult, String>) -> ToolResult {
     outcome.unwrap_or_else(ToolResult::error)
 }
 
-/// The original's tools, read once per instance (every call lists them to find its own), their
-/// schemas kept as the text they are.
-fn listed() -> &'static [Tool] {
-    static LISTED: std::sync::OnceLock<Vec<Tool>> = std::sync::OnceLock::new();
-    LISTED.get_or_init(|| Tool::listing(TOOLS).unwrap_or_default())
-}
-
-/// One of the original's tools, as `tools.json` describes it.
-fn original(name: &str) -> Tool {
-    listed()
-        .iter()
-        .find(|t| t.name == name)
-        .cloned()
-        .unwrap_or_else(|| Tool::new(name, ""))
-}
-
 struct Memory;
 
 impl Plugin for Memory {
     fn tools(tools: &mut Tools) {
         tools
-            .add(original("create_entities"), |a: CreateEntities| {
+            .add_listed(TOOLS, "create_entities", |a: CreateEntities| {
                 respond(create_entities(a))
             })
-            .add(original("create_relations"), |a: Relations| {
+            .add_listed(TOOLS, "create_relations", |a: Relations| {
                 respond(create_relations(a))
             })
-            .add(original("add_observations"), |a: AddObservations| {
+            .add_listed(TOOLS, "add_observations", |a: AddObservations| {
                 respond(add_observations(a))
             })
-            .add(original("delete_entities"), |a: DeleteEntities| {
+            .add_listed(TOOLS, "delete_entities", |a: DeleteEntities| {
                 respond(delete_entities(a))
             })
-            .add(original("delete_observations"), |a: DeleteObservations| {
+            .add_listed(TOOLS, "delete_observations", |a: DeleteObservations| {
                 respond(delete_observations(a))
             })
-            .add(original("delete_relations"), |a: Relations| {
+            .add_listed(TOOLS, "delete_relations", |a: Relations| {
                 respond(delete_relations(a))
             })
-            .add(original("read_graph"), |_: Nothing| respond(read_graph()))
-            .add(original("search_nodes"), |a: Search| {
-                respond(search_nodes(a))
-            })
-            .add(original("open_nodes"), |a: Open| respond(open_nodes(a)));
+            .add_listed(TOOLS, "read_graph", |_: Nothing| respond(read_graph()))
+            .add_listed(TOOLS, "search_nodes", |a: Search| respond(search_nodes(a)))
+            .add_listed(TOOLS, "open_nodes", |a: Open| respond(open_nodes(a)));
     }
 
     fn resources(resources: &mut Resources) {

@@ -5,9 +5,10 @@
 //! past it), the branches seen so far and how many thoughts were recorded.
 //!
 //! The original keeps its thought history in memory, per process. A plugin instance lives for
-//! one call, so the history is kept in durable state instead: a caller bucket, so each user
-//! of a shared mcpbox has their own history, as each user of the original has their own
-//! process. It lasts until `mcpbox state rm sequential_thinking` rather than until a restart.
+//! one call, so the history is kept in plugin state instead: a caller bucket, so each user of a
+//! shared mcpbox has their own history, as each user of the original has their own process.
+//! Its manifest keeps the bucket in mcpbox's memory (`in-memory = true`), so the history lasts
+//! as long as the mcpbox process, as the original's lasts as long as its own.
 
 use mcpbox_sdk::serde_json::Value;
 use mcpbox_sdk::state::Store;
@@ -134,15 +135,18 @@ struct SequentialThinking;
 
 impl Plugin for SequentialThinking {
     fn tools(tools: &mut Tools) {
-        tools.add(
-            Tool::new("sequentialthinking", DESCRIPTION)
-                .title("Sequential Thinking")
-                .input_schema(INPUT_SCHEMA)
-                .output_schema(OUTPUT_SCHEMA)
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
+        tools.add_with(
+            "sequentialthinking",
+            || {
+                Tool::new("sequentialthinking", DESCRIPTION)
+                    .title("Sequential Thinking")
+                    .input_schema(INPUT_SCHEMA)
+                    .output_schema(OUTPUT_SCHEMA)
+                    .read_only(true)
+                    .destructive(false)
+                    .idempotent(true)
+                    .open_world(false)
+            },
             |input: Thought| match process(&input) {
                 Ok(result) => result,
                 Err(message) => ToolResult::error(message),

@@ -342,25 +342,31 @@ struct TimeServer;
 
 impl Plugin for TimeServer {
     fn tools(tools: &mut Tools) {
-        let local = local_zone();
+        // The descriptions (which name the local zone) are built only when tools are listed.
         tools
-            .add(
-                read_only(
-                    Tool::new(
-                        "get_current_time",
-                        "Get current time in a specific timezone",
+            .add_with(
+                "get_current_time",
+                || {
+                    read_only(
+                        Tool::new(
+                            "get_current_time",
+                            "Get current time in a specific timezone",
+                        )
+                        .input_schema(current_input(&local_zone()).to_string())
+                        .output_schema(time_result_schema().to_string()),
                     )
-                    .input_schema(current_input(&local).to_string())
-                    .output_schema(time_result_schema().to_string()),
-                ),
+                },
                 |args: CurrentArgs| answer("get_current_time", get_current_time(&args)),
             )
-            .add(
-                read_only(
-                    Tool::new("convert_time", "Convert time between timezones")
-                        .input_schema(convert_input(&local).to_string())
-                        .output_schema(conversion_schema().to_string()),
-                ),
+            .add_with(
+                "convert_time",
+                || {
+                    read_only(
+                        Tool::new("convert_time", "Convert time between timezones")
+                            .input_schema(convert_input(&local_zone()).to_string())
+                            .output_schema(conversion_schema().to_string()),
+                    )
+                },
                 |args: ConvertArgs| answer("convert_time", convert_time(&args)),
             );
     }

@@ -184,6 +184,7 @@ impl KeyValueView<'_> {
         KvCall {
             plugin: self.ctx.plugin.clone(),
             service: Arc::clone(&self.ctx.service),
+            in_memory: self.ctx.grant.as_ref().is_some_and(|grant| grant.in_memory),
             quota,
             caller_quota,
         }
@@ -316,6 +317,8 @@ impl KeyValueView<'_> {
 struct KvCall {
     plugin: PluginName,
     service: Arc<StateService>,
+    /// Whether the plugin's state is kept in this process's memory.
+    in_memory: bool,
     /// For the plugin's shared buckets.
     quota: Quota,
     /// For a caller's own.
@@ -326,7 +329,7 @@ impl KvCall {
     /// The backend, as a WIT error when it cannot be opened.
     async fn backend(&self) -> Result<Arc<dyn kv::StateStore>, store::Error> {
         self.service
-            .backend()
+            .store(self.in_memory)
             .await
             .map(Arc::clone)
             .map_err(|e| self.report(e))

@@ -30,6 +30,8 @@ pub(super) struct KeyValueTable {
     max_value_kib: Option<u64>,
     caller_quota_kib: Option<u64>,
     caller_max_keys: Option<u64>,
+    #[serde(default)]
+    in_memory: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -264,6 +266,7 @@ pub(super) fn keyvalue(file: &Path, table: KeyValueTable) -> Result<KvGrant, Pol
             .map(|v| v.map_or(default, |v| v * unit))
     };
     Ok(KvGrant {
+        in_memory: table.in_memory,
         buckets: table.buckets,
         caller_buckets: table.caller_buckets,
         caller_max_bytes: sized(

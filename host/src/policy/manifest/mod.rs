@@ -41,6 +41,9 @@
 //! max-value-kib = 1024     # optional: one value (default 1 MiB)
 //! caller-quota-kib = 1024  # optional: one caller's own buckets (default 1 MiB)
 //! caller-max-keys = 1000   # optional (default 1,000)
+//! in-memory = false        # optional: true keeps it in this process's memory instead of the
+//!                          # state store (no disk, no fsync; gone when mcpbox stops, and
+//!                          # not shared between replicas)
 //!
 //! [tasks]                  # the tasks extension: tools that may run as tasks (own names)
 //! optional = ["report"]    # as a task for clients that declare the extension
