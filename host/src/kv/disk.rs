@@ -6,9 +6,10 @@
 //! transaction, so quotas hold exactly. Transactions commit with `Durability::Immediate`
 //! (fsync before `commit` returns): a write acknowledged to a plugin survives `kill -9`.
 //!
-//! redb is synchronous; every operation runs on tokio's blocking pool. redb admits one
-//! writer at a time, which serialises read-modify-write operations (`increment`, `swap`) for
-//! free. The file is locked while open: a second mcpbox on the same directory gets a clear
+//! redb is synchronous; writes (each with its `fsync`) run on tokio's blocking pool, reads on
+//! the calling thread (they wait on no writer, and are served from redb's cache). redb admits
+//! one writer at a time, which serialises read-modify-write operations (`increment`, `swap`)
+//! for free. The file is locked while open: a second mcpbox on the same directory gets a clear
 //! error (give it its own `--state-dir`, or share state through Redis).
 
 use std::path::PathBuf;
@@ -31,13 +32,10 @@ const USAGE: TableDefinition<&str, (u64, u64)> = TableDefinition::new("usage");
 /// The host's own values (the key of callers' ids).
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
-/// The embedded database: on disk, or in memory for plugins whose state lives only as long
-/// as the process (`in-memory = true` in their manifest).
+/// The embedded database.
 pub struct DiskStore {
     db: Arc<Database>,
     path: Arc<PathBuf>,
-    /// In memory: operations touch no disk, so they run on the calling thread.
-    inline: bool,
 }
 
 impl DiskStore {
@@ -68,37 +66,14 @@ impl DiskStore {
         Ok(Self {
             db: Arc::new(db),
             path: Arc::new(shown),
-            inline: false,
         })
     }
 
-    /// A database in this process's memory, gone when it stops: the same tables, quotas and
-    /// rules as on disk, with nothing written to disk and no `fsync`.
-    pub fn in_memory() -> Result<Self, KvError> {
-        let db = Database::builder()
-            .create_with_backend(redb::backends::InMemoryBackend::new())
-            .map_err(|e| KvError::Unavailable(format!("cannot make the in-memory store: {e}")))?;
-        let txn = db.begin_write().map_err(backend)?;
-        txn.open_table(ENTRIES).map_err(backend)?;
-        txn.open_table(USAGE).map_err(backend)?;
-        txn.open_table(META).map_err(backend)?;
-        txn.commit().map_err(backend)?;
-        Ok(Self {
-            db: Arc::new(db),
-            path: Arc::new(PathBuf::from("the in-memory store")),
-            inline: true,
-        })
-    }
-
-    /// Run `work` with the database: on the blocking pool when it is on disk, at once when it
-    /// is in memory (a hand-off would cost more than the work).
+    /// Run `work` on the blocking pool with the database.
     fn blocking<'a, T: Send + 'static>(
         &'a self,
         work: impl FnOnce(&Database) -> Result<T, KvError> + Send + 'static,
     ) -> BoxFuture<'a, Result<T, KvError>> {
-        if self.inline {
-            return Box::pin(std::future::ready(work(&self.db)));
-        }
         let db = Arc::clone(&self.db);
         let path = Arc::clone(&self.path);
         Box::pin(async move {
@@ -108,6 +83,17 @@ impl DiskStore {
                     KvError::Backend(format!("a task on {} failed: {e}", path.display()))
                 })?
         })
+    }
+
+    /// Run a read with the database on the calling thread. A read takes no lock a writer
+    /// holds (redb's readers see the last commit) and is served from redb's page cache once
+    /// warm, so a hand-off to the blocking pool (tens of µs) would cost more than the read;
+    /// a read that misses the cache waits on one page from the local disk.
+    fn read<'a, T: Send + 'static>(
+        &'a self,
+        work: impl FnOnce(&Database) -> Result<T, KvError> + Send + 'static,
+    ) -> BoxFuture<'a, Result<T, KvError>> {
+        Box::pin(std::future::ready(work(&self.db)))
     }
 
     /// A read-modify-write of one key in one write transaction: `change` gets the current
@@ -176,7 +162,7 @@ impl StateStore for DiskStore {
         key: &'a str,
     ) -> BoxFuture<'a, Result<Option<Vec<u8>>, KvError>> {
         let (plugin, bucket, key) = (plugin.to_owned(), bucket.to_owned(), key.to_owned());
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let entries = txn.open_table(ENTRIES).map_err(backend)?;
             Ok(entries
@@ -249,7 +235,7 @@ impl StateStore for DiskStore {
         use std::ops::Bound;
         let (plugin, bucket) = (plugin.to_owned(), bucket.to_owned());
         let after = after.map(str::to_owned);
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let entries = txn.open_table(ENTRIES).map_err(backend)?;
             // Exactly this bucket's entries after the cursor (keys come in byte order):
@@ -314,7 +300,7 @@ impl StateStore for DiskStore {
 
     fn entries<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<Vec<EntryInfo>, KvError>> {
         let plugin = plugin.to_owned();
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let entries = txn.open_table(ENTRIES).map_err(backend)?;
             let mut out = Vec::new();
@@ -340,7 +326,7 @@ impl StateStore for DiskStore {
 
     fn usage<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<Usage, KvError>> {
         let plugin = plugin.to_owned();
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let usage = txn.open_table(USAGE).map_err(backend)?;
             Ok(usage
@@ -403,7 +389,7 @@ impl StateStore for DiskStore {
         plugin: &'a str,
     ) -> BoxFuture<'a, Result<Vec<(String, Usage)>, KvError>> {
         let plugin = plugin.to_owned();
-        self.blocking(move |db| {
+        self.read(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let usage = txn.open_table(USAGE).map_err(backend)?;
             let (from, to) = callers_range(&plugin);
@@ -524,57 +510,8 @@ mod tests {
     #[tokio::test]
     async fn pages_and_listings_stay_inside_their_namespace() {
         let dir = tempfile::tempdir().unwrap();
-        namespaces(&DiskStore::open(dir.path().to_owned()).await.unwrap()).await;
-        namespaces(&DiskStore::in_memory().unwrap()).await;
-    }
-
-    async fn namespaces(store: &DiskStore) {
-        let quota = Quota::default();
-        for (plugin, bucket, key) in [
-            ("a", "b", "k1"),
-            ("a", "b", "k2"),
-            ("a", "b\0", "x"),
-            ("a", "bb", "y"),
-            ("ab", "b", "z"),
-            ("a\0", "b", "w"),
-        ] {
-            store
-                .set(plugin, bucket, key, b"v".to_vec(), quota)
-                .await
-                .unwrap();
-        }
-        let page = store.list_keys("a", "b", None).await.unwrap();
-        assert_eq!(page.keys, ["k1", "k2"]);
-        assert_eq!(page.cursor, None);
-        // Cursors are positions: after `k1`, after a key that does not exist, past the end
-        // (an empty page, not a walk into other namespaces).
-        let page = store.list_keys("a", "b", Some("k1")).await.unwrap();
-        assert_eq!(page.keys, ["k2"]);
-        let page = store.list_keys("a", "b", Some("k15")).await.unwrap();
-        assert_eq!(page.keys, ["k2"]);
-        for past in ["k2", "\u{10ffff}", "zzz"] {
-            let page = store.list_keys("a", "b", Some(past)).await.unwrap();
-            assert!(page.keys.is_empty() && page.cursor.is_none(), "{past:?}");
-        }
-        let listed: Vec<(String, String)> = store
-            .entries("a")
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| (e.bucket, e.key))
-            .collect();
-        assert_eq!(listed.len(), 4, "{listed:?}");
-        assert!(listed.iter().all(|(_, k)| k != "z" && k != "w"));
-        assert_eq!(store.clear("a").await.unwrap(), 4);
-        assert_eq!(
-            store.get("ab", "b", "z").await.unwrap(),
-            Some(b"v".to_vec())
-        );
-        assert_eq!(
-            store.get("a\0", "b", "w").await.unwrap(),
-            Some(b"v".to_vec())
-        );
-        assert_eq!(store.usage("a").await.unwrap(), Usage::default());
+        let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
+        super::super::suite::namespaces(&store).await;
     }
 
     #[tokio::test]
@@ -582,40 +519,5 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
         super::super::suite::caller_spaces(&store).await;
-        super::super::suite::caller_spaces(&DiskStore::in_memory().unwrap()).await;
-    }
-
-    #[tokio::test]
-    async fn the_in_memory_store_keeps_the_rules_and_each_store_its_own_data() {
-        let one = DiskStore::in_memory().unwrap();
-        let two = DiskStore::in_memory().unwrap();
-        let quota = Quota {
-            max_bytes: 64,
-            max_keys: 2,
-            max_value_bytes: 32,
-            total: None,
-        };
-        assert_eq!(
-            one.increment("p", "b", "n", 2, false, quota).await.unwrap(),
-            2
-        );
-        assert_eq!(
-            one.increment("p", "b", "n", 3, false, quota).await.unwrap(),
-            5
-        );
-        assert_eq!(two.get("p", "b", "n").await.unwrap(), None);
-        let over = one.set("p", "b", "big", vec![0; 33], quota).await;
-        assert!(over.is_err_and(|e| e.to_string().contains("max-value-kib")));
-        one.set("p", "b", "k", b"v".to_vec(), quota).await.unwrap();
-        let third = one.set("p", "b", "k3", b"v".to_vec(), quota).await;
-        assert!(third.is_err_and(|e| e.to_string().contains("max-keys")));
-        assert!(
-            one.swap("p", "b", "k", Some(b"v".to_vec()), b"w".to_vec(), quota)
-                .await
-                .unwrap()
-        );
-        assert_eq!(one.get("p", "b", "k").await.unwrap(), Some(b"w".to_vec()));
-        assert_eq!(one.usage("p").await.unwrap().keys, 2);
-        assert_ne!(one.host_key().await.unwrap(), two.host_key().await.unwrap());
     }
 }

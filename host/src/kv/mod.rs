@@ -1,21 +1,22 @@
 //! Durable plugin state: the key-value store behind `wasi:keyvalue`, one namespace per plugin.
 //!
-//! Owns the [`StateStore`] trait and its two implementations, an embedded database on disk
-//! (`disk`, the default: a single process needs no server; also kept in memory for plugins
-//! whose state need not outlive the process) and Redis (`redis`, for replicas that share
-//! state); the [`StateService`] that opens the configured one on first use; and the
+//! Owns the [`StateStore`] trait and its implementations: an embedded database on disk
+//! (`disk`, the default: a single process needs no server), Redis (`redis`, for replicas that
+//! share state), and maps in memory (`memory`, for plugins whose state need not outlive the
+//! process: `in-memory = true`); the [`StateService`] that opens the configured one on first
+//! use; and the
 //! rules every backend obeys the same way: keys are addressed as (plugin, bucket, key), never
 //! as one concatenated string, so nothing a plugin passes as a bucket or key can name another
 //! plugin's data; a plugin's total bytes and keys are bounded by its [`Quota`], checked in the
 //! same atomic step as the write; a write that returned `Ok` is durable (in memory: kept until
 //! the process stops), and one that failed wrote nothing.
 //!
-//! Both backends list a bucket's keys the same way: in byte order, at most [`LIST_PAGE_KEYS`]
+//! Every backend lists a bucket's keys the same way: in byte order, at most [`LIST_PAGE_KEYS`]
 //! a page (the batch cap too, so a page can always be fed to `delete-many`), and the cursor is
 //! the last key of the previous page: the next page starts strictly after it. Deleting or
 //! adding keys while paging therefore never makes a later page skip or repeat a key that
 //! existed throughout. Any string is a valid position (it need not be a key that exists); one
-//! longer than a key can be is refused. Both backends keep counters the same way too: see
+//! longer than a key can be is refused. Every backend keeps counters the same way too: see
 //! `parse_counter`.
 //!
 //! Also owns the call ledger (`calls`): tool calls recorded by a balancer's request id in
@@ -30,6 +31,7 @@
 pub mod budgets;
 pub mod calls;
 mod disk;
+mod memory;
 mod redis;
 #[doc(hidden)]
 pub mod suite;
@@ -41,6 +43,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 pub use disk::DiskStore;
+pub use memory::MemoryStore;
 pub use redis::RedisStore;
 
 /// A boxed future, so that [`StateStore`] is object-safe.
@@ -646,11 +649,7 @@ impl StateService {
         if !in_memory {
             return self.backend().await;
         }
-        if let Some(store) = self.memory.get() {
-            return Ok(store);
-        }
-        let made: Arc<dyn StateStore> = Arc::new(DiskStore::in_memory()?);
-        Ok(self.memory.get_or_init(|| made))
+        Ok(self.memory.get_or_init(|| Arc::new(MemoryStore::new())))
     }
 
     /// The backend, opening it if this is the first use.

@@ -1,5 +1,5 @@
-//! Checks every [`StateStore`] must pass, shared by the embedded store's unit tests and the
-//! Redis tests (which need a server, so they run from the end-to-end suite). Test code: it
+//! Checks every [`StateStore`] must pass, shared by the embedded and in-memory stores' unit
+//! tests and the Redis tests (which need a server, so they run from the end-to-end suite). Test code: it
 //! panics on the first broken rule.
 
 #![allow(
@@ -9,6 +9,58 @@
 )]
 
 use super::{Quota, StateStore, Usage};
+
+/// Namespaces and buckets kept apart: a page of keys, a listing of entries and a clear reach
+/// exactly one namespace and bucket, whatever bytes the names hold, and cursors are positions.
+#[doc(hidden)]
+pub async fn namespaces(store: &dyn StateStore) {
+    let quota = Quota::default();
+    for (plugin, bucket, key) in [
+        ("a", "b", "k1"),
+        ("a", "b", "k2"),
+        ("a", "b\0", "x"),
+        ("a", "bb", "y"),
+        ("ab", "b", "z"),
+        ("a\0", "b", "w"),
+    ] {
+        store
+            .set(plugin, bucket, key, b"v".to_vec(), quota)
+            .await
+            .unwrap();
+    }
+    let page = store.list_keys("a", "b", None).await.unwrap();
+    assert_eq!(page.keys, ["k1", "k2"]);
+    assert_eq!(page.cursor, None);
+    // Cursors are positions: after `k1`, after a key that does not exist, past the end
+    // (an empty page, not a walk into other namespaces).
+    let page = store.list_keys("a", "b", Some("k1")).await.unwrap();
+    assert_eq!(page.keys, ["k2"]);
+    let page = store.list_keys("a", "b", Some("k15")).await.unwrap();
+    assert_eq!(page.keys, ["k2"]);
+    for past in ["k2", "\u{10ffff}", "zzz"] {
+        let page = store.list_keys("a", "b", Some(past)).await.unwrap();
+        assert!(page.keys.is_empty() && page.cursor.is_none(), "{past:?}");
+    }
+    let listed: Vec<(String, String)> = store
+        .entries("a")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.bucket, e.key))
+        .collect();
+    assert_eq!(listed.len(), 4, "{listed:?}");
+    assert!(listed.iter().all(|(_, k)| k != "z" && k != "w"));
+    assert_eq!(store.clear("a").await.unwrap(), 4);
+    assert_eq!(
+        store.get("ab", "b", "z").await.unwrap(),
+        Some(b"v".to_vec())
+    );
+    assert_eq!(
+        store.get("a\0", "b", "w").await.unwrap(),
+        Some(b"v".to_vec())
+    );
+    assert_eq!(store.usage("a").await.unwrap(), Usage::default());
+}
 
 /// Callers' namespaces: each caller's quota, the plugin's total over all of them, listing,
 /// clearing one caller and the whole plugin, and the host key.
