@@ -263,6 +263,11 @@ fn count_values(text: &str, most: usize) -> Result<usize, String> {
 }
 
 fn problems(validator: &Validator, value: &Value) -> Result<(), String> {
+    // The common case first: `is_valid` stops at the first failure and builds no error
+    // values, where collecting errors walks the schema allocating as it goes.
+    if validator.is_valid(value) {
+        return Ok(());
+    }
     let mut found: Vec<String> = validator
         .iter_errors(value)
         .take(MAX_REPORTED + 1)
