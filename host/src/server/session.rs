@@ -119,6 +119,27 @@ impl Answer {
         }
     }
 
+    /// The answer to request `id` (of `method`) whose handling panicked: an internal error
+    /// for the client (no details, which stay in the log) and the panic's message logged.
+    fn panicked(id: &RequestId, method: &str, panic: &(dyn std::any::Any + Send)) -> Self {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_owned());
+        tracing::error!(
+            %id,
+            method,
+            panic = %message,
+            "a defect in mcpbox failed this request (answered with an internal error; still serving)"
+        );
+        let error = ErrorObject::internal(
+            "internal error: mcpbox failed while handling this request; its log says why, \
+             and it keeps serving other requests",
+        );
+        Self::refused(encode_error(Some(id), &error), Status::Ok)
+    }
+
     /// The refusal of request `id`, whose caller is `over` one of its budgets.
     pub(super) fn over_budget(id: &RequestId, over: &OverBudget) -> Self {
         Self {
@@ -612,7 +633,7 @@ impl<B: Backend> Session<B> {
         let started = meter.started;
         let id = request.id.clone();
         let method = request.method.clone();
-        let work = async {
+        let handling = async {
             match era {
                 Era::Legacy => {
                     self.legacy_request(
@@ -637,6 +658,16 @@ impl<B: Backend> Session<B> {
                     )
                     .await
                 }
+            }
+        };
+        // A panic while handling one request (a host defect some input reached, in mcpbox or
+        // a library under it) fails that request with an internal error, instead of ending
+        // the task that would answer it and leaving the client waiting; the host serves on.
+        let work = async {
+            use futures::FutureExt as _;
+            match std::panic::AssertUnwindSafe(handling).catch_unwind().await {
+                Ok(outcome) => outcome,
+                Err(panic) => Some(Answer::panicked(&id, method.as_str(), panic.as_ref())),
             }
         };
         tokio::pin!(work);

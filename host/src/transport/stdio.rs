@@ -514,6 +514,124 @@ mod tests {
         );
     }
 
+    /// A backend with one tool that panics, as a host defect some input reaches would.
+    struct Panics;
+
+    impl Backend for Panics {
+        fn offers(&self) -> crate::server::Offers {
+            crate::server::Offers::default()
+        }
+
+        fn events(&self) -> Option<tokio::sync::broadcast::Receiver<crate::server::ServerEvent>> {
+            None
+        }
+
+        fn list(
+            &self,
+            _: crate::server::ListKind,
+            _: Option<&str>,
+            _: &Principal,
+        ) -> crate::server::MethodResult {
+            Err(ErrorObject::new(-32601, "nothing listed"))
+        }
+
+        #[allow(clippy::panic, reason = "the defect this test stands for")]
+        async fn call_tool(
+            &self,
+            name: &str,
+            _: &serde_json::value::RawValue,
+            _: crate::server::RequestContext,
+        ) -> crate::server::MethodResult {
+            panic!("a host defect reached by tool {name}");
+        }
+
+        async fn get_prompt(
+            &self,
+            _: &str,
+            _: std::collections::BTreeMap<String, String>,
+            _: crate::server::RequestContext,
+        ) -> crate::server::MethodResult {
+            Err(ErrorObject::new(-32601, "no prompts"))
+        }
+
+        async fn read_resource(
+            &self,
+            _: &str,
+            _: crate::server::RequestContext,
+        ) -> crate::server::MethodResult {
+            Err(ErrorObject::new(-32601, "no resources"))
+        }
+
+        async fn complete(
+            &self,
+            _: crate::protocol::mcp::CompleteParams,
+            _: crate::server::RequestContext,
+        ) -> crate::server::MethodResult {
+            Err(ErrorObject::new(-32601, "no completions"))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_whose_handling_panics_is_answered_and_the_session_goes_on() {
+        let session = Arc::new(Session::new(
+            Arc::new(Panics),
+            crate::server::Mode::Dual,
+            Arc::default(),
+        ));
+        let input = concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"boom","arguments":{}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"boom","arguments":{}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+            "\n",
+        );
+        let (output, mut read_back) = tokio::io::duplex(1 << 16);
+        let served = tokio::time::timeout(
+            Duration::from_secs(10),
+            serve(
+                session,
+                tokio::io::BufReader::new(input.as_bytes()),
+                Output::Async(Box::new(output)),
+                StdioConfig::default(),
+                std::future::pending(),
+            ),
+        )
+        .await;
+        assert!(matches!(served, Ok(Ok(()))), "{served:?}");
+        let mut written = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut read_back, &mut written)
+            .await
+            .unwrap();
+        let replies: Vec<serde_json::Value> = written
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        for id in [2, 3] {
+            let reply = replies
+                .iter()
+                .find(|r| r["id"] == id)
+                .unwrap_or_else(|| panic!("no reply to {id}: {written}"));
+            assert_eq!(reply["error"]["code"], -32603, "{reply}");
+            let message = reply["error"]["message"].as_str().unwrap();
+            assert!(message.contains("internal error"), "{message}");
+            assert!(
+                !message.contains("boom"),
+                "no details for the client: {message}"
+            );
+        }
+        assert!(
+            replies
+                .iter()
+                .any(|r| r["id"] == 4 && r["result"].is_object()),
+            "{written}"
+        );
+    }
+
     #[tokio::test]
     async fn a_line_at_the_limit_is_accepted() {
         let got = lines(b"0123456789\n", 10).await;
