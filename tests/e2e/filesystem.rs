@@ -292,3 +292,49 @@ async fn roots_narrow_the_grants_and_are_read_again_when_they_change() {
     assert!(failed && text.starts_with("Access denied"), "{text}");
     client.cancel().await.unwrap();
 }
+
+/// A FIFO in a granted directory blocks whoever opens it until a writer comes. The opens run
+/// on tokio's blocking pool, so the call's time limit ends each such call, and the host goes
+/// on serving: on the runtime's own threads, two of them stopped every other request.
+#[tokio::test]
+async fn a_fifo_in_a_granted_directory_times_out_the_call_alone() {
+    let tree = tree();
+    let fifo = tree.data.join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let dir = plugin_dir(&[("filesystem", "filesystem.wasm")]);
+    std::fs::write(
+        dir.path().join("filesystem.toml"),
+        format!(
+            "[[dirs]]\nhost = \"{}\"\n\n[limits]\ntimeout-ms = 1000\n",
+            tree.data.display()
+        ),
+    )
+    .unwrap();
+    let client = connect_with(dir.path(), &[], RecordingClient::new(&json!({}))).await;
+    let pipe = json!({"path": path(&fifo)});
+    let plain = json!({"path": path(&tree.data.join("a.txt"))});
+    let (first, second, ordinary) =
+        tokio::time::timeout(std::time::Duration::from_secs(20), async {
+            tokio::join!(
+                call(&client, "read_text_file", pipe.clone()),
+                call(&client, "read_text_file", pipe.clone()),
+                async {
+                    // Once both FIFO reads are waiting.
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    call(&client, "read_text_file", plain.clone()).await
+                },
+            )
+        })
+        .await
+        .expect("every call is answered");
+    for (text, failed) in [&first, &second] {
+        assert!(*failed && text.contains("timed out"), "{text}");
+    }
+    assert_eq!(ordinary, ("alpha\n".to_owned(), false));
+    // And after them, the host still serves.
+    assert_eq!(call(&client, "read_text_file", plain).await.0, "alpha\n");
+}

@@ -74,14 +74,12 @@ impl HostState {
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            // File operations run on the calling thread, not handed to tokio's blocking pool
-            // (about 100 µs a hand-off on a busy 2-core machine; five of them for one read).
-            // This adds no exposure: each granted directory is already opened on this thread
-            // when the call starts (`preopened_dir` below), so a file system that hangs (a
-            // dead network mount) holds the thread there first. Each operation is bounded by
-            // the buffer the guest passes, and the call's fuel and epochs bound how many.
-            .allow_blocking_current_thread(true);
+            .allow_ip_name_lookup(false);
+        // File operations stay on tokio's blocking pool (wasmtime-wasi's default), although
+        // each hand-off costs tens of µs: on the calling thread, opening a FIFO in a granted
+        // directory (or reading one no one writes) blocks that runtime worker where the
+        // call's time limit cannot reach it, and two such calls stopped the whole host
+        // (`e2e::filesystem::a_fifo_in_a_granted_directory_times_out_the_call_alone`).
         for env in &policy.env {
             wasi.env(&env.name, &env.value);
         }
