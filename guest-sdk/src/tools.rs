@@ -70,6 +70,10 @@ impl<'a> Tools<'a> {
         A: DeserializeOwned + JsonSchema,
         R: IntoToolResult,
     {
+        // A call skips every other tool without copying its name.
+        if matches!(&self.mode, Mode::Call { name, .. } if *name != tool.name) {
+            return self;
+        }
         let name = tool.name.clone();
         self.add_with(&name, || tool, run)
     }

@@ -525,12 +525,16 @@ async fn sighup_reads_the_secrets_file_again() {
 
 /// The memory plugin (the reference server `server-memory`): each caller has a knowledge
 /// graph of their own, and a subscriber to `memory://knowledge-graph` hears of each change.
-#[tokio::test]
-async fn each_caller_has_a_knowledge_graph_of_their_own() {
-    let dir = plugin_dir(&[("memory", "memory.wasm")]);
+/// A directory with the reference plugin `name` (from `plugins/KRATE`) and the manifest it
+/// ships, and a configuration file (in its own directory) naming alice's and bob's tokens.
+fn reference_plugin(
+    krate: &str,
+    name: &str,
+) -> (tempfile::TempDir, tempfile::TempDir, std::path::PathBuf) {
+    let dir = plugin_dir(&[(name, &format!("{name}.wasm"))]);
     std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/memory/memory.toml"),
-        dir.path().join("memory.toml"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../plugins/{krate}/{name}.toml")),
+        dir.path().join(format!("{name}.toml")),
     )
     .unwrap();
     let config_dir = tempfile::tempdir().unwrap();
@@ -539,6 +543,12 @@ async fn each_caller_has_a_knowledge_graph_of_their_own() {
         &[("alice", ALICE, &[]), ("bob", BOB, &[])],
         "",
     );
+    (dir, config_dir, config)
+}
+
+#[tokio::test]
+async fn each_caller_has_a_knowledge_graph_of_their_own() {
+    let (dir, _config_dir, config) = reference_plugin("memory", "memory");
     let server = HttpServer::start(dir.path(), &["--config", config.to_str().unwrap()]).await;
     let recorder = RecordingClient::new(&json!({}));
     let alice = server.connect(recorder.clone(), Some(ALICE)).await;
@@ -581,19 +591,7 @@ async fn each_caller_has_a_knowledge_graph_of_their_own() {
 /// after a restart on the same state directory.
 #[tokio::test]
 async fn each_caller_thinks_alone_and_in_memory_only() {
-    let dir = plugin_dir(&[("sequential_thinking", "sequential_thinking.wasm")]);
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../plugins/sequential-thinking/sequential_thinking.toml"),
-        dir.path().join("sequential_thinking.toml"),
-    )
-    .unwrap();
-    let config_dir = tempfile::tempdir().unwrap();
-    let config = token_config(
-        config_dir.path(),
-        &[("alice", ALICE, &[]), ("bob", BOB, &[])],
-        "",
-    );
+    let (dir, _config_dir, config) = reference_plugin("sequential-thinking", "sequential_thinking");
     let state = tempfile::tempdir().unwrap();
     let args = [
         "--config",

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{
-    BoxFuture, CALLER_SEPARATOR, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, StateStore,
-    Usage, add_counter, check_quota, check_total, owner_of, parse_counter,
+    BoxFuture, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, StateStore, Usage, add_counter,
+    callers_range, owner_of, parse_counter, released, usages_after,
 };
 
 /// The database's file name in the state directory.
@@ -120,18 +120,11 @@ impl DiskStore {
                 let Some(new) = new else {
                     return Ok(answer);
                 };
+                let lengths = (old.as_ref().map(|v| v.len() as u64), new.len() as u64);
                 let usage = read_usage(&usage_table, &plugin)?;
-                let (old_len, new_len) = (old.as_ref().map(|v| v.len() as u64), new.len() as u64);
-                let after = check_quota(&plugin, usage, &key, old_len, new_len, quota)?;
-                // A caller's namespace counts against the plugin's total as well.
-                let total = match (owner_of(&plugin), quota.total) {
-                    (Some(owner), Some(total)) => {
-                        let usage = read_usage(&usage_table, owner)?;
-                        let after = check_total(&plugin, usage, &key, old_len, new_len, total)?;
-                        Some((owner.to_owned(), after))
-                    }
-                    _ => None,
-                };
+                let (after, total) = usages_after(&plugin, &key, lengths, quota, usage, |owner| {
+                    read_usage(&usage_table, owner)
+                })?;
                 entries
                     .insert(
                         (plugin.as_str(), bucket.as_str(), key.as_str()),
@@ -143,7 +136,7 @@ impl DiskStore {
                     .map_err(backend)?;
                 if let Some((owner, after)) = total {
                     usage_table
-                        .insert(owner.as_str(), (after.bytes, after.keys))
+                        .insert(owner, (after.bytes, after.keys))
                         .map_err(backend)?;
                 }
                 answer
@@ -447,32 +440,19 @@ fn read_usage(
         .unwrap_or_default())
 }
 
-/// Take `freed` off the usage row of `space`. A caller's row that reaches nothing goes, so
-/// callers who hold nothing any more cost no row (however many subjects come and go).
+/// Take `freed` off the usage row of `space` ([`released`]: a caller's empty row goes).
 fn release(
     table: &mut redb::Table<&'static str, (u64, u64)>,
     space: &str,
     freed: Usage,
 ) -> Result<(), KvError> {
-    let usage = read_usage(table, space)?;
-    let left = (
-        usage.bytes.saturating_sub(freed.bytes),
-        usage.keys.saturating_sub(freed.keys),
-    );
-    if left.1 == 0 && owner_of(space).is_some() {
-        table.remove(space).map_err(backend)?;
-    } else {
-        table.insert(space, left).map_err(backend)?;
-    }
+    match released(space, read_usage(table, space)?, freed) {
+        Some(left) => table
+            .insert(space, (left.bytes, left.keys))
+            .map_err(backend)?,
+        None => table.remove(space).map_err(backend)?,
+    };
     Ok(())
-}
-
-/// The namespaces of `plugin`'s callers: every name from `plugin/` up to (not including)
-/// `plugin` followed by the separator's successor.
-fn callers_range(plugin: &str) -> (String, String) {
-    let from = format!("{plugin}{CALLER_SEPARATOR}");
-    let next = char::from_u32(CALLER_SEPARATOR as u32 + 1).unwrap_or(char::MAX);
-    (from, format!("{plugin}{next}"))
 }
 
 /// The first string greater than `s`: `s` followed by NUL. Tuples compare field by field, so

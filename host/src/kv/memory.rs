@@ -10,8 +10,8 @@ use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::{
-    BoxFuture, CALLER_SEPARATOR, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, StateStore,
-    Usage, add_counter, check_quota, check_total, owner_of, parse_counter, random_key,
+    BoxFuture, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, StateStore, Usage, add_counter,
+    callers_range, owner_of, parse_counter, random_key, released, usages_after,
 };
 
 /// (namespace, bucket, key): ordered as the other backends order them.
@@ -69,48 +69,31 @@ impl MemoryStore {
         let Some(new) = new else {
             return Ok(answer);
         };
-        let new_len = new.len() as u64;
-        let usage = inner.usage.get(space).copied().unwrap_or_default();
-        let after = check_quota(space, usage, key, old_len, new_len, quota)?;
-        // A caller's namespace counts against the plugin's total as well.
-        let total = match (owner_of(space), quota.total) {
-            (Some(owner), Some(total)) => {
-                let usage = inner.usage.get(owner).copied().unwrap_or_default();
-                let after = check_total(space, usage, key, old_len, new_len, total)?;
-                Some((owner.to_owned(), after))
-            }
-            _ => None,
-        };
+        let held = |space: &str| inner.usage.get(space).copied().unwrap_or_default();
+        let (after, total) = usages_after(
+            space,
+            key,
+            (old_len, new.len() as u64),
+            quota,
+            held(space),
+            |owner| Ok(held(owner)),
+        )?;
         inner.entries.insert(address, new);
         inner.usage.insert(space.to_owned(), after);
         if let Some((owner, after)) = total {
-            inner.usage.insert(owner, after);
+            inner.usage.insert(owner.to_owned(), after);
         }
         Ok(answer)
     }
 }
 
-/// Take `freed` off the usage of `space` (a caller's row goes when it holds no key).
+/// Take `freed` off the usage of `space` ([`released`]: a caller's empty row goes).
 fn release(usage: &mut BTreeMap<String, Usage>, space: &str, freed: Usage) {
     let held = usage.get(space).copied().unwrap_or_default();
-    let left = Usage {
-        bytes: held.bytes.saturating_sub(freed.bytes),
-        keys: held.keys.saturating_sub(freed.keys),
+    match released(space, held, freed) {
+        Some(left) => usage.insert(space.to_owned(), left),
+        None => usage.remove(space),
     };
-    if left.keys == 0 && owner_of(space).is_some() {
-        usage.remove(space);
-    } else {
-        usage.insert(space.to_owned(), left);
-    }
-}
-
-/// The namespaces of `plugin`'s callers: from `plugin/` up to the next character.
-fn callers_range(plugin: &str) -> (String, String) {
-    let next = char::from_u32(CALLER_SEPARATOR as u32 + 1).unwrap_or(char::MAX);
-    (
-        format!("{plugin}{CALLER_SEPARATOR}"),
-        format!("{plugin}{next}"),
-    )
 }
 
 /// The entries of exactly the namespace `space`.

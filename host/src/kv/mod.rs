@@ -458,6 +458,56 @@ fn check_total(
     )
 }
 
+/// A caller's namespace's owner and the plugin's total usage after a write (`None`: the
+/// write was to a plugin's own namespace).
+type OwnerAfter<'s> = Option<(&'s str, Usage)>;
+
+/// The usages after a write of `key` = `new_len` bytes (replacing `old_len`, or a new key
+/// when `None`) to `space`, whose usage is `usage`, checked against `quota`: the namespace's,
+/// and for a caller's namespace the plugin's total too (its owner's usage read with
+/// `owner_usage`). The embedded and in-memory stores write both in the same step as the
+/// entry (Redis does the same in its Lua script).
+fn usages_after<'s>(
+    space: &'s str,
+    key: &str,
+    (old_len, new_len): (Option<u64>, u64),
+    quota: Quota,
+    usage: Usage,
+    owner_usage: impl FnOnce(&str) -> Result<Usage, KvError>,
+) -> Result<(Usage, OwnerAfter<'s>), KvError> {
+    let after = check_quota(space, usage, key, old_len, new_len, quota)?;
+    let total = match (owner_of(space), quota.total) {
+        (Some(owner), Some(total)) => {
+            let usage = owner_usage(owner)?;
+            Some((
+                owner,
+                check_total(space, usage, key, old_len, new_len, total)?,
+            ))
+        }
+        _ => None,
+    };
+    Ok((after, total))
+}
+
+/// What is left of `held` once `freed` goes, or `None` when the row of `space` should go: a
+/// caller's row that holds no key any more, so callers who hold nothing cost no row (however
+/// many subjects come and go).
+fn released(space: &str, held: Usage, freed: Usage) -> Option<Usage> {
+    let left = Usage {
+        bytes: held.bytes.saturating_sub(freed.bytes),
+        keys: held.keys.saturating_sub(freed.keys),
+    };
+    (left.keys > 0 || owner_of(space).is_none()).then_some(left)
+}
+
+/// The namespaces of `plugin`'s callers: every name from `plugin/` up to (not including)
+/// `plugin` followed by the separator's successor.
+fn callers_range(plugin: &str) -> (String, String) {
+    let from = format!("{plugin}{CALLER_SEPARATOR}");
+    let next = char::from_u32(CALLER_SEPARATOR as u32 + 1).unwrap_or(char::MAX);
+    (from, format!("{plugin}{next}"))
+}
+
 /// Whose quota a write to `space` breaks, in words (`total`: the plugin's total).
 fn whose(space: &str, total: bool) -> String {
     match owner_of(space) {
