@@ -283,3 +283,132 @@ async fn sigterm_ends_a_stdio_session_cleanly() {
     assert!(rest.is_empty(), "{rest:?}");
     assert!(status.success(), "{status}");
 }
+
+/// `initialize`, `initialized` and then `lists` `tools/list` requests, as the lines of a file.
+fn scripted_input(lists: usize) -> tempfile::NamedTempFile {
+    use std::io::Write as _;
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    writeln!(
+        file,
+        r#"{{"jsonrpc":"2.0","id":"init","method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"raw","version":"0"}}}}}}"#
+    )
+    .unwrap();
+    writeln!(
+        file,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    for id in 0..lists {
+        writeln!(
+            file,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#
+        )
+        .unwrap();
+    }
+    file
+}
+
+/// The replies in `output`, checked: JSON lines, `initialize` first, then each list once (in
+/// any order: requests are handled concurrently).
+fn check_replies(output: &str, lists: usize, stderr: &str) {
+    let replies: Vec<Value> = output
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}")))
+        .collect();
+    assert_eq!(replies.len(), lists + 1, "stderr:\n{stderr}");
+    assert_eq!(replies[0]["id"], "init");
+    let mut ids: Vec<u64> = replies[1..]
+        .iter()
+        .map(|reply| {
+            assert!(reply["result"]["tools"].is_array(), "{reply}");
+            reply["id"].as_u64().unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..lists as u64).collect::<Vec<_>>());
+}
+
+/// Run mcpbox on `stdin` and `stdout` (whatever kinds of file they are) until it exits.
+async fn serve_on(stdin: std::process::Stdio, stdout: std::process::Stdio) -> String {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let child = crate::support::mcpbox(dir.path(), &[])
+        .stdin(stdin)
+        .stdout(stdout)
+        .spawn()
+        .unwrap();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("mcpbox exits at end of input")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "{}\nstderr:\n{stderr}",
+        output.status
+    );
+    stderr
+}
+
+/// A pipe's reading end with `O_NONBLOCK` set, as some parents hand stdin over, and its
+/// writing end.
+fn non_blocking_pipe() -> (std::io::PipeReader, std::io::PipeWriter) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    let flags = rustix::fs::fcntl_getfl(&reader).unwrap();
+    rustix::fs::fcntl_setfl(&reader, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+    (reader, writer)
+}
+
+/// Not every client gives mcpbox two pipes: stdin a pipe (blocking, or non-blocking as the
+/// parent left it) and stdout a file, or stdin a file and stdout a non-blocking pipe that
+/// fills up. Each is served to the end. (The first failed with `EAGAIN` when the pipe was
+/// made non-blocking for the runtime before stdout was found to be a file.)
+#[tokio::test]
+async fn stdin_and_stdout_of_different_kinds_are_served() {
+    const LISTS: usize = 3;
+    let input = scripted_input(LISTS);
+    for non_blocking in [false, true] {
+        let (reader, mut writer) = if non_blocking {
+            non_blocking_pipe()
+        } else {
+            std::io::pipe().unwrap()
+        };
+        let out = tempfile::NamedTempFile::new().unwrap();
+        let feeder = {
+            let bytes = std::fs::read(input.path()).unwrap();
+            std::thread::spawn(move || {
+                use std::io::Write as _;
+                // Written slowly, so that the server meets an empty pipe between lines.
+                for line in bytes.split_inclusive(|b| *b == b'\n') {
+                    writer.write_all(line).unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            })
+        };
+        let stderr = serve_on(reader.into(), out.reopen().unwrap().into()).await;
+        feeder.join().unwrap();
+        check_replies(
+            &std::fs::read_to_string(out.path()).unwrap(),
+            LISTS,
+            &stderr,
+        );
+    }
+
+    // Enough replies to fill the pipe (64 KiB) before the reader starts reading.
+    const MANY: usize = 300;
+    let input = scripted_input(MANY);
+    let (reader, writer) = std::io::pipe().unwrap();
+    // The writing end is mcpbox's stdout, handed over non-blocking.
+    let flags = rustix::fs::fcntl_getfl(&writer).unwrap();
+    rustix::fs::fcntl_setfl(&writer, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+    let collector = std::thread::spawn(move || {
+        use std::io::Read as _;
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let mut text = String::new();
+        let mut reader = reader;
+        reader.read_to_string(&mut text).unwrap();
+        text
+    });
+    let stderr = serve_on(input.reopen().unwrap().into(), writer.into()).await;
+    let text = collector.join().unwrap();
+    check_replies(&text, MANY, &stderr);
+}

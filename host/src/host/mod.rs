@@ -261,7 +261,7 @@ impl Host {
                                     source,
                                 }
                             })?),
-                            stdio::Output::Blocking(Box::new(std::io::stdout())),
+                            stdio::Output::Blocking(Box::new(stdio::BlockingStdout)),
                         ),
                     };
                 tracing::info!("serving MCP on stdio");

@@ -15,6 +15,7 @@
 //! replies and returns.
 
 use std::io::{self, Read, Write};
+use std::os::fd::AsFd as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -258,10 +259,12 @@ pub fn stdio_streams() -> Option<(
     Box<dyn AsyncBufRead + Unpin + Send>,
     Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
 )> {
-    use std::os::fd::AsFd as _;
     let input = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
     let output = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
-    let reader: Box<dyn tokio::io::AsyncRead + Unpin + Send> = match kind(&input)? {
+    // Both kinds first: making one side the runtime's sets `O_NONBLOCK` on its open file
+    // description, which outlives this function, so it must not happen unless both sides go.
+    let (input_kind, output_kind) = (kind(&input)?, kind(&output)?);
+    let reader: Box<dyn tokio::io::AsyncRead + Unpin + Send> = match input_kind {
         StreamKind::Fifo => Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(input).ok()?),
         StreamKind::Socket => {
             let stream = std::os::unix::net::UnixStream::from(input);
@@ -269,7 +272,7 @@ pub fn stdio_streams() -> Option<(
             Box::new(tokio::net::UnixStream::from_std(stream).ok()?)
         }
     };
-    let writer: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match kind(&output)? {
+    let writer: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match output_kind {
         StreamKind::Fifo => Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(output).ok()?),
         StreamKind::Socket => {
             let stream = std::os::unix::net::UnixStream::from(output);
@@ -302,6 +305,46 @@ fn kind(fd: &std::os::fd::OwnedFd) -> Option<StreamKind> {
     }
 }
 
+/// Wait until `fd` is ready for `what`: for a descriptor a parent handed over non-blocking,
+/// which the blocking paths read and write all the same.
+fn wait_until_ready(
+    fd: std::os::fd::BorrowedFd<'_>,
+    what: rustix::event::PollFlags,
+) -> io::Result<()> {
+    let mut fds = [rustix::event::PollFd::new(&fd, what)];
+    loop {
+        match rustix::event::poll(&mut fds, None) {
+            Err(rustix::io::Errno::INTR) => continue,
+            done => return done.map(drop).map_err(io::Error::from),
+        }
+    }
+}
+
+/// The process's stdout for the blocking writer, written straight to the descriptor (the
+/// writer buffers; std's line buffer would add a copy): a descriptor the parent made
+/// non-blocking is waited on rather than failing the session with `EAGAIN`.
+#[derive(Default)]
+pub struct BlockingStdout;
+
+impl Write for BlockingStdout {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let stdout = io::stdout();
+        loop {
+            match rustix::io::write(stdout.as_fd(), bytes) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::AGAIN) => {
+                    wait_until_ready(stdout.as_fd(), rustix::event::PollFlags::OUT)?;
+                }
+                done => return done.map_err(io::Error::from),
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// How many chunks of input may wait for the session before the reading thread waits.
 const INPUT_QUEUE: usize = 16;
 
@@ -326,6 +369,12 @@ pub fn stdin_reader() -> io::Result<StdinReader> {
                     Ok(0) => return,
                     Ok(n) => Ok(buffer[..n].to_vec()),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        match wait_until_ready(io::stdin().as_fd(), rustix::event::PollFlags::IN) {
+                            Ok(()) => continue,
+                            Err(e) => Err(e),
+                        }
+                    }
                     Err(e) => Err(e),
                 };
                 let failed = chunk.is_err();
