@@ -89,7 +89,7 @@ struct ServerMetadata {
 /// Checks access tokens; cheap to share.
 pub struct Verifier {
     config: OAuthConfig,
-    http: ureq::Agent,
+    http: reqwest::Client,
     keys: Mutex<Keys>,
     /// One fetch of the JWKS at a time.
     fetching: tokio::sync::Mutex<()>,
@@ -123,11 +123,22 @@ impl Verifier {
                 check_url(what, url)?;
             }
         }
-        let http: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(FETCH_TIMEOUT))
-            .max_redirects(3)
+        // webpki's roots, as plugins' HTTPS: the container image has no system store.
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .with_root_certificates(rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+        })
+        .with_no_client_auth();
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .timeout(FETCH_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::limited(3))
             .build()
-            .into();
+            .map_err(|e| format!("cannot set up the HTTP client: {e}"))?;
         let keys = Keys {
             jwks_url: config.jwks_url.clone(),
             ..Keys::default()
@@ -350,23 +361,24 @@ impl Verifier {
 }
 
 impl Verifier {
-    /// GET `url` and read its body (at most 1 MiB) as JSON, on a blocking thread.
-    async fn get_json<T: serde::de::DeserializeOwned + Send + 'static>(
-        &self,
-        url: &str,
-    ) -> Result<T, String> {
-        let (agent, url) = (self.http.clone(), url.to_owned());
-        tokio::task::spawn_blocking(move || {
-            let mut response = agent.get(&url).call().map_err(|e| e.to_string())?;
-            response
-                .body_mut()
-                .with_config()
-                .limit(1 << 20)
-                .read_json::<T>()
-                .map_err(|e| format!("not the expected JSON: {e}"))
-        })
-        .await
-        .map_err(|e| format!("the fetch failed: {e}"))?
+    /// GET `url` and read its body (at most 1 MiB) as JSON.
+    async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, String> {
+        const LIMIT: usize = 1 << 20;
+        let mut response = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| format!("{e:#}"))?;
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| format!("{e:#}"))? {
+            if body.len() + chunk.len() > LIMIT {
+                return Err(format!("the body is larger than {} KiB", LIMIT >> 10));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&body).map_err(|e| format!("not the expected JSON: {e}"))
     }
 }
 

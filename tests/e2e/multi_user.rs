@@ -636,7 +636,9 @@ async fn each_caller_thinks_alone_and_in_memory_only() {
     assert_eq!(think(&bob, "").await, (json!(1), json!([])));
     assert_eq!(think(&alice, "").await, (json!(3), json!(["idea"])));
     drop((alice, bob));
-    drop(server);
+    // Gone for good before the store is opened (dropping only sends the signal).
+    let mut server = server;
+    server.child.kill().await.unwrap();
 
     // Nothing reached the state store.
     let (listed, ok) = crate::support::state_cli(

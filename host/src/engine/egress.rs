@@ -1,8 +1,8 @@
 //! Sending a plugin's granted HTTP request to the addresses the gate checked, and only to
 //! them: the connection goes to an address the gate resolved and judged, never to a second
 //! lookup of the name (which a rebinding DNS server could answer differently). TLS verifies
-//! the certificate against the request's host name (webpki's roots, rustls with ring named
-//! explicitly: the process links two providers, so rustls cannot pick one by itself).
+//! the certificate against the request's host name (webpki's roots, rustls with aws-lc-rs
+//! named explicitly, as every TLS client of the process does: nothing process-wide).
 //!
 //! The timeouts are the request's options, as `wasi:http` gives them, else 600 s each (the
 //! call's own time limit bounds it anyway).
@@ -27,10 +27,12 @@ static TLS: LazyLock<Option<Arc<rustls::ClientConfig>>> = LazyLock::new(|| {
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.into(),
     };
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .ok()
-        .map(|builder| Arc::new(builder.with_root_certificates(roots).with_no_client_auth()))
+    rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .ok()
+    .map(|builder| Arc::new(builder.with_root_certificates(roots).with_no_client_auth()))
 });
 
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
@@ -77,8 +79,12 @@ pub async fn send(
         let config = TLS.clone().ok_or(Error::TlsProtocolError)?;
         let name = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => rustls::pki_types::ServerName::from(ip),
-            Err(_) => rustls::pki_types::ServerName::try_from(host.clone())
-                .map_err(Error::InvalidDnsNameError)?,
+            Err(_) => rustls::pki_types::ServerName::try_from(host.clone()).map_err(|_| {
+                Error::DnsError {
+                    rcode: Some("invalid dns name".to_owned()),
+                    info_code: None,
+                }
+            })?,
         };
         let stream = tokio_rustls::TlsConnector::from(config)
             .connect(name, tcp)
