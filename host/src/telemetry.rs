@@ -7,15 +7,25 @@
 //! ([`TARGET`]), which only the OpenTelemetry layer enables, so without it their call sites are
 //! never interested and record nothing.
 //!
+//! The exporter is the cargo feature `otel` (on by default). A build without it serves the
+//! same and refuses `--otlp-endpoint` with an error saying so; its spans cost nothing.
+//!
 //! Uses: nothing else in the crate.
 
+#[cfg(feature = "otel")]
 use std::collections::HashMap;
 
+#[cfg(feature = "otel")]
 use opentelemetry::propagation::TextMapPropagator as _;
+#[cfg(feature = "otel")]
 use opentelemetry::trace::TracerProvider as _;
+#[cfg(feature = "otel")]
 use opentelemetry_otlp::{Protocol, WithExportConfig as _};
+#[cfg(feature = "otel")]
 use opentelemetry_sdk::propagation::TraceContextPropagator;
+#[cfg(feature = "otel")]
 use opentelemetry_sdk::trace::SdkTracerProvider;
+#[cfg(feature = "otel")]
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 /// The target of every span exported.
@@ -23,18 +33,40 @@ pub const TARGET: &str = "mcpbox::otel";
 
 /// The running exporter: flushes what it holds when shut down.
 pub struct Telemetry {
+    #[cfg(feature = "otel")]
     provider: SdkTracerProvider,
 }
 
 impl Telemetry {
     /// Export the spans still held (at exit).
     pub fn shutdown(&self) {
+        #[cfg(feature = "otel")]
         if let Err(e) = self.provider.shutdown() {
             tracing::debug!("stopping the trace exporter: {e}");
         }
     }
 }
 
+/// Without the `otel` feature there is no exporter: `--otlp-endpoint` is refused.
+#[cfg(not(feature = "otel"))]
+pub fn layer(endpoint: &str) -> Result<(tracing_subscriber::layer::Identity, Telemetry), String> {
+    Err(format!(
+        "--otlp-endpoint `{endpoint}`: this mcpbox was built without OpenTelemetry (the cargo \
+         feature `otel`, on by default)"
+    ))
+}
+
+/// Without the `otel` feature spans have no trace context to take.
+#[cfg(not(feature = "otel"))]
+pub fn set_parent(_span: &tracing::Span, _traceparent: &str, _tracestate: Option<&str>) {}
+
+/// Without the `otel` feature no span is in a trace.
+#[cfg(not(feature = "otel"))]
+pub fn trace_id(_span: &tracing::Span) -> Option<String> {
+    None
+}
+
+#[cfg(feature = "otel")]
 /// The OTLP exporter for `endpoint` (`http://collector:4318`; `/v1/traces` is added when it
 /// names no path), and the layer that feeds it spans of [`TARGET`].
 pub fn layer<S>(
@@ -84,6 +116,7 @@ where
     Ok((layer, Telemetry { provider }))
 }
 
+#[cfg(feature = "otel")]
 /// Parent `span` on the W3C trace context `traceparent` (with `tracestate`), when it is valid;
 /// otherwise `span` keeps the parent it has. Does nothing when tracing is off.
 pub fn set_parent(span: &tracing::Span, traceparent: &str, tracestate: Option<&str>) {
@@ -102,6 +135,7 @@ pub fn set_parent(span: &tracing::Span, traceparent: &str, tracestate: Option<&s
     }
 }
 
+#[cfg(feature = "otel")]
 /// The trace id `span` belongs to (32 hex digits), when tracing is on and it is in a valid
 /// trace.
 pub fn trace_id(span: &tracing::Span) -> Option<String> {

@@ -58,5 +58,6 @@ mod support;
 mod surface;
 mod tasks;
 mod tools;
+#[cfg(feature = "otel")]
 mod traces;
 mod workspace;

@@ -166,6 +166,8 @@ struct ActiveCall {
     instance: Instance,
     limits: Limits,
     started: Instant,
+    /// The fuel the call used, once counted.
+    fuel_used: Option<u64>,
     /// The pool slot, counted in the metrics.
     _slot: (OwnedSemaphorePermit, GaugeGuard),
 }
@@ -173,10 +175,7 @@ struct ActiveCall {
 impl Drop for ActiveCall {
     /// Count the fuel the call used, however it ended.
     fn drop(&mut self) {
-        let left = self.store.get_fuel().unwrap_or(0);
-        let used = self.limits.fuel.saturating_sub(left);
-        metrics().fuel(&self.store.data().plugin, used);
-        self.store.data().call_host().used_fuel(used);
+        self.count_fuel();
     }
 }
 
@@ -344,7 +343,9 @@ impl PluginCode {
             let out = guest
                 .call_call_tool(&mut call.store, name, &arguments)
                 .await;
-            call.finish("tool", name, out)
+            let result = call.finish("tool", name, out);
+            call.end(&result);
+            result
         })
         .await
     }
@@ -375,7 +376,9 @@ impl PluginCode {
             let out = guest
                 .call_get_prompt(&mut call.store, name, arguments)
                 .await;
-            call.finish("prompt", name, out)
+            let result = call.finish("prompt", name, out);
+            call.end(&result);
+            result
         })
         .await
     }
@@ -398,7 +401,9 @@ impl PluginCode {
             let mut call = self.instantiate(host, denied, self.limits).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest.call_read_resource(&mut call.store, uri).await;
-            call.finish("resource", uri, out)
+            let result = call.finish("resource", uri, out);
+            call.end(&result);
+            result
         })
         .await
     }
@@ -425,7 +430,9 @@ impl PluginCode {
             let out = guest
                 .call_complete(&mut call.store, reference, argument, value, context)
                 .await;
-            call.finish("completion", argument, out)
+            let result = call.finish("completion", argument, out);
+            call.end(&result);
+            result
         })
         .await
     }
@@ -524,6 +531,7 @@ impl PluginCode {
                 instance,
                 limits,
                 started: Instant::now(),
+                fuel_used: None,
                 _slot: (slot, in_use),
             }),
             Err(e) => {
@@ -558,11 +566,8 @@ impl ActiveCall {
         outcome: wasmtime::Result<T>,
     ) -> Result<T, CallError> {
         let result = self.check(outcome);
+        let fuel = self.count_fuel();
         if tracing::enabled!(target: "mcpbox::calls", tracing::Level::DEBUG) {
-            let fuel = self
-                .limits
-                .fuel
-                .saturating_sub(self.store.get_fuel().unwrap_or(0));
             let outcome = match &result {
                 Ok(_) => "returned".to_owned(),
                 Err(e) => e.to_string(),
@@ -579,6 +584,45 @@ impl ActiveCall {
             );
         }
         result
+    }
+
+    /// Count the fuel the call used (once: in the metrics and the caller's budget), before
+    /// its answer goes out.
+    fn count_fuel(&mut self) -> u64 {
+        if let Some(used) = self.fuel_used {
+            return used;
+        }
+        let left = self.store.get_fuel().unwrap_or(0);
+        let used = self.limits.fuel.saturating_sub(left);
+        metrics().fuel(&self.store.data().plugin, used);
+        self.store.data().call_host().used_fuel(used);
+        self.fuel_used = Some(used);
+        used
+    }
+
+    /// Drop the store off the answer's path: its fuel is counted and its host let go here,
+    /// and freeing the instance and resetting its pool slot (zeroing the pages the call
+    /// dirtied) then run in a task of their own, which the runtime runs after the task the
+    /// answer wakes (the writer takes the worker's next slot). The slot is held until then.
+    /// Without a runtime, dropped here.
+    /// End the call whose outcome is `result`: a call that failed (trapped, ran out of fuel
+    /// or memory) is dropped here, so that what it held (a memory bomb's pages) is gone
+    /// before its answer goes; one that returned is [retired](Self::retire).
+    fn end<T>(self, result: &Result<T, CallError>) {
+        if result.is_ok() {
+            self.retire();
+        }
+    }
+
+    fn retire(mut self) {
+        self.count_fuel();
+        // Nothing of the request may outlive its answer (the session checks that nothing
+        // holds its input round once the call returned).
+        self.store.data_mut().detach_host();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(async move { drop(self) })),
+            Err(_) => drop(self),
+        }
     }
 
     fn check<T>(&mut self, outcome: wasmtime::Result<T>) -> Result<T, CallError> {

@@ -72,6 +72,12 @@ impl PluginHostCtx {
             host,
         }
     }
+
+    /// Let go of the call's host (its client, its input round) once the call has returned:
+    /// the store may outlive the answer, and nothing of the request may outlive that.
+    pub fn detach(&mut self) {
+        self.host = Arc::new(super::Detached);
+    }
 }
 
 impl PluginHostCtx {

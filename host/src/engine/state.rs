@@ -132,6 +132,11 @@ impl HostState {
         self.plugin_host.call_host()
     }
 
+    /// Let go of the call's host once the call has returned (see [`PluginHostCtx::detach`]).
+    pub(crate) fn detach_host(&mut self) {
+        self.plugin_host.detach();
+    }
+
     /// The call's `host` imports, for their host traits.
     pub(crate) fn plugin_host(&mut self) -> &mut PluginHostCtx {
         &mut self.plugin_host
