@@ -197,6 +197,11 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?;
         load_rows(&mut report, transport, &native, &mcpbox);
+        if transport == Transport::Stdio {
+            eprintln!("== tools/call over stdio: an event-loop client");
+            let native_launch = bench.native(transport, 0);
+            eventloop_rows(&mut report, [&native_launch, &mcpbox_launch], &sizes).await?;
+        }
         eprintln!(
             "== tools/call over {}: 2026-07-28 against 2025-11-25",
             transport.name()
@@ -593,6 +598,76 @@ async fn load_suite(
         .try_into()
         .map_err(|_| anyhow!("expected figures for two servers"))?;
     Ok([native, mcpbox])
+}
+
+/// The second kind of client: `eventloop_client.py` (asyncio, one thread, a reader task
+/// handing each answer to the request waiting for it, as the official Python SDK's client
+/// does) drives each server over stdio, the two alternating in [`TURNS`] turns, each turn a
+/// fresh process warmed up before it is timed. Skipped, with a note, without `python3`.
+async fn eventloop_rows(
+    report: &mut Report,
+    launches: [&Launch; 2],
+    sizes: &Sizes,
+) -> anyhow::Result<()> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("eventloop_client.py");
+    let python_runs = tokio::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .await
+        .is_ok_and(|out| out.status.success());
+    if !python_runs {
+        eprintln!("no python3: the event-loop client's rows are skipped");
+        return Ok(());
+    }
+    let (warmup, calls) = (
+        (sizes.warmup / TURNS).max(1).to_string(),
+        sizes.latency.div_ceil(TURNS).to_string(),
+    );
+    let mut latency = [Vec::new(), Vec::new()];
+    for _ in 0..TURNS {
+        for (i, launch) in launches.iter().enumerate() {
+            let run = tokio::process::Command::new("python3")
+                .arg(&script)
+                .args(["--warmup", &warmup, "--calls", &calls, "--"])
+                .arg(&launch.program)
+                .args(&launch.args)
+                .env_remove("RUST_BACKTRACE")
+                .env_remove("RUST_LIB_BACKTRACE")
+                .envs(launch.env.iter().map(|(k, v)| (k, v)))
+                .kill_on_drop(true)
+                .output();
+            let out = tokio::time::timeout(Duration::from_secs(600), run)
+                .await
+                .context("the event-loop client did not finish in 10 minutes")?
+                .context("running the event-loop client")?;
+            ensure!(
+                out.status.success(),
+                "the event-loop client failed against {}: {}",
+                launch.program.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let round_trips: Vec<f64> = serde_json::from_slice(&out.stdout)
+                .context("the event-loop client's round trips")?;
+            latency[i].extend(round_trips);
+        }
+    }
+    for samples in &mut latency {
+        samples.sort_by(f64::total_cmp);
+    }
+    report.section("tools/call over stdio (echo), an event-loop client (asyncio)");
+    for (p, name) in [(50.0, "p50"), (90.0, "p90"), (99.0, "p99")] {
+        let mut row = Row::new(
+            format!("round trip {name}"),
+            "µs",
+            Some(percentile(&latency[0], p)),
+            percentile(&latency[1], p),
+        );
+        if name != "p90" {
+            row = row.target(Target::RatioAtMost(1.0));
+        }
+        report.push(row);
+    }
+    Ok(())
 }
 
 /// The revision a connection speaks.

@@ -53,6 +53,7 @@ fn every_part_of_the_benchmark_runs() {
     let report = std::fs::read_to_string(&report).expect("read the report");
     for section in [
         "tools/call over stdio",
+        "tools/call over stdio (echo), an event-loop client (asyncio)",
         "tools/call over HTTP",
         "Start-up",
         "tools/list over 1000 tools",
