@@ -197,11 +197,18 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?;
         load_rows(&mut report, transport, &native, &mcpbox);
-        if transport == Transport::Stdio {
-            eprintln!("== tools/call over stdio: an event-loop client");
-            let native_launch = bench.native(transport, 0);
-            eventloop_rows(&mut report, [&native_launch, &mcpbox_launch], &sizes).await?;
-        }
+        eprintln!(
+            "== tools/call over {}: an event-loop client",
+            transport.name()
+        );
+        let native_launch = bench.native(transport, 0);
+        eventloop_rows(
+            &mut report,
+            transport,
+            [&native_launch, &mcpbox_launch],
+            &sizes,
+        )
+        .await?;
         eprintln!(
             "== tools/call over {}: 2026-07-28 against 2025-11-25",
             transport.name()
@@ -602,10 +609,12 @@ async fn load_suite(
 
 /// The second kind of client: `eventloop_client.py` (asyncio, one thread, a reader task
 /// handing each answer to the request waiting for it, as the official Python SDK's client
-/// does) drives each server over stdio, the two alternating in [`TURNS`] turns, each turn a
-/// fresh process warmed up before it is timed. Skipped, with a note, without `python3`.
+/// does) drives each server over `transport`, the two alternating in [`TURNS`] turns, each
+/// turn a fresh process warmed up before it is timed (over stdio the script starts the server;
+/// over HTTP mcpbench does, and the script connects). Skipped, with a note, without `python3`.
 async fn eventloop_rows(
     report: &mut Report,
+    transport: Transport,
     launches: [&Launch; 2],
     sizes: &Sizes,
 ) -> anyhow::Result<()> {
@@ -626,16 +635,33 @@ async fn eventloop_rows(
     let mut latency = [Vec::new(), Vec::new()];
     for _ in 0..TURNS {
         for (i, launch) in launches.iter().enumerate() {
-            let run = tokio::process::Command::new("python3")
+            let mut command = tokio::process::Command::new("python3");
+            command
                 .arg(&script)
-                .args(["--warmup", &warmup, "--calls", &calls, "--"])
-                .arg(&launch.program)
-                .args(&launch.args)
-                .env_remove("RUST_BACKTRACE")
-                .env_remove("RUST_LIB_BACKTRACE")
-                .envs(launch.env.iter().map(|(k, v)| (k, v)))
-                .kill_on_drop(true)
-                .output();
+                .args(["--warmup", &warmup, "--calls", &calls])
+                .kill_on_drop(true);
+            let server = match transport {
+                Transport::Stdio => {
+                    command
+                        .arg("--")
+                        .arg(&launch.program)
+                        .args(&launch.args)
+                        .env_remove("RUST_BACKTRACE")
+                        .env_remove("RUST_LIB_BACKTRACE")
+                        .envs(launch.env.iter().map(|(k, v)| (k, v)));
+                    None
+                }
+                Transport::Http => {
+                    let server = Server::start(launch, transport).await?;
+                    let addr = server
+                        .addr
+                        .clone()
+                        .ok_or_else(|| anyhow!("an HTTP server without an address"))?;
+                    command.args(["--http", &addr]);
+                    Some(server)
+                }
+            };
+            let run = command.output();
             let out = tokio::time::timeout(Duration::from_secs(600), run)
                 .await
                 .context("the event-loop client did not finish in 10 minutes")?
@@ -649,12 +675,18 @@ async fn eventloop_rows(
             let round_trips: Vec<f64> = serde_json::from_slice(&out.stdout)
                 .context("the event-loop client's round trips")?;
             latency[i].extend(round_trips);
+            if let Some(server) = server {
+                server.stop().await;
+            }
         }
     }
     for samples in &mut latency {
         samples.sort_by(f64::total_cmp);
     }
-    report.section("tools/call over stdio (echo), an event-loop client (asyncio)");
+    report.section(format!(
+        "tools/call over {} (echo), an event-loop client (asyncio)",
+        transport.name()
+    ));
     for (p, name) in [(50.0, "p50"), (90.0, "p90"), (99.0, "p99")] {
         let mut row = Row::new(
             format!("round trip {name}"),

@@ -55,6 +55,7 @@ fn every_part_of_the_benchmark_runs() {
         "tools/call over stdio",
         "tools/call over stdio (echo), an event-loop client (asyncio)",
         "tools/call over HTTP",
+        "tools/call over HTTP (echo), an event-loop client (asyncio)",
         "Start-up",
         "tools/list over 1000 tools",
         "Hot reload",
