@@ -14,7 +14,7 @@
 //! issued to, and its scopes. The transport asks [`Verifier::verify`] and maps the
 //! [`AuthError`] to 401 or 403 with `WWW-Authenticate`.
 //!
-//! Uses: `principal`.
+//! Uses: `principal`, `tls`.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -123,18 +123,10 @@ impl Verifier {
                 check_url(what, url)?;
             }
         }
-        // webpki's roots, as plugins' HTTPS: the container image has no system store.
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::aws_lc_rs::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("cannot set up TLS: {e}"))?
-        .with_root_certificates(rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        })
-        .with_no_client_auth();
+        let tls =
+            crate::tls::client_config().ok_or("cannot set up TLS: no safe protocol version")?;
         let http = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
+            .tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
             .timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::limited(3))
             .build()

@@ -34,6 +34,7 @@ pub mod scaffold;
 pub mod server;
 pub mod skills;
 pub mod telemetry;
+pub mod tls;
 pub mod transport;
 pub mod watch;
 

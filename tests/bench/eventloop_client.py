@@ -58,14 +58,6 @@ class Client:
             raise RuntimeError(f"{method} failed: {message['error']}")
         return message["result"]
 
-    async def echo(self):
-        result = await self.request(
-            "tools/call", {"name": "echo", "arguments": {"text": TEXT}}
-        )
-        text = result["content"][0]["text"]
-        if text != TEXT:
-            raise RuntimeError(f"echo answered {text!r}")
-
 
 class HttpClient:
     """Streamable HTTP on one keep-alive connection."""
@@ -150,14 +142,6 @@ class HttpClient:
     async def notify(self, method):
         await self.post({"jsonrpc": "2.0", "method": method})
 
-    async def echo(self):
-        result = await self.request(
-            "tools/call", {"name": "echo", "arguments": {"text": TEXT}}
-        )
-        text = result["content"][0]["text"]
-        if text != TEXT:
-            raise RuntimeError(f"echo answered {text!r}")
-
 
 INITIALIZE = {
     "protocolVersion": "2025-11-25",
@@ -166,13 +150,23 @@ INITIALIZE = {
 }
 
 
+async def echo(client):
+    """One `tools/call echo` through either client, its answer checked."""
+    result = await client.request(
+        "tools/call", {"name": "echo", "arguments": {"text": TEXT}}
+    )
+    text = result["content"][0]["text"]
+    if text != TEXT:
+        raise RuntimeError(f"echo answered {text!r}")
+
+
 async def timed(client, warmup, calls):
     for _ in range(warmup):
-        await client.echo()
+        await echo(client)
     round_trips = []
     for _ in range(calls):
         start = time.perf_counter_ns()
-        await client.echo()
+        await echo(client)
         round_trips.append((time.perf_counter_ns() - start) / 1000)
     return round_trips
 

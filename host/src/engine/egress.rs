@@ -1,14 +1,13 @@
 //! Sending a plugin's granted HTTP request to the addresses the gate checked, and only to
 //! them: the connection goes to an address the gate resolved and judged, never to a second
 //! lookup of the name (which a rebinding DNS server could answer differently). TLS verifies
-//! the certificate against the request's host name (webpki's roots, rustls with aws-lc-rs
-//! named explicitly, as every TLS client of the process does: nothing process-wide).
+//! the certificate against the request's host name, with the host's client configuration
+//! (`crate::tls`: webpki's roots, aws-lc-rs).
 //!
 //! The timeouts are the request's options, as `wasi:http` gives them, else 600 s each (the
 //! call's own time limit bounds it anyway).
 
 use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use http_body_util::BodyExt;
@@ -21,19 +20,6 @@ pub type Sent = (
     http::Response<WasiBody>,
     Box<dyn Future<Output = Result<(), Error>> + Send>,
 );
-
-/// One TLS client configuration for the process.
-static TLS: LazyLock<Option<Arc<rustls::ClientConfig>>> = LazyLock::new(|| {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-    };
-    rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .ok()
-    .map(|builder| Arc::new(builder.with_root_certificates(roots).with_no_client_auth()))
-});
 
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Stream for T {}
@@ -76,7 +62,7 @@ pub async fn send(
 
     let tcp = connect(&addresses, connect_timeout).await?;
     let stream: Box<dyn Stream> = if tls {
-        let config = TLS.clone().ok_or(Error::TlsProtocolError)?;
+        let config = crate::tls::client_config().ok_or(Error::TlsProtocolError)?;
         let name = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => rustls::pki_types::ServerName::from(ip),
             Err(_) => rustls::pki_types::ServerName::try_from(host.clone()).map_err(|_| {

@@ -600,7 +600,8 @@ impl ActiveCall {
         used
     }
 
-    /// Drop the store off the answer's path: its fuel is counted and its host let go here,
+    /// Drop the store off the answer's path (after [`Self::finish`] counted its fuel): its
+    /// host is let go here,
     /// and freeing the instance and resetting its pool slot (zeroing the pages the call
     /// dirtied) then run in a task of their own, which the runtime runs after the task the
     /// answer wakes (the writer takes the worker's next slot). The slot is held until then.
@@ -615,7 +616,6 @@ impl ActiveCall {
     }
 
     fn retire(mut self) {
-        self.count_fuel();
         // Nothing of the request may outlive its answer (the session checks that nothing
         // holds its input round once the call returned).
         self.store.data_mut().detach_host();
