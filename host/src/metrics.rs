@@ -217,6 +217,7 @@ pub struct Metrics {
     invalid_results: Family<PluginLabels, Counter>,
     denials: Family<DenialLabels, Counter>,
     instances_in_use: Gauge,
+    spare_instances: Family<OutcomeLabels, Counter>,
     instances_waiting: Gauge,
     instance_slots: Gauge,
     sessions: Family<TransportLabels, Gauge>,
@@ -297,6 +298,12 @@ impl Metrics {
             "instances_in_use",
             "Plugin instances running now",
             instances_in_use.clone(),
+        );
+        let spare_instances = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "spare_instances",
+            "Instances prepared ahead of a plugin's next call, by outcome (used by a call, expired unused)",
+            spare_instances.clone(),
         );
         let instances_waiting = Gauge::default();
         registry.register(
@@ -434,6 +441,7 @@ impl Metrics {
             invalid_results,
             denials,
             instances_in_use,
+            spare_instances,
             instances_waiting,
             instance_slots,
             sessions,
@@ -632,6 +640,13 @@ impl Metrics {
     /// Counts an instance in use until dropped.
     pub fn in_use(&self) -> GaugeGuard {
         GaugeGuard::new(self.instances_in_use.clone())
+    }
+
+    /// A spare instance was used by a call (`used`) or dropped unused (`expired`).
+    pub fn spare_instance(&self, outcome: &'static str) {
+        self.spare_instances
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     /// Counts an open session until dropped (`transport`: stdio, http).

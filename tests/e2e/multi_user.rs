@@ -248,6 +248,133 @@ async fn two_callers_each_have_an_id_state_and_secrets_of_their_own() {
     }
 }
 
+/// The value of a counter in a metrics exposition (0 if absent).
+fn counter(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Calls in quick succession run on instances prepared ahead of them (spares). Alternating
+/// two callers, each answer is still its own caller's (id, secret, notes), every call finds
+/// its instance fresh (a static counter at one), and spares no call takes are dropped after a
+/// second, leaving no instance held.
+#[tokio::test]
+async fn instances_prepared_ahead_carry_nothing_from_one_caller_to_the_next() {
+    let dir = plugins();
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = token_config(
+        config_dir.path(),
+        &[("alice", ALICE, &[]), ("bob", BOB, &[])],
+        "",
+    );
+    let secrets = secrets(config_dir.path());
+    let server = HttpServer::start(
+        dir.path(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--secrets",
+            secrets.to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    )
+    .await;
+    let alice = server
+        .connect(RecordingClient::new(&json!({})), Some(ALICE))
+        .await;
+    let bob = server
+        .connect(RecordingClient::new(&json!({})), Some(BOB))
+        .await;
+    // The metrics listener of its own, without the MCP listener's tokens.
+    let log = server.stderr.wait_for("serving Prometheus metrics").await;
+    let address = log
+        .lines()
+        .find_map(|l| {
+            l.split("serving Prometheus metrics")
+                .nth(1)?
+                .split("bound=")
+                .nth(1)
+        })
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no metrics address in {log}"))
+        .to_owned();
+    let metrics_url = format!("http://{address}/metrics");
+    let metrics = async || {
+        reqwest::get(&metrics_url)
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let alice_id = json_of(&alice, "whoami", json!({})).await["id"].clone();
+    let bob_id = json_of(&bob, "whoami", json!({})).await["id"].clone();
+    assert_ne!(alice_id, bob_id);
+    let used = "mcpbox_spare_instances_total{outcome=\"used\"}";
+    let used_before = counter(&metrics().await, used);
+    for round in 0..20 {
+        for (client, id, name) in [(&alice, &alice_id, "alice"), (&bob, &bob_id, "bob")] {
+            let who = json_of(client, "whoami", json!({})).await;
+            assert_eq!(who["id"], *id, "round {round}: {who}");
+            assert_eq!(who["name"], name, "round {round}: {who}");
+            assert_eq!(who["calls_in_this_instance"], 1, "round {round}: {who}");
+            let secret = if name == "alice" {
+                ALICE_SECRET
+            } else {
+                SHARED_SECRET
+            };
+            assert_eq!(
+                json_of(client, "config_get", json!({"key": "api-token"})).await["value"],
+                secret,
+                "round {round}"
+            );
+        }
+        // Alice's notes stay hers (her quota keeps three of them).
+        if round < 3 {
+            json_of(
+                &alice,
+                "remember",
+                json!({"text": format!("alice {round}")}),
+            )
+            .await;
+        }
+        assert_eq!(
+            json_of(&bob, "recall", json!({})).await,
+            json!([]),
+            "round {round}"
+        );
+    }
+    assert_eq!(
+        json_of(&alice, "recall", json!({})).await,
+        json!(["alice 0", "alice 1", "alice 2"])
+    );
+    let text = metrics().await;
+    assert!(
+        counter(&text, used) >= used_before + 5.0,
+        "calls in quick succession ran on spare instances:\n{text}"
+    );
+    // Nothing calls now: the spare left over is dropped within about two seconds.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = metrics().await;
+        let expired = counter(&text, "mcpbox_spare_instances_total{outcome=\"expired\"}");
+        if expired >= 1.0 && counter(&text, "mcpbox_instances_in_use") == 0.0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the unused spare was not dropped:\n{text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    for client in [alice, bob] {
+        client.cancel().await.unwrap();
+    }
+}
+
 /// Over stdio the caller is the local user, with every scope; `mcpbox state` lists and
 /// removes one caller's data by principal key.
 #[tokio::test]

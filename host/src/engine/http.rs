@@ -48,6 +48,13 @@ impl HttpGate {
             call: tracing::Span::current(),
         }
     }
+
+    /// Bind the gate to the call about to run (its span, and its flag for refusals), when it
+    /// was built ahead of the call.
+    pub fn bind(&mut self, denied: Arc<AtomicBool>) {
+        self.denied = denied;
+        self.call = tracing::Span::current();
+    }
 }
 
 type ResponseFuture = Box<

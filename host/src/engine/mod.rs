@@ -215,6 +215,9 @@ pub struct Runtime {
     engine: Engine,
     linker: Arc<Linker<HostState>>,
     slots: Arc<Semaphore>,
+    /// How many slots may hold spare instances (prepared for a plugin's next call): an
+    /// eighth of them, so that spares never keep calls waiting while most slots are free.
+    spares: Arc<Semaphore>,
     config: Arc<RuntimeConfig>,
     cache: Option<ComponentCache>,
     state: Arc<StateService>,
@@ -303,6 +306,7 @@ impl Runtime {
                 crate::metrics::metrics().set_instance_slots(instances);
                 Arc::new(Semaphore::new(instances as usize))
             },
+            spares: Arc::new(Semaphore::new(instances as usize / 8)),
             config: Arc::new(config),
             cache,
             state: Arc::new(state),

@@ -1,7 +1,16 @@
-//! One compiled, linked plugin, and running calls into it under its limits.
+//! One compiled, linked plugin, and running calls into it under its limits: each call in a
+//! fresh instance, which after the plugin's first call is prepared ahead of it (a spare).
+//!
+//! A spare is instantiated off the answer's path, once a call has ended, with no caller
+//! bound: it is used only if instantiating it asked nothing of the host (no host function
+//! was lent a capability, no memory growth was refused), so that it is exactly what
+//! instantiating at the call would have made; the call then binds its own context into it
+//! ([`HostState::bind`]) and is charged the fuel instantiation used. Each spare serves one
+//! call, at most [`SPARE_MAX_AGE`] after it was made (a granted directory is opened when
+//! it is made); a plugin whose instantiation does touch the host gets none.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -14,7 +23,7 @@ use super::config::ConfigCtx;
 use super::keyvalue::KeyValueCtx;
 use super::meter::CallMeter;
 use super::plugin_host::{MAX_LOG_MESSAGE_BYTES, log_line};
-use super::state::HostState;
+use super::state::{CallContext, HostState};
 use super::{
     CallHost, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
     PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Runtime, Tool, ToolResult,
@@ -84,6 +93,36 @@ pub struct PluginCode {
     limits: Limits,
     /// SHA-256 of the component, in hex: which version of the plugin this is.
     component_digest: Arc<str>,
+    /// The instance prepared for its next call, if any.
+    spare: Arc<SpareSlot>,
+}
+
+/// How long a spare instance waits for a call before it is dropped: long enough for a
+/// client's next call in a burst, short enough that nothing it opened (a granted directory)
+/// is old when used, and that an idle plugin holds no instance.
+pub const SPARE_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// A plugin's spare instance, and what its preparation is doing.
+#[derive(Default)]
+struct SpareSlot {
+    ready: Mutex<Option<Spare>>,
+    /// A spare is being made.
+    preparing: AtomicBool,
+    /// A task drops the spare once it is too old.
+    sweeping: AtomicBool,
+    /// Instantiating the plugin touches the host: it gets no spares.
+    off: AtomicBool,
+}
+
+/// An instance made ahead of its call, with no caller bound.
+struct Spare {
+    store: Store<HostState>,
+    instance: Instance,
+    /// Fuel instantiation used (its start functions), charged to the call.
+    fuel_spent: u64,
+    made: Instant,
+    _slot: OwnedSemaphorePermit,
+    _spare: OwnedSemaphorePermit,
 }
 
 /// Why a call into a plugin failed. The plugin's own errors (its `error` results) are not
@@ -239,6 +278,7 @@ impl PluginCode {
                 .map(|b| format!("{b:02x}"))
                 .collect::<String>()
                 .into(),
+            spare: Arc::default(),
         })
     }
 
@@ -344,7 +384,7 @@ impl PluginCode {
                 .call_call_tool(&mut call.store, name, &arguments)
                 .await;
             let result = call.finish("tool", name, out);
-            call.end(&result);
+            call.end(&result, self);
             result
         })
         .await
@@ -377,7 +417,7 @@ impl PluginCode {
                 .call_get_prompt(&mut call.store, name, arguments)
                 .await;
             let result = call.finish("prompt", name, out);
-            call.end(&result);
+            call.end(&result, self);
             result
         })
         .await
@@ -402,7 +442,7 @@ impl PluginCode {
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest.call_read_resource(&mut call.store, uri).await;
             let result = call.finish("resource", uri, out);
-            call.end(&result);
+            call.end(&result, self);
             result
         })
         .await
@@ -431,7 +471,7 @@ impl PluginCode {
                 .call_complete(&mut call.store, reference, argument, value, context)
                 .await;
             let result = call.finish("completion", argument, out);
-            call.end(&result);
+            call.end(&result, self);
             result
         })
         .await
@@ -464,21 +504,9 @@ impl PluginCode {
         result
     }
 
-    /// Take a pool slot and instantiate the plugin in a fresh store with its limits.
-    /// `denied` is set if the call is refused a grant.
-    async fn instantiate(
-        &self,
-        host: Arc<dyn CallHost>,
-        denied: Arc<AtomicBool>,
-        limits: Limits,
-    ) -> Result<ActiveCall, CallError> {
-        let waiting = metrics().waiting();
-        let slot = Arc::clone(&self.runtime.slots)
-            .acquire_owned()
-            .await
-            .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
-        drop(waiting);
-        let in_use = metrics().in_use();
+    /// The call's own context: who it is for, and where its `host` imports, state and
+    /// configuration come from. `denied` is set if the call is refused a grant.
+    fn call_context(&self, host: Arc<dyn CallHost>, denied: Arc<AtomicBool>) -> CallContext {
         let principal = host.caller();
         let config = ConfigCtx::new(
             &self.policy.config,
@@ -500,21 +528,24 @@ impl PluginCode {
             identity,
             Arc::clone(&denied),
         );
-        let state = HostState::new(
-            self.name.clone(),
-            &self.policy,
-            &self.http_grants,
+        CallContext {
             keyvalue,
-            (caller, config),
+            caller,
+            config,
             host,
             denied,
-        )
-        .map_err(CallError::Host)?;
-        let mut store = Store::new(&self.runtime.engine, state);
-        store.limiter(|state| &mut state.limiter);
+        }
+    }
+
+    /// Set a store's fuel and wall-clock deadline for `limits`, less `fuel_spent` already.
+    fn arm(
+        store: &mut Store<HostState>,
+        limits: &Limits,
+        fuel_spent: u64,
+    ) -> Result<(), CallError> {
         store.set_hostcall_fuel(HOSTCALL_DATA_BYTES);
         store
-            .set_fuel(limits.fuel)
+            .set_fuel(limits.fuel.saturating_sub(fuel_spent))
             .map_err(|e| CallError::Host(format!("{e:#}")))?;
         let deadline = Instant::now() + limits.timeout;
         store.set_epoch_deadline(1);
@@ -525,6 +556,55 @@ impl PluginCode {
                 UpdateDeadline::Yield(1)
             })
         });
+        Ok(())
+    }
+
+    /// A fresh store for one call into the plugin, with its limits, not yet instantiated.
+    fn new_store(&self, call: CallContext, limits: &Limits) -> Result<Store<HostState>, CallError> {
+        let state = HostState::new(self.name.clone(), &self.policy, &self.http_grants, call)
+            .map_err(CallError::Host)?;
+        let mut store = Store::new(&self.runtime.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        Self::arm(&mut store, limits, 0)?;
+        Ok(store)
+    }
+
+    /// Take the plugin's spare instance for a call, or else a pool slot and instantiate the
+    /// plugin in a fresh store with its limits. `denied` is set if the call is refused a
+    /// grant.
+    async fn instantiate(
+        &self,
+        host: Arc<dyn CallHost>,
+        denied: Arc<AtomicBool>,
+        limits: Limits,
+    ) -> Result<ActiveCall, CallError> {
+        if let Some(spare) = self.take_spare() {
+            let Spare {
+                mut store,
+                instance,
+                fuel_spent,
+                _slot: slot,
+                ..
+            } = spare;
+            store.data_mut().bind(self.call_context(host, denied));
+            Self::arm(&mut store, &limits, fuel_spent)?;
+            return Ok(ActiveCall {
+                store,
+                instance,
+                limits,
+                started: Instant::now(),
+                fuel_used: None,
+                _slot: (slot, metrics().in_use()),
+            });
+        }
+        let waiting = metrics().waiting();
+        let slot = Arc::clone(&self.runtime.slots)
+            .acquire_owned()
+            .await
+            .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
+        drop(waiting);
+        let in_use = metrics().in_use();
+        let mut store = self.new_store(self.call_context(host, denied), &limits)?;
         match self.pre.instantiate_async(&mut store).await {
             Ok(instance) => Ok(ActiveCall {
                 store,
@@ -540,6 +620,127 @@ impl PluginCode {
                 Err(error)
             }
         }
+    }
+
+    /// The spare instance, if one is ready and not too old.
+    fn take_spare(&self) -> Option<Spare> {
+        let spare = self
+            .spare
+            .ready
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        if spare.made.elapsed() < SPARE_MAX_AGE {
+            metrics().spare_instance("used");
+            Some(spare)
+        } else {
+            metrics().spare_instance("expired");
+            drop_off_path(spare);
+            None
+        }
+    }
+
+    /// Claim the making of the plugin's next spare instance: false if one is ready or being
+    /// made, or the plugin gets none. Whoever claims it calls [`Self::fill_spare`].
+    fn claim_spare(&self) -> bool {
+        let slot = &self.spare;
+        if slot.off.load(Ordering::Relaxed) || slot.preparing.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        let ready = slot
+            .ready
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        if ready {
+            slot.preparing.store(false, Ordering::Release);
+        }
+        !ready
+    }
+
+    /// Make the spare instance [claimed](Self::claim_spare), and then drop it (and any later
+    /// one) once it is too old, until none is left.
+    async fn fill_spare(self) {
+        let spare = self.make_spare().await;
+        let slot = &self.spare;
+        let made = spare.is_some();
+        if let Some(spare) = spare {
+            *slot.ready.lock().unwrap_or_else(PoisonError::into_inner) = Some(spare);
+        }
+        slot.preparing.store(false, Ordering::Release);
+        if made && !slot.sweeping.swap(true, Ordering::AcqRel) {
+            self.sweep_spares().await;
+        }
+    }
+
+    /// Make a spare instance: a pool slot (only if one is free and the pool's share for
+    /// spares is not used up), a store with no caller bound, the plugin instantiated in it.
+    /// `None` if any of that fails, or if instantiating asked anything of the host (the
+    /// plugin then gets no more spares).
+    async fn make_spare(&self) -> Option<Spare> {
+        let spare_permit = Arc::clone(&self.runtime.spares).try_acquire_owned().ok()?;
+        let slot = Arc::clone(&self.runtime.slots).try_acquire_owned().ok()?;
+        let neutral = self.call_context(Arc::new(super::Detached), Arc::default());
+        let mut store = self.new_store(neutral, &self.limits).ok()?;
+        let made = self.pre.instantiate_async(&mut store).await;
+        let state = store.data();
+        let touched = state.lent() > 0 || state.limiter.refused.is_some();
+        let instance = match made {
+            Ok(instance) if !touched => instance,
+            outcome => {
+                self.spare.off.store(true, Ordering::Relaxed);
+                tracing::debug!(
+                    plugin = %self.name,
+                    failed = outcome.is_err(),
+                    "instantiating this plugin asks the host for something; its calls get no spare instance"
+                );
+                return None;
+            }
+        };
+        let fuel_spent = self
+            .limits
+            .fuel
+            .saturating_sub(store.get_fuel().unwrap_or(0));
+        Some(Spare {
+            store,
+            instance,
+            fuel_spent,
+            made: Instant::now(),
+            _slot: slot,
+            _spare: spare_permit,
+        })
+    }
+
+    /// Drop the spare once it is [too old](SPARE_MAX_AGE) to be used, until none is left.
+    async fn sweep_spares(&self) {
+        let slot = &self.spare;
+        loop {
+            tokio::time::sleep(SPARE_MAX_AGE).await;
+            let stale = {
+                let mut ready = slot.ready.lock().unwrap_or_else(PoisonError::into_inner);
+                match ready.as_ref() {
+                    Some(spare) if spare.made.elapsed() < SPARE_MAX_AGE => continue,
+                    Some(_) => {
+                        metrics().spare_instance("expired");
+                        ready.take()
+                    }
+                    None => {
+                        // Under the lock: a spare stored after this starts its own sweeper.
+                        slot.sweeping.store(false, Ordering::Release);
+                        return;
+                    }
+                }
+            };
+            drop(stale);
+        }
+    }
+}
+
+/// Drop a spare in a task of its own (its slot is reset there), or here without a runtime.
+fn drop_off_path(spare: Spare) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn(async move { drop(spare) })),
+        Err(_) => drop(spare),
     }
 }
 
@@ -600,29 +801,31 @@ impl ActiveCall {
         used
     }
 
-    /// Drop the store off the answer's path (after [`Self::finish`] counted its fuel): its
-    /// host is let go here,
-    /// and freeing the instance and resetting its pool slot (zeroing the pages the call
-    /// dirtied) then run in a task of their own, which the runtime runs after the task the
-    /// answer wakes (the writer takes the worker's next slot). The slot is held until then.
-    /// Without a runtime, dropped here.
-    /// End the call whose outcome is `result`: a call that failed (trapped, ran out of fuel
+    /// End the call whose outcome is `result`. A call that failed (trapped, ran out of fuel
     /// or memory) is dropped here, so that what it held (a memory bomb's pages) is gone
-    /// before its answer goes; one that returned is [retired](Self::retire).
-    fn end<T>(self, result: &Result<T, CallError>) {
-        if result.is_ok() {
-            self.retire();
+    /// before its answer goes. One that returned is retired off the answer's path: its host
+    /// is let go here; then, in one task of its own (which the runtime runs after the task
+    /// the answer wakes: the writer takes the worker's next slot), the store is dropped
+    /// (freeing the instance and resetting its pool slot, zeroing the pages the call
+    /// dirtied) and `code`'s next spare instance is made, if it wants one. Without a
+    /// runtime, the store is dropped here.
+    fn end<T>(mut self, result: &Result<T, CallError>, code: &PluginCode) {
+        if result.is_err() {
+            return;
         }
-    }
-
-    fn retire(mut self) {
         // Nothing of the request may outlive its answer (the session checks that nothing
         // holds its input round once the call returned).
         self.store.data_mut().detach_host();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn(async move { drop(self) })),
-            Err(_) => drop(self),
-        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let next = code.claim_spare().then(|| code.clone());
+        drop(runtime.spawn(async move {
+            drop(self);
+            if let Some(code) = next {
+                code.fill_spare().await;
+            }
+        }));
     }
 
     fn check<T>(&mut self, outcome: wasmtime::Result<T>) -> Result<T, CallError> {

@@ -2,7 +2,9 @@
 //! environment variables, HTTP hosts; never sockets, arguments or stdin), a memory limiter
 //! that records what it refused, capped output pipes, and the contexts of the host's own
 //! capabilities (`wasi:keyvalue`, `wasi:config`, the caller, the plugin world's `host`
-//! interface), each lent to its host traits through one accessor.
+//! interface), each lent to its host traits through one accessor. The accessors count what
+//! they lend, so that an instance prepared ahead of its call can be shown to have asked the
+//! host for nothing before the call's own context was bound into it ([`HostState::bind`]).
 //!
 //! Depends on `policy` and the engine's capability modules (`caller`, `config`, `http`,
 //! `keyvalue`, `plugin_host`); none of them depends on it.
@@ -48,6 +50,25 @@ pub struct HostState {
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stdout: CappedPipe,
     pub(crate) stderr: CappedPipe,
+    /// How many times a capability was lent to a host function (saturating).
+    lent: u32,
+}
+
+/// What belongs to one call rather than to the plugin: who it is for and where its `host`
+/// imports, state and configuration come from. An instance prepared ahead of its call is
+/// built with a neutral one (no caller, [`super::Detached`]) and gets the call's own at
+/// [`HostState::bind`].
+pub struct CallContext {
+    /// Its state access.
+    pub keyvalue: KeyValueCtx,
+    /// Its `caller` import.
+    pub caller: CallerCtx,
+    /// Its `wasi:config` values.
+    pub config: ConfigCtx,
+    /// Where its `host` imports go.
+    pub host: Arc<dyn CallHost>,
+    /// Set when it is refused a grant.
+    pub denied: Arc<AtomicBool>,
 }
 
 impl HostState {
@@ -61,11 +82,15 @@ impl HostState {
         plugin: PluginName,
         policy: &Policy,
         http_grants: &Arc<[HttpGrant]>,
-        keyvalue: KeyValueCtx,
-        (caller, config): (CallerCtx, ConfigCtx),
-        host: Arc<dyn CallHost>,
-        denied: Arc<AtomicBool>,
+        call: CallContext,
     ) -> Result<Self, String> {
+        let CallContext {
+            keyvalue,
+            caller,
+            config,
+            host,
+            denied,
+        } = call;
         let limits = &policy.limits;
         let stdout = CappedPipe::new(limits.output_bytes);
         let stderr = CappedPipe::new(limits.output_bytes);
@@ -119,7 +144,35 @@ impl HostState {
             limiter: MemoryLimiter::new(limits.memory_bytes),
             stdout,
             stderr,
+            lent: 0,
         })
+    }
+
+    /// Give a state built ahead of its call (with a neutral [`CallContext`]) the call's own
+    /// context: what the guest asks of the host from now on is answered for this call.
+    pub fn bind(&mut self, call: CallContext) {
+        let CallContext {
+            keyvalue,
+            caller,
+            config,
+            host,
+            denied,
+        } = call;
+        self.plugin_host = PluginHostCtx::new(self.plugin.clone(), host);
+        self.http_gate.bind(denied);
+        self.keyvalue = keyvalue;
+        self.caller = caller;
+        self.config = config;
+    }
+
+    /// How many times a capability was lent to a host function since the state was made:
+    /// zero means the guest has asked the host for nothing (not even the time).
+    pub fn lent(&self) -> u32 {
+        self.lent
+    }
+
+    fn lend(&mut self) {
+        self.lent = self.lent.saturating_add(1);
     }
 
     /// The plugin this call runs.
@@ -139,21 +192,25 @@ impl HostState {
 
     /// The call's `host` imports, for their host traits.
     pub(crate) fn plugin_host(&mut self) -> &mut PluginHostCtx {
+        self.lend();
         &mut self.plugin_host
     }
 
     /// The call's `caller` import, for its host trait.
     pub(crate) fn caller(&mut self) -> &mut CallerCtx {
+        self.lend();
         &mut self.caller
     }
 
     /// The call's `wasi:config/store` values, for its host traits.
     pub(crate) fn config(&mut self) -> wasmtime_wasi_config::WasiConfig<'_> {
+        self.lend();
         self.config.view()
     }
 
     /// The call's `wasi:keyvalue` capability, for its host traits.
     pub(crate) fn keyvalue(&mut self) -> KeyValueView<'_> {
+        self.lend();
         KeyValueView {
             ctx: &mut self.keyvalue,
             table: &mut self.table,
@@ -163,6 +220,7 @@ impl HostState {
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        self.lend();
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
@@ -172,6 +230,7 @@ impl WasiView for HostState {
 
 impl WasiHttpView for HostState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
+        self.lend();
         WasiHttpCtxView {
             ctx: &mut self.http,
             table: &mut self.table,

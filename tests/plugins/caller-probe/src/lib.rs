@@ -19,7 +19,11 @@ struct Note {
     text: String,
 }
 
+/// Calls this instance has served: a fresh instance per call keeps it at one.
+static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 fn whoami(_: NoArgs) -> String {
+    let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
     let Some(caller) = mcpbox_sdk::caller() else {
         return json!({ "caller": null }).to_string();
     };
@@ -35,6 +39,7 @@ fn whoami(_: NoArgs) -> String {
         "scopes": caller.scopes,
         "all_scopes": caller.all_scopes,
         "admin": caller.has_scope("admin"),
+        "calls_in_this_instance": calls,
     })
     .to_string()
 }
