@@ -114,6 +114,8 @@ async fn load(
         cache_dir: cache_dir.or_else(ComponentCache::default_dir),
         state,
         secrets: Arc::new(crate::policy::config::SecretsCell::new(secrets)),
+        // One call, then the process ends: no instance to prepare ahead.
+        spares: crate::engine::SpareInstances::Never,
         ..RuntimeConfig::default()
     })?;
     let plugins = load_from(&runtime, path, limits, sections).await?;

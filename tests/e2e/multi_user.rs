@@ -256,7 +256,8 @@ fn counter(metrics: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Calls in quick succession run on instances prepared ahead of them (spares). Alternating
+/// Calls in quick succession run on instances prepared ahead of them (spares,
+/// `--spare-instances always`). Alternating
 /// two callers, each answer is still its own caller's (id, secret, notes), every call finds
 /// its instance fresh (a static counter at one), and spares no call takes are dropped after a
 /// second, leaving no instance held.
@@ -279,6 +280,9 @@ async fn instances_prepared_ahead_carry_nothing_from_one_caller_to_the_next() {
             secrets.to_str().unwrap(),
             "--metrics-addr",
             "127.0.0.1:0",
+            // Every plugin, not only those slow to instantiate.
+            "--spare-instances",
+            "always",
         ],
     )
     .await;

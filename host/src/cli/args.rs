@@ -530,6 +530,12 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_MAX_INSTANCES", default_value_t = RuntimeConfig::default().max_instances)]
     pub max_instances: u32,
 
+    /// Which plugins' calls find their instance prepared ahead of them (made after the
+    /// previous call, off its answer's path; at most one per plugin and an eighth of
+    /// `--max-instances`, dropped unused after a second).
+    #[arg(long, env = "MCPBOX_SPARE_INSTANCES", value_enum, default_value_t = crate::engine::SpareInstances::Auto)]
+    pub spare_instances: crate::engine::SpareInstances,
+
     /// The secret that signs `requestState` of 2026-07-28 input requests; replicas that share
     /// it accept each other's state [default: random, for this process only].
     #[arg(
@@ -610,6 +616,7 @@ impl ServeArgs {
                 .max(RuntimeConfig::default().max_memory_bytes),
             state: self.state.config(),
             secrets: Arc::new(crate::policy::config::SecretsCell::new(self.secrets()?)),
+            spares: self.spare_instances,
         };
         let sections = Arc::new(self.sections(&plugin_dir));
         let trust = self.trust(&plugin_dir);

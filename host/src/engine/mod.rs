@@ -155,6 +155,21 @@ pub struct RuntimeConfig {
     /// The operator's secrets, for plugins' `[config]` keys that name them (read again on
     /// SIGHUP).
     pub secrets: Arc<SecretsCell>,
+    /// Which plugins' calls get instances prepared ahead of them.
+    pub spares: SpareInstances,
+}
+
+/// Which plugins' calls get an instance prepared ahead of them (a spare, made after each
+/// call off its answer's path; see `engine::plugin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SpareInstances {
+    /// Plugins slow to instantiate (250 µs or more on average, as a Python component is).
+    #[default]
+    Auto,
+    /// Every plugin: the least latency where cores are free, for some CPU more a call.
+    Always,
+    /// None: every call instantiates its own.
+    Never,
 }
 
 impl Default for RuntimeConfig {
@@ -166,6 +181,7 @@ impl Default for RuntimeConfig {
             max_memory_bytes: 1 << 30,
             state: StateConfig::default_place(),
             secrets: Arc::new(SecretsCell::new(Secrets::none())),
+            spares: SpareInstances::Auto,
         }
     }
 }
@@ -216,7 +232,8 @@ pub struct Runtime {
     linker: Arc<Linker<HostState>>,
     slots: Arc<Semaphore>,
     /// How many slots may hold spare instances (prepared for a plugin's next call): an
-    /// eighth of them, so that spares never keep calls waiting while most slots are free.
+    /// eighth of them (none under `--spare-instances never`), so that spares never keep
+    /// calls waiting while most slots are free.
     spares: Arc<Semaphore>,
     config: Arc<RuntimeConfig>,
     cache: Option<ComponentCache>,
@@ -306,7 +323,11 @@ impl Runtime {
                 crate::metrics::metrics().set_instance_slots(instances);
                 Arc::new(Semaphore::new(instances as usize))
             },
-            spares: Arc::new(Semaphore::new(instances as usize / 8)),
+            spares: Arc::new(Semaphore::new(if config.spares == SpareInstances::Never {
+                0
+            } else {
+                instances as usize / 8
+            })),
             config: Arc::new(config),
             cache,
             state: Arc::new(state),

@@ -1,15 +1,18 @@
 //! One compiled, linked plugin, and running calls into it under its limits: each call in a
-//! fresh instance, which after the plugin's first call is prepared ahead of it (a spare).
+//! fresh instance, which for a plugin slow to instantiate is prepared ahead of the call (a
+//! spare).
 //!
-//! A spare is instantiated off the answer's path, once a call has ended, with no caller
-//! bound: it is used only if instantiating it asked nothing of the host (no host function
-//! was lent a capability, no memory growth was refused), so that it is exactly what
-//! instantiating at the call would have made; the call then binds its own context into it
-//! ([`HostState::bind`]) and is charged the fuel instantiation used. Each spare serves one
-//! call, at most [`SPARE_MAX_AGE`] after it was made (a granted directory is opened when
-//! it is made); a plugin whose instantiation does touch the host gets none.
+//! A plugin whose instantiation takes at least [`SPARE_MIN_INSTANTIATE`] on average (a
+//! Python component's does) gets spares: after each call, the next call's instance is
+//! made off the answer's path, with no caller bound, and a call that finds one being made
+//! waits for it. A spare is used only if instantiating it asked nothing of the host (no
+//! host function was lent a capability, no memory growth was refused), so that it is
+//! exactly what instantiating at the call would have made; the call then binds its own
+//! context into it ([`HostState::bind`]) and is charged the fuel instantiation used. Each
+//! spare serves one call, at most [`SPARE_MAX_AGE`] after it was made (a granted directory
+//! is opened when it is made); a plugin whose instantiation does touch the host gets none.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -26,7 +29,8 @@ use super::plugin_host::{MAX_LOG_MESSAGE_BYTES, log_line};
 use super::state::{CallContext, HostState};
 use super::{
     CallHost, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
-    PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Runtime, Tool, ToolResult,
+    PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Runtime, SpareInstances, Tool,
+    ToolResult,
 };
 use crate::metrics::{CallKind, CallOutcome, GaugeGuard, metrics};
 use crate::policy::{HttpGrant, Limits, PluginName, Policy};
@@ -112,6 +116,58 @@ struct SpareSlot {
     sweeping: AtomicBool,
     /// Instantiating the plugin touches the host: it gets no spares.
     off: AtomicBool,
+    /// How long instantiating the plugin takes, in ns (a moving average over calls and
+    /// spares): spares are made only when it is worth a hand-off.
+    instantiate_ns: AtomicU64,
+    /// Told when a spare being made is ready (or failed).
+    made: tokio::sync::Notify,
+    /// The plugin was instantiated once (the cold instantiation, not counted, is done).
+    warm: AtomicBool,
+}
+
+/// Instantiating a plugin must take at least this long (on average) for its calls to get
+/// spares: below it, handing the work to another task costs about what it saves. Measured on
+/// 2 cores shared with the client (BENCHMARKS.md, "Spare instances"): the Rust plugins
+/// instantiate in 30–50 µs and the JavaScript example in about 100, and spares left their
+/// p50 within ±7% for up to 10% more CPU a call; the Python example instantiates in 1.1 ms,
+/// and spares took its p50 from 3.9 ms to 2.9–3.2.
+pub const SPARE_MIN_INSTANTIATE: Duration = Duration::from_micros(250);
+
+impl SpareSlot {
+    /// Record how long one instantiation of `plugin` took (logged at trace, target
+    /// `mcpbox::calls`).
+    fn took(&self, plugin: &PluginName, elapsed: Duration) {
+        let sample = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        // The first is cold (the compiled code's pages are touched for the first time: 0.7–6
+        // ms where later ones take 30–50 µs), and does not count.
+        if !self.warm.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        // A moving average over about eight instantiations; the first warm one counts whole.
+        let before = self
+            .instantiate_ns
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |average| {
+                Some(if average == 0 {
+                    sample
+                } else {
+                    average - average / 8 + sample / 8
+                })
+            })
+            .unwrap_or(0);
+        tracing::trace!(
+            target: "mcpbox::calls",
+            %plugin,
+            instantiate_us = sample / 1000,
+            average_before_us = before / 1000,
+            "instantiated"
+        );
+    }
+
+    /// Whether instantiating takes long enough to be worth doing ahead.
+    fn worth_it(&self) -> bool {
+        let average = Duration::from_nanos(self.instantiate_ns.load(Ordering::Relaxed));
+        average >= SPARE_MIN_INSTANTIATE
+    }
 }
 
 /// An instance made ahead of its call, with no caller bound.
@@ -578,7 +634,7 @@ impl PluginCode {
         denied: Arc<AtomicBool>,
         limits: Limits,
     ) -> Result<ActiveCall, CallError> {
-        if let Some(spare) = self.take_spare() {
+        if let Some(spare) = self.next_spare().await {
             let Spare {
                 mut store,
                 instance,
@@ -604,22 +660,39 @@ impl PluginCode {
             .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
         drop(waiting);
         let in_use = metrics().in_use();
+        let began = Instant::now();
         let mut store = self.new_store(self.call_context(host, denied), &limits)?;
         match self.pre.instantiate_async(&mut store).await {
-            Ok(instance) => Ok(ActiveCall {
-                store,
-                instance,
-                limits,
-                started: Instant::now(),
-                fuel_used: None,
-                _slot: (slot, in_use),
-            }),
+            Ok(instance) => {
+                self.spare.took(&self.name, began.elapsed());
+                Ok(ActiveCall {
+                    store,
+                    instance,
+                    limits,
+                    started: Instant::now(),
+                    fuel_used: None,
+                    _slot: (slot, in_use),
+                })
+            }
             Err(e) => {
                 let error = classify(&mut store, &e, &limits);
                 log_output(&mut store);
                 Err(error)
             }
         }
+    }
+
+    /// The spare instance, if one is ready, or being made (it will be ready before an
+    /// instance this call would begin now), and not too old.
+    async fn next_spare(&self) -> Option<Spare> {
+        let slot = &self.spare;
+        let made = slot.made.notified();
+        tokio::pin!(made);
+        made.as_mut().enable();
+        if slot.preparing.load(Ordering::Acquire) {
+            made.await;
+        }
+        self.take_spare()
     }
 
     /// The spare instance, if one is ready and not too old.
@@ -644,7 +717,15 @@ impl PluginCode {
     /// made, or the plugin gets none. Whoever claims it calls [`Self::fill_spare`].
     fn claim_spare(&self) -> bool {
         let slot = &self.spare;
-        if slot.off.load(Ordering::Relaxed) || slot.preparing.swap(true, Ordering::AcqRel) {
+        let wanted = match self.runtime.config.spares {
+            SpareInstances::Auto => slot.worth_it(),
+            SpareInstances::Always => true,
+            SpareInstances::Never => false,
+        };
+        if !wanted
+            || slot.off.load(Ordering::Relaxed)
+            || slot.preparing.swap(true, Ordering::AcqRel)
+        {
             return false;
         }
         let ready = slot
@@ -668,6 +749,7 @@ impl PluginCode {
             *slot.ready.lock().unwrap_or_else(PoisonError::into_inner) = Some(spare);
         }
         slot.preparing.store(false, Ordering::Release);
+        slot.made.notify_waiters();
         if made && !slot.sweeping.swap(true, Ordering::AcqRel) {
             self.sweep_spares().await;
         }
@@ -681,8 +763,10 @@ impl PluginCode {
         let spare_permit = Arc::clone(&self.runtime.spares).try_acquire_owned().ok()?;
         let slot = Arc::clone(&self.runtime.slots).try_acquire_owned().ok()?;
         let neutral = self.call_context(Arc::new(super::Detached), Arc::default());
+        let began = Instant::now();
         let mut store = self.new_store(neutral, &self.limits).ok()?;
         let made = self.pre.instantiate_async(&mut store).await;
+        self.spare.took(&self.name, began.elapsed());
         let state = store.data();
         let touched = state.lent() > 0 || state.limiter.refused.is_some();
         let instance = match made {

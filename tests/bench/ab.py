@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Compare two (or more) builds of mcpbox on one tools/call, in interleaved rounds.
+
+Each round starts every build in turn over stdio with the same plugin directory, sends
+`--warmup` calls and then `--calls` sequential calls of the same request, one at a time, with
+a raw JSON-RPC client (pipes, no SDK), and reports the round trip's p50 and p99 and the
+server's CPU time per call (user + system of the whole process, from /proc). Interleaving
+rounds is what makes a difference of a few percent visible on a shared machine, where the
+speed of the whole machine drifts by more than that between runs. Standard library only.
+
+    python3 tests/bench/ab.py OLD_MCPBOX NEW_MCPBOX --plugins DIR \
+        --request '{"name": "echo", "arguments": {"text": "hello"}}'
+
+A build whose file name contains `native` is taken for `native-echo` (`--tools 1`), so the
+baseline of mcpbench can run beside them on the same request.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+
+def run(binary, plugins, request, calls, warmup):
+    with tempfile.TemporaryDirectory() as state:
+        if "native" in os.path.basename(binary):
+            argv = [binary, "--tools", "1"]
+        else:
+            argv = [binary, "serve", "--plugins", plugins, "--state-dir", state]
+        server = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+        )
+        try:
+            return measure(server, request, calls, warmup)
+        finally:
+            server.kill()
+            server.wait()
+
+
+def measure(server, request, calls, warmup):
+    into, out = server.stdin.fileno(), server.stdout.fileno()
+    pending = b""
+
+    def exchange(line):
+        nonlocal pending
+        os.write(into, line)
+        while b"\n" not in pending:
+            chunk = os.read(out, 1 << 16)
+            if not chunk:
+                raise SystemExit("the server closed its output")
+            pending += chunk
+        answer, pending = pending.split(b"\n", 1)
+        return answer
+
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "ab", "version": "1"},
+        },
+    }
+    exchange(json.dumps(hello).encode() + b"\n")
+    os.write(into, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    line = (
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": request}).encode()
+        + b"\n"
+    )
+    answer = json.loads(exchange(line))
+    if "error" in answer or answer.get("result", {}).get("isError"):
+        raise SystemExit(f"the call failed: {answer}")
+    for _ in range(warmup):
+        exchange(line)
+
+    def cpu():
+        with open(f"/proc/{server.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    before = cpu()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        exchange(line)
+        times.append(time.perf_counter_ns() - start)
+    used = cpu() - before
+    times.sort()
+    return (
+        times[len(times) // 2] / 1000,
+        times[min(len(times) - 1, len(times) * 99 // 100)] / 1000,
+        used / calls * 1e6,
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("builds", nargs="+", help="mcpbox binaries (or native-echo)")
+    parser.add_argument("--plugins", required=True, help="the plugin directory every build serves")
+    parser.add_argument(
+        "--request",
+        default='{"name": "echo", "arguments": {"text": "hello"}}',
+        help="the tools/call params, as JSON",
+    )
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=6)
+    args = parser.parse_args()
+    request = json.loads(args.request)
+    results = {build: [] for build in args.builds}
+    for round_ in range(args.rounds):
+        for build in args.builds:
+            p50, p99, cpu = run(build, args.plugins, request, args.calls, args.warmup)
+            results[build].append((p50, p99, cpu))
+            print(
+                f"round {round_ + 1} {build}: p50 {p50:.1f} µs, p99 {p99:.1f} µs, "
+                f"server CPU {cpu:.1f} µs a call",
+                flush=True,
+            )
+    print("\nmedian over rounds:")
+    for build, rows in results.items():
+        p50, p99, cpu = (statistics.median(row[i] for row in rows) for i in range(3))
+        print(f"  {build}: p50 {p50:.1f} µs, p99 {p99:.1f} µs, server CPU {cpu:.1f} µs a call")
+
+
+if __name__ == "__main__":
+    main()
