@@ -128,9 +128,9 @@ struct SpareSlot {
 /// Instantiating a plugin must take at least this long (on average) for its calls to get
 /// spares: below it, handing the work to another task costs about what it saves. Measured on
 /// 2 cores shared with the client (BENCHMARKS.md, "Spare instances"): the Rust plugins
-/// instantiate in 30–50 µs and the JavaScript example in about 100, and spares left their
-/// p50 within ±7% for up to 10% more CPU a call; the Python example instantiates in 1.1 ms,
-/// and spares took its p50 from 3.9 ms to 2.9–3.2.
+/// instantiate in 30–50 µs and the JavaScript example in about 100, and spares moved their
+/// p50 0.94–1.09× for 5–19% more CPU a call; the Python example instantiates in 1.1 ms, and
+/// spares took its p50 0.74–0.95× in three sets of rounds, for less CPU.
 pub const SPARE_MIN_INSTANTIATE: Duration = Duration::from_micros(250);
 
 impl SpareSlot {
@@ -686,11 +686,14 @@ impl PluginCode {
     /// instance this call would begin now), and not too old.
     async fn next_spare(&self) -> Option<Spare> {
         let slot = &self.spare;
-        let made = slot.made.notified();
-        tokio::pin!(made);
-        made.as_mut().enable();
         if slot.preparing.load(Ordering::Acquire) {
-            made.await;
+            let made = slot.made.notified();
+            tokio::pin!(made);
+            made.as_mut().enable();
+            // Made (and told) before the waiter was registered: nothing to wait for.
+            if slot.preparing.load(Ordering::Acquire) {
+                made.await;
+            }
         }
         self.take_spare()
     }
