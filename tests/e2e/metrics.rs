@@ -22,19 +22,7 @@ async fn stdio_mode_serves_metrics_on_metrics_addr() {
             .unwrap();
         assert_eq!(tool_text(&result).0, "x");
     }
-    let log = stderr.wait_for("serving Prometheus metrics").await;
-    let line = log
-        .lines()
-        .find(|l| l.contains("serving Prometheus metrics"))
-        .unwrap();
-    let address = line
-        .split("bound=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line}"));
-    let response = reqwest::get(format!("http://{address}/metrics"))
-        .await
-        .unwrap();
+    let response = reqwest::get(stderr.metrics_url().await).await.unwrap();
     assert_eq!(response.status(), 200);
     assert!(
         response.headers()["content-type"]

@@ -96,32 +96,55 @@ pub(crate) async fn json_of(
     serde_json::from_str(&text).unwrap_or_else(|_| panic!("{name}: not JSON: {text}"))
 }
 
-#[tokio::test]
-async fn two_callers_each_have_an_id_state_and_secrets_of_their_own() {
+/// The fixture plugins served over HTTP to two token principals, alice (with `alice_scopes`)
+/// and bob, with the secrets file and `extra` flags, each connected with rmcp's client.
+struct TwoCallers {
+    server: HttpServer,
+    alice: RunningService<RoleClient, RecordingClient>,
+    bob: RunningService<RoleClient, RecordingClient>,
+    /// The plugin and configuration directories, kept while the server runs.
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+async fn two_callers(alice_scopes: &[&str], extra: &[&str]) -> TwoCallers {
     let dir = plugins();
     let config_dir = tempfile::tempdir().unwrap();
     let config = token_config(
         config_dir.path(),
-        &[("alice", ALICE, &["admin"]), ("bob", BOB, &[])],
+        &[("alice", ALICE, alice_scopes), ("bob", BOB, &[])],
         "",
     );
     let secrets = secrets(config_dir.path());
-    let server = HttpServer::start(
-        dir.path(),
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--secrets",
-            secrets.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let mut args = vec![
+        "--config",
+        config.to_str().unwrap(),
+        "--secrets",
+        secrets.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let server = HttpServer::start(dir.path(), &args).await;
     let alice = server
         .connect(RecordingClient::new(&json!({})), Some(ALICE))
         .await;
     let bob = server
         .connect(RecordingClient::new(&json!({})), Some(BOB))
         .await;
+    TwoCallers {
+        server,
+        alice,
+        bob,
+        _dirs: (dir, config_dir),
+    }
+}
+
+#[tokio::test]
+async fn two_callers_each_have_an_id_state_and_secrets_of_their_own() {
+    let TwoCallers {
+        server,
+        alice,
+        bob,
+        _dirs,
+    } = two_callers(&["admin"], &[]).await;
 
     // Who is calling: an opaque id (not the token, not its name), stable across calls and
     // sessions, different per caller; the kind, the name and the scopes.
@@ -263,21 +286,15 @@ fn counter(metrics: &str, series: &str) -> f64 {
 /// second, leaving no instance held.
 #[tokio::test]
 async fn instances_prepared_ahead_carry_nothing_from_one_caller_to_the_next() {
-    let dir = plugins();
-    let config_dir = tempfile::tempdir().unwrap();
-    let config = token_config(
-        config_dir.path(),
-        &[("alice", ALICE, &[]), ("bob", BOB, &[])],
-        "",
-    );
-    let secrets = secrets(config_dir.path());
-    let server = HttpServer::start(
-        dir.path(),
+    let TwoCallers {
+        server,
+        alice,
+        bob,
+        _dirs,
+    } = two_callers(
+        &[],
         &[
-            "--config",
-            config.to_str().unwrap(),
-            "--secrets",
-            secrets.to_str().unwrap(),
+            // The metrics on a listener of their own, without the MCP listener's tokens.
             "--metrics-addr",
             "127.0.0.1:0",
             // Every plugin, not only those slow to instantiate.
@@ -286,26 +303,7 @@ async fn instances_prepared_ahead_carry_nothing_from_one_caller_to_the_next() {
         ],
     )
     .await;
-    let alice = server
-        .connect(RecordingClient::new(&json!({})), Some(ALICE))
-        .await;
-    let bob = server
-        .connect(RecordingClient::new(&json!({})), Some(BOB))
-        .await;
-    // The metrics listener of its own, without the MCP listener's tokens.
-    let log = server.stderr.wait_for("serving Prometheus metrics").await;
-    let address = log
-        .lines()
-        .find_map(|l| {
-            l.split("serving Prometheus metrics")
-                .nth(1)?
-                .split("bound=")
-                .nth(1)
-        })
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no metrics address in {log}"))
-        .to_owned();
-    let metrics_url = format!("http://{address}/metrics");
+    let metrics_url = server.stderr.metrics_url().await;
     let metrics = async || {
         reqwest::get(&metrics_url)
             .await

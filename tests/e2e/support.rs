@@ -194,6 +194,19 @@ impl Stderr {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+
+    /// The metrics URL of a server started with `--metrics-addr`, from its log.
+    pub async fn metrics_url(&self) -> String {
+        const SAID: &str = "serving Prometheus metrics";
+        let log = self.wait_for(SAID).await;
+        let line = log.lines().find(|l| l.contains(SAID)).unwrap_or_default();
+        let address = line
+            .split("bound=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no address in {line}"));
+        format!("http://{address}/metrics")
+    }
 }
 
 /// The official Rust MCP client connected to a fresh `mcpbox` over stdio.

@@ -39,13 +39,11 @@ pub const MAX_HTTP_FIELDS_BYTES: usize = 64 << 10;
 /// Everything one call's `Store` holds.
 pub struct HostState {
     pub(crate) plugin: PluginName,
-    plugin_host: PluginHostCtx,
+    /// What belongs to the call rather than to the plugin.
+    bound: Bound,
     wasi: WasiCtx,
     http: WasiHttpCtx,
     http_gate: HttpGate,
-    keyvalue: KeyValueCtx,
-    caller: CallerCtx,
-    config: ConfigCtx,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stdout: CappedPipe,
@@ -71,6 +69,27 @@ pub struct CallContext {
     pub denied: Arc<AtomicBool>,
 }
 
+/// The capabilities a [`CallContext`] fills in, as the store's state holds them; the
+/// context's refusal flag goes to the HTTP gate.
+struct Bound {
+    plugin_host: PluginHostCtx,
+    keyvalue: KeyValueCtx,
+    caller: CallerCtx,
+    config: ConfigCtx,
+}
+
+impl Bound {
+    fn of(plugin: &PluginName, call: CallContext) -> (Self, Arc<AtomicBool>) {
+        let bound = Self {
+            plugin_host: PluginHostCtx::new(plugin.clone(), call.host),
+            keyvalue: call.keyvalue,
+            caller: call.caller,
+            config: call.config,
+        };
+        (bound, call.denied)
+    }
+}
+
 impl HostState {
     /// A fresh state for one call into `plugin`, with exactly the capabilities its policy
     /// grants: its directories, its environment variables, HTTP to its hosts, and `keyvalue`
@@ -84,13 +103,7 @@ impl HostState {
         http_grants: &Arc<[HttpGrant]>,
         call: CallContext,
     ) -> Result<Self, String> {
-        let CallContext {
-            keyvalue,
-            caller,
-            config,
-            host,
-            denied,
-        } = call;
+        let (bound, denied) = Bound::of(&plugin, call);
         let limits = &policy.limits;
         let stdout = CappedPipe::new(limits.output_bytes);
         let stderr = CappedPipe::new(limits.output_bytes);
@@ -127,16 +140,13 @@ impl HostState {
         let mut http = WasiHttpCtx::new();
         http.set_field_size_limit(MAX_HTTP_FIELDS_BYTES);
         Ok(Self {
-            plugin_host: PluginHostCtx::new(plugin.clone(), host),
+            bound,
             http_gate: HttpGate::new(
                 plugin.clone(),
                 Arc::clone(http_grants),
                 policy.http_public,
                 denied,
             ),
-            keyvalue,
-            caller,
-            config,
             plugin,
             wasi: wasi.build(),
             http,
@@ -151,18 +161,9 @@ impl HostState {
     /// Give a state built ahead of its call (with a neutral [`CallContext`]) the call's own
     /// context: what the guest asks of the host from now on is answered for this call.
     pub fn bind(&mut self, call: CallContext) {
-        let CallContext {
-            keyvalue,
-            caller,
-            config,
-            host,
-            denied,
-        } = call;
-        self.plugin_host = PluginHostCtx::new(self.plugin.clone(), host);
+        let (bound, denied) = Bound::of(&self.plugin, call);
+        self.bound = bound;
         self.http_gate.bind(denied);
-        self.keyvalue = keyvalue;
-        self.caller = caller;
-        self.config = config;
     }
 
     /// How many times a capability was lent to a host function since the state was made:
@@ -182,37 +183,37 @@ impl HostState {
 
     /// Where the call's `host` imports go.
     pub(crate) fn call_host(&self) -> &Arc<dyn CallHost> {
-        self.plugin_host.call_host()
+        self.bound.plugin_host.call_host()
     }
 
     /// Let go of the call's host once the call has returned (see [`PluginHostCtx::detach`]).
     pub(crate) fn detach_host(&mut self) {
-        self.plugin_host.detach();
+        self.bound.plugin_host.detach();
     }
 
     /// The call's `host` imports, for their host traits.
     pub(crate) fn plugin_host(&mut self) -> &mut PluginHostCtx {
         self.lend();
-        &mut self.plugin_host
+        &mut self.bound.plugin_host
     }
 
     /// The call's `caller` import, for its host trait.
     pub(crate) fn caller(&mut self) -> &mut CallerCtx {
         self.lend();
-        &mut self.caller
+        &mut self.bound.caller
     }
 
     /// The call's `wasi:config/store` values, for its host traits.
     pub(crate) fn config(&mut self) -> wasmtime_wasi_config::WasiConfig<'_> {
         self.lend();
-        self.config.view()
+        self.bound.config.view()
     }
 
     /// The call's `wasi:keyvalue` capability, for its host traits.
     pub(crate) fn keyvalue(&mut self) -> KeyValueView<'_> {
         self.lend();
         KeyValueView {
-            ctx: &mut self.keyvalue,
+            ctx: &mut self.bound.keyvalue,
             table: &mut self.table,
         }
     }
