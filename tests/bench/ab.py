@@ -13,6 +13,10 @@ speed of the whole machine drifts by more than that between runs. Standard libra
 
 A build whose file name contains `native` is taken for `native-echo` (`--tools 1`), so the
 baseline of mcpbench can run beside them on the same request.
+
+With `--startup N`, each round instead starts every build N times and reports the median time
+from the spawn to the answer to the first `tools/list` (after `initialize`), each build with a
+compiled-component cache of its own, filled by one start before the rounds (a warm cache).
 """
 
 import argparse
@@ -24,19 +28,68 @@ import tempfile
 import time
 
 
+def spawn(binary, plugins, state, cache=None):
+    if "native" in os.path.basename(binary):
+        argv = [binary, "--tools", "1"]
+    else:
+        argv = [binary, "serve", "--plugins", plugins, "--state-dir", state]
+        if cache:
+            argv += ["--cache-dir", cache]
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        bufsize=0,
+    )
+
+
+def start_up(binary, plugins, cache):
+    """Milliseconds from the spawn to the first tools/list answer."""
+    with tempfile.TemporaryDirectory() as state:
+        began = time.perf_counter_ns()
+        server = spawn(binary, plugins, state, cache)
+        try:
+            into, out = server.stdin.fileno(), server.stdout.fileno()
+            hello = json.dumps(HELLO).encode() + b"\n"
+            listing = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+            listing += b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n'
+            os.write(into, hello)
+            pending = b""
+            answers = 0
+            sent = False
+            while answers < 2:
+                chunk = os.read(out, 1 << 16)
+                if not chunk:
+                    raise SystemExit("the server closed its output")
+                pending += chunk
+                while b"\n" in pending:
+                    _, pending = pending.split(b"\n", 1)
+                    answers += 1
+                if answers >= 1 and not sent:
+                    os.write(into, listing)
+                    sent = True
+            return (time.perf_counter_ns() - began) / 1e6
+        finally:
+            server.kill()
+            server.wait()
+
+
+HELLO = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "ab", "version": "1"},
+    },
+}
+
+
 def run(binary, plugins, request, calls, warmup):
     with tempfile.TemporaryDirectory() as state:
-        if "native" in os.path.basename(binary):
-            argv = [binary, "--tools", "1"]
-        else:
-            argv = [binary, "serve", "--plugins", plugins, "--state-dir", state]
-        server = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            bufsize=0,
-        )
+        server = spawn(binary, plugins, state)
         try:
             return measure(server, request, calls, warmup)
         finally:
@@ -59,17 +112,7 @@ def measure(server, request, calls, warmup):
         answer, pending = pending.split(b"\n", 1)
         return answer
 
-    hello = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "ab", "version": "1"},
-        },
-    }
-    exchange(json.dumps(hello).encode() + b"\n")
+    exchange(json.dumps(HELLO).encode() + b"\n")
     os.write(into, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
     line = (
         json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": request}).encode()
@@ -113,7 +156,13 @@ def main():
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument(
+        "--startup", type=int, default=0, metavar="N", help="measure start-up, N starts a round"
+    )
     args = parser.parse_args()
+    if args.startup:
+        startups(args)
+        return
     request = json.loads(args.request)
     results = {build: [] for build in args.builds}
     for round_ in range(args.rounds):
@@ -129,6 +178,28 @@ def main():
     for build, rows in results.items():
         p50, p99, cpu = (statistics.median(row[i] for row in rows) for i in range(3))
         print(f"  {build}: p50 {p50:.1f} µs, p99 {p99:.1f} µs, server CPU {cpu:.1f} µs a call")
+
+
+def startups(args):
+    with tempfile.TemporaryDirectory() as caches:
+        cache = {build: os.path.join(caches, str(i)) for i, build in enumerate(args.builds)}
+        for build in args.builds:
+            start_up(build, args.plugins, cache[build])
+        results = {build: [] for build in args.builds}
+        for round_ in range(args.rounds):
+            for build in args.builds:
+                times = sorted(
+                    start_up(build, args.plugins, cache[build]) for _ in range(args.startup)
+                )
+                results[build].append(statistics.median(times))
+                print(
+                    f"round {round_ + 1} {build}: start-up median {results[build][-1]:.2f} ms,"
+                    f" min {times[0]:.2f} ms",
+                    flush=True,
+                )
+    print("\nmedian over rounds:")
+    for build, rows in results.items():
+        print(f"  {build}: start-up {statistics.median(rows):.2f} ms")
 
 
 if __name__ == "__main__":

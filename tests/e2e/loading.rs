@@ -138,6 +138,14 @@ async fn compiled_plugins_are_cached_and_damaged_entries_are_rebuilt() {
             .request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
             .await;
         assert_eq!(reply["result"]["tools"].as_array().map(Vec::len), Some(4));
+        // A call runs on an instance whose memory starts as the artifact's image.
+        let reply = raw
+            .request(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"from the cache"}}}"#)
+            .await;
+        assert_eq!(
+            reply["result"]["content"][0]["text"], "from the cache",
+            "{reply}"
+        );
         let (_, status) = raw.finish().await;
         assert!(status.success());
     };
@@ -154,6 +162,18 @@ async fn compiled_plugins_are_cached_and_damaged_entries_are_rebuilt() {
         .wait_for("loaded a compiled component from the cache")
         .await;
     serves(raw).await;
+
+    // An entry is mapped while its plugin is loaded: removed meanwhile (by the size limit, or
+    // by hand), the plugin keeps serving from the mapping.
+    let raw = Raw::initialized(dir.path(), &args).await;
+    raw.stderr
+        .wait_for("loaded a compiled component from the cache")
+        .await;
+    let entry = entries()[0].clone();
+    let kept = std::fs::read(&entry).unwrap();
+    std::fs::remove_file(&entry).unwrap();
+    serves(raw).await;
+    std::fs::write(&entry, &kept).unwrap();
 
     // Damaged: discarded, rebuilt, and serving all the same.
     let entry = &entries()[0];

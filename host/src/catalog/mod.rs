@@ -38,3 +38,4 @@ pub use failure::{PluginFailure, Request};
 pub use hub::{EventHub, RelistRequests};
 pub use live::PluginSet;
 pub use merged::{Catalog, Claim, LoadedPlugin, Names, Refusal};
+pub use validate::warm_up as warm_up_validation;

@@ -29,6 +29,21 @@ const MAX_REPORTED: usize = 5;
 /// schemas, even generated ones with hundreds of properties, stay in the low thousands.
 pub const MAX_SCHEMA_COST: u64 = 20_000;
 
+/// Build the JSON Schema 2020-12 meta-schema's validator, which checks every tool's schemas
+/// when a plugin loads, on a thread of its own. Built on first use it is a millisecond and
+/// a half of a start-up's critical path; begun when serving starts, it is built on the other
+/// core while the engine's pool is made.
+pub fn warm_up() {
+    let started = std::thread::Builder::new()
+        .name("mcpbox-schemas".into())
+        .spawn(|| {
+            let _ = jsonschema::draft202012::meta::validator();
+        });
+    if let Err(e) = started {
+        tracing::debug!("the meta-schema is built when the first plugin loads: {e}");
+    }
+}
+
 /// The expanded size of `schema`: nodes counted with each local `$ref` replaced by its target
 /// (memoised, so computing it is linear in the schema's text; a `$ref` back into a node being
 /// expanded — recursion — counts 1).

@@ -4,13 +4,20 @@
 //! An entry is named by the SHA-256 of the component's bytes and a hash of everything that
 //! shapes compiled code (the engine's compatibility hash and wasmtime's version), so a changed
 //! plugin or a different engine configuration never finds a stale entry. Entries are written
-//! to a temporary name and renamed into place, so a reader never sees half an entry. Each
-//! entry carries a CRC-32 of its own contents, checked before it is loaded (wasmtime then
-//! checks the header against the engine): a damaged or foreign file is discarded and rebuilt,
+//! to a temporary name and renamed into place, so a reader never sees half an entry, and are
+//! never changed in place afterwards. Each entry is wasmtime's compiled artifact followed by a
+//! CRC-32 of it and a magic string, checked before it is loaded (wasmtime then checks the
+//! artifact's header against the engine): a damaged or foreign file is discarded and rebuilt,
 //! never trusted blindly. A checksum, not a cryptographic hash: a digest stored in the entry
 //! itself could not stop someone able to write the cache anyway, and the CRC costs a tenth as
 //! much at start-up. The cache directory must be writable only by mcpbox's user (the default,
 //! `~/.cache/mcpbox`, is). Every failure of the cache only costs a compilation.
+//!
+//! A hit is mapped, not read: the checksum streams through a small buffer, and wasmtime maps
+//! the file itself (`Component::deserialize_file`), code and memory image alike, so loading
+//! neither allocates nor copies the artifact, and instances map their initial memory from the
+//! file's pages rather than from a copy made for each plugin. (An entry removed while mapped,
+//! by the size limit or by hand, stays readable until its component is dropped.)
 //!
 //! The cache is bounded: after each write, the least recently used entries (by modification
 //! time, which a hit refreshes) are removed until the cache holds at most its size limit
@@ -35,8 +42,11 @@ pub struct ComponentCache {
 /// The default size limit: 1 GiB.
 pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
 
-/// The bytes an entry starts with, before the CRC-32 of its body.
-const MAGIC: &[u8; 8] = b"mcpbox2\n";
+/// The bytes an entry ends with, after the CRC-32 of the artifact before it.
+const MAGIC: &[u8; 8] = b"mcpbox3\n";
+
+/// The checksum and the magic string, after the artifact.
+const TRAILER: usize = 4 + MAGIC.len();
 
 impl ComponentCache {
     /// A cache in `dir` (created if needed) for components compiled by `engine`, holding at
@@ -63,8 +73,10 @@ impl ComponentCache {
 
     fn entry(&self, component: &[u8; 32]) -> PathBuf {
         let digest = hex::encode(component);
+        // `m3`: the layout of the entry (artifact, checksum, magic), so that builds with
+        // another layout sharing the directory never read, and discard, this one's entries.
         self.dir.join(format!(
-            "{digest}-{}-{}.cwasm",
+            "{digest}-{}-{}-m3.cwasm",
             self.engine_key,
             env!("CARGO_PKG_VERSION")
         ))
@@ -74,16 +86,13 @@ impl ComponentCache {
     /// sound one.
     pub fn load(&self, engine: &Engine, component: &[u8; 32]) -> Option<Component> {
         let path = self.entry(component);
-        let bytes = std::fs::read(&path).ok()?;
-        let body = match verified_body(&bytes) {
-            Some(body) => body,
-            None => {
-                tracing::warn!(entry = %path.display(), "discarded a damaged compiled-component cache entry");
-                let _ = std::fs::remove_file(&path);
-                return None;
-            }
-        };
-        match deserialize(engine, body) {
+        let file = std::fs::File::open(&path).ok()?;
+        if !matches!(verified(file), Ok(true)) {
+            tracing::warn!(entry = %path.display(), "discarded a damaged compiled-component cache entry");
+            let _ = std::fs::remove_file(&path);
+            return None;
+        }
+        match deserialize(engine, &path) {
             Ok(component) => {
                 // A hit makes the entry the most recently used.
                 let _ = std::fs::File::options()
@@ -108,10 +117,10 @@ impl ComponentCache {
             .serialize()
             .map_err(|e| format!("{e:#}"))
             .and_then(|body| {
-                let mut bytes = Vec::with_capacity(MAGIC.len() + 4 + body.len());
+                let checksum = crc32fast::hash(&body).to_le_bytes();
+                let mut bytes = body;
+                bytes.extend_from_slice(&checksum);
                 bytes.extend_from_slice(MAGIC);
-                bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-                bytes.extend_from_slice(&body);
                 let temporary = path.with_extension(format!("tmp{}", std::process::id()));
                 std::fs::write(&temporary, &bytes)
                     .and_then(|()| std::fs::rename(&temporary, &path))
@@ -171,11 +180,31 @@ fn prune(dir: &Path, max_bytes: u64, keep: &Path) {
     }
 }
 
-/// The body of an entry whose checksum matches it.
-fn verified_body(bytes: &[u8]) -> Option<&[u8]> {
-    let rest = bytes.strip_prefix(MAGIC.as_slice())?;
-    let (checksum, body) = rest.split_at_checked(4)?;
-    (crc32fast::hash(body).to_le_bytes().as_slice() == checksum).then_some(body)
+/// Whether an entry ends with the checksum of what precedes it and the magic string, read
+/// through a small buffer (the artifact itself is mapped by wasmtime, not read).
+fn verified(mut entry: impl std::io::Read + std::io::Seek) -> std::io::Result<bool> {
+    use std::io::SeekFrom;
+    let Some(artifact) = entry.seek(SeekFrom::End(0))?.checked_sub(TRAILER as u64) else {
+        return Ok(false);
+    };
+    entry.seek(SeekFrom::Start(0))?;
+    let mut checksum = crc32fast::Hasher::new();
+    let mut buffer = vec![0u8; 64 << 10];
+    let mut left = artifact;
+    while left > 0 {
+        let want = usize::try_from(left)
+            .unwrap_or(usize::MAX)
+            .min(buffer.len());
+        let read = entry.read(&mut buffer[..want])?;
+        if read == 0 {
+            return Ok(false);
+        }
+        checksum.update(&buffer[..read]);
+        left -= read as u64;
+    }
+    let mut trailer = [0u8; TRAILER];
+    entry.read_exact(&mut trailer)?;
+    Ok(trailer[..4] == checksum.finalize().to_le_bytes() && trailer[4..] == MAGIC[..])
 }
 
 /// Load a compiled component.
@@ -183,12 +212,15 @@ fn verified_body(bytes: &[u8]) -> Option<&[u8]> {
     unsafe_code,
     reason = "loading compiled code is unsafe by nature; see SAFETY"
 )]
-fn deserialize(engine: &Engine, body: &[u8]) -> wasmtime::Result<Component> {
-    // SAFETY: `body` is an artifact this program's own `Component::serialize` produced (it
-    // sits in the cache under a name derived from the component and this engine's
-    // configuration, and the checksum written with it matched), so it is a well-formed
-    // compiled component; wasmtime itself refuses one built for another configuration.
-    unsafe { Component::deserialize(engine, body) }
+fn deserialize(engine: &Engine, entry: &Path) -> wasmtime::Result<Component> {
+    // SAFETY: the entry is an artifact this program's own `Component::serialize` produced,
+    // with its trailer (it sits in the cache under a name derived from the component and this
+    // engine's configuration, and the checksum written with it matched), so it is a
+    // well-formed compiled component; the trailer lies outside every section wasmtime reads,
+    // and wasmtime itself refuses an artifact built for another configuration. Entries are
+    // written under a temporary name and renamed into place, never modified in place, so the
+    // mapping wasmtime keeps stays the file that was checked.
+    unsafe { Component::deserialize_file(engine, entry) }
 }
 
 #[cfg(test)]
@@ -228,14 +260,48 @@ mod tests {
 
     #[test]
     fn entries_must_match_their_checksum() {
-        let body = b"compiled".to_vec();
-        let mut entry = MAGIC.to_vec();
-        entry.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-        entry.extend_from_slice(&body);
-        assert_eq!(verified_body(&entry), Some(body.as_slice()));
-        let last = entry.len() - 1;
-        entry[last] ^= 1;
-        assert_eq!(verified_body(&entry), None);
-        assert_eq!(verified_body(b"short"), None);
+        let artifact = b"compiled".to_vec();
+        let mut entry = artifact.clone();
+        entry.extend_from_slice(&crc32fast::hash(&artifact).to_le_bytes());
+        entry.extend_from_slice(MAGIC);
+        let check = |bytes: &[u8]| verified(std::io::Cursor::new(bytes.to_vec())).unwrap();
+        assert!(check(&entry));
+        let mut damaged = entry.clone();
+        damaged[0] ^= 1;
+        assert!(!check(&damaged));
+        let mut foreign = entry.clone();
+        let last = foreign.len() - 1;
+        foreign[last] ^= 1;
+        assert!(!check(&foreign));
+        assert!(!check(&entry[..entry.len() - 1]));
+        assert!(!check(b"short"));
+        assert!(!check(b""));
+    }
+
+    /// An entry written by `store` is loaded again, mapped, with its trailer after the
+    /// artifact; one damaged on disk is discarded, not loaded.
+    #[test]
+    fn a_stored_component_loads_from_its_mapped_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::default();
+        let cache = ComponentCache::new(dir.path().to_owned(), &engine, 1 << 30).unwrap();
+        // The empty component, in the binary format (the text format is not linked).
+        let component = Component::new(&engine, b"\0asm\x0d\x00\x01\x00").unwrap();
+        let key = [7u8; 32];
+        assert!(cache.load(&engine, &key).is_none());
+        cache.store(&key, &component);
+        let loaded = cache
+            .load(&engine, &key)
+            .expect("the entry just stored loads");
+        assert_eq!(
+            loaded.component_type().imports(&engine).count(),
+            component.component_type().imports(&engine).count()
+        );
+        let path = cache.entry(&key);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[100] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(cache.load(&engine, &key).is_none());
+        assert!(!path.exists(), "a damaged entry is removed");
     }
 }
