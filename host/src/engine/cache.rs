@@ -181,7 +181,8 @@ fn prune(dir: &Path, max_bytes: u64, keep: &Path) {
 }
 
 /// Whether an entry ends with the checksum of what precedes it and the magic string, read
-/// through a small buffer (the artifact itself is mapped by wasmtime, not read).
+/// through a small buffer on the stack (the artifact itself is mapped by wasmtime, not read
+/// into memory).
 fn verified(mut entry: impl std::io::Read + std::io::Seek) -> std::io::Result<bool> {
     use std::io::SeekFrom;
     let Some(artifact) = entry.seek(SeekFrom::End(0))?.checked_sub(TRAILER as u64) else {
@@ -189,7 +190,7 @@ fn verified(mut entry: impl std::io::Read + std::io::Seek) -> std::io::Result<bo
     };
     entry.seek(SeekFrom::Start(0))?;
     let mut checksum = crc32fast::Hasher::new();
-    let mut buffer = vec![0u8; 64 << 10];
+    let mut buffer = [0u8; 16 << 10];
     let mut left = artifact;
     while left > 0 {
         let want = usize::try_from(left)
