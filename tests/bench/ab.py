@@ -44,47 +44,56 @@ def spawn(binary, plugins, state, cache=None):
     )
 
 
+class Lines:
+    """A server's pipes: lines written to it, its answers read one line at a time."""
+
+    def __init__(self, server):
+        self.into, self.out = server.stdin.fileno(), server.stdout.fileno()
+        self.pending = b""
+
+    def exchange(self, line):
+        """Write `line` (one or more messages) and read the next answer."""
+        os.write(self.into, line)
+        while b"\n" not in self.pending:
+            chunk = os.read(self.out, 1 << 16)
+            if not chunk:
+                raise SystemExit("the server closed its output")
+            self.pending += chunk
+        answer, self.pending = self.pending.split(b"\n", 1)
+        return answer
+
+
+HELLO = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "ab", "version": "1"},
+            },
+        }
+    ).encode()
+    + b"\n"
+)
+INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+
+
 def start_up(binary, plugins, cache):
     """Milliseconds from the spawn to the first tools/list answer."""
     with tempfile.TemporaryDirectory() as state:
         began = time.perf_counter_ns()
         server = spawn(binary, plugins, state, cache)
         try:
-            into, out = server.stdin.fileno(), server.stdout.fileno()
-            hello = json.dumps(HELLO).encode() + b"\n"
-            listing = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
-            listing += b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n'
-            os.write(into, hello)
-            pending = b""
-            answers = 0
-            sent = False
-            while answers < 2:
-                chunk = os.read(out, 1 << 16)
-                if not chunk:
-                    raise SystemExit("the server closed its output")
-                pending += chunk
-                while b"\n" in pending:
-                    _, pending = pending.split(b"\n", 1)
-                    answers += 1
-                if answers >= 1 and not sent:
-                    os.write(into, listing)
-                    sent = True
+            lines = Lines(server)
+            lines.exchange(HELLO)
+            lines.exchange(INITIALIZED + b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n')
             return (time.perf_counter_ns() - began) / 1e6
         finally:
             server.kill()
             server.wait()
-
-
-HELLO = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "ab", "version": "1"},
-    },
-}
 
 
 def run(binary, plugins, request, calls, warmup):
@@ -98,31 +107,18 @@ def run(binary, plugins, request, calls, warmup):
 
 
 def measure(server, request, calls, warmup):
-    into, out = server.stdin.fileno(), server.stdout.fileno()
-    pending = b""
-
-    def exchange(line):
-        nonlocal pending
-        os.write(into, line)
-        while b"\n" not in pending:
-            chunk = os.read(out, 1 << 16)
-            if not chunk:
-                raise SystemExit("the server closed its output")
-            pending += chunk
-        answer, pending = pending.split(b"\n", 1)
-        return answer
-
-    exchange(json.dumps(HELLO).encode() + b"\n")
-    os.write(into, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-    line = (
+    lines = Lines(server)
+    lines.exchange(HELLO)
+    line = INITIALIZED + (
         json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": request}).encode()
         + b"\n"
     )
-    answer = json.loads(exchange(line))
+    answer = json.loads(lines.exchange(line))
     if "error" in answer or answer.get("result", {}).get("isError"):
         raise SystemExit(f"the call failed: {answer}")
+    line = line[len(INITIALIZED) :]
     for _ in range(warmup):
-        exchange(line)
+        lines.exchange(line)
 
     def cpu():
         with open(f"/proc/{server.pid}/stat") as stat:
@@ -133,7 +129,7 @@ def measure(server, request, calls, warmup):
     times = []
     for _ in range(calls):
         start = time.perf_counter_ns()
-        exchange(line)
+        lines.exchange(line)
         times.append(time.perf_counter_ns() - start)
     used = cpu() - before
     times.sort()
@@ -142,6 +138,21 @@ def measure(server, request, calls, warmup):
         times[min(len(times) - 1, len(times) * 99 // 100)] / 1000,
         used / calls * 1e6,
     )
+
+
+def interleaved(builds, rounds, measure_one, show):
+    """`measure_one(build)` (a tuple of figures) for each build in turn, `rounds` times; each
+    result printed with `show`, then each figure's median over the rounds."""
+    results = {build: [] for build in builds}
+    for round_ in range(rounds):
+        for build in builds:
+            figures = measure_one(build)
+            results[build].append(figures)
+            print(f"round {round_ + 1} {build}: {show(figures)}", flush=True)
+    print("\nmedian over rounds:")
+    for build, rows in results.items():
+        medians = tuple(statistics.median(row[i] for row in rows) for i in range(len(rows[0])))
+        print(f"  {build}: {show(medians)}")
 
 
 def main():
@@ -164,20 +175,12 @@ def main():
         startups(args)
         return
     request = json.loads(args.request)
-    results = {build: [] for build in args.builds}
-    for round_ in range(args.rounds):
-        for build in args.builds:
-            p50, p99, cpu = run(build, args.plugins, request, args.calls, args.warmup)
-            results[build].append((p50, p99, cpu))
-            print(
-                f"round {round_ + 1} {build}: p50 {p50:.1f} µs, p99 {p99:.1f} µs, "
-                f"server CPU {cpu:.1f} µs a call",
-                flush=True,
-            )
-    print("\nmedian over rounds:")
-    for build, rows in results.items():
-        p50, p99, cpu = (statistics.median(row[i] for row in rows) for i in range(3))
-        print(f"  {build}: p50 {p50:.1f} µs, p99 {p99:.1f} µs, server CPU {cpu:.1f} µs a call")
+    interleaved(
+        args.builds,
+        args.rounds,
+        lambda build: run(build, args.plugins, request, args.calls, args.warmup),
+        lambda f: f"p50 {f[0]:.1f} µs, p99 {f[1]:.1f} µs, server CPU {f[2]:.1f} µs a call",
+    )
 
 
 def startups(args):
@@ -185,21 +188,17 @@ def startups(args):
         cache = {build: os.path.join(caches, str(i)) for i, build in enumerate(args.builds)}
         for build in args.builds:
             start_up(build, args.plugins, cache[build])
-        results = {build: [] for build in args.builds}
-        for round_ in range(args.rounds):
-            for build in args.builds:
-                times = sorted(
-                    start_up(build, args.plugins, cache[build]) for _ in range(args.startup)
-                )
-                results[build].append(statistics.median(times))
-                print(
-                    f"round {round_ + 1} {build}: start-up median {results[build][-1]:.2f} ms,"
-                    f" min {times[0]:.2f} ms",
-                    flush=True,
-                )
-    print("\nmedian over rounds:")
-    for build, rows in results.items():
-        print(f"  {build}: start-up {statistics.median(rows):.2f} ms")
+
+        def starts(build):
+            times = sorted(start_up(build, args.plugins, cache[build]) for _ in range(args.startup))
+            return (statistics.median(times), times[0])
+
+        interleaved(
+            args.builds,
+            args.rounds,
+            starts,
+            lambda f: f"start-up median {f[0]:.2f} ms, min {f[1]:.2f} ms",
+        )
 
 
 if __name__ == "__main__":
