@@ -218,6 +218,7 @@ pub struct Metrics {
     denials: Family<DenialLabels, Counter>,
     instances_in_use: Gauge,
     spare_instances: Family<OutcomeLabels, Counter>,
+    kept_instances: Family<OutcomeLabels, Counter>,
     instances_waiting: Gauge,
     instance_slots: Gauge,
     sessions: Family<TransportLabels, Gauge>,
@@ -304,6 +305,12 @@ impl Metrics {
             "spare_instances",
             "Instances prepared ahead of a plugin's next call, by outcome (used by a call, expired unused)",
             spare_instances.clone(),
+        );
+        let kept_instances = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "kept_instances",
+            "Instances kept after a call for the same caller's next one (instances = \"per-caller\"), by outcome (kept, used by the caller's next call, expired unused)",
+            kept_instances.clone(),
         );
         let instances_waiting = Gauge::default();
         registry.register(
@@ -442,6 +449,7 @@ impl Metrics {
             denials,
             instances_in_use,
             spare_instances,
+            kept_instances,
             instances_waiting,
             instance_slots,
             sessions,
@@ -645,6 +653,14 @@ impl Metrics {
     /// A spare instance was used by a call (`used`) or dropped unused (`expired`).
     pub fn spare_instance(&self, outcome: &'static str) {
         self.spare_instances
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// An instance was kept after a call for its caller's next one (`kept`), used by it
+    /// (`used`), or dropped unused (`expired`).
+    pub fn kept_instance(&self, outcome: &'static str) {
+        self.kept_instances
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
     }

@@ -12,7 +12,9 @@ speed of the whole machine drifts by more than that between runs. Standard libra
         --request '{"name": "echo", "arguments": {"text": "hello"}}'
 
 A build whose file name contains `native` is taken for `native-echo` (`--tools 1`), so the
-baseline of mcpbench can run beside them on the same request.
+baseline of mcpbench can run beside them on the same request. A build written
+`BINARY=DIR` serves the plugin directory DIR instead of `--plugins` (the same build with two
+manifests, say).
 
 With `--startup N`, each round instead starts every build N times and reports the median time
 from the spawn to the answer to the first `tools/list` (after `initialize`), each build with a
@@ -29,6 +31,8 @@ import time
 
 
 def spawn(binary, plugins, state, cache=None):
+    if "=" in binary:
+        binary, plugins = binary.split("=", 1)
     if "native" in os.path.basename(binary):
         argv = [binary, "--tools", "1"]
     else:
@@ -157,7 +161,7 @@ def interleaved(builds, rounds, measure_one, show):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("builds", nargs="+", help="mcpbox binaries (or native-echo)")
+    parser.add_argument("builds", nargs="+", help="mcpbox binaries (or native-echo), each as BINARY or BINARY=PLUGIN_DIR")
     parser.add_argument("--plugins", required=True, help="the plugin directory every build serves")
     parser.add_argument(
         "--request",

@@ -785,3 +785,188 @@ async fn each_caller_thinks_alone_and_in_memory_only() {
         .await;
     assert_eq!(think(&alice, "").await, (json!(1), json!([])));
 }
+
+/// `instances = "per-caller"`: an instance a call returned from serves the same caller's next
+/// calls (a static counter climbs), never another caller's (each caller's counter climbs by
+/// one from its own last value, and a caller's first call finds a fresh instance), each call
+/// still bound to its own caller (id, secret); an instance left unused for a second is dropped,
+/// and the next call finds a fresh one.
+#[tokio::test]
+async fn an_instance_kept_per_caller_serves_that_caller_alone() {
+    let dir = plugin_dir(&[("caller_probe", "caller_probe.wasm")]);
+    std::fs::write(
+        dir.path().join("caller_probe.toml"),
+        "instances = \"per-caller\"\n\n[config]\napi-token = { secret = \"service-token\" }\n",
+    )
+    .unwrap();
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = token_config(
+        config_dir.path(),
+        &[("alice", ALICE, &[]), ("bob", BOB, &[])],
+        "",
+    );
+    let secrets = secrets(config_dir.path());
+    let server = HttpServer::start(
+        dir.path(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--secrets",
+            secrets.to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    )
+    .await;
+    let metrics_url = server.stderr.metrics_url().await;
+    let metrics = async || {
+        reqwest::get(&metrics_url)
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let alice = server
+        .connect(RecordingClient::new(&json!({})), Some(ALICE))
+        .await;
+    let bob = server
+        .connect(RecordingClient::new(&json!({})), Some(BOB))
+        .await;
+    let calls = |who: &Value| who["calls_in_this_instance"].as_u64().unwrap();
+
+    // Alice alone: her calls in quick succession share an instance.
+    let alice_id = json_of(&alice, "whoami", json!({})).await["id"].clone();
+    let mut last = 1;
+    let mut most = 1;
+    for _ in 0..10 {
+        let who = json_of(&alice, "whoami", json!({})).await;
+        assert_eq!(who["id"], alice_id, "{who}");
+        let n = calls(&who);
+        assert!(
+            n == 1 || n == last + 1,
+            "alice's instance served someone else: {n} after {last}"
+        );
+        (last, most) = (n, most.max(n));
+    }
+    assert!(
+        most >= 3,
+        "calls in quick succession found no kept instance ({most})"
+    );
+
+    // Bob's first call finds a fresh instance, not alice's; then they alternate, each
+    // counter climbing from its own caller's last value alone.
+    let first = json_of(&bob, "whoami", json!({})).await;
+    assert_eq!(calls(&first), 1, "bob was given alice's instance: {first}");
+    let bob_id = first["id"].clone();
+    assert_ne!(alice_id, bob_id);
+    let mut lasts = [last, 1];
+    for round in 0..10 {
+        for (i, (client, id, secret)) in [
+            (&alice, &alice_id, ALICE_SECRET),
+            (&bob, &bob_id, SHARED_SECRET),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let who = json_of(client, "whoami", json!({})).await;
+            assert_eq!(who["id"], *id, "round {round}: {who}");
+            let n = calls(&who);
+            assert!(
+                n == 1 || n == lasts[i] + 1,
+                "round {round}: an instance crossed callers ({n} after {})",
+                lasts[i]
+            );
+            // Counted by whoami alone: config_get runs on the same instance or a fresh one.
+            let value = json_of(client, "config_get", json!({"key": "api-token"})).await;
+            assert_eq!(value["value"], secret, "round {round}");
+            lasts[i] = n;
+        }
+    }
+    let text = metrics().await;
+    assert!(
+        counter(&text, "mcpbox_kept_instances_total{outcome=\"used\"}") >= 10.0,
+        "{text}"
+    );
+
+    // Unused for a second, the kept instances are dropped: the next call starts afresh.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let text = metrics().await;
+        if counter(&text, "mcpbox_kept_instances_total{outcome=\"expired\"}") >= 2.0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the unused kept instances were not dropped:\n{text}"
+        );
+    }
+    let who = json_of(&alice, "whoami", json!({})).await;
+    assert_eq!(calls(&who), 1, "{who}");
+    for client in [alice, bob] {
+        client.cancel().await.unwrap();
+    }
+}
+
+/// An instance is kept for its caller only while it is healthy and small: not after a call
+/// that panicked, nor once it holds more than a quarter of its memory limit or more than a
+/// quarter of a call's handles; the next call then finds a fresh instance. Over stdio (the
+/// local user).
+#[tokio::test]
+async fn an_instance_is_kept_only_while_healthy_and_small() {
+    let dir = plugin_dir(&[("caller_probe", "caller_probe.wasm")]);
+    std::fs::write(
+        dir.path().join("caller_probe.toml"),
+        "instances = \"per-caller\"\n\n[limits]\nmemory-mib = 64\n\n[keyvalue]\ncaller-buckets = [\"mine\"]\n",
+    )
+    .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let client = connect(dir.path(), &["--state-dir", state.path().to_str().unwrap()]).await;
+    let run = async |name: &'static str, arguments: Value| {
+        let result = tokio::time::timeout(STEP, client.call_tool(call(name, arguments)))
+            .await
+            .expect("answered in time")
+            .unwrap_or_else(|e| panic!("{name} failed: {e}"));
+        tool_text(&result)
+    };
+    let calls = async || {
+        let (text, error) = run("whoami", json!({})).await;
+        assert!(!error, "{text}");
+        serde_json::from_str::<Value>(&text).unwrap()["calls_in_this_instance"]
+            .as_u64()
+            .unwrap()
+    };
+    let first = calls().await;
+    assert_eq!(calls().await, first + 1, "the instance was not kept");
+
+    // A call that panicked: its instance is gone.
+    let (text, error) = run("fail", json!({})).await;
+    assert!(error && text.contains("asked to fail"), "{text}");
+    assert_eq!(calls().await, 1, "an instance that panicked was kept");
+
+    // 8 MiB held (under a quarter of 64 MiB): kept. 24 MiB more: not kept.
+    let (text, error) = run("hold", json!({"count": 8})).await;
+    assert!(!error, "{text}");
+    assert_eq!(calls().await, 2, "a small instance was not kept");
+    let (text, error) = run("hold", json!({"count": 24})).await;
+    assert!(!error, "{text}");
+    assert_eq!(
+        calls().await,
+        1,
+        "an instance past a quarter of its memory limit was kept"
+    );
+
+    // 10 handles leaked: kept. 70 (past a quarter of a call's 256): not kept.
+    let (text, error) = run("leak_buckets", json!({"count": 10})).await;
+    assert!(!error, "{text}");
+    assert_eq!(
+        calls().await,
+        2,
+        "an instance holding 10 handles was not kept"
+    );
+    let (text, error) = run("leak_buckets", json!({"count": 70})).await;
+    assert!(!error, "{text}");
+    assert_eq!(calls().await, 1, "an instance holding 80 handles was kept");
+    client.service.cancel().await.unwrap();
+}

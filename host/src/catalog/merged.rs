@@ -146,6 +146,7 @@ impl LoadedPlugin {
             serves = names.served,
             refused = names.refused,
             grants = %GrantSummary(self.code.policy()),
+            instances = self.code.policy().instances.as_str(),
             naming = %NamingSummary(&self.code.policy().naming),
             "{verb} plugin"
         );
@@ -186,6 +187,7 @@ impl LoadedPlugin {
             "skillsServed": !self.code.policy().hide_skills,
             "refusedSkills": self.skills.refused.iter().map(|(item, why)| serde_json::json!({"item": item, "reason": why})).collect::<Vec<_>>(),
             "grants": GrantSummary(self.code.policy()).to_string(),
+            "instances": self.code.policy().instances.as_str(),
             "limits": {
                 "fuel": limits.fuel,
                 "timeoutMs": u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX),

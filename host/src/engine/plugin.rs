@@ -11,6 +11,16 @@
 //! context into it ([`HostState::bind`]) and is charged the fuel instantiation used. Each
 //! spare serves one call, at most [`SPARE_MAX_AGE`] after it was made (a granted directory
 //! is opened when it is made); a plugin whose instantiation does touch the host gets none.
+//!
+//! A plugin whose manifest says `instances = "per-caller"` (the operator's opt-in) also keeps
+//! the instance a call returned from, for the same caller's next call: that call binds its
+//! own context into it as into a spare, with its memory as the last call left it. A kept
+//! instance serves only the caller it was kept for (by [`Principal::key`]), never one with no
+//! caller, and is kept only while it is healthy and small: the call returned, no memory
+//! growth was refused, its memory is at most a [`KEEP_MAX_MEMORY_SHARE`]th of its limit (so
+//! its next call has the rest to grow into) and it holds at most [`KEEP_MAX_HANDLES`]
+//! handles; it waits at most [`SPARE_MAX_AGE`] for that call and serves calls for at most
+//! [`KEEP_MAX_LIFE`] after it was made. Kept instances share the spares' eighth of the pool.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,7 +43,7 @@ use super::{
     ToolResult,
 };
 use crate::metrics::{CallKind, CallOutcome, GaugeGuard, metrics};
-use crate::policy::{HttpGrant, Limits, PluginName, Policy};
+use crate::policy::{HttpGrant, Instances, Limits, PluginName, Policy};
 use crate::principal::Principal;
 
 /// Extra time the outer timeout allows beyond the plugin's deadline, so that a guest running
@@ -99,6 +109,43 @@ pub struct PluginCode {
     component_digest: Arc<str>,
     /// The instance prepared for its next call, if any.
     spare: Arc<SpareSlot>,
+    /// Instances kept for their callers' next calls (`instances = "per-caller"`).
+    kept: Arc<Shelf>,
+}
+
+/// A kept instance serves calls for at most this long after it was made (a granted
+/// directory stays the one opened then).
+pub const KEEP_MAX_LIFE: Duration = Duration::from_secs(10);
+
+/// A kept instance's memory may be at most this share of its limit (a divisor: a quarter),
+/// so that its next call has at least three quarters of the limit to grow into.
+pub const KEEP_MAX_MEMORY_SHARE: usize = 4;
+
+/// A kept instance may hold at most this many handles (a quarter of a call's limit), so that
+/// a plugin that leaks handles gets a fresh instance long before it meets the limit.
+pub const KEEP_MAX_HANDLES: usize = super::state::MAX_HANDLES_PER_CALL / 4;
+
+/// The instances a plugin keeps for their callers' next calls.
+#[derive(Default)]
+struct Shelf {
+    kept: Mutex<Vec<Kept>>,
+    /// A task drops kept instances once they are too old.
+    sweeping: AtomicBool,
+}
+
+/// An instance kept after a call, for its caller's next call.
+struct Kept {
+    call: ActiveCall,
+    /// The caller it serves ([`Principal::key`]).
+    caller: Arc<str>,
+    since: Instant,
+    _share: OwnedSemaphorePermit,
+}
+
+impl Kept {
+    fn fresh(&self) -> bool {
+        self.since.elapsed() < SPARE_MAX_AGE && self.call.made.elapsed() < KEEP_MAX_LIFE
+    }
 }
 
 /// How long a spare instance waits for a call before it is dropped: long enough for a
@@ -261,10 +308,17 @@ struct ActiveCall {
     instance: Instance,
     limits: Limits,
     started: Instant,
+    /// When the instance was made (a kept one serves several calls).
+    made: Instant,
+    /// The caller it may be kept for ([`Principal::key`]), if the plugin's instances may
+    /// serve one caller's calls in turn.
+    keep_for: Option<Arc<str>>,
     /// The fuel the call used, once counted.
     fuel_used: Option<u64>,
-    /// The pool slot, counted in the metrics.
-    _slot: (OwnedSemaphorePermit, GaugeGuard),
+    /// The pool slot.
+    _slot: OwnedSemaphorePermit,
+    /// Counted in the metrics while a call runs in it.
+    in_use: Option<GaugeGuard>,
 }
 
 impl Drop for ActiveCall {
@@ -335,6 +389,7 @@ impl PluginCode {
                 .collect::<String>()
                 .into(),
             spare: Arc::default(),
+            kept: Arc::default(),
         })
     }
 
@@ -634,11 +689,27 @@ impl PluginCode {
         denied: Arc<AtomicBool>,
         limits: Limits,
     ) -> Result<ActiveCall, CallError> {
+        let keep_for = match self.policy.instances {
+            Instances::PerCaller => host.caller().map(|p| Arc::<str>::from(p.key())),
+            Instances::PerCall => None,
+        };
+        if let Some(caller) = &keep_for
+            && let Some(mut call) = self.take_kept(caller)
+        {
+            call.store.data_mut().bind(self.call_context(host, denied));
+            Self::arm(&mut call.store, &limits, 0)?;
+            call.limits = limits;
+            call.started = Instant::now();
+            call.fuel_used = None;
+            call.in_use = Some(metrics().in_use());
+            return Ok(call);
+        }
         if let Some(spare) = self.next_spare().await {
             let Spare {
                 mut store,
                 instance,
                 fuel_spent,
+                made,
                 _slot: slot,
                 ..
             } = spare;
@@ -649,8 +720,11 @@ impl PluginCode {
                 instance,
                 limits,
                 started: Instant::now(),
+                made,
+                keep_for,
                 fuel_used: None,
-                _slot: (slot, metrics().in_use()),
+                _slot: slot,
+                in_use: Some(metrics().in_use()),
             });
         }
         let waiting = metrics().waiting();
@@ -670,8 +744,11 @@ impl PluginCode {
                     instance,
                     limits,
                     started: Instant::now(),
+                    made: began,
+                    keep_for,
                     fuel_used: None,
-                    _slot: (slot, in_use),
+                    _slot: slot,
+                    in_use: Some(in_use),
                 })
             }
             Err(e) => {
@@ -823,8 +900,98 @@ impl PluginCode {
     }
 }
 
+impl PluginCode {
+    /// The instance kept for `caller`'s next call, if one is, and it is not too old (the
+    /// last one kept first: its pages are the warmest).
+    fn take_kept(&self, caller: &str) -> Option<ActiveCall> {
+        let kept = {
+            let mut shelf = self
+                .kept
+                .kept
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let at = shelf.iter().rposition(|k| &*k.caller == caller)?;
+            shelf.remove(at)
+        };
+        if kept.fresh() {
+            metrics().kept_instance("used");
+            Some(kept.call)
+        } else {
+            metrics().kept_instance("expired");
+            drop_off_path(kept);
+            None
+        }
+    }
+
+    /// Keep the instance of `call`, which returned, for its caller's next call, if the
+    /// plugin's instances may serve one caller's calls in turn and this one is healthy and
+    /// small enough; else give the call back (`Some`).
+    fn keep(&self, mut call: ActiveCall) -> Option<ActiveCall> {
+        let Some(caller) = call.keep_for.clone() else {
+            return Some(call);
+        };
+        let limit = self.limits.memory_bytes / KEEP_MAX_MEMORY_SHARE;
+        let state = call.store.data_mut();
+        let healthy = state.limiter.refused.is_none()
+            && state.limiter.largest() <= limit
+            && state.handles() <= KEEP_MAX_HANDLES
+            && call.made.elapsed() < KEEP_MAX_LIFE;
+        if !healthy {
+            return Some(call);
+        }
+        let Ok(share) = Arc::clone(&self.runtime.spares).try_acquire_owned() else {
+            return Some(call);
+        };
+        call.in_use = None;
+        self.kept
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Kept {
+                call,
+                caller,
+                since: Instant::now(),
+                _share: share,
+            });
+        metrics().kept_instance("kept");
+        if !self.kept.sweeping.swap(true, Ordering::AcqRel) {
+            let code = self.clone();
+            drop(tokio::spawn(async move { code.sweep_kept().await }));
+        }
+        None
+    }
+
+    /// Drop kept instances once they are too old, until none is left.
+    async fn sweep_kept(&self) {
+        loop {
+            tokio::time::sleep(SPARE_MAX_AGE).await;
+            let stale: Vec<Kept> = {
+                let mut shelf = self
+                    .kept
+                    .kept
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if shelf.is_empty() {
+                    // Under the lock: an instance kept after this starts its own sweeper.
+                    self.kept.sweeping.store(false, Ordering::Release);
+                    return;
+                }
+                let (fresh, stale) = std::mem::take(&mut *shelf)
+                    .into_iter()
+                    .partition(Kept::fresh);
+                *shelf = fresh;
+                stale
+            };
+            for _ in &stale {
+                metrics().kept_instance("expired");
+            }
+            drop(stale);
+        }
+    }
+}
+
 /// Drop a spare in a task of its own (its slot is reset there), or here without a runtime.
-fn drop_off_path(spare: Spare) {
+fn drop_off_path<T: Send + 'static>(spare: T) {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => drop(runtime.spawn(async move { drop(spare) })),
         Err(_) => drop(spare),
@@ -906,9 +1073,13 @@ impl ActiveCall {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        // Kept for the caller's next call (then no spare is made: that call takes this).
+        let Some(this) = code.keep(self) else {
+            return;
+        };
         let next = code.claim_spare().then(|| code.clone());
         drop(runtime.spawn(async move {
-            drop(self);
+            drop(this);
             if let Some(code) = next {
                 code.fill_spare().await;
             }

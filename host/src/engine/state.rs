@@ -166,6 +166,11 @@ impl HostState {
         self.http_gate.bind(denied);
     }
 
+    /// How many handles (files, streams, HTTP fields, …) the guest holds.
+    pub fn handles(&mut self) -> usize {
+        self.table.iter_mut().count()
+    }
+
     /// How many times a capability was lent to a host function since the state was made:
     /// zero means the guest has asked the host for nothing (not even the time).
     pub fn lent(&self) -> u32 {
@@ -246,6 +251,8 @@ pub struct MemoryLimiter {
     max_bytes: usize,
     /// The size the plugin asked to grow to, when that was refused.
     pub(crate) refused: Option<usize>,
+    /// The largest size a memory of the instance was given (made or grown to), in bytes.
+    largest: usize,
 }
 
 impl MemoryLimiter {
@@ -253,12 +260,18 @@ impl MemoryLimiter {
         Self {
             max_bytes,
             refused: None,
+            largest: 0,
         }
     }
 
     /// The limit, in bytes.
     pub fn max_bytes(&self) -> usize {
         self.max_bytes
+    }
+
+    /// The largest size a memory of the instance was given, in bytes.
+    pub fn largest(&self) -> usize {
+        self.largest
     }
 }
 
@@ -276,6 +289,7 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
             self.refused = Some(self.refused.map_or(desired, |r| r.max(desired)));
             return Ok(false);
         }
+        self.largest = self.largest.max(desired);
         Ok(true)
     }
 

@@ -110,6 +110,31 @@ pub struct Policy {
     pub hide_skills: bool,
     /// Which of its tools may run as tasks (`[tasks]`).
     pub tasks: TaskTools,
+    /// Whether an instance may serve one caller's calls in turn (`instances`).
+    pub instances: Instances,
+}
+
+/// How a plugin's calls get their instances (`instances = "per-call" | "per-caller"`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Instances {
+    /// A fresh instance for every call (the default): nothing a call leaves in the plugin's
+    /// memory reaches another call.
+    #[default]
+    PerCall,
+    /// An instance that served a call may serve the same caller's next one, with its memory
+    /// as the last call left it; never another caller's (the operator's opt-in, for plugins
+    /// that keep nothing between calls: it saves instantiating per call).
+    PerCaller,
+}
+
+impl Instances {
+    /// The manifest's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PerCall => "per-call",
+            Self::PerCaller => "per-caller",
+        }
+    }
 }
 
 /// Which of a plugin's tools may run as tasks (the tasks extension), by the plugin's own

@@ -6,6 +6,9 @@
 //! prefix = "weather_"      # optional: its tools and prompts are served as weather_NAME
 //! reveal-caller = false    # optional: true gives it callers' own keys as their ids
 //! skills = true            # optional: false serves none of the skills its component carries
+//! instances = "per-call"   # optional: "per-caller" lets an instance serve the same caller's
+//!                          # next call, its memory kept (for plugins that keep nothing
+//!                          # between calls; never shared between callers)
 //!
 //! [limits]                 # each key optional; the command line's values are the defaults
 //! fuel = 2_000_000_000
@@ -79,7 +82,7 @@ use self::grants::{
 use self::limits::{LimitsTable, TasksTable, limits, tasks};
 use self::naming::{FilterTable, filter, prefix};
 use super::locate::{key_at, line_of_key};
-use super::{Limits, Naming, Policy};
+use super::{Instances, Limits, Naming, Policy};
 
 /// Why a manifest (or a `[plugin.NAME]` section) was refused: the file, the line and the key
 /// in it, and what is wrong.
@@ -165,6 +168,21 @@ struct Manifest {
     /// Tools that may run as tasks.
     #[serde(default)]
     tasks: TasksTable,
+    /// Whether an instance may serve one caller's calls in turn (checked in [`instances`]).
+    instances: Option<toml::Value>,
+}
+
+/// The manifest's `instances`: `"per-call"` (the default) or `"per-caller"`.
+fn instances(file: &Path, value: Option<&toml::Value>) -> Result<Instances, PolicyError> {
+    match value.map(|v| v.as_str()) {
+        None | Some(Some("per-call")) => Ok(Instances::PerCall),
+        Some(Some("per-caller")) => Ok(Instances::PerCaller),
+        Some(_) => Err(PolicyError::at(
+            file,
+            "instances",
+            "instances is \"per-call\" (a fresh instance for every call, the default) or \"per-caller\" (an instance may serve the same caller's next call)",
+        )),
+    }
 }
 
 /// Read and validate the manifest at `file`. `defaults` are the limits of a plugin without
@@ -220,6 +238,7 @@ fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyE
         reveal_caller: manifest.reveal_caller,
         hide_skills: manifest.skills == Some(false),
         tasks,
+        instances: instances(file, manifest.instances.as_ref())?,
     })
 }
 
@@ -398,6 +417,31 @@ mod tests {
             let message = error(text);
             assert!(
                 message.contains("tasks") && message.contains(expected),
+                "{text}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn instances_are_per_call_unless_the_manifest_keeps_them_per_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = load_manifest(&write(dir.path(), ""), Limits::default()).unwrap();
+        assert_eq!(policy.instances, Instances::PerCall);
+        for (text, expected) in [
+            ("instances = \"per-call\"\n", Instances::PerCall),
+            ("instances = \"per-caller\"\n", Instances::PerCaller),
+        ] {
+            let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+            assert_eq!(policy.instances, expected, "{text}");
+            assert_eq!(
+                policy.instances.as_str(),
+                text[13..text.len() - 2].to_owned()
+            );
+        }
+        for text in ["instances = \"shared\"\n", "instances = true\n"] {
+            let message = error(text);
+            assert!(
+                message.contains("instances") && message.contains("per-caller"),
                 "{text}: {message}"
             );
         }

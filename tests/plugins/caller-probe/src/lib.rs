@@ -1,5 +1,6 @@
 //! Test fixture for plugins that serve many users: says who is calling, reads its
 //! configuration, and keeps notes in a caller bucket (`mine`) beside a shared one (`shared`).
+//! For instances kept per caller, it also holds memory, leaks handles and panics on request.
 
 use mcpbox_sdk::serde_json::json;
 use mcpbox_sdk::state::Store;
@@ -21,6 +22,37 @@ struct Note {
 
 /// Calls this instance has served: a fresh instance per call keeps it at one.
 static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Memory `hold` keeps for the instance's life.
+static HELD: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+/// Arguments of `hold` and `leak_buckets`.
+#[derive(Deserialize, JsonSchema)]
+struct Count {
+    /// How many (MiB, buckets).
+    count: u32,
+}
+
+/// Keep `count` MiB (touched) in the instance's memory.
+fn hold(Count { count }: Count) -> String {
+    let mib = vec![1u8; (count as usize) << 20];
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(mib);
+    "held".to_owned()
+}
+
+/// Open the caller bucket `mine` `count` times and never close it: `count` handles leaked.
+fn leak_buckets(Count { count }: Count) -> Result<String, String> {
+    for _ in 0..count {
+        std::mem::forget(Store::open("mine").map_err(|e| e.to_string())?);
+    }
+    Ok("leaked".to_owned())
+}
+
+fn fail(_: NoArgs) -> String {
+    panic!("asked to fail")
+}
 
 fn whoami(_: NoArgs) -> String {
     let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -99,7 +131,16 @@ impl Plugin for CallerProbe {
                 Tool::new("remember", "Keep a note of the caller's own"),
                 remember,
             )
-            .add(Tool::new("recall", "The caller's notes"), recall);
+            .add(Tool::new("recall", "The caller's notes"), recall)
+            .add(Tool::new("hold", "Keep this many MiB in memory"), hold)
+            .add(
+                Tool::new(
+                    "leak_buckets",
+                    "Open the bucket `mine` this many times, never closing it",
+                ),
+                leak_buckets,
+            )
+            .add(Tool::new("fail", "Panic"), fail);
     }
 }
 
