@@ -46,7 +46,7 @@ collect "$root/target/plugins" "${examples[@]}"
 collect "$root/target/conformance-plugins" "${conformance[@]}"
 # Manifests (grants) go beside their plugins. The filesystem server gets its sample directory
 # by absolute path, so the manifest works wherever the plugin directory is used from.
-cp "$root/plugins/weather/weather.toml" "$root/plugins/todo/todo.toml" \
+cp "$root/plugins/echo-tools/echo_tools.toml" "$root/plugins/weather/weather.toml" "$root/plugins/todo/todo.toml" \
   "$root/plugins/sequential-thinking/sequential_thinking.toml" "$root/plugins/time/time.toml" "$root/plugins/memory/memory.toml" "$root/plugins/fetch/fetch.toml" \
   "$root/target/plugins/"
 rm -f "$root/target/plugins/files.wasm" "$root/target/plugins/files.toml"
@@ -54,6 +54,7 @@ cat > "$root/target/plugins/filesystem.toml" <<TOML
 # Written by plugins/build.sh: grant the filesystem server its sample directory, read-only, at
 # the same path as on the host. See plugins/filesystem/filesystem.toml for your own.
 title = "Filesystem"
+instances = "per-caller"
 [limits]
 memory-mib = 256
 result-kib = 32768

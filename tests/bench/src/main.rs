@@ -196,7 +196,7 @@ async fn main() -> anyhow::Result<()> {
             &sizes,
         )
         .await?;
-        load_rows(&mut report, transport, &native, &mcpbox);
+        load_rows(&mut report, transport, "", &native, &mcpbox);
         eprintln!(
             "== tools/call over {}: an event-loop client",
             transport.name()
@@ -205,7 +205,31 @@ async fn main() -> anyhow::Result<()> {
         eventloop_rows(
             &mut report,
             transport,
+            "",
             [&native_launch, &mcpbox_launch],
+            &sizes,
+        )
+        .await?;
+        eprintln!(
+            "== tools/call over {}: instances kept per caller",
+            transport.name()
+        );
+        let kept_launch = bench.mcpbox(&bench.kept_dir, transport, &[]);
+        let [native, kept] = load_suite(
+            [
+                Driven::new(&native_launch, Era::Legacy),
+                Driven::new(&kept_launch, Era::Legacy),
+            ],
+            transport,
+            &sizes,
+        )
+        .await?;
+        load_rows(&mut report, transport, KEPT, &native, &kept);
+        eventloop_rows(
+            &mut report,
+            transport,
+            KEPT,
+            [&native_launch, &kept_launch],
             &sizes,
         )
         .await?;
@@ -321,6 +345,8 @@ struct Bench {
     work: PathBuf,
     /// The benchmark plugin alone.
     one_dir: PathBuf,
+    /// It alone, its instances kept per caller (`instances = "per-caller"`).
+    kept_dir: PathBuf,
     /// Distinct copies of it (each with its own name prefix).
     many_dir: PathBuf,
     /// It, with `LIST_TOOLS` generated tools.
@@ -349,6 +375,9 @@ impl Bench {
         };
         let one_dir = dir("one")?;
         std::fs::write(one_dir.join("bench.wasm"), &plugin)?;
+        let kept_dir = dir("kept")?;
+        std::fs::write(kept_dir.join("bench.wasm"), &plugin)?;
+        std::fs::write(kept_dir.join("bench.toml"), "instances = \"per-caller\"\n")?;
         let many_dir = dir("many")?;
         for i in 0..many {
             // A distinct component for each (its own hash, so its own compilation and cache
@@ -378,6 +407,7 @@ impl Bench {
             native: args.native.clone(),
             work: args.work.clone(),
             one_dir,
+            kept_dir,
             many_dir,
             list_dir,
             reload_dir,
@@ -615,6 +645,7 @@ async fn load_suite(
 async fn eventloop_rows(
     report: &mut Report,
     transport: Transport,
+    variant: &str,
     launches: [&Launch; 2],
     sizes: &Sizes,
 ) -> anyhow::Result<()> {
@@ -684,7 +715,7 @@ async fn eventloop_rows(
         samples.sort_by(f64::total_cmp);
     }
     report.section(format!(
-        "tools/call over {} (echo), an event-loop client (asyncio)",
+        "tools/call over {} (echo{variant}), an event-loop client (asyncio)",
         transport.name()
     ));
     for (p, name) in [(50.0, "p50"), (90.0, "p90"), (99.0, "p99")] {
@@ -795,14 +826,19 @@ async fn in_flight_run(
     Ok(start.elapsed())
 }
 
+/// The section titles' note for mcpbox serving the benchmark plugin with its instances kept
+/// per caller.
+const KEPT: &str = ", instances kept per caller";
+
 fn load_rows(
     report: &mut Report,
     transport: Transport,
+    variant: &str,
     native: &LoadFigures,
     mcpbox: &LoadFigures,
 ) {
     let t = transport.name();
-    report.section(format!("tools/call over {t} (echo)"));
+    report.section(format!("tools/call over {t} (echo{variant})"));
     for (p, name) in [(50.0, "p50"), (90.0, "p90"), (99.0, "p99")] {
         let mut row = Row::new(
             format!("round trip {name}"),

@@ -54,8 +54,11 @@ fn every_part_of_the_benchmark_runs() {
     for section in [
         "tools/call over stdio",
         "tools/call over stdio (echo), an event-loop client (asyncio)",
+        "tools/call over stdio (echo, instances kept per caller)",
+        "tools/call over stdio (echo, instances kept per caller), an event-loop client (asyncio)",
         "tools/call over HTTP",
         "tools/call over HTTP (echo), an event-loop client (asyncio)",
+        "tools/call over HTTP (echo, instances kept per caller)",
         "Start-up",
         "tools/list over 1000 tools",
         "Hot reload",
