@@ -112,7 +112,11 @@ pub async fn serve<B: Backend>(
             }
             line = lines.next() => {
                 let Some(line) = line? else { break };
-                handle_line(&session, line, &replies, &mut in_flight, config.max_message_bytes).await;
+                while in_flight.try_join_next().is_some() {}
+                // Nothing else in flight and no more input read: the request is run here
+                // first (see `handle_line`).
+                let alone = in_flight.is_empty() && !lines.more_read();
+                handle_line(&session, line, &replies, &mut in_flight, config.max_message_bytes, alone).await;
             }
             Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
             finished = &mut writer => {
@@ -148,6 +152,7 @@ async fn handle_line<B: Backend>(
     replies: &mpsc::Sender<Reply>,
     in_flight: &mut JoinSet<()>,
     max_bytes: usize,
+    alone: bool,
 ) {
     let bytes = match line {
         Line::TooLong(length, head) => {
@@ -205,10 +210,23 @@ async fn handle_line<B: Backend>(
         }
         return;
     }
+    let mut work = pending.work;
+    // Alone (nothing else in flight, no more input read): the work is polled here once, so a
+    // call that finishes at once (most do: a plugin call runs to its end unless it waits on
+    // the host or its CPU time reaches an epoch tick) is answered without a hand-off to
+    // another task, which on an idle machine is the wake-up of another thread. Work that does
+    // not finish goes on in a task of its own, as it does when others are in flight.
+    if alone && let Poll::Ready(answer) = futures::poll!(&mut work) {
+        if let Some(answer) = answer {
+            let _ = replies.send(answer.reply).await;
+        }
+        drop(share);
+        return;
+    }
     let replies = replies.clone();
     in_flight.spawn(async move {
         let _share = share;
-        if let Some(answer) = pending.work.await {
+        if let Some(answer) = work.await {
             let _ = replies.send(answer.reply).await;
         }
     });
@@ -452,6 +470,8 @@ struct LineReader<R> {
     line: Vec<u8>,
     /// Its length so far, counting what was dropped.
     length: usize,
+    /// Input past the last line was already read (a client sending requests back to back).
+    more_read: bool,
 }
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
@@ -461,7 +481,13 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
             max_bytes,
             line: Vec::new(),
             length: 0,
+            more_read: false,
         }
+    }
+
+    /// Whether input past the last line returned was already read.
+    fn more_read(&self) -> bool {
+        self.more_read
     }
 
     /// The next line, or `None` at end of input.
@@ -488,8 +514,10 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                 let room = HEAD_BYTES - self.line.len();
                 self.line.extend_from_slice(&chunk[..room.min(chunk.len())]);
             }
+            let rest = available.len() - used;
             self.input.consume(used);
             if done {
+                self.more_read = rest > 0;
                 break;
             }
         }
