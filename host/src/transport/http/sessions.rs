@@ -15,6 +15,7 @@
 //! session) and the stream buffers of [`super::streams`].
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
@@ -331,6 +332,24 @@ async fn stream_replies<B: Backend>(
     }
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
     let stream = http.streams().open(live);
+    let Some(mut pending) = pending else {
+        http.streams().finish(stream);
+        return sse(rx, ());
+    };
+    // Polled here once first: work that finishes at once (a plugin call that neither waits on
+    // the host nor reaches an epoch tick) is put on its stream here, what it sent and then its
+    // answer, without a task of its own and a hand-off to it.
+    if let Poll::Ready(answer) = futures::poll!(&mut pending.work) {
+        let mut streams = http.streams();
+        while let Ok(reply) = queue.try_recv() {
+            streams.push(stream, reply.0);
+        }
+        if let Some(answer) = answer {
+            streams.push(stream, answer.reply.0);
+        }
+        streams.finish(stream);
+        return sse(rx, ());
+    }
     let http = Arc::clone(http);
     tokio::spawn(async move {
         let pump = {
@@ -342,9 +361,7 @@ async fn stream_replies<B: Backend>(
             }
         };
         let work = async move {
-            if let Some(pending) = pending
-                && let Some(answer) = pending.work.await
-            {
+            if let Some(answer) = pending.work.await {
                 let _ = outbound.send(answer.reply).await;
             }
             drop(outbound);

@@ -9,6 +9,7 @@
 //! Depends on `protocol` (the 2026-07-28 routing rule and mirror headers) and `server`.
 
 use std::sync::Arc;
+use std::task::Poll;
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
@@ -137,7 +138,18 @@ pub(super) async fn post_stateless<B: Backend>(
     }
     drop(outbound);
     let mut guard = CancelOnDrop(pending.cancellation);
-    let mut work = tokio::spawn(pending.work);
+    let mut work = pending.work;
+    // Polled here once first: work that finishes at once (a plugin call that neither waits on
+    // the host nor reaches an epoch tick) and sent nothing before its answer is answered
+    // without a hand-off to another task. Other work goes on in a task of its own.
+    let mut work = match futures::poll!(&mut work) {
+        Poll::Ready(answer) if sent.is_empty() => {
+            guard.disarm();
+            return answer_response(Ok(answer));
+        }
+        Poll::Ready(answer) => tokio::spawn(std::future::ready(answer)),
+        Poll::Pending => tokio::spawn(work),
+    };
     let mut open = true;
     loop {
         tokio::select! {
@@ -150,16 +162,27 @@ pub(super) async fn post_stateless<B: Backend>(
             },
             joined = &mut work => {
                 guard.disarm();
-                return match joined {
-                    Ok(Some(answer)) if answer.status == Status::TooMany => too_many(answer.reply, answer.retry_after),
-                    Ok(Some(answer)) => json_response(status_of(answer.status), answer.reply),
-                    Ok(None) => StatusCode::ACCEPTED.into_response(),
-                    Err(e) => {
-                        tracing::error!("a request task failed: {e}");
-                        rpc_error(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR, "the request failed")
-                    }
-                };
+                return answer_response(joined);
             }
+        }
+    }
+}
+
+/// The JSON response to a request's answer (or to its task's failure).
+fn answer_response(joined: Result<Option<Answer>, tokio::task::JoinError>) -> Response {
+    match joined {
+        Ok(Some(answer)) if answer.status == Status::TooMany => {
+            too_many(answer.reply, answer.retry_after)
+        }
+        Ok(Some(answer)) => json_response(status_of(answer.status), answer.reply),
+        Ok(None) => StatusCode::ACCEPTED.into_response(),
+        Err(e) => {
+            tracing::error!("a request task failed: {e}");
+            rpc_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                INTERNAL_ERROR,
+                "the request failed",
+            )
         }
     }
 }
