@@ -319,6 +319,9 @@ struct ActiveCall {
     _slot: OwnedSemaphorePermit,
     /// Counted in the metrics while a call runs in it.
     in_use: Option<GaugeGuard>,
+    /// The `tools` export, once looked up and type-checked in this instance (a kept instance
+    /// does it once, not at every call).
+    tools: Option<tools::Guest>,
 }
 
 impl Drop for ActiveCall {
@@ -488,12 +491,16 @@ impl PluginCode {
         };
         self.guarded(limits.timeout, meter, is_error, async {
             let mut call = self.instantiate(host, denied, limits).await?;
-            let guest = call.load(|s, i| indices.load(s, i))?;
+            let guest = match call.tools.take() {
+                Some(guest) => guest,
+                None => call.load(|s, i| indices.load(s, i))?,
+            };
             // The contract types `json` as an alias of `string`, which bindgen passes as `&String`.
             let arguments = arguments.to_owned();
             let out = guest
                 .call_call_tool(&mut call.store, name, &arguments)
                 .await;
+            call.tools = Some(guest);
             let result = call.finish("tool", name, out);
             call.end(&result, self);
             result
@@ -725,6 +732,7 @@ impl PluginCode {
                 fuel_used: None,
                 _slot: slot,
                 in_use: Some(metrics().in_use()),
+                tools: None,
             });
         }
         let waiting = metrics().waiting();
@@ -749,6 +757,7 @@ impl PluginCode {
                     fuel_used: None,
                     _slot: slot,
                     in_use: Some(in_use),
+                    tools: None,
                 })
             }
             Err(e) => {
