@@ -146,7 +146,7 @@ impl LoadedPlugin {
             serves = names.served,
             refused = names.refused,
             grants = %GrantSummary(self.code.policy()),
-            instances = self.code.policy().instances.as_str(),
+            instances = %self.code.policy().instances.as_str(),
             naming = %NamingSummary(&self.code.policy().naming),
             "{verb} plugin"
         );
