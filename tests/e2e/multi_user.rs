@@ -107,7 +107,15 @@ struct TwoCallers {
 }
 
 async fn two_callers(alice_scopes: &[&str], extra: &[&str]) -> TwoCallers {
-    let dir = plugins();
+    two_callers_of(plugins(), alice_scopes, extra).await
+}
+
+/// [`two_callers`], serving the plugin directory `dir`.
+async fn two_callers_of(
+    dir: tempfile::TempDir,
+    alice_scopes: &[&str],
+    extra: &[&str],
+) -> TwoCallers {
     let config_dir = tempfile::tempdir().unwrap();
     let config = token_config(
         config_dir.path(),
@@ -272,6 +280,11 @@ async fn two_callers_each_have_an_id_state_and_secrets_of_their_own() {
 }
 
 /// The value of a counter in a metrics exposition (0 if absent).
+/// The text of the metrics at `url`.
+async fn metrics_at(url: &str) -> String {
+    reqwest::get(url).await.unwrap().text().await.unwrap()
+}
+
 fn counter(metrics: &str, series: &str) -> f64 {
     metrics
         .lines()
@@ -304,14 +317,7 @@ async fn instances_prepared_ahead_carry_nothing_from_one_caller_to_the_next() {
     )
     .await;
     let metrics_url = server.stderr.metrics_url().await;
-    let metrics = async || {
-        reqwest::get(&metrics_url)
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
+    let metrics = async || metrics_at(&metrics_url).await;
     let alice_id = json_of(&alice, "whoami", json!({})).await["id"].clone();
     let bob_id = json_of(&bob, "whoami", json!({})).await["id"].clone();
     assert_ne!(alice_id, bob_id);
@@ -799,40 +805,14 @@ async fn an_instance_kept_per_caller_serves_that_caller_alone() {
         "instances = \"per-caller\"\n\n[config]\napi-token = { secret = \"service-token\" }\n",
     )
     .unwrap();
-    let config_dir = tempfile::tempdir().unwrap();
-    let config = token_config(
-        config_dir.path(),
-        &[("alice", ALICE, &[]), ("bob", BOB, &[])],
-        "",
-    );
-    let secrets = secrets(config_dir.path());
-    let server = HttpServer::start(
-        dir.path(),
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--secrets",
-            secrets.to_str().unwrap(),
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ],
-    )
-    .await;
+    let TwoCallers {
+        server,
+        alice,
+        bob,
+        _dirs,
+    } = two_callers_of(dir, &[], &["--metrics-addr", "127.0.0.1:0"]).await;
     let metrics_url = server.stderr.metrics_url().await;
-    let metrics = async || {
-        reqwest::get(&metrics_url)
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
-    let alice = server
-        .connect(RecordingClient::new(&json!({})), Some(ALICE))
-        .await;
-    let bob = server
-        .connect(RecordingClient::new(&json!({})), Some(BOB))
-        .await;
+    let metrics = async || metrics_at(&metrics_url).await;
     let calls = |who: &Value| who["calls_in_this_instance"].as_u64().unwrap();
 
     // Alice alone: her calls in quick succession share an instance.

@@ -142,6 +142,12 @@ struct Kept {
     _share: OwnedSemaphorePermit,
 }
 
+impl Shelf {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Kept>> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 impl Kept {
     fn fresh(&self) -> bool {
         self.since.elapsed() < SPARE_MAX_AGE && self.call.made.elapsed() < KEEP_MAX_LIFE
@@ -722,18 +728,15 @@ impl PluginCode {
             } = spare;
             store.data_mut().bind(self.call_context(host, denied));
             Self::arm(&mut store, &limits, fuel_spent)?;
-            return Ok(ActiveCall {
+            return Ok(ActiveCall::new(
                 store,
                 instance,
                 limits,
-                started: Instant::now(),
                 made,
                 keep_for,
-                fuel_used: None,
-                _slot: slot,
-                in_use: Some(metrics().in_use()),
-                tools: None,
-            });
+                slot,
+                metrics().in_use(),
+            ));
         }
         let waiting = metrics().waiting();
         let slot = Arc::clone(&self.runtime.slots)
@@ -747,18 +750,9 @@ impl PluginCode {
         match self.pre.instantiate_async(&mut store).await {
             Ok(instance) => {
                 self.spare.took(&self.name, began.elapsed());
-                Ok(ActiveCall {
-                    store,
-                    instance,
-                    limits,
-                    started: Instant::now(),
-                    made: began,
-                    keep_for,
-                    fuel_used: None,
-                    _slot: slot,
-                    in_use: Some(in_use),
-                    tools: None,
-                })
+                Ok(ActiveCall::new(
+                    store, instance, limits, began, keep_for, slot, in_use,
+                ))
             }
             Err(e) => {
                 let error = classify(&mut store, &e, &limits);
@@ -914,11 +908,7 @@ impl PluginCode {
     /// last one kept first: its pages are the warmest).
     fn take_kept(&self, caller: &str) -> Option<ActiveCall> {
         let kept = {
-            let mut shelf = self
-                .kept
-                .kept
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut shelf = self.kept.lock();
             let at = shelf.iter().rposition(|k| &*k.caller == caller)?;
             shelf.remove(at)
         };
@@ -952,16 +942,12 @@ impl PluginCode {
             return Some(call);
         };
         call.in_use = None;
-        self.kept
-            .kept
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Kept {
-                call,
-                caller,
-                since: Instant::now(),
-                _share: share,
-            });
+        self.kept.lock().push(Kept {
+            call,
+            caller,
+            since: Instant::now(),
+            _share: share,
+        });
         metrics().kept_instance("kept");
         if !self.kept.sweeping.swap(true, Ordering::AcqRel) {
             let code = self.clone();
@@ -975,11 +961,7 @@ impl PluginCode {
         loop {
             tokio::time::sleep(SPARE_MAX_AGE).await;
             let stale: Vec<Kept> = {
-                let mut shelf = self
-                    .kept
-                    .kept
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
+                let mut shelf = self.kept.lock();
                 if shelf.is_empty() {
                     // Under the lock: an instance kept after this starts its own sweeper.
                     self.kept.sweeping.store(false, Ordering::Release);
@@ -1008,6 +990,30 @@ fn drop_off_path<T: Send + 'static>(spare: T) {
 }
 
 impl ActiveCall {
+    /// A call in `instance`, made at `made`, starting now.
+    fn new(
+        store: Store<HostState>,
+        instance: Instance,
+        limits: Limits,
+        made: Instant,
+        keep_for: Option<Arc<str>>,
+        slot: OwnedSemaphorePermit,
+        in_use: GaugeGuard,
+    ) -> Self {
+        Self {
+            store,
+            instance,
+            limits,
+            started: Instant::now(),
+            made,
+            keep_for,
+            fuel_used: None,
+            _slot: slot,
+            in_use: Some(in_use),
+            tools: None,
+        }
+    }
+
     /// Look up an exported interface in the instance, type-checking it against the contract.
     fn load<G>(
         &mut self,

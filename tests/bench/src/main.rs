@@ -185,54 +185,36 @@ async fn main() -> anyhow::Result<()> {
         if !run(part) {
             continue;
         }
-        eprintln!("== tools/call over {}", transport.name());
-        let mcpbox_launch = bench.mcpbox(&bench.one_dir, transport, &[]);
-        let [native, mcpbox] = load_suite(
-            [
-                Driven::new(&bench.native(transport, 0), Era::Legacy),
-                Driven::new(&mcpbox_launch, Era::Legacy),
-            ],
-            transport,
-            &sizes,
-        )
-        .await?;
-        load_rows(&mut report, transport, "", &native, &mcpbox);
-        eprintln!(
-            "== tools/call over {}: an event-loop client",
-            transport.name()
-        );
         let native_launch = bench.native(transport, 0);
-        eventloop_rows(
-            &mut report,
-            transport,
-            "",
-            [&native_launch, &mcpbox_launch],
-            &sizes,
-        )
-        .await?;
-        eprintln!(
-            "== tools/call over {}: instances kept per caller",
-            transport.name()
-        );
+        let mcpbox_launch = bench.mcpbox(&bench.one_dir, transport, &[]);
         let kept_launch = bench.mcpbox(&bench.kept_dir, transport, &[]);
-        let [native, kept] = load_suite(
-            [
-                Driven::new(&native_launch, Era::Legacy),
-                Driven::new(&kept_launch, Era::Legacy),
-            ],
-            transport,
-            &sizes,
-        )
-        .await?;
-        load_rows(&mut report, transport, KEPT, &native, &kept);
-        eventloop_rows(
-            &mut report,
-            transport,
-            KEPT,
-            [&native_launch, &kept_launch],
-            &sizes,
-        )
-        .await?;
+        // mcpbox with fresh instances (the default), then with them kept per caller, each
+        // beside the native server, with both kinds of client.
+        for (variant, launch) in [("", &mcpbox_launch), (KEPT, &kept_launch)] {
+            eprintln!("== tools/call over {}{variant}", transport.name());
+            let [native, mcpbox] = load_suite(
+                [
+                    Driven::new(&native_launch, Era::Legacy),
+                    Driven::new(launch, Era::Legacy),
+                ],
+                transport,
+                &sizes,
+            )
+            .await?;
+            load_rows(&mut report, transport, variant, &native, &mcpbox);
+            eprintln!(
+                "== tools/call over {}{variant}: an event-loop client",
+                transport.name()
+            );
+            eventloop_rows(
+                &mut report,
+                transport,
+                variant,
+                [&native_launch, launch],
+                &sizes,
+            )
+            .await?;
+        }
         eprintln!(
             "== tools/call over {}: 2026-07-28 against 2025-11-25",
             transport.name()
