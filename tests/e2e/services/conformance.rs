@@ -17,7 +17,7 @@ fn run_suite(dir: &Path, url: &str, requirements: &str) -> String {
     let output = Command::new(dir.join("node_modules/.bin/conformance"))
         .args(["server", "--url", url, "--requirements", requirements])
         .current_dir(dir)
-        .env("PATH", tools::node_path(dir))
+        .env("PATH", tools::node_path())
         .output()
         .expect("run the conformance suite");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -116,7 +116,7 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
             Command::new(suite.join("node_modules/.bin/conformance"))
                 .args(["server", "--url", &url, "--scenario", scenario])
                 .current_dir(&suite)
-                .env("PATH", tools::node_path(&suite))
+                .env("PATH", tools::node_path())
                 .output()
                 .expect("run the conformance suite")
         })

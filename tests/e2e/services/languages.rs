@@ -50,7 +50,7 @@ fn python_tools() -> PathBuf {
 /// The directories holding `componentize-js` and Node 22 (installed on first use).
 fn js_tools() -> [PathBuf; 2] {
     let npm = tools::npm(&[COMPONENTIZE_JS]);
-    let node = PathBuf::from(tools::node_path(&npm).split(':').next().unwrap());
+    let node = PathBuf::from(tools::node_path().split(':').next().unwrap());
     [npm.join("node_modules/.bin"), node]
 }
 
@@ -246,7 +246,9 @@ async fn a_python_plugin_meets_its_limits() {
 async fn a_javascript_plugin_serves_tools_prompts_resources_and_state() {
     let dir = dir_with(
         "js_notes",
-        &format!("{STATE}\n[limits]\ntimeout-ms = 1500\n"),
+        // Fuel enough that the deadline, not the fuel, stops the spinning call below: on an
+        // idle core the default budget ran out first.
+        &format!("{STATE}\n[limits]\ntimeout-ms = 1500\nfuel = 500_000_000_000\n"),
     );
     let client = connect(dir.path(), &[]).await;
 

@@ -51,7 +51,7 @@ impl AuthorizationServer {
             .arg(&script)
             .arg(port.to_string())
             .arg(resource)
-            .env("PATH", tools::node_path(&prefix))
+            .env("PATH", tools::node_path())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)

@@ -34,7 +34,7 @@ async fn original_sequential_thinking() -> RunningService<RoleClient, ()> {
                 "node_modules/@modelcontextprotocol/server-sequential-thinking/dist/index.js",
             ),
         )
-        .env("PATH", tools::node_path(&prefix))
+        .env("PATH", tools::node_path())
         // Its thoughts, drawn in boxes on stderr, are for a person watching.
         .env("DISABLE_THOUGHT_LOGGING", "true")
         .stdin(Stdio::piped())
@@ -480,7 +480,7 @@ async fn memory_matches_the_original_call_for_call_and_imports_its_file() {
     let mut command = Command::new("node");
     command
         .arg(prefix.join("node_modules/@modelcontextprotocol/server-memory/dist/index.js"))
-        .env("PATH", tools::node_path(&prefix))
+        .env("PATH", tools::node_path())
         .env("MEMORY_FILE_PATH", &jsonl)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -973,7 +973,7 @@ async fn filesystem_matches_the_original_call_for_call_and_leaves_the_same_tree(
     command
         .arg(prefix.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"))
         .arg(&root)
-        .env("PATH", tools::node_path(&prefix))
+        .env("PATH", tools::node_path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true);
