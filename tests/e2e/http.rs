@@ -136,6 +136,58 @@ async fn progress_logs_and_sampling_travel_on_the_requests_own_stream() {
 }
 
 #[tokio::test]
+async fn a_ready_answer_is_one_json_object_and_what_streams_gets_a_stream() {
+    let dir = plugin_dir(&[
+        ("echo_tools", "echo_tools.wasm"),
+        ("interactive", "interactive.wasm"),
+    ]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let id = raw_session(&server).await;
+    let echo = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#;
+
+    // Ready at once, nothing sent first, JSON accepted: one JSON object.
+    let response = post(&server, echo, Some(&id)).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let reply: Value = response.json().await.unwrap();
+    assert_eq!(reply["id"], 2);
+    assert_eq!(reply["result"]["content"][0]["text"], "hi");
+
+    // A client that takes only event streams gets one, with an event id to resume from.
+    let response = http()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(echo.replace(r#""id":2"#, r#""id":3"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let (event_id, reply) = SseReader::new(response).next_json().await.unwrap();
+    assert!(event_id.is_some(), "{reply}");
+    assert_eq!(reply["id"], 3);
+
+    // A call that sends progress first: a stream, the notifications and then the answer.
+    let countdown = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"countdown","arguments":{"steps":2},"_meta":{"progressToken":"t"}}}"#;
+    let response = post(&server, countdown, Some(&id)).send().await.unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut events = SseReader::new(response);
+    let mut progress = 0;
+    loop {
+        let (_, message) = events.next_json().await.expect("the answer on the stream");
+        if message.get("method").is_some() {
+            progress += usize::from(message["method"] == "notifications/progress");
+        } else {
+            assert_eq!(message["id"], 4, "{message}");
+            break;
+        }
+    }
+    assert_eq!(progress, 2);
+}
+
+#[tokio::test]
 async fn sessions_are_required_checked_and_can_be_ended() {
     let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
     let server = HttpServer::start(dir.path(), &[]).await;

@@ -744,22 +744,50 @@ pub struct SseEvent {
     pub data: String,
 }
 
-/// Reads server-sent events from a streaming HTTP response.
+/// Reads server-sent events from a streaming HTTP response. A JSON response (a server may
+/// answer a request with one JSON object where the client takes either) reads as one event
+/// without an id.
 pub struct SseReader {
     response: reqwest::Response,
     buffer: String,
+    json: Option<bool>,
 }
 
 impl SseReader {
     pub fn new(response: reqwest::Response) -> Self {
+        let json = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
         Self {
             response,
             buffer: String::new(),
+            json: Some(json),
         }
     }
 
     /// The next event with data (comments and keep-alives skipped), or `None` at the end.
     pub async fn next(&mut self) -> Option<SseEvent> {
+        match self.json {
+            Some(true) => {
+                self.json = None;
+                let mut data = String::new();
+                while let Some(chunk) = tokio::time::timeout(STEP, self.response.chunk())
+                    .await
+                    .expect("the answer in time")
+                    .ok()?
+                {
+                    data.push_str(&String::from_utf8_lossy(&chunk));
+                }
+                return Some(SseEvent {
+                    data,
+                    ..SseEvent::default()
+                });
+            }
+            None => return None,
+            Some(false) => {}
+        }
         loop {
             while let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();

@@ -82,6 +82,21 @@ pub(super) fn accepts_sse(headers: &HeaderMap) -> bool {
         .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
 }
 
+/// Whether the client takes a JSON answer: `application/json`, `application/*` or `*/*` in
+/// its `Accept` (clients of Streamable HTTP list it beside `text/event-stream`).
+pub(super) fn accepts_json(headers: &HeaderMap) -> bool {
+    headers.get_all(header::ACCEPT).iter().any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',').any(|range| {
+                let range = range.split(';').next().unwrap_or_default().trim();
+                range.eq_ignore_ascii_case("application/json")
+                    || range.eq_ignore_ascii_case("application/*")
+                    || range == "*/*"
+            })
+        })
+    })
+}
+
 /// An SSE response fed by `rx`, holding `share` (a place among the listen streams, and its
 /// caller's budget of them) for as
 /// long as the stream is open.
@@ -97,4 +112,31 @@ pub(super) fn sse<T: Send + Sync + 'static>(rx: mpsc::Receiver<Event>, share: T)
         .headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(value: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_static(value));
+        headers
+    }
+
+    #[test]
+    fn json_is_accepted_by_its_type_or_a_wildcard_and_not_by_a_lookalike() {
+        for taken in [
+            "application/json, text/event-stream",
+            "text/event-stream, Application/JSON;q=0.9",
+            "*/*",
+            "application/*",
+        ] {
+            assert!(accepts_json(&accept(taken)), "{taken}");
+        }
+        for refused in ["text/event-stream", "application/jsonl", "text/json", ""] {
+            assert!(!accepts_json(&accept(refused)), "{refused}");
+        }
+        assert!(!accepts_json(&HeaderMap::new()));
+    }
 }

@@ -5,7 +5,9 @@
 //!   belongs to the caller that created it: another caller presenting its id gets the same 404,
 //!   for POST, GET and DELETE alike. Notifications
 //!   and responses get 202; requests get an event stream when the client accepts one (what
-//!   they send while running, then their replies), otherwise one JSON response.
+//!   they send while running, then their replies), otherwise one JSON response. A request
+//!   answered at once, having sent nothing meanwhile, is answered with one JSON object even
+//!   when the client takes a stream too (the server chooses; clients must accept both).
 //! - `GET /mcp` opens the session's standalone stream, or with `Last-Event-ID` resumes a
 //!   dropped one; `DELETE /mcp` ends the session.
 //! - Idle sessions expire ([`App::expire_idle`]).
@@ -25,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::gate::Admitted;
 use super::reply::{
-    Refused, accepts_sse, at_limit, json_response, over_budget, plain, rpc_error, sse,
+    Refused, accepts_json, accepts_sse, at_limit, json_response, over_budget, plain, rpc_error, sse,
 };
 use super::streams::{LIVE_QUEUE, STANDALONE, Streams};
 use super::{App, LAST_EVENT_HEADER, SESSION_HEADER, Shared, VERSION_HEADER};
@@ -285,7 +287,8 @@ pub(super) async fn post_session<B: Backend>(
         return StatusCode::ACCEPTED.into_response();
     }
     if accepts_sse(headers) && !initialize {
-        return stream_replies(app, &http, decoded, call_id, caller).await;
+        let json_too = accepts_json(headers);
+        return stream_replies(app, &http, decoded, call_id, caller, json_too).await;
     }
     // One JSON response; anything sent meanwhile goes to the session's standalone stream.
     let answer = match http
@@ -315,12 +318,15 @@ pub(super) async fn post_session<B: Backend>(
 }
 
 /// Answer requests on a new SSE stream: what they send while running, then their replies.
+/// Requests answered at once with nothing sent meanwhile get their answer as one JSON object
+/// instead when the client takes JSON too (`json_too`).
 async fn stream_replies<B: Backend>(
     app: &Arc<App<B>>,
     http: &Arc<HttpSession<B>>,
     decoded: Decoded,
     call_id: Option<Arc<str>>,
     caller: &Principal,
+    json_too: bool,
 ) -> Response {
     let (outbound, mut queue) = mpsc::channel::<Reply>(LIVE_QUEUE);
     let pending = http
@@ -330,18 +336,32 @@ async fn stream_replies<B: Backend>(
     if let Some(refusal) = pending.as_ref().and_then(|p| p.refusal.clone()) {
         return app.refusal(refusal);
     }
-    let (live, rx) = mpsc::channel(LIVE_QUEUE);
-    let stream = http.streams().open(live);
     let Some(mut pending) = pending else {
-        http.streams().finish(stream);
+        let (live, rx) = mpsc::channel(LIVE_QUEUE);
+        let mut streams = http.streams();
+        let stream = streams.open(live);
+        streams.finish(stream);
         return sse(rx, ());
     };
     // Polled here once first: work that finishes at once (a plugin call that neither waits on
-    // the host nor reaches an epoch tick) is put on its stream here, what it sent and then its
-    // answer, without a task of its own and a hand-off to it.
+    // the host nor reaches an epoch tick) is answered here, without a task of its own and a
+    // hand-off to it. Its answer alone is one JSON object: no stream kept for resumption, no
+    // chunked body (BENCHMARKS.md, HTTP); with what it sent, all of it on its stream.
     if let Poll::Ready(answer) = futures::poll!(&mut pending.work) {
+        let first = queue.try_recv().ok();
+        if first.is_none()
+            && json_too
+            && let Some(answer) = answer
+        {
+            return json_response(StatusCode::OK, answer.reply);
+        }
+        let (live, rx) = mpsc::channel(LIVE_QUEUE);
         let mut streams = http.streams();
-        while let Ok(reply) = queue.try_recv() {
+        let stream = streams.open(live);
+        for reply in first
+            .into_iter()
+            .chain(std::iter::from_fn(|| queue.try_recv().ok()))
+        {
             streams.push(stream, reply.0);
         }
         if let Some(answer) = answer {
@@ -350,6 +370,8 @@ async fn stream_replies<B: Backend>(
         streams.finish(stream);
         return sse(rx, ());
     }
+    let (live, rx) = mpsc::channel(LIVE_QUEUE);
+    let stream = http.streams().open(live);
     let http = Arc::clone(http);
     tokio::spawn(async move {
         let pump = {
