@@ -195,9 +195,7 @@ fn the_sdk_packages_on_its_own() {
             "--target-dir",
         ])
         .arg(root.join("target/package-check"))
-        // The verifying build is never debugged: no debug info or incremental caches (disk).
-        .env("CARGO_PROFILE_DEV_DEBUG", "false")
-        .env("CARGO_INCREMENTAL", "0")
+        .envs(crate::support::THROWAWAY_BUILD)
         .current_dir(&root)
         .output()
         .unwrap();

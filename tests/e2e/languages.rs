@@ -30,10 +30,7 @@ pub(crate) fn run_in(dir: &Path, command: &[&str], path_dirs: &[PathBuf]) -> Str
         .env("MCPBOX_STATE_DIR", crate::support::fresh_state_dir())
         .env("MCPBOX_CACHE_DIR", root().join("target/test-cache"))
         .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
-        // Nobody debugs these builds: no debug info or incremental caches, which only fill
-        // the disk (a clean CI run ran out of it).
-        .env("CARGO_PROFILE_DEV_DEBUG", "false")
-        .env("CARGO_INCREMENTAL", "0")
+        .envs(crate::support::THROWAWAY_BUILD)
         .output()
         .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
     let text = format!(

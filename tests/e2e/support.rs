@@ -652,6 +652,13 @@ pub async fn connect_command<H: rmcp::ClientHandler>(
     (service, stderr)
 }
 
+/// The environment of a cargo build a test starts and nobody debugs: no debug info or
+/// incremental caches, which only fill the disk (a clean CI run ran out of it).
+pub const THROWAWAY_BUILD: [(&str, &str); 2] = [
+    ("CARGO_PROFILE_DEV_DEBUG", "false"),
+    ("CARGO_INCREMENTAL", "0"),
+];
+
 /// POST `body` to `url` as JSON (accepting JSON or SSE) with extra `headers`.
 pub async fn post(
     client: &reqwest::Client,
@@ -750,7 +757,16 @@ pub struct SseEvent {
 pub struct SseReader {
     response: reqwest::Response,
     buffer: String,
-    json: Option<bool>,
+    body: Body,
+}
+
+/// What an [`SseReader`] reads.
+#[derive(PartialEq)]
+enum Body {
+    Stream,
+    Json,
+    /// A JSON body, already read.
+    Read,
 }
 
 impl SseReader {
@@ -763,15 +779,15 @@ impl SseReader {
         Self {
             response,
             buffer: String::new(),
-            json: Some(json),
+            body: if json { Body::Json } else { Body::Stream },
         }
     }
 
     /// The next event with data (comments and keep-alives skipped), or `None` at the end.
     pub async fn next(&mut self) -> Option<SseEvent> {
-        match self.json {
-            Some(true) => {
-                self.json = None;
+        match self.body {
+            Body::Json => {
+                self.body = Body::Read;
                 let mut data = String::new();
                 while let Some(chunk) = tokio::time::timeout(STEP, self.response.chunk())
                     .await
@@ -785,8 +801,8 @@ impl SseReader {
                     ..SseEvent::default()
                 });
             }
-            None => return None,
-            Some(false) => {}
+            Body::Read => return None,
+            Body::Stream => {}
         }
         loop {
             while let Some(end) = self.buffer.find("\n\n") {

@@ -337,38 +337,25 @@ async fn stream_replies<B: Backend>(
         return app.refusal(refusal);
     }
     let Some(mut pending) = pending else {
-        let (live, rx) = mpsc::channel(LIVE_QUEUE);
-        let mut streams = http.streams();
-        let stream = streams.open(live);
-        streams.finish(stream);
-        return sse(rx, ());
+        return finished_stream(http, Vec::new());
     };
     // Polled here once first: work that finishes at once (a plugin call that neither waits on
     // the host nor reaches an epoch tick) is answered here, without a task of its own and a
     // hand-off to it. Its answer alone is one JSON object: no stream kept for resumption, no
     // chunked body (BENCHMARKS.md, HTTP); with what it sent, all of it on its stream.
     if let Poll::Ready(answer) = futures::poll!(&mut pending.work) {
-        let first = queue.try_recv().ok();
-        if first.is_none()
+        let mut sent = Vec::new();
+        while let Ok(reply) = queue.try_recv() {
+            sent.push(reply);
+        }
+        if sent.is_empty()
             && json_too
             && let Some(answer) = answer
         {
             return json_response(StatusCode::OK, answer.reply);
         }
-        let (live, rx) = mpsc::channel(LIVE_QUEUE);
-        let mut streams = http.streams();
-        let stream = streams.open(live);
-        for reply in first
-            .into_iter()
-            .chain(std::iter::from_fn(|| queue.try_recv().ok()))
-        {
-            streams.push(stream, reply.0);
-        }
-        if let Some(answer) = answer {
-            streams.push(stream, answer.reply.0);
-        }
-        streams.finish(stream);
-        return sse(rx, ());
+        sent.extend(answer.map(|a| a.reply));
+        return finished_stream(http, sent);
     }
     let (live, rx) = mpsc::channel(LIVE_QUEUE);
     let stream = http.streams().open(live);
@@ -391,6 +378,18 @@ async fn stream_replies<B: Backend>(
         tokio::join!(pump, work);
         http.streams().finish(stream);
     });
+    sse(rx, ())
+}
+
+/// A stream that is complete when it opens: `messages`, kept for resumption like any other.
+fn finished_stream<B: Backend>(http: &HttpSession<B>, messages: Vec<Reply>) -> Response {
+    let (live, rx) = mpsc::channel(LIVE_QUEUE);
+    let mut streams = http.streams();
+    let stream = streams.open(live);
+    for message in messages {
+        streams.push(stream, message.0);
+    }
+    streams.finish(stream);
     sse(rx, ())
 }
 
