@@ -293,9 +293,10 @@ async fn roots_narrow_the_grants_and_are_read_again_when_they_change() {
     client.cancel().await.unwrap();
 }
 
-/// A FIFO in a granted directory blocks whoever opens it until a writer comes. The opens run
-/// on tokio's blocking pool, so the call's time limit ends each such call, and the host goes
-/// on serving: on the runtime's own threads, two of them stopped every other request.
+/// A FIFO in a granted directory blocks whoever opens it until a writer comes. A plugin
+/// granted a directory runs its calls on threads of tokio's blocking pool, so the call's
+/// time limit ends each such call, and the host goes on serving: on the runtime's own
+/// threads, two of them stopped every other request.
 #[tokio::test]
 async fn a_fifo_in_a_granted_directory_times_out_the_call_alone() {
     let tree = tree();

@@ -195,28 +195,41 @@ async fn a_cancelled_call_stops_sends_no_response_and_frees_its_instance() {
     raw.assert_alive(1).await;
 }
 
+/// Also for a plugin granted a directory, whose calls run on a thread of their own: the
+/// cancellation reaches that thread, which drops the call and frees its instance.
 #[tokio::test]
 async fn a_call_that_ignores_cancellation_is_interrupted_after_a_grace_period() {
-    let dir = plugin_dir(&[
-        ("hostile", "hostile.wasm"),
-        ("echo_tools", "echo_tools.wasm"),
-    ]);
-    std::fs::write(
-        dir.path().join("hostile.toml"),
-        "[limits]\nfuel = 1_000_000_000_000_000\ntimeout-ms = 60000\n",
-    )
-    .unwrap();
-    let mut raw = Raw::initialized(dir.path(), &["--max-instances", "1"]).await;
-    raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"spin"}}"#)
+    let data = tempfile::tempdir().unwrap();
+    let grants = [
+        String::new(),
+        format!("[[dirs]]\nhost = {:?}\nguest = \"/data\"\n", data.path()),
+    ];
+    for grant in grants {
+        let dir = plugin_dir(&[
+            ("hostile", "hostile.wasm"),
+            ("echo_tools", "echo_tools.wasm"),
+        ]);
+        std::fs::write(
+            dir.path().join("hostile.toml"),
+            format!("[limits]\nfuel = 1_000_000_000_000_000\ntimeout-ms = 60000\n\n{grant}"),
+        )
+        .unwrap();
+        let mut raw = Raw::initialized(dir.path(), &["--max-instances", "1"]).await;
+        raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"spin"}}"#)
+            .await;
+        // Cancelled once it runs (cancelled before it starts, it would never run).
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        raw.send(
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+        )
         .await;
-    raw.send(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#)
-        .await;
-    let reply = raw.request(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"free"}}}"#).await;
-    assert_eq!(
-        reply["id"], 2,
-        "no response for the cancelled spin: {reply}"
-    );
-    assert_eq!(reply["result"]["content"][0]["text"], "free");
+        let reply = raw.request(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"free"}}}"#).await;
+        assert_eq!(
+            reply["id"], 2,
+            "no response for the cancelled spin ({grant:?}): {reply}"
+        );
+        assert_eq!(reply["result"]["content"][0]["text"], "free", "{grant:?}");
+    }
 }
 
 #[tokio::test]

@@ -21,6 +21,11 @@
 //! its next call has the rest to grow into) and it holds at most [`KEEP_MAX_HANDLES`]
 //! handles; it waits at most [`SPARE_MAX_AGE`] for that call and serves calls for at most
 //! [`KEEP_MAX_LIFE`] after it was made. Kept instances share the spares' eighth of the pool.
+//!
+//! A plugin granted a directory runs each call (and makes each spare) on a thread of tokio's
+//! blocking pool, its file operations in line there, instead of on the runtime's workers with
+//! each file operation handed to that pool ([`PluginCode::run`]); the outer timeout and
+//! cancellation stay on the worker that awaits it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -441,34 +446,36 @@ impl PluginCode {
     pub async fn read_lists(&self) -> Result<PluginLists, CallError> {
         let meter = CallMeter::start(&self.name, CallKind::List, "");
         let denied = Arc::clone(&meter.denied);
-        self.guarded(self.limits.timeout, meter, |_| false, async {
-            let mut call = self
-                .instantiate(Arc::new(Detached), denied, self.limits)
+        let work = async move |code: &PluginCode| {
+            let mut call = code
+                .instantiate(Arc::new(Detached), denied, code.limits)
                 .await?;
+            let exports = &code.exports;
             let mut lists = PluginLists::default();
-            if let Some(indices) = &self.exports.tools {
+            if let Some(indices) = &exports.tools {
                 let guest = call.load(|s, i| indices.load(s, i))?;
                 let out = guest.call_list_tools(&mut call.store).await;
                 lists.tools = call.check(out)?;
             }
-            if let Some(indices) = &self.exports.prompts {
+            if let Some(indices) = &exports.prompts {
                 let guest = call.load(|s, i| indices.load(s, i))?;
                 let out = guest.call_list_prompts(&mut call.store).await;
                 lists.prompts = call.check(out)?;
             }
-            if let Some(indices) = &self.exports.resources {
+            if let Some(indices) = &exports.resources {
                 let guest = call.load(|s, i| indices.load(s, i))?;
                 let out = guest.call_list_resources(&mut call.store).await;
                 lists.resources = call.check(out)?;
                 let out = guest.call_list_templates(&mut call.store).await;
                 lists.templates = call.check(out)?;
             }
-            if let Some(indices) = &self.exports.completion {
+            if let Some(indices) = &exports.completion {
                 call.load(|s, i| indices.load(s, i))?;
             }
             Ok(lists)
-        })
-        .await
+        };
+        self.guarded(self.limits.timeout, meter, |_| false, self.run(work))
+            .await
     }
 
     /// Call a tool. `arguments` is a JSON object as text.
@@ -478,11 +485,9 @@ impl PluginCode {
         arguments: &str,
         host: Arc<dyn CallHost>,
     ) -> Result<Result<ToolResult, GuestError>, CallError> {
-        let indices = self
-            .exports
-            .tools
-            .as_ref()
-            .ok_or(CallError::NotExported("tools"))?;
+        if self.exports.tools.is_none() {
+            return Err(CallError::NotExported("tools"));
+        }
         let meter = CallMeter::start(&self.name, CallKind::Tool, name);
         let denied = Arc::clone(&meter.denied);
         let is_error = |r: &Result<ToolResult, GuestError>| r.as_ref().map_or(true, |r| r.is_error);
@@ -495,23 +500,27 @@ impl PluginCode {
             },
             ..self.limits
         };
-        self.guarded(limits.timeout, meter, is_error, async {
-            let mut call = self.instantiate(host, denied, limits).await?;
+        // The contract types `json` as an alias of `string`, which bindgen passes as `&String`.
+        let (name, arguments) = (name.to_owned(), arguments.to_owned());
+        let work = async move |code: &PluginCode| {
+            let mut call = code.instantiate(host, denied, limits).await?;
             let guest = match call.tools.take() {
                 Some(guest) => guest,
-                None => call.load(|s, i| indices.load(s, i))?,
+                None => call.load(|s, i| match &code.exports.tools {
+                    Some(indices) => indices.load(s, i),
+                    None => Err(wasmtime::format_err!("no `tools` export")),
+                })?,
             };
-            // The contract types `json` as an alias of `string`, which bindgen passes as `&String`.
-            let arguments = arguments.to_owned();
             let out = guest
-                .call_call_tool(&mut call.store, name, &arguments)
+                .call_call_tool(&mut call.store, &name, &arguments)
                 .await;
             call.tools = Some(guest);
-            let result = call.finish("tool", name, out);
-            call.end(&result, self);
+            let result = call.finish("tool", &name, out);
+            call.end(&result, code);
             result
-        })
-        .await
+        };
+        self.guarded(limits.timeout, meter, is_error, self.run(work))
+            .await
     }
 
     /// Count a call of the tool `name` refused before it ran: its arguments do not fit the
@@ -527,24 +536,27 @@ impl PluginCode {
         arguments: &[(String, String)],
         host: Arc<dyn CallHost>,
     ) -> Result<Result<Vec<PromptMessage>, GuestError>, CallError> {
-        let indices = self
-            .exports
-            .prompts
-            .as_ref()
-            .ok_or(CallError::NotExported("prompts"))?;
+        if self.exports.prompts.is_none() {
+            return Err(CallError::NotExported("prompts"));
+        }
         let meter = CallMeter::start(&self.name, CallKind::Prompt, name);
         let denied = Arc::clone(&meter.denied);
-        self.guarded(self.limits.timeout, meter, Result::is_err, async {
-            let mut call = self.instantiate(host, denied, self.limits).await?;
-            let guest = call.load(|s, i| indices.load(s, i))?;
+        let (name, arguments) = (name.to_owned(), arguments.to_vec());
+        let work = async move |code: &PluginCode| {
+            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let guest = call.load(|s, i| match &code.exports.prompts {
+                Some(indices) => indices.load(s, i),
+                None => Err(wasmtime::format_err!("no `prompts` export")),
+            })?;
             let out = guest
-                .call_get_prompt(&mut call.store, name, arguments)
+                .call_get_prompt(&mut call.store, &name, &arguments)
                 .await;
-            let result = call.finish("prompt", name, out);
-            call.end(&result, self);
+            let result = call.finish("prompt", &name, out);
+            call.end(&result, code);
             result
-        })
-        .await
+        };
+        self.guarded(self.limits.timeout, meter, Result::is_err, self.run(work))
+            .await
     }
 
     /// Read a resource.
@@ -553,23 +565,26 @@ impl PluginCode {
         uri: &str,
         host: Arc<dyn CallHost>,
     ) -> Result<Result<Vec<ResourceContents>, GuestError>, CallError> {
-        let indices = self
-            .exports
-            .resources
-            .as_ref()
-            .ok_or(CallError::NotExported("resources"))?;
+        if self.exports.resources.is_none() {
+            return Err(CallError::NotExported("resources"));
+        }
         // Not the URI: templates make it unbounded.
         let meter = CallMeter::start(&self.name, CallKind::Resource, "");
         let denied = Arc::clone(&meter.denied);
-        self.guarded(self.limits.timeout, meter, Result::is_err, async {
-            let mut call = self.instantiate(host, denied, self.limits).await?;
-            let guest = call.load(|s, i| indices.load(s, i))?;
-            let out = guest.call_read_resource(&mut call.store, uri).await;
-            let result = call.finish("resource", uri, out);
-            call.end(&result, self);
+        let uri = uri.to_owned();
+        let work = async move |code: &PluginCode| {
+            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let guest = call.load(|s, i| match &code.exports.resources {
+                Some(indices) => indices.load(s, i),
+                None => Err(wasmtime::format_err!("no `resources` export")),
+            })?;
+            let out = guest.call_read_resource(&mut call.store, &uri).await;
+            let result = call.finish("resource", &uri, out);
+            call.end(&result, code);
             result
-        })
-        .await
+        };
+        self.guarded(self.limits.timeout, meter, Result::is_err, self.run(work))
+            .await
     }
 
     /// Complete an argument.
@@ -581,24 +596,69 @@ impl PluginCode {
         context: &[(String, String)],
         host: Arc<dyn CallHost>,
     ) -> Result<Result<CompletionResult, GuestError>, CallError> {
-        let indices = self
-            .exports
-            .completion
-            .as_ref()
-            .ok_or(CallError::NotExported("completion"))?;
+        if self.exports.completion.is_none() {
+            return Err(CallError::NotExported("completion"));
+        }
         let meter = CallMeter::start(&self.name, CallKind::Completion, "");
         let denied = Arc::clone(&meter.denied);
-        self.guarded(self.limits.timeout, meter, Result::is_err, async {
-            let mut call = self.instantiate(host, denied, self.limits).await?;
-            let guest = call.load(|s, i| indices.load(s, i))?;
+        let (reference, argument, value, context) = (
+            reference.clone(),
+            argument.to_owned(),
+            value.to_owned(),
+            context.to_vec(),
+        );
+        let work = async move |code: &PluginCode| {
+            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let guest = call.load(|s, i| match &code.exports.completion {
+                Some(indices) => indices.load(s, i),
+                None => Err(wasmtime::format_err!("no `completion` export")),
+            })?;
             let out = guest
-                .call_complete(&mut call.store, reference, argument, value, context)
+                .call_complete(&mut call.store, &reference, &argument, &value, &context)
                 .await;
-            let result = call.finish("completion", argument, out);
-            call.end(&result, self);
+            let result = call.finish("completion", &argument, out);
+            call.end(&result, code);
             result
-        })
-        .await
+        };
+        self.guarded(self.limits.timeout, meter, Result::is_err, self.run(work))
+            .await
+    }
+
+    /// Run `work` with this plugin: here, or, if the plugin [runs apart](Policy::runs_apart),
+    /// on a thread of tokio's blocking pool, where its file operations run in line (one
+    /// hand-off a call instead of one for each operation). The runtime's workers never run
+    /// such a plugin, so a file operation that blocks (opening a FIFO no one writes) holds
+    /// only its own thread, and the outer timeout ([`Self::guarded`], which stays here)
+    /// still answers the call. Dropping the returned future drops `work` on its thread at
+    /// the next poll there (a cancelled or timed-out call stops as it would here); a thread
+    /// blocked in a file operation drops it when the operation returns.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl AsyncFnOnce(&PluginCode) -> Result<T, CallError> + Send + 'static,
+    ) -> Result<T, CallError> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return work(self).await;
+        };
+        if !self.policy.runs_apart() {
+            return work(self).await;
+        }
+        let code = self.clone();
+        // Dropped with this future, which tells the thread to drop `work`.
+        let (_running, stopped) = tokio::sync::oneshot::channel::<std::convert::Infallible>();
+        let joined = tokio::task::spawn_blocking(move || {
+            runtime.block_on(async move {
+                tokio::select! {
+                    biased;
+                    _ = stopped => None,
+                    out = work(&code) => Some(out),
+                }
+            })
+        });
+        match joined.await {
+            Ok(Some(out)) => out,
+            Ok(None) => Err(CallError::Host("the call was stopped".to_owned())),
+            Err(e) => Err(CallError::Host(format!("the call's thread failed: {e}"))),
+        }
     }
 
     /// Run `work` under the outer timeout, which catches a guest stuck in a host function,
@@ -825,7 +885,12 @@ impl PluginCode {
     /// Make the spare instance [claimed](Self::claim_spare), and then drop it (and any later
     /// one) once it is too old, until none is left.
     async fn fill_spare(self) {
-        let spare = self.make_spare().await;
+        // Made where the plugin's calls run (its start functions may open files).
+        let spare = self
+            .run(async |code: &PluginCode| Ok(code.make_spare().await))
+            .await
+            .ok()
+            .flatten();
         let slot = &self.spare;
         let made = spare.is_some();
         if let Some(spare) = spare {

@@ -113,11 +113,13 @@ impl HostState {
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);
-        // File operations stay on tokio's blocking pool (wasmtime-wasi's default), although
-        // each hand-off costs tens of µs: on the calling thread, opening a FIFO in a granted
-        // directory (or reading one no one writes) blocks that runtime worker where the
-        // call's time limit cannot reach it, and two such calls stopped the whole host
-        // (`e2e::filesystem::a_fifo_in_a_granted_directory_times_out_the_call_alone`).
+        // A plugin granted a directory runs each call on a thread of its own, off the
+        // runtime's workers (`PluginCode::run`), so its file operations run in line there
+        // rather than each handed to tokio's blocking pool (tens of µs a hand-off, five for
+        // a read). Never on a runtime worker: opening a FIFO in a granted directory (or
+        // reading one no one writes) blocks the thread where the call's time limit cannot
+        // reach it (`e2e::filesystem::a_fifo_in_a_granted_directory_times_out_the_call_alone`).
+        wasi.allow_blocking_current_thread(policy.runs_apart());
         for env in &policy.env {
             wasi.env(&env.name, &env.value);
         }

@@ -299,6 +299,12 @@ impl Policy {
         }
     }
 
+    /// Whether its calls run on a thread of their own, with file operations in line there
+    /// (the plugin was granted a directory): see `engine::plugin`.
+    pub fn runs_apart(&self) -> bool {
+        !self.dirs.is_empty()
+    }
+
     /// Whether anything at all was granted.
     pub fn grants_anything(&self) -> bool {
         !(self.dirs.is_empty()
