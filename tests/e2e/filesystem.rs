@@ -339,3 +339,51 @@ async fn a_fifo_in_a_granted_directory_times_out_the_call_alone() {
     // And after them, the host still serves.
     assert_eq!(call(&client, "read_text_file", plain).await.0, "alpha\n");
 }
+
+/// Calls blocked on a FIFO keep their threads, and their instances, until a writer comes; one
+/// plugin's calls may hold at most a quarter of the instance pool (with 4 slots, one), so
+/// that however many such calls come, other plugins are still served.
+#[tokio::test]
+async fn calls_blocked_on_a_fifo_take_at_most_their_plugins_share_of_the_pool() {
+    let tree = tree();
+    let fifo = tree.data.join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let dir = plugin_dir(&[
+        ("filesystem", "filesystem.wasm"),
+        ("echo_tools", "echo_tools.wasm"),
+    ]);
+    std::fs::write(
+        dir.path().join("filesystem.toml"),
+        format!(
+            "[[dirs]]\nhost = \"{}\"\n\n[limits]\ntimeout-ms = 300\n",
+            tree.data.display()
+        ),
+    )
+    .unwrap();
+    let client = connect_with(
+        dir.path(),
+        &["--max-instances", "4"],
+        RecordingClient::new(&json!({})),
+    )
+    .await;
+    let pipe = json!({"path": path(&fifo)});
+    let (blocked, echoed) = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        // As many as the pool has slots, at once.
+        let blocked = futures::future::join_all(
+            (0..4).map(|_| call(&client, "read_text_file", pipe.clone())),
+        )
+        .await;
+        let echoed = call(&client, "echo", json!({"text": "still served"})).await;
+        (blocked, echoed)
+    })
+    .await
+    .expect("every call is answered");
+    for (text, failed) in &blocked {
+        assert!(*failed && text.contains("timed out"), "{text}");
+    }
+    assert_eq!(echoed, ("still served".to_owned(), false));
+}

@@ -116,7 +116,16 @@ pub struct PluginCode {
     spare: Arc<SpareSlot>,
     /// Instances kept for their callers' next calls (`instances = "per-caller"`).
     kept: Arc<Shelf>,
+    /// Its calls' share of the instance pool while they run apart ([`APART_SHARE`]): a
+    /// thread blocked in a file operation keeps its permit.
+    apart: Arc<tokio::sync::Semaphore>,
 }
+
+/// A plugin that [runs apart](Policy::runs_apart) may run at most this share of the instance
+/// pool's slots at once (a divisor: a quarter), so that calls blocked in file operations (a
+/// FIFO no one writes), each holding its thread and its instance until the operation
+/// returns, cannot take the slots every other plugin needs.
+pub const APART_SHARE: u32 = 4;
 
 /// A kept instance serves calls for at most this long after it was made (a granted
 /// directory stays the one opened then).
@@ -404,6 +413,9 @@ impl PluginCode {
                 .into(),
             spare: Arc::default(),
             kept: Arc::default(),
+            apart: Arc::new(tokio::sync::Semaphore::new(
+                (runtime.config.max_instances / APART_SHARE).max(1) as usize,
+            )),
         })
     }
 
@@ -631,7 +643,8 @@ impl PluginCode {
     /// only its own thread, and the outer timeout ([`Self::guarded`], which stays here)
     /// still answers the call. Dropping the returned future drops `work` on its thread at
     /// the next poll there (a cancelled or timed-out call stops as it would here); a thread
-    /// blocked in a file operation drops it when the operation returns.
+    /// blocked in a file operation drops it when the operation returns, and holds a permit
+    /// of the plugin's [share](APART_SHARE) of the pool until then.
     async fn run<T: Send + 'static>(
         &self,
         work: impl AsyncFnOnce(&PluginCode) -> Result<T, CallError> + Send + 'static,
@@ -642,10 +655,15 @@ impl PluginCode {
         if !self.policy.runs_apart() {
             return work(self).await;
         }
+        let share = Arc::clone(&self.apart)
+            .acquire_owned()
+            .await
+            .map_err(|_| CallError::Host("the runtime is shutting down".to_owned()))?;
         let code = self.clone();
         // Dropped with this future, which tells the thread to drop `work`.
         let (_running, stopped) = tokio::sync::oneshot::channel::<std::convert::Infallible>();
         let joined = tokio::task::spawn_blocking(move || {
+            let _share = share;
             runtime.block_on(async move {
                 tokio::select! {
                     biased;
