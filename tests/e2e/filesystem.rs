@@ -293,6 +293,33 @@ async fn roots_narrow_the_grants_and_are_read_again_when_they_change() {
     client.cancel().await.unwrap();
 }
 
+/// A FIFO made in `tree`'s data directory, and a plugin directory serving the filesystem
+/// plugin (granted that directory, its calls limited to `timeout_ms`) beside `others`.
+fn with_a_fifo(
+    tree: &Tree,
+    others: &[(&str, &str)],
+    timeout_ms: u32,
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let fifo = tree.data.join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let mut plugins = vec![("filesystem", "filesystem.wasm")];
+    plugins.extend_from_slice(others);
+    let dir = plugin_dir(&plugins);
+    std::fs::write(
+        dir.path().join("filesystem.toml"),
+        format!(
+            "[[dirs]]\nhost = \"{}\"\n\n[limits]\ntimeout-ms = {timeout_ms}\n",
+            tree.data.display()
+        ),
+    )
+    .unwrap();
+    (dir, fifo)
+}
+
 /// A FIFO in a granted directory blocks whoever opens it until a writer comes. A plugin
 /// granted a directory runs its calls on threads of tokio's blocking pool, so the call's
 /// time limit ends each such call, and the host goes on serving: on the runtime's own
@@ -300,21 +327,7 @@ async fn roots_narrow_the_grants_and_are_read_again_when_they_change() {
 #[tokio::test]
 async fn a_fifo_in_a_granted_directory_times_out_the_call_alone() {
     let tree = tree();
-    let fifo = tree.data.join("pipe");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo runs");
-    assert!(made.success());
-    let dir = plugin_dir(&[("filesystem", "filesystem.wasm")]);
-    std::fs::write(
-        dir.path().join("filesystem.toml"),
-        format!(
-            "[[dirs]]\nhost = \"{}\"\n\n[limits]\ntimeout-ms = 1000\n",
-            tree.data.display()
-        ),
-    )
-    .unwrap();
+    let (dir, fifo) = with_a_fifo(&tree, &[], 1000);
     let client = connect_with(dir.path(), &[], RecordingClient::new(&json!({}))).await;
     let pipe = json!({"path": path(&fifo)});
     let plain = json!({"path": path(&tree.data.join("a.txt"))});
@@ -346,24 +359,7 @@ async fn a_fifo_in_a_granted_directory_times_out_the_call_alone() {
 #[tokio::test]
 async fn calls_blocked_on_a_fifo_take_at_most_their_plugins_share_of_the_pool() {
     let tree = tree();
-    let fifo = tree.data.join("pipe");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo runs");
-    assert!(made.success());
-    let dir = plugin_dir(&[
-        ("filesystem", "filesystem.wasm"),
-        ("echo_tools", "echo_tools.wasm"),
-    ]);
-    std::fs::write(
-        dir.path().join("filesystem.toml"),
-        format!(
-            "[[dirs]]\nhost = \"{}\"\n\n[limits]\ntimeout-ms = 300\n",
-            tree.data.display()
-        ),
-    )
-    .unwrap();
+    let (dir, fifo) = with_a_fifo(&tree, &[("echo_tools", "echo_tools.wasm")], 300);
     let client = connect_with(
         dir.path(),
         &["--max-instances", "4"],

@@ -645,12 +645,10 @@ impl PluginCode {
         &self,
         work: impl AsyncFnOnce(&PluginCode) -> Result<T, CallError> + Send + 'static,
     ) -> Result<T, CallError> {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return work(self).await;
+        let runtime = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if self.policy.runs_apart() => runtime,
+            _ => return work(self).await,
         };
-        if !self.policy.runs_apart() {
-            return work(self).await;
-        }
         let share = Arc::clone(&self.apart)
             .acquire_owned()
             .await
