@@ -157,7 +157,10 @@ async fn missing_config(
     serve: &ServeArgs,
     secrets: &crate::policy::Secrets,
 ) -> Vec<String> {
-    let sections = Sections::new(file.path().to_owned(), file.sections().clone());
+    let sections = Arc::new(Sections::new(
+        file.path().to_owned(),
+        file.sections().clone(),
+    ));
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

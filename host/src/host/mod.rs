@@ -87,6 +87,8 @@ pub struct Host {
     plugins: Arc<PluginSet>,
     relists: crate::catalog::RelistRequests,
     readiness: Arc<Readiness>,
+    /// The plugin directory, being read since before the engine was made.
+    prefetched: crate::watch::Prefetched,
 }
 
 /// Read the secrets file again at each SIGHUP (with `--secrets`): calls from then on see the
@@ -126,6 +128,10 @@ impl Host {
     /// Build the runtime, bind the listeners (`--http` before any plugin loads, and the
     /// separate metrics listener), and create the (empty) plugin set.
     pub async fn start(mut settings: ServeSettings) -> Result<Self, HostError> {
+        // The plugins are read, hashed and checked on blocking threads while the engine is
+        // made here.
+        let prefetched =
+            crate::watch::prefetch(&settings.plugin_dir, &settings.sections, &settings.trust);
         let engine = Runtime::new(settings.runtime.clone())?;
         reload_secrets_on_hangup(&settings.runtime.secrets);
         if let Some(path) = &settings.audit_log {
@@ -195,6 +201,7 @@ impl Host {
             plugins,
             relists,
             readiness: Arc::new(Readiness::starting()),
+            prefetched,
         })
     }
 
@@ -211,6 +218,7 @@ impl Host {
             plugins,
             relists,
             readiness,
+            prefetched,
         } = self;
         let startup = Startup {
             engine: &engine,
@@ -218,6 +226,7 @@ impl Host {
             plugins: &plugins,
             relists,
             readiness: &readiness,
+            prefetched,
         };
         match &settings.transport {
             Transport::Http(http) => {
@@ -287,6 +296,7 @@ struct Startup<'a> {
     plugins: &'a Arc<PluginSet>,
     relists: crate::catalog::RelistRequests,
     readiness: &'a Arc<Readiness>,
+    prefetched: crate::watch::Prefetched,
 }
 
 /// What must live while mcpbox serves: the watchers of the plugin directory and the
@@ -304,6 +314,7 @@ impl Startup<'_> {
             plugins,
             relists,
             readiness,
+            prefetched,
         } = self;
         let (dir, limits, sections) = (
             settings.plugin_dir.as_path(),
@@ -320,7 +331,7 @@ impl Startup<'_> {
             Arc::clone(plugins),
             relists,
         );
-        for late in reloader.first_pass().await? {
+        for late in reloader.first_pass(prefetched).await? {
             // Ready (HTTP `/readyz`) once every late plugin is in.
             let done = readiness.late_load();
             tokio::spawn(async move {

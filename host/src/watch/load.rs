@@ -1,6 +1,7 @@
 //! Loading the plugin directory: every `*.wasm` file with its manifest (`*.toml`, optional),
-//! checked against the directory's lock file and the signature policy (`registry::trust`)
-//! before anything else, compiled in parallel off the async executor, linked, and listed. A
+//! read, hashed and checked against the directory's lock file and the signature policy
+//! (`registry::trust`) on blocking threads before anything else (at start-up, while the engine
+//! is made: [`prefetch`]), compiled in parallel off the async executor, linked, and listed. A
 //! plugin that fails (its manifest included) is reported with its file and reason and skipped;
 //! the others load.
 
@@ -59,26 +60,100 @@ pub enum FileError {
     Trust(#[from] TrustError),
 }
 
-/// The `*.wasm` files in `dir`, sorted by name (the order in which names are claimed).
-async fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, DirectoryError> {
+/// The `*.wasm` files in `dir`, sorted by name (the order in which names are claimed), and
+/// the manifests (`*.toml`) with no `*.wasm` of the same name beside them: each of those is
+/// warned about (a typo in a file name would otherwise leave a plugin without the grants meant
+/// for it). One pass over the directory, with blocking calls: it runs before anything serves,
+/// or on a blocking thread.
+fn list_directory(dir: &Path) -> Result<(Vec<PathBuf>, Vec<String>), DirectoryError> {
     let error = |source| DirectoryError {
         dir: dir.to_owned(),
         source,
     };
-    let mut entries = tokio::fs::read_dir(dir).await.map_err(error)?;
     let mut files = Vec::new();
-    while let Some(entry) = entries.next_entry().await.map_err(error)? {
-        let path = entry.path();
+    let mut manifests = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(error)? {
+        let path = entry.map_err(error)?.path();
         let hidden = path
             .file_name()
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.starts_with('.'));
-        if !hidden && path.extension().is_some_and(|e| e == "wasm") && path.is_file() {
-            files.push(path);
+        if hidden {
+            continue;
+        }
+        match path.extension() {
+            Some(e) if e == "wasm" && path.is_file() => files.push(path),
+            Some(e) if e == "toml" => manifests.push(path),
+            _ => {}
         }
     }
     files.sort();
-    Ok(files)
+    let mut orphans = Vec::new();
+    for path in manifests {
+        let plugin = path.with_extension("wasm");
+        if plugin.exists() {
+            continue;
+        }
+        tracing::warn!(
+            manifest = %path.display(),
+            "a manifest with no plugin: there is no {} beside it, so it grants nothing",
+            plugin.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+        );
+        orphans.push(format!(
+            "manifest {} has no plugin {} beside it; it grants nothing",
+            path.display(),
+            plugin.display()
+        ));
+    }
+    orphans.sort();
+    Ok((files, orphans))
+}
+
+/// A plugin file being read (by [`read_source`]) on a blocking thread.
+type Reading = tokio::task::JoinHandle<Result<PluginSource, FileError>>;
+
+/// Start reading `file` on a blocking thread.
+#[expect(
+    clippy::result_large_err,
+    reason = "at most one error a file read, moved once to the loader"
+)]
+fn start_reading(file: &Path, sections: &Arc<Sections>, trust: &Trust) -> Reading {
+    let (file, sections, trust) = (file.to_owned(), Arc::clone(sections), trust.clone());
+    tokio::task::spawn_blocking(move || read_source_now(&file, &sections, &trust))
+}
+
+/// The files of a directory being read, and its manifests with no plugin.
+struct Listing {
+    files: Vec<(PathBuf, Reading)>,
+    orphans: Vec<String>,
+}
+
+/// The plugin directory being read: its files listed, and each one's component and policy
+/// read, hashed and checked on blocking threads of their own, from the moment [`prefetch`]
+/// is called. Start-up calls it before it makes the engine, so that reading the plugins and
+/// making the engine overlap (BENCHMARKS.md, start-up).
+pub struct Prefetched {
+    dir: PathBuf,
+    listed: Result<Listing, DirectoryError>,
+}
+
+/// Start reading every plugin in `dir` (see [`Prefetched`]). Must be called within the
+/// Tokio runtime.
+pub fn prefetch(dir: &Path, sections: &Arc<Sections>, trust: &Trust) -> Prefetched {
+    let listed = list_directory(dir).map(|(files, orphans)| Listing {
+        files: files
+            .into_iter()
+            .map(|file| {
+                let reading = start_reading(&file, sections, trust);
+                (file, reading)
+            })
+            .collect(),
+        orphans,
+    });
+    Prefetched {
+        dir: dir.to_owned(),
+        listed,
+    }
 }
 
 /// What loading the directory gave: the plugins that loaded, and how many files were skipped.
@@ -111,21 +186,36 @@ pub async fn load_directory(
     sections: &Arc<Sections>,
     trust: &Trust,
 ) -> Result<LoadedDirectory, DirectoryError> {
-    let files = plugin_files(dir).await?;
+    load_prefetched(runtime, prefetch(dir, sections, trust), limits).await
+}
+
+/// [`load_directory`], for a directory whose reading [`prefetch`] started.
+pub async fn load_prefetched(
+    runtime: &Runtime,
+    prefetched: Prefetched,
+    limits: Limits,
+) -> Result<LoadedDirectory, DirectoryError> {
+    let Prefetched { dir, listed } = prefetched;
+    let Listing {
+        files,
+        orphans: mut problems,
+    } = listed?;
     if files.is_empty() {
         tracing::warn!(dir = %dir.display(), "no plugins (*.wasm files) in the plugin directory");
     }
     let mut compiled = Vec::with_capacity(files.len());
     let mut tasks: Vec<LateLoad> = files
         .into_iter()
-        .map(|file| {
+        .map(|(file, reading)| {
             let runtime = runtime.clone();
-            let sections = Arc::clone(sections);
-            let trust = trust.clone();
             let (done_compiling, compiled_signal) = tokio::sync::oneshot::channel::<()>();
             compiled.push(compiled_signal);
             tokio::spawn(async move {
-                let result = match read_source(&file, &sections, &trust).await {
+                let read = match reading.await {
+                    Ok(read) => read,
+                    Err(e) => Err(FileError::Join(e.to_string())),
+                };
+                let result = match read {
                     Ok(source) => match compile_source(&runtime, source, limits).await {
                         Ok(code) => {
                             let _ = done_compiling.send(());
@@ -148,7 +238,6 @@ pub async fn load_directory(
     let mut loaded = Vec::with_capacity(tasks.len());
     let mut late = Vec::new();
     let mut skipped = 0;
-    let mut problems = orphan_manifests(dir).await;
     for mut task in tasks.drain(..) {
         let joined = match tokio::time::timeout_at(deadline, &mut task).await {
             Ok(joined) => joined,
@@ -189,39 +278,6 @@ pub async fn load_directory(
     })
 }
 
-/// Manifests (`*.toml`) with no `*.wasm` of the same name beside them: each is warned about
-/// (a typo in a file name would otherwise leave a plugin without the grants meant for it).
-async fn orphan_manifests(dir: &Path) -> Vec<String> {
-    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
-        return Vec::new();
-    };
-    let mut orphans = Vec::new();
-    while let Ok(Some(entry)) = entries.next_entry().await {
-        let path = entry.path();
-        let hidden = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with('.'));
-        if !hidden
-            && path.extension().is_some_and(|e| e == "toml")
-            && !path.with_extension("wasm").exists()
-        {
-            tracing::warn!(
-                manifest = %path.display(),
-                "a manifest with no plugin: there is no {} beside it, so it grants nothing",
-                path.with_extension("wasm").file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
-            );
-            orphans.push(format!(
-                "manifest {} has no plugin {} beside it; it grants nothing",
-                path.display(),
-                path.with_extension("wasm").display()
-            ));
-        }
-    }
-    orphans.sort();
-    orphans
-}
-
 /// Where a plugin's policy comes from.
 enum PolicyText {
     /// The manifest beside it: its path and text.
@@ -249,13 +305,29 @@ pub struct PluginSource {
 /// Read a plugin's component and policy: its section of the configuration file if `sections`
 /// has one (a manifest beside it is then ignored, with a warning), else its manifest. The
 /// component is checked by `trust` first: against the lock file beside it, if there is one, and
-/// for the signature the policy requires.
+/// for the signature the policy requires. The reading, hashing and checking run on a blocking
+/// thread.
 pub async fn read_source(
+    file: &Path,
+    sections: &Arc<Sections>,
+    trust: &Trust,
+) -> Result<PluginSource, FileError> {
+    start_reading(file, sections, trust)
+        .await
+        .map_err(|e| FileError::Join(e.to_string()))?
+}
+
+/// [`read_source`], on the calling thread: it blocks on the files and hashes the component.
+#[expect(
+    clippy::result_large_err,
+    reason = "at most one error a file read, moved once to the loader"
+)]
+fn read_source_now(
     file: &Path,
     sections: &Sections,
     trust: &Trust,
 ) -> Result<PluginSource, FileError> {
-    let wasm = tokio::fs::read(file).await.map_err(FileError::Read)?;
+    let wasm = std::fs::read(file).map_err(FileError::Read)?;
     let name = file
         .file_stem()
         .and_then(|s| s.to_str())
@@ -273,7 +345,7 @@ pub async fn read_source(
     });
     let policy = match section {
         Some((name, config, text)) => {
-            if tokio::fs::try_exists(&manifest_file).await.unwrap_or(false) {
+            if manifest_file.try_exists().unwrap_or(false) {
                 tracing::warn!(
                     manifest = %manifest_file.display(),
                     config = %config.display(),
@@ -282,7 +354,7 @@ pub async fn read_source(
             }
             Some(PolicyText::Section(config, name.to_owned(), text))
         }
-        None => match tokio::fs::read_to_string(&manifest_file).await {
+        None => match std::fs::read_to_string(&manifest_file) {
             Ok(text) => Some(PolicyText::Manifest(manifest_file, text)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(source) => {

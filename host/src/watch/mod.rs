@@ -49,8 +49,8 @@ mod report;
 
 pub use config::{ConfigWatcher, watch_config};
 pub use load::{
-    DirectoryError, FileError, LoadedDirectory, PluginSource, STARTUP_LISTING_WAIT, load_directory,
-    load_source, policy_of, read_source,
+    DirectoryError, FileError, LoadedDirectory, PluginSource, Prefetched, STARTUP_LISTING_WAIT,
+    load_directory, load_prefetched, load_source, policy_of, prefetch, read_source,
 };
 pub use report::{Arrival, Left, LifecycleEvent, report};
 
@@ -182,15 +182,13 @@ impl Reloader {
     /// parallel, and report each. Plugins still listing after [`STARTUP_LISTING_WAIT`] are
     /// added when they are done, by the tasks returned (the caller may wait on them, as the
     /// HTTP readiness check does).
-    pub async fn first_pass(&self) -> Result<Vec<tokio::task::JoinHandle<()>>, DirectoryError> {
-        let loaded = load_directory(
-            &self.runtime,
-            &self.dir,
-            self.limits,
-            &self.sections,
-            &self.trust,
-        )
-        .await?;
+    /// `prefetched` is the directory's reading, started by [`prefetch`] with this reloader's
+    /// directory, sections and trust.
+    pub async fn first_pass(
+        &self,
+        prefetched: Prefetched,
+    ) -> Result<Vec<tokio::task::JoinHandle<()>>, DirectoryError> {
+        let loaded = load_prefetched(&self.runtime, prefetched, self.limits).await?;
         let plugins = &self.plugins;
         plugins.add_startup(loaded.plugins);
         for problem in loaded.problems {
