@@ -78,3 +78,35 @@ fn quick_start_and_tests_share_one_build() {
          host/Cargo.toml too): {twice:?}"
     );
 }
+
+/// The crates only the default features bring: a build for serving alone
+/// (`--no-default-features`, OPERATING.md) compiles none of them, and the default build all.
+#[test]
+fn a_build_for_serving_alone_leaves_out_registries_and_telemetry() {
+    const LEFT_OUT: [&str; 6] = [
+        "oci-client",
+        "sigstore",
+        "docker_credential",
+        "indicatif",
+        "opentelemetry-otlp",
+        "tracing-opentelemetry",
+    ];
+    let packages = |args: &[&str]| -> BTreeSet<String> {
+        variants(args)
+            .into_iter()
+            .filter_map(|(package, _)| Some(package.split_once('@')?.0.to_owned()))
+            .collect()
+    };
+    let default = packages(&["build", "-p", "mcpbox"]);
+    let alone = packages(&["build", "-p", "mcpbox", "--no-default-features"]);
+    for name in LEFT_OUT {
+        assert!(
+            default.contains(name),
+            "the default build no longer has {name}"
+        );
+        assert!(
+            !alone.contains(name),
+            "a build without default features still compiles {name}"
+        );
+    }
+}

@@ -49,6 +49,7 @@ pub struct RegistryArgs {
     pub timeout: u64,
 }
 
+#[cfg(feature = "registry")]
 impl RegistryArgs {
     /// A registry client as these arguments say.
     pub(super) fn client(

@@ -8,10 +8,12 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use super::args::{
-    CallArgs, CheckArgs, PullArgs, ServeArgs, SkillsArgs, StateAction, StateCommandArgs,
-};
-use super::{ArgsError, Cli, Command, Outcome, reported, serve_command};
+#[cfg(feature = "registry")]
+use super::args::PullArgs;
+use super::args::{CallArgs, CheckArgs, ServeArgs, SkillsArgs, StateAction, StateCommandArgs};
+use super::{ArgsError, Cli, Command, Outcome};
+#[cfg(feature = "registry")]
+use super::{reported, serve_command};
 use crate::author::{self, CallRequest};
 use crate::config::ConfigFile;
 use crate::kv::StateService;
@@ -19,6 +21,7 @@ use crate::policy::Sections;
 
 /// `mcpbox pull`: the policy is the configuration's `[signatures]` (with `--key`s added), the
 /// directory `--to` or the configuration's `plugins`.
+#[cfg(feature = "registry")]
 pub(super) async fn pull(args: PullArgs) -> anyhow::Result<Outcome> {
     let config = match &args.config {
         Some(path) => Some(ConfigFile::load(path, &serve_command())?),

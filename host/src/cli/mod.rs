@@ -13,7 +13,9 @@ mod commands;
 mod state_args;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+#[cfg(feature = "registry")]
+use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +24,9 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 pub use self::args::*;
-use self::commands::{call, check, pull, state_command};
+#[cfg(feature = "registry")]
+use self::commands::pull;
+use self::commands::{call, check, state_command};
 use crate::author;
 use crate::config::{ConfigError, ConfigFile};
 use crate::host::Host;
@@ -252,11 +256,13 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             runtime.shutdown_timeout(Duration::from_millis(100));
             return outcome;
         }
+        #[cfg(feature = "registry")]
         Command::Pull(args) => {
             let outcome = runtime.block_on(pull(args));
             runtime.shutdown_timeout(Duration::from_millis(100));
             return outcome;
         }
+        #[cfg(feature = "registry")]
         Command::Push(args) => {
             let registry = args.registry.client()?;
             let outcome = runtime.block_on(crate::registry::push(
@@ -267,6 +273,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             runtime.shutdown_timeout(Duration::from_millis(100));
             return reported(outcome);
         }
+        #[cfg(feature = "registry")]
         Command::Sign(args) => {
             let target = Path::new(&args.target);
             let outcome = if target.is_file() {
@@ -287,7 +294,16 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             runtime.shutdown_timeout(Duration::from_millis(100));
             return reported(outcome);
         }
+        #[cfg(feature = "registry")]
         Command::Keygen(args) => return reported(crate::registry::keygen(&args.prefix)),
+        #[cfg(not(feature = "registry"))]
+        Command::Pull(_) => anyhow::bail!(crate::registry::not_built("pull")),
+        #[cfg(not(feature = "registry"))]
+        Command::Push(_) => anyhow::bail!(crate::registry::not_built("push")),
+        #[cfg(not(feature = "registry"))]
+        Command::Sign(_) => anyhow::bail!(crate::registry::not_built("sign")),
+        #[cfg(not(feature = "registry"))]
+        Command::Keygen(_) => anyhow::bail!(crate::registry::not_built("keygen")),
         Command::Skills(args) => return self::commands::skills(&args),
         Command::State(args) => {
             let outcome = runtime.block_on(state_command(args));
@@ -343,6 +359,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// A registry command's report, for stdout.
+#[cfg(feature = "registry")]
 fn reported(report: Result<String, crate::registry::RegistryError>) -> anyhow::Result<Outcome> {
     Ok(Outcome {
         output: Some(report?),

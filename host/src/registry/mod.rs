@@ -37,32 +37,61 @@
 //! bar on a terminal) and `error` ([`RegistryError`], and every registry failure in words).
 //! This file is their public face: the bounds, the client, and the re-exports callers use.
 //!
+//! All of it but `lock` and `trust` is the cargo feature `registry` (on by default). Without
+//! it, `lock` still checks each component against the lock file, and `trust` refuses a
+//! `[signatures]` policy that names a key: nothing could check the signatures it requires.
+//!
 //! Uses: `scaffold`.
 
+#[cfg(feature = "registry")]
 mod artifact;
+#[cfg(feature = "registry")]
 mod credentials;
+#[cfg(feature = "registry")]
 mod error;
+#[cfg(feature = "registry")]
 mod fetch;
 pub mod lock;
+#[cfg(feature = "registry")]
 mod progress;
+#[cfg(feature = "registry")]
 mod pull;
+#[cfg(feature = "registry")]
 mod push;
+#[cfg(feature = "registry")]
 mod sign;
 pub mod trust;
 
 use std::time::Duration;
 
+#[cfg(feature = "registry")]
 use oci_client::client::{ClientConfig, ClientProtocol};
+#[cfg(feature = "registry")]
 use oci_client::{Client, Reference};
 
+#[cfg(feature = "registry")]
 pub use self::artifact::{
     CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, component_layer,
 };
+#[cfg(feature = "registry")]
 pub use self::credentials::{PASSWORD_VARIABLE, TOKEN_VARIABLE, USERNAME_VARIABLE};
+#[cfg(feature = "registry")]
 pub use self::error::RegistryError;
+#[cfg(feature = "registry")]
 pub use self::pull::{PullRequest, pull};
+#[cfg(feature = "registry")]
 pub use self::push::push;
+#[cfg(feature = "registry")]
 pub use self::sign::{keygen, sign_file, sign_reference};
+
+/// What a command of the `registry` feature says in a build without it.
+#[cfg(not(feature = "registry"))]
+pub fn not_built(command: &str) -> String {
+    format!(
+        "mcpbox {command}: this mcpbox was built without registries and signatures (the cargo \
+         feature `registry`, on by default)"
+    )
+}
 
 /// The largest component `pull` accepts: a registry cannot make the host hold more.
 pub const MAX_COMPONENT_BYTES: u64 = 512 * 1024 * 1024;
@@ -80,6 +109,7 @@ pub const MAX_SIGNATURE_BYTES: u64 = 64 * 1024;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Parse a reference.
+#[cfg(feature = "registry")]
 pub fn parse_reference(reference: &str) -> Result<Reference, RegistryError> {
     reference
         .parse::<Reference>()
@@ -91,6 +121,7 @@ pub fn parse_reference(reference: &str) -> Result<Reference, RegistryError> {
 
 /// A registry client: which hosts are plain HTTP, where credentials come from, and how long
 /// a registry may keep mcpbox waiting.
+#[cfg(feature = "registry")]
 pub struct Registry {
     client: Client,
     /// For the requests read here in a bounded stream (manifests), set up as `client`.
@@ -99,6 +130,7 @@ pub struct Registry {
     timeout: Duration,
 }
 
+#[cfg(feature = "registry")]
 impl Registry {
     /// A client speaking HTTPS to every registry but `insecure` (host or host:port), which are
     /// spoken to in plain HTTP, waiting at most `timeout` for a connection and for each read.
@@ -125,6 +157,7 @@ impl Registry {
 }
 
 /// HTTPS to every registry but `insecure`; `timeout` for connecting and for each read.
+#[cfg(feature = "registry")]
 fn client_config(insecure: &[String], timeout: Duration) -> ClientConfig {
     ClientConfig {
         protocol: ClientProtocol::HttpsExcept(insecure.to_vec()),

@@ -14,18 +14,28 @@
 //!   `cosign sign-blob --key` writes and `cosign verify-blob --key` reads), for plugins that
 //!   never went through a registry.
 //!
+//! Without the cargo feature `registry` there is no sigstore to check signatures with: no key
+//! can be read ([`TrustedKey::read`] says why), so a policy naming one is refused when it is
+//! read, and lock entries are still checked by digest.
+//!
 //! Depends on `registry::lock` only; the catalog calls [`Trust::check`] before loading.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+#[cfg(feature = "registry")]
 use base64::Engine as _;
+#[cfg(feature = "registry")]
 use base64::engine::general_purpose::STANDARD as BASE64;
 use sha2::{Digest as _, Sha256};
+#[cfg(feature = "registry")]
 use sigstore::cosign::payload::simple_signing::{CRITICAL_TYPE_NAME, SimpleSigning};
+#[cfg(feature = "registry")]
 use sigstore::crypto::signing_key::SigStoreKeyPair;
+#[cfg(feature = "registry")]
 use sigstore::crypto::{CosignVerificationKey, SigStoreSigner, Signature, SigningScheme};
+#[cfg(feature = "registry")]
 use zeroize::Zeroizing;
 
 use super::lock::{LOCK_FILE, LockEntry, LockError, LockFile, Signed};
@@ -126,13 +136,35 @@ pub struct TrustedKey {
     pub name: String,
     /// The PEM file it was read from.
     pub file: PathBuf,
+    #[cfg(feature = "registry")]
     key: CosignVerificationKey,
+    /// Without the `registry` feature no key can be read, so none exists.
+    #[cfg(not(feature = "registry"))]
+    key: std::convert::Infallible,
     /// `sha256:` of its DER form (SubjectPublicKeyInfo), to say which key signed.
     pub fingerprint: String,
 }
 
 impl TrustedKey {
+    /// Without the `registry` feature: refused, naming the feature.
+    #[cfg(not(feature = "registry"))]
+    pub fn read(_name: &str, file: &Path) -> Result<Self, TrustError> {
+        Err(TrustError::Key {
+            file: file.to_owned(),
+            message: "this mcpbox cannot check signatures: it was built without the cargo \
+                      feature `registry` (on by default)"
+                .to_owned(),
+        })
+    }
+
+    /// Without the `registry` feature there is no key to verify with.
+    #[cfg(not(feature = "registry"))]
+    pub fn verifies(&self, _signature: &str, _message: &[u8]) -> bool {
+        match self.key {}
+    }
+
     /// Read a PEM public key (as `cosign generate-key-pair` or `mcpbox keygen` writes).
+    #[cfg(feature = "registry")]
     pub fn read(name: &str, file: &Path) -> Result<Self, TrustError> {
         let error = |message: String| TrustError::Key {
             file: file.to_owned(),
@@ -153,6 +185,7 @@ impl TrustedKey {
     }
 
     /// Whether `signature` (base64) is this key's signature of `message`.
+    #[cfg(feature = "registry")]
     pub fn verifies(&self, signature: &str, message: &[u8]) -> bool {
         self.key
             .verify_signature(
@@ -280,8 +313,20 @@ pub fn key_names(keys: &[&TrustedKey]) -> String {
     }
 }
 
+/// Without the `registry` feature no key exists, so none verifies.
+#[cfg(not(feature = "registry"))]
+pub fn verify_payload<'k>(
+    keys: &[&'k TrustedKey],
+    _payload: &[u8],
+    _signature: &str,
+    _manifest_digest: &str,
+) -> Option<&'k TrustedKey> {
+    keys.first().map(|key| match key.key {})
+}
+
 /// A cosign simple-signing payload that names `manifest_digest`, checked: the key among `keys`
 /// whose signature `signature` of `payload` is, if any.
+#[cfg(feature = "registry")]
 pub fn verify_payload<'k>(
     keys: &[&'k TrustedKey],
     payload: &[u8],
@@ -471,9 +516,23 @@ pub fn signature_file(wasm: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Without the `registry` feature no key exists to check a chain with.
+#[cfg(not(feature = "registry"))]
+fn verify_locked<'k>(
+    keys: &[&'k TrustedKey],
+    _entry: &LockEntry,
+    _signed: &Signed,
+    _component: &str,
+) -> Result<&'k TrustedKey, String> {
+    keys.first()
+        .map(|key| match key.key {})
+        .ok_or_else(|| "no key to check its signature with".to_owned())
+}
+
 /// The chain a lock entry records, checked offline: the payload is signed by one of `keys` and
 /// names the manifest, whose digest is the entry's, and whose one component layer is the file
 /// (`component`, its digest).
+#[cfg(feature = "registry")]
 fn verify_locked<'k>(
     keys: &[&'k TrustedKey],
     entry: &LockEntry,
@@ -502,6 +561,7 @@ fn verify_locked<'k>(
 }
 
 /// The password of private keys: `COSIGN_PASSWORD`, empty if unset (as cosign does).
+#[cfg(feature = "registry")]
 pub fn password() -> Zeroizing<Vec<u8>> {
     Zeroizing::new(
         std::env::var(PASSWORD_VARIABLE)
@@ -512,6 +572,7 @@ pub fn password() -> Zeroizing<Vec<u8>> {
 
 /// A private key for signing, and its public key's fingerprint: cosign's encrypted PEM
 /// (decrypted with `password`) or an unencrypted PKCS#8 PEM.
+#[cfg(feature = "registry")]
 pub fn read_signer(file: &Path, password: &[u8]) -> Result<(SigStoreSigner, String), TrustError> {
     let error = |message: String| TrustError::Key {
         file: file.to_owned(),
@@ -545,6 +606,7 @@ pub fn read_signer(file: &Path, password: &[u8]) -> Result<(SigStoreSigner, Stri
 }
 
 /// A detached signature (base64, as `cosign sign-blob` writes) of `bytes` by `signer`.
+#[cfg(feature = "registry")]
 pub fn sign_bytes(signer: &SigStoreSigner, bytes: &[u8]) -> Result<String, TrustError> {
     let signature = signer
         .sign(bytes)
@@ -554,6 +616,7 @@ pub fn sign_bytes(signer: &SigStoreSigner, bytes: &[u8]) -> Result<String, Trust
 
 /// A new ECDSA P-256 key pair, as cosign makes them: the private key encrypted with `password`
 /// (cosign's format) and the public key, both PEM.
+#[cfg(feature = "registry")]
 pub fn generate_key_pair(password: &[u8]) -> Result<(Zeroizing<String>, String), TrustError> {
     let failed = |e: sigstore::errors::SigstoreError| TrustError::Sign(e.to_string());
     let signer = SigningScheme::ECDSA_P256_SHA256_ASN1
@@ -568,6 +631,7 @@ pub fn generate_key_pair(password: &[u8]) -> Result<(Zeroizing<String>, String),
 }
 
 #[cfg(test)]
+#[cfg(feature = "registry")]
 mod tests {
     use super::*;
 
