@@ -65,24 +65,20 @@ pub mod trust;
 use std::time::Duration;
 
 #[cfg(feature = "registry")]
-use oci_client::client::{ClientConfig, ClientProtocol};
-#[cfg(feature = "registry")]
-use oci_client::{Client, Reference};
+use oci_client::{
+    Client, Reference,
+    client::{ClientConfig, ClientProtocol},
+};
 
 #[cfg(feature = "registry")]
-pub use self::artifact::{
-    CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, component_layer,
+pub use self::{
+    artifact::{CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, component_layer},
+    credentials::{PASSWORD_VARIABLE, TOKEN_VARIABLE, USERNAME_VARIABLE},
+    error::RegistryError,
+    pull::{PullRequest, pull},
+    push::push,
+    sign::{keygen, sign_file, sign_reference},
 };
-#[cfg(feature = "registry")]
-pub use self::credentials::{PASSWORD_VARIABLE, TOKEN_VARIABLE, USERNAME_VARIABLE};
-#[cfg(feature = "registry")]
-pub use self::error::RegistryError;
-#[cfg(feature = "registry")]
-pub use self::pull::{PullRequest, pull};
-#[cfg(feature = "registry")]
-pub use self::push::push;
-#[cfg(feature = "registry")]
-pub use self::sign::{keygen, sign_file, sign_reference};
 
 /// What a command of the `registry` feature says in a build without it.
 #[cfg(not(feature = "registry"))]

@@ -24,19 +24,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-#[cfg(feature = "registry")]
-use base64::Engine as _;
-#[cfg(feature = "registry")]
-use base64::engine::general_purpose::STANDARD as BASE64;
 use sha2::{Digest as _, Sha256};
 #[cfg(feature = "registry")]
-use sigstore::cosign::payload::simple_signing::{CRITICAL_TYPE_NAME, SimpleSigning};
-#[cfg(feature = "registry")]
-use sigstore::crypto::signing_key::SigStoreKeyPair;
-#[cfg(feature = "registry")]
-use sigstore::crypto::{CosignVerificationKey, SigStoreSigner, Signature, SigningScheme};
-#[cfg(feature = "registry")]
-use zeroize::Zeroizing;
+use {
+    base64::Engine as _,
+    base64::engine::general_purpose::STANDARD as BASE64,
+    sigstore::cosign::payload::simple_signing::{CRITICAL_TYPE_NAME, SimpleSigning},
+    sigstore::crypto::signing_key::SigStoreKeyPair,
+    sigstore::crypto::{CosignVerificationKey, SigStoreSigner, Signature, SigningScheme},
+    zeroize::Zeroizing,
+};
 
 use super::lock::{LOCK_FILE, LockEntry, LockError, LockFile, Signed};
 
@@ -311,17 +308,6 @@ pub fn key_names(keys: &[&TrustedKey]) -> String {
                 .join(", ")
         ),
     }
-}
-
-/// Without the `registry` feature no key exists, so none verifies.
-#[cfg(not(feature = "registry"))]
-pub fn verify_payload<'k>(
-    keys: &[&'k TrustedKey],
-    _payload: &[u8],
-    _signature: &str,
-    _manifest_digest: &str,
-) -> Option<&'k TrustedKey> {
-    keys.first().map(|key| match key.key {})
 }
 
 /// A cosign simple-signing payload that names `manifest_digest`, checked: the key among `keys`
