@@ -31,6 +31,11 @@ if [ ! -e "$originals/.installed-3" ]; then
   fi
 fi
 
+# The release build's code layout (host/symbol-order.txt): how many of its names this build
+# still has. Far below 100%, the file is stale (a dependency or the toolchain changed) and
+# start-up and idle memory measure worse than they should: tests/bench/symbol_order.py.
+python3 tests/bench/symbol_order.py --check >&2 || true
+
 mkdir -p target/bench
 exec target/release/mcpbench \
   --originals "$originals" \

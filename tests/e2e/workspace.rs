@@ -9,6 +9,9 @@
 //! The check reads both commands' unit graphs (what cargo would compile, without compiling):
 //! every registry crate the test command builds in a variant the quick start does not build,
 //! while the quick start builds that crate too, is a crate compiled twice.
+//!
+//! Beside it, the release build's code layout: host/symbol-order.txt holds linker names, and
+//! the build script passes it to the linker only where that linker takes it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -108,5 +111,87 @@ fn a_build_for_serving_alone_leaves_out_registries_and_telemetry() {
             !alone.contains(name),
             "a build without default features still compiles {name}"
         );
+    }
+}
+
+/// The release build lays its code out by host/symbol-order.txt (host/build.rs, BENCHMARKS.md
+/// "Start-up and idle memory, the code laid out"). The linker skips a name it does not find
+/// without a word, so a list of demangled or mangled-wrong names would quietly do nothing:
+/// the file must hold linker names, each once.
+#[test]
+fn the_code_layout_lists_linker_names_once_each() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("symbol-order.txt");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let names: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .collect();
+    assert!(names.len() > 1000, "only {} names in {path:?}", names.len());
+    let mut seen = BTreeSet::new();
+    for name in &names {
+        let linker_name = name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_$.".contains(c));
+        assert!(linker_name, "{name:?} is not a linker name (demangled?)");
+        assert!(seen.insert(name), "{name} is listed twice");
+    }
+    for name in ["main", "_ZN6mcpbox4main"] {
+        assert!(
+            names.iter().any(|n| n.starts_with(name)),
+            "the start ({name}) is not in the list"
+        );
+    }
+}
+
+/// The build script passes the layout to the linker in release builds for x86_64 Linux, where
+/// rustc links with its own LLD, and never where the flag could break the link: another
+/// profile, another target, or a linker the configuration chose.
+#[test]
+fn the_build_script_passes_the_layout_only_to_lld_in_release_builds() {
+    // The build script cargo built for this test run (the newest, if older ones linger).
+    let build = std::env::current_exe()
+        .unwrap()
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .join("build");
+    let script = std::fs::read_dir(&build)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with("mcpbox-"))
+        .map(|entry| entry.path().join("build-script-build"))
+        .filter(|path| path.is_file())
+        .max_by_key(|path| path.metadata().and_then(|m| m.modified()).ok())
+        .unwrap_or_else(|| panic!("no build script of mcpbox under {build:?}"));
+    let run = |changes: &[(&str, &str)]| -> String {
+        let mut command = Command::new(&script);
+        command
+            .env_remove("RUSTC_LINKER")
+            .env("CARGO_MANIFEST_DIR", env!("CARGO_MANIFEST_DIR"))
+            .env("PROFILE", "release")
+            .env("CARGO_CFG_TARGET_ARCH", "x86_64")
+            .env("CARGO_CFG_TARGET_OS", "linux")
+            .env("CARGO_CFG_TARGET_ENV", "gnu")
+            .env("CARGO_ENCODED_RUSTFLAGS", "");
+        for (key, value) in changes {
+            command.env(key, value);
+        }
+        let output = command.output().unwrap();
+        assert!(output.status.success(), "{script:?} failed");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let flag = "cargo:rustc-link-arg-bin=mcpbox=-Wl,--symbol-ordering-file=";
+    assert!(run(&[]).contains(flag), "a release build is not laid out");
+    for (change, why) in [
+        (("PROFILE", "debug"), "a debug build"),
+        (("CARGO_CFG_TARGET_ARCH", "aarch64"), "another target"),
+        (("CARGO_CFG_TARGET_ENV", "musl"), "musl"),
+        (("RUSTC_LINKER", "/usr/bin/gcc"), "a chosen linker"),
+        (
+            ("CARGO_ENCODED_RUSTFLAGS", "-Clinker=clang"),
+            "a linker in the flags",
+        ),
+    ] {
+        assert!(!run(&[change]).contains(flag), "{why} gets the flag");
     }
 }
