@@ -26,6 +26,7 @@ pub mod engine;
 pub mod host;
 pub mod kv;
 pub mod metrics;
+pub mod pages;
 pub mod policy;
 pub mod principal;
 pub mod protocol;

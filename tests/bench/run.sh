@@ -32,8 +32,9 @@ if [ ! -e "$originals/.installed-3" ]; then
 fi
 
 # The release build's code layout (host/symbol-order.txt): how many of its names this build
-# still has. Far below 100%, the file is stale (a dependency or the toolchain changed) and
-# start-up and idle memory measure worse than they should: tests/bench/symbol_order.py.
+# still has. Below 100% the file is stale (a dependency, the toolchain, or for a few percent
+# of names any edit of mcpbox) and start-up and idle memory measure worse than they should:
+# regenerate it with tests/bench/symbol_order.py.
 python3 tests/bench/symbol_order.py --check >&2 || true
 
 mkdir -p target/bench

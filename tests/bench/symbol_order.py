@@ -12,16 +12,22 @@ How: the release binary runs under Valgrind's callgrind, which records every fun
 runs and the instructions each ran, with a warm compiled-component cache (a start that
 compiles would also list the compiler, which a warm start never runs). One process serves a
 stdio session (initialize, the three lists, calls), another an HTTP one (calls at both
-revisions); `callgrind_control --dump` splits each into its start, its calls and the rest.
-The list is what the calls ran, the most run first (the call path packed together for the
-instruction cache and TLB), then what the starts ran in the order they ran it, then the
-rest, each function of the mcpbox binary by its linker name.
+revisions); `callgrind_control --dump` splits each into its start (until mcpbox logs that it
+serves), its session's opening (initialize and the lists), its calls and the rest. The list
+is what the calls ran, the most run first (the call path packed together for the instruction
+cache and TLB), then what the openings ran and then what the starts ran, each in the order it
+ran, then the rest, each function of the mcpbox binary by its linker name. Once started,
+mcpbox gives back the pages only starting up touched (host/src/host/startup_pages.rs): what
+serving runs afterwards, calls and openings, is then faulted back in from one stretch of
+the file instead of from pages shared with start-up code.
 
 The names carry hashes that change when a dependency, the toolchain, the features or a build
-setting changes (not when mcpbox's own code is edited), and a name the linker does not find
-is skipped: a stale file lays the code out no better than no file, never wrongly. Run this
-again after `cargo update` or a toolchain change; `--check` reports how many names the
-current release binary still has (tests/bench/run.sh prints it).
+setting changes; an edit of mcpbox's own code keeps them, but for the few percent of names
+that LTO numbers (`name.12345`, local copies it renames), which any edit renumbers. A name
+the linker does not find is skipped: a stale file lays the code out no better than no file,
+never wrongly. Run this again after `cargo update`, a toolchain change, or before measuring
+a release; `--check` reports how many names the current release binary still has
+(tests/bench/run.sh prints it).
 
     python3 tests/bench/symbol_order.py            # build, profile, write the file
     python3 tests/bench/symbol_order.py --check    # how much of the file still matches
@@ -75,8 +81,22 @@ def free_port():
         return s.getsockname()[1]
 
 
-def stdio_session(argv, mark=lambda pid: None):
-    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+def wait_for_log(log, line, p):
+    """Wait until mcpbox, writing its log to the file `log`, has logged `line`."""
+    deadline = time.monotonic() + 120
+    while line not in open(log, errors="replace").read():
+        if p.poll() is not None:
+            sys.exit(f"mcpbox ended before logging {line!r}: see {log}")
+        if time.monotonic() > deadline:
+            sys.exit(f"mcpbox did not log {line!r} within 120 s: see {log}")
+        time.sleep(0.05)
+
+
+def stdio_session(argv, log, mark=lambda pid: None):
+    with open(log, "w") as err:
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, bufsize=0)
+    wait_for_log(log, "serving MCP on stdio", p)
+    mark(p.pid)
 
     def send(message):
         p.stdin.write((json.dumps(message) + "\n").encode())
@@ -102,11 +122,14 @@ def stdio_session(argv, mark=lambda pid: None):
     p.wait(timeout=60)
 
 
-def http_session(argv, port, mark=lambda pid: None):
-    p = subprocess.Popen(argv + ["--http", f"127.0.0.1:{port}"], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def http_session(argv, port, log, mark=lambda pid: None):
+    with open(log, "w") as err:
+        p = subprocess.Popen(argv + ["--http", f"127.0.0.1:{port}"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=err)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
+        wait_for_log(log, "plugins ready", p)
+        mark(p.pid)
         deadline = time.monotonic() + 60
         session = None
 
@@ -195,6 +218,11 @@ def check(binary):
     found = sum(1 for n in names if n in have)
     print(f"{found} of the {len(names)} names in {os.path.relpath(OUT, ROOT)} are in {binary} "
           f"({100 * found / max(1, len(names)):.0f}%)")
+    if found < len(names):
+        # Each function the list misses lies elsewhere, and running it maps 64 KiB around it:
+        # 4% missing measured 5 MiB more resident at start (BENCHMARKS.md).
+        print(f"the list is stale ({len(names) - found} names moved): regenerate it with "
+              f"`python3 tests/bench/symbol_order.py` before measuring start-up or memory")
     return found, len(names)
 
 
@@ -217,31 +245,34 @@ def main():
         shutil.copy(PLUGIN, plugins)
         base = [binary, "serve", "--plugins", plugins, "--state-dir", os.path.join(work, "state"),
                 "--cache-dir", os.path.join(work, "cache")] + SERVE
-        stdio_session(base)  # fills the cache: the profiled starts are warm
+        log = os.path.join(work, "mcpbox.log")
+        stdio_session(base, log)  # fills the cache: the profiled starts are warm
         grind = ["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=no",
                  f"--callgrind-out-file={work}/callgrind.%p"]
 
         def mark(pid):
-            # A dump between phases: file .1 is the start, .2 the calls, the last the rest.
+            # A dump between phases: file .1 is the start, .2 the session's opening, .3 the
+            # calls, the last the rest.
             subprocess.run(["callgrind_control", "--dump", str(pid)], check=True, stdout=subprocess.DEVNULL)
 
-        stdio_session(grind + base, mark)
-        http_session(grind + base, free_port(), mark)
-        parts = {".1": [], ".2": [], "": []}
+        stdio_session(grind + base, log, mark)
+        http_session(grind + base, free_port(), log, mark)
+        parts = {".1": [], ".2": [], ".3": [], "": []}
         for name in sorted(os.listdir(work)):
             if name.startswith("callgrind."):
-                suffix = next((s for s in (".1", ".2") if name.endswith(s)), "")
+                suffix = next((s for s in (".1", ".2", ".3") if name.endswith(s)), "")
                 parts[suffix].append(functions(os.path.join(work, name), binary))
         # What every call runs first, the most run first: the call path packed together for
-        # the instruction cache and TLB. Then what the start runs, in the order it ran, then
-        # the rest (idle timers, the end).
+        # the instruction cache and TLB. Then what opening a session runs, then what only the
+        # start runs (given back once started), each in the order it ran, then the rest (idle
+        # timers, the end).
         hot = {}
-        for cost in parts[".2"]:
+        for cost in parts[".3"]:
             for fn, ir in cost.items():
                 hot[fn] = hot.get(fn, 0) + ir
         order = sorted(hot, key=lambda fn: -hot[fn])
         seen = set(order)
-        for cost in parts[".1"] + parts[""]:
+        for cost in parts[".2"] + parts[".1"] + parts[""]:
             for fn in cost:
                 if fn not in seen:
                     seen.add(fn)

@@ -326,3 +326,72 @@ async fn json_logs_carry_each_calls_outcome() {
     assert!(call["fuel"].as_u64().unwrap() > 0, "{call}");
     assert!(call["elapsed_us"].as_u64().is_some(), "{call}");
 }
+
+/// Once started, mcpbox gives back the pages of its executable that only starting up touched,
+/// and once a plugin's lists are read, the pages of its compiled code that loading touched
+/// (#30, BENCHMARKS.md "Idle memory, start-up's pages given back"): the log says so at debug
+/// level, and what is served afterwards runs from pages faulted back from the files.
+#[tokio::test]
+async fn pages_only_loading_touched_are_given_back_and_serving_goes_on() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    // A cache of its own, filled by a first run: the second maps the plugin's compiled code
+    // from the cache file (a component compiled in memory has no file pages to give back).
+    let cache = tempfile::tempdir().unwrap();
+    let cache_arg = ["--cache-dir", cache.path().to_str().unwrap()];
+    let (_, status) = Raw::initialized(dir.path(), &cache_arg)
+        .await
+        .finish()
+        .await;
+    assert!(status.success(), "{status}");
+
+    let mut raw = Raw::initialized(
+        dir.path(),
+        &[
+            cache_arg[0],
+            cache_arg[1],
+            "--log",
+            "info,mcpbox::host=debug",
+        ],
+    )
+    .await;
+    let said = "gave back the pages only starting up needed";
+    let log = raw.stderr.wait_for(said).await;
+    let line = log.lines().find(|line| line.contains(said)).unwrap();
+    let field = |name: &str| -> u64 {
+        line.split(&format!("{name}="))
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    // The executable's code and read-only data, and the code the plugin's lists ran.
+    assert!(field("executable_kib") > 0, "{line}");
+    assert_eq!(field("plugins"), 1, "{line}");
+    assert!(field("plugins_kib") > 0, "{line}");
+    let list = raw
+        .request(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
+        .await;
+    assert!(
+        list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|tool| tool["name"] == "echo"),
+        "{list}"
+    );
+    for id in 3..6 {
+        let call = raw
+            .request(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"after {id}"}}}}}}"#
+            ))
+            .await;
+        assert_eq!(
+            call["result"]["content"][0]["text"],
+            format!("after {id}"),
+            "{call}"
+        );
+    }
+    let (rest, status) = raw.finish().await;
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(status.success(), "{status}");
+}

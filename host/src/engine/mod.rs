@@ -21,7 +21,7 @@
 //! Plugins built against the multi-user world also get who is calling (`caller`, from the
 //! call's `principal`) and their configuration and secrets (`config`, `wasi:config/store`).
 //!
-//! Uses: `kv`, `metrics`, `policy`, `principal`, `telemetry`, `tls`.
+//! Uses: `kv`, `metrics`, `pages`, `policy`, `principal`, `telemetry`, `tls`.
 
 mod bindings;
 mod cache;

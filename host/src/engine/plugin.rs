@@ -453,6 +453,22 @@ impl PluginCode {
         &self.policy
     }
 
+    /// Give back the pages of its compiled code that loading it touched ([`crate::pages`]):
+    /// an idle plugin then holds little of it resident, and its calls fault back in what they
+    /// run. Pages the process wrote (a component compiled in memory, when the cache is off)
+    /// are kept.
+    #[expect(
+        unsafe_code,
+        reason = "giving back pages needs the promise that nothing writes them"
+    )]
+    pub fn give_back_pages(&self) -> Option<crate::pages::Released> {
+        let image = self.pre.component().image_range();
+        // SAFETY: the compiled image of the component this plugin holds, so it stays mapped
+        // during the call; wasmtime makes it read-only once published (before any
+        // instantiation) and never writes it after.
+        unsafe { crate::pages::give_back_file_pages(image) }
+    }
+
     /// Read every list the plugin offers, in one instance. This also type-checks each
     /// exported interface against the contract.
     pub async fn read_lists(&self) -> Result<PluginLists, CallError> {

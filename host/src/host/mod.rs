@@ -3,11 +3,12 @@
 //! taken port fails at once and an orchestrator sees the port open while plugins compile), the
 //! plugin set, the startup load, the watchers of the plugin directory and the configuration
 //! file — and [`Host::serve`] serves it over stdio or HTTP until stdin ends or a signal
-//! arrives. The CLI parses and checks arguments into settings and calls this; nothing here
+//! arrives, giving back once started the pages of the executable only starting up needed
+//! (`pages`). The CLI parses and checks arguments into settings and calls this; nothing here
 //! knows of clap's argument types, and no room but `cli` uses it.
 //!
-//! Uses: `audit`, `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `policy`, `principal`, `registry`,
-//! `server`, `transport`, `watch`.
+//! Uses: `audit`, `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `pages`, `policy`, `principal`,
+//! `registry`, `server`, `transport`, `watch`.
 
 mod settings;
 
@@ -250,11 +251,13 @@ impl Host {
                     running = startup.run() => running?,
                 };
                 readiness.start();
+                give_back_startup_pages(Arc::clone(&plugins));
                 server.await
             }
             Transport::Stdio(config) => {
                 let _running = startup.run().await?;
                 readiness.start();
+                give_back_startup_pages(Arc::clone(&plugins));
                 let session = Arc::new(Session::new(
                     plugins,
                     Mode::Dual,
@@ -285,6 +288,41 @@ impl Host {
             }
         }
     }
+}
+
+/// How long after mcpbox is ready it gives back pages a second time: by then the start's last
+/// work (plugins still listing, the watchers) and a first client's opening are usually done.
+const GIVE_BACK_AGAIN_AFTER: Duration = Duration::from_secs(1);
+
+/// Once started, give back the pages of the executable and of the plugins' compiled code that
+/// starting up touched ([`crate::pages`]), on a blocking thread (a few hundred microseconds
+/// no request waits for); and once more [`GIVE_BACK_AGAIN_AFTER`] later, for what the start's
+/// last work touched. Serving faults back what it runs.
+fn give_back_startup_pages(plugins: Arc<PluginSet>) {
+    tokio::spawn(async move {
+        for wait in [Duration::ZERO, GIVE_BACK_AGAIN_AFTER] {
+            tokio::time::sleep(wait).await;
+            let plugins = Arc::clone(&plugins);
+            let given = tokio::task::spawn_blocking(move || {
+                let executable = crate::pages::give_back_executable();
+                let loaded = plugins.plugins();
+                let code = loaded
+                    .iter()
+                    .filter_map(|plugin| plugin.code.give_back_pages())
+                    .fold(0, |resident, released| resident + released.resident);
+                (executable, loaded.len(), code)
+            })
+            .await;
+            if let Ok((executable, plugins, code)) = given {
+                tracing::debug!(
+                    executable_kib = executable.map_or(0, |released| released.resident >> 10),
+                    plugins,
+                    plugins_kib = code >> 10,
+                    "gave back the pages only starting up needed"
+                );
+            }
+        }
+    });
 }
 
 /// What the startup load needs: the plugins found in the directory are loaded into the (empty)

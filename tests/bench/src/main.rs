@@ -514,6 +514,9 @@ impl<'a> Driven<'a> {
     }
 }
 
+/// How long both servers sit idle before their idle memory is read.
+const IDLE_BEFORE_MEMORY: Duration = Duration::from_secs(2);
+
 /// Run the same load against both servers, alternating between them in turns.
 async fn load_suite(
     launches: [Driven<'_>; 2],
@@ -535,6 +538,9 @@ async fn load_suite(
         }
         servers.push(server);
     }
+    // Idle means idle: both servers sit for a moment after their warm-up before their memory
+    // is read (mcpbox gives back its start's pages once ready and again a second later).
+    tokio::time::sleep(IDLE_BEFORE_MEMORY).await;
     let mut figures: Vec<LoadFigures> = servers
         .iter()
         .map(|server| {
