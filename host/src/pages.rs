@@ -1,9 +1,9 @@
 //! Gives back memory that was read from files and is no longer needed resident: the pages of
-//! mcpbox's own executable that starting up touched, once it serves (`host` does so when it is
-//! ready and once more a second later), and the pages of a plugin's compiled code that loading it touched, once
-//! its lists are read (`watch`, through `engine`). Such pages are unmapped from the process
-//! (`madvise(MADV_DONTNEED)`), as a kernel frees its init sections after boot; what runs
-//! afterwards faults the pages it needs back in from the page cache.
+//! mcpbox's own executable and of its plugins' compiled code that starting up touched, once it
+//! serves (`host` does so when it is ready and once more a second later), and those of a
+//! plugin loaded later, once its lists are read (`watch`, through `engine`). Such pages are
+//! unmapped from the process (`madvise(MADV_DONTNEED)`), as a kernel frees its init sections
+//! after boot; what runs afterwards faults the pages it needs back in from the page cache.
 //!
 //! Only pages that are still the file's own are given back: present pages the process wrote
 //! (a private copy, such as a debugger's breakpoint) and pages swapped out are kept, page by

@@ -7,8 +7,8 @@
 //! (`pages`). The CLI parses and checks arguments into settings and calls this; nothing here
 //! knows of clap's argument types, and no room but `cli` uses it.
 //!
-//! Uses: `audit`, `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `pages`, `policy`, `principal`,
-//! `registry`, `server`, `transport`, `watch`.
+//! Uses: `audit`, `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `pages`, `policy`,
+//! `principal`, `registry`, `server`, `transport`, `watch`.
 
 mod settings;
 
