@@ -1,7 +1,7 @@
 //! Gives back memory that was read from files and is no longer needed resident: the pages of
 //! mcpbox's own executable and of its plugins' compiled code that starting up touched, once it
 //! serves (`host` does so when it is ready and once more a second later), and those of a
-//! plugin loaded later, once its lists are read (`watch`, through `engine`). Such pages are
+//! plugin reloaded later, once its lists are read (`watch`, through `engine`). Such pages are
 //! unmapped from the process (`madvise(MADV_DONTNEED)`), as a kernel frees its init sections
 //! after boot; what runs afterwards faults the pages it needs back in from the page cache.
 //!

@@ -387,25 +387,12 @@ fn read_source_now(
 
 /// Compile (on a blocking thread), link, and list a plugin from its files. `limits` are the
 /// defaults its manifest may override.
-///
-/// What loading touched of its compiled code (reading the lists, type checks) is given back
-/// ([`crate::pages`]); its calls fault back what they run. (The startup load leaves that to
-/// `host`, which gives back every plugin's pages with its own once ready, off the start's
-/// path.)
 pub async fn load_source(
     runtime: &Runtime,
     source: PluginSource,
     limits: Limits,
 ) -> Result<LoadedPlugin, FileError> {
-    let plugin = list_plugin(compile_source(runtime, source, limits).await?).await?;
-    if let Some(released) = plugin.code.give_back_pages() {
-        tracing::debug!(
-            plugin = %plugin.code.name(),
-            resident_kib = released.resident >> 10,
-            "gave back the compiled code's pages loading touched"
-        );
-    }
-    Ok(plugin)
+    list_plugin(compile_source(runtime, source, limits).await?).await
 }
 
 /// A plugin compiled and linked, not yet listed.

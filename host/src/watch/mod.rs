@@ -385,6 +385,17 @@ impl Reloader {
         }
         match load_source(&self.runtime, source, self.limits).await {
             Ok(plugin) => {
+                // What loading touched of its compiled code (reading the lists, type checks)
+                // is given back ([`crate::pages`]); its calls fault back what they run. (The
+                // startup load leaves that to `host`, which gives back every plugin's pages
+                // with its own once ready, off the start's path.)
+                if let Some(released) = plugin.code.give_back_pages() {
+                    tracing::debug!(
+                        plugin = %plugin.code.name(),
+                        resident_kib = released.resident >> 10,
+                        "gave back the compiled code's pages loading touched"
+                    );
+                }
                 let arrival = if current.is_some() {
                     Arrival::Replaced
                 } else {
