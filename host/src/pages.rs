@@ -1,7 +1,9 @@
-//! Gives back memory that was read from files and is no longer needed resident: the pages of
-//! mcpbox's own executable and of its plugins' compiled code that starting up touched, once it
-//! serves (`host` does so when it is ready and once more a second later), and those of a
-//! plugin reloaded later, once its lists are read (`watch`, through `engine`). Such pages are
+//! Gives back memory that was read from files and is no longer needed resident: the
+//! executable's relocation records, which only the dynamic loader reads (the binary's `main`
+//! gives them back first thing); the pages of mcpbox's own executable and of its plugins'
+//! compiled code that starting up touched, once it serves (`host` does so when it is ready
+//! and once more a second later); and those of a plugin reloaded later, once its lists are
+//! read (`watch`, through `engine`). Such pages are
 //! unmapped from the process (`madvise(MADV_DONTNEED)`), as a kernel frees its init sections
 //! after boot; what runs afterwards faults the pages it needs back in from the page cache.
 //!
@@ -39,19 +41,33 @@ impl Released {
 /// Give back the pages of mcpbox's executable that are loaded read-only (its machine code and
 /// read-only data). `None` when nothing was: not Linux, the executable not found, text
 /// relocations, `/proc/self/pagemap` unreadable, or `madvise` refused.
+pub fn give_back_executable() -> Option<Released> {
+    give_back_read_only(imp::read_only_segments()?).filter(|released| released.stretches > 0)
+}
+
+/// Give back the pages of mcpbox's executable that hold its relocation records (`.rela.dyn`
+/// and the like: 1.3 MiB in a release build). The dynamic loader reads them once, before
+/// `main` runs, and nothing reads them again, so `main` gives them back first thing: they
+/// would otherwise count in every megabyte start-up holds at once, until serving begins.
+/// `None` as for [`give_back_executable`], but for nothing to give.
+pub fn give_back_relocation_records() -> Option<Released> {
+    give_back_read_only(imp::relocation_records()?)
+}
+
+/// Give back the file's own pages in `ranges`, each inside a segment of this executable.
 #[expect(
     unsafe_code,
     reason = "giving back pages needs the promise that nothing writes them"
 )]
-pub fn give_back_executable() -> Option<Released> {
+fn give_back_read_only(ranges: Vec<Range<*const u8>>) -> Option<Released> {
     let mut released = Released::default();
-    for range in imp::read_only_segments()? {
-        // SAFETY: a segment of this executable the loader mapped without write permission,
-        // with no text relocations: mapped for as long as the process runs, and no one
-        // writes it.
+    for range in ranges {
+        // SAFETY: `imp` found each range inside a segment of this executable that the loader
+        // mapped without write permission, and refused an executable with text relocations:
+        // mapped for as long as the process runs, and no one writes it.
         released.add(unsafe { give_back_file_pages(range) }?);
     }
-    (released.stretches > 0).then_some(released)
+    Some(released)
 }
 
 /// Give back the pages in `range` that are still the file's own: whole pages inside it only,
@@ -86,6 +102,14 @@ mod imp {
 
     /// `<elf.h>`'s dynamic section tags and flag, which the libc crate does not carry.
     const DT_NULL: u64 = 0;
+    const DT_PLTRELSZ: u64 = 2;
+    const DT_RELA: u64 = 7;
+    const DT_RELASZ: u64 = 8;
+    const DT_REL: u64 = 17;
+    const DT_RELSZ: u64 = 18;
+    const DT_JMPREL: u64 = 23;
+    const DT_RELRSZ: u64 = 35;
+    const DT_RELR: u64 = 36;
     const DT_TEXTREL: u64 = 22;
     const DT_FLAGS: u64 = 30;
     const DF_TEXTREL: u64 = 0x4;
@@ -105,14 +129,54 @@ mod imp {
         text_relocations: bool,
         /// The object holding this function was found.
         found: bool,
+        /// Where the object is loaded (what its addresses are relative to).
+        base: usize,
+        /// Its dynamic section's relocation tables (`DT_RELA`, `DT_REL`, `DT_RELR`,
+        /// `DT_JMPREL`) and sizes, by tag, as the section holds them.
+        tables: [(u64, u64); 4],
     }
 
-    pub(super) fn read_only_segments() -> Option<Vec<Range<*const u8>>> {
+    /// The executable's loaded segments and dynamic section, unless it has text relocations.
+    fn walk() -> Option<Found> {
         let mut found = Found::default();
         // SAFETY: `visit` matches the callback type `dl_iterate_phdr` expects and only uses
         // `data` as the `Found` passed here, which outlives the call.
         unsafe { libc::dl_iterate_phdr(Some(visit), (&raw mut found).cast::<c_void>()) };
-        (found.found && !found.text_relocations).then_some(found.read_only)
+        (found.found && !found.text_relocations).then_some(found)
+    }
+
+    pub(super) fn read_only_segments() -> Option<Vec<Range<*const u8>>> {
+        walk().map(|found| found.read_only)
+    }
+
+    /// The executable's relocation tables, each one wholly inside a read-only segment.
+    pub(super) fn relocation_records() -> Option<Vec<Range<*const u8>>> {
+        let found = walk()?;
+        Some(
+            found
+                .tables
+                .iter()
+                .filter(|&&(at, len)| at != 0 && len != 0)
+                .filter_map(|&(at, len)| {
+                    let (at, len) = (usize::try_from(at).ok()?, usize::try_from(len).ok()?);
+                    // The loader may have made the address absolute in place; if not, it is
+                    // relative to where the executable is loaded.
+                    let start = if at < found.base {
+                        found.base.checked_add(at)?
+                    } else {
+                        at
+                    };
+                    let end = start.checked_add(len)?;
+                    found
+                        .read_only
+                        .iter()
+                        .any(|segment| {
+                            segment.start as usize <= start && end <= segment.end as usize
+                        })
+                        .then_some(start as *const u8..end as *const u8)
+                })
+                .collect(),
+        )
     }
 
     /// The `dl_iterate_phdr` callback: for the object whose segments hold this very function,
@@ -168,12 +232,21 @@ mod imp {
                         DT_NULL => break,
                         DT_TEXTREL => found.text_relocations = true,
                         DT_FLAGS if value & DF_TEXTREL != 0 => found.text_relocations = true,
+                        DT_RELA => found.tables[0].0 = value,
+                        DT_RELASZ => found.tables[0].1 = value,
+                        DT_REL => found.tables[1].0 = value,
+                        DT_RELSZ => found.tables[1].1 = value,
+                        DT_RELR => found.tables[2].0 = value,
+                        DT_RELRSZ => found.tables[2].1 = value,
+                        DT_JMPREL => found.tables[3].0 = value,
+                        DT_PLTRELSZ => found.tables[3].1 = value,
                         _ => {}
                     }
                 }
             }
         }
         found.found = true;
+        found.base = usize::try_from(info.dlpi_addr).unwrap_or(0);
         1
     }
 
@@ -242,6 +315,10 @@ mod imp {
         None
     }
 
+    pub(super) fn relocation_records() -> Option<Vec<Range<*const u8>>> {
+        None
+    }
+
     pub(super) unsafe fn give_back(_range: Range<usize>) -> Option<super::Released> {
         None
     }
@@ -262,6 +339,10 @@ mod tests {
         }
         table
     };
+
+    /// Held by the tests that read or give back the executable's own pages, which would
+    /// otherwise see each other's.
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     /// Resident kibibytes of this process's mappings of its own executable without write
     /// permission, from `/proc/self/smaps`.
@@ -289,7 +370,22 @@ mod tests {
 
     #[test]
     fn the_executables_read_only_pages_are_given_back_and_read_back_the_same() {
+        let _alone = ALONE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let before: u64 = std::hint::black_box(&TABLE).iter().fold(0, |a, b| a ^ b);
+        // Every page of the segments read first, so that megabytes are resident however
+        // little of the binary this run touched (a filtered run, a binary just linked).
+        let mut sum = 0u8;
+        for segment in imp::read_only_segments().expect("the test binary's segments") {
+            let mut at = segment.start;
+            while at < segment.end {
+                // SAFETY: inside a segment the loader mapped readable, for the process's life.
+                sum ^= unsafe { at.read_volatile() };
+                at = at.wrapping_add(4096);
+            }
+        }
+        std::hint::black_box(sum);
         let resident = resident_read_only_kib().unwrap();
         let released = give_back_executable().expect("the test binary's read-only segments");
         let left = resident_read_only_kib().unwrap();
@@ -306,6 +402,28 @@ mod tests {
         // Code, strings and formatting all still run after a second time.
         assert!(give_back_executable().is_some());
         assert_eq!(format!("{:?}", Some(1)), "Some(1)");
+    }
+
+    /// The relocation records lie in whole pages of the read-only segments, go back, and
+    /// nothing reads them again: a second pass finds none of their pages resident.
+    #[test]
+    fn the_relocation_records_are_given_back_and_stay_out() {
+        let _alone = ALONE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let records = imp::relocation_records().expect("the test binary's dynamic section");
+        let bytes: usize = records
+            .iter()
+            .map(|r| r.end as usize - r.start as usize)
+            .sum();
+        // A Rust test binary is position-independent: tens of thousands of relative
+        // relocations, megabytes of them.
+        assert!(bytes > 64 << 10, "{bytes} bytes of relocation records");
+        let first = give_back_relocation_records().expect("given back");
+        assert!(first.stretches >= 1 && first.bytes > 32 << 10, "{first:?}");
+        let again = give_back_relocation_records().expect("given back again");
+        assert_eq!(again.resident, 0, "{again:?}");
+        assert_eq!(again.bytes, first.bytes);
     }
 
     /// Pages the process wrote are its own and kept; pages never written go back to the file.

@@ -10,14 +10,17 @@ run 6.5 MB of it (BENCHMARKS.md, "Start-up and idle memory, the code laid out").
 
 How: the release binary runs under Valgrind's callgrind, which records every function that
 runs and the instructions each ran, with a warm compiled-component cache (a start that
-compiles would also list the compiler, which a warm start never runs). One process serves a
-stdio session (initialize, the three lists, calls), another an HTTP one (calls at both
-revisions); `callgrind_control --dump` splits each into its start (until mcpbox logs that it
+compiles would also list the compiler, 2 MB of code a warm start never runs). The cache is
+filled under Valgrind too: Valgrind's CPU lacks some of the host's instruction sets, so the
+engine it runs compiles for another target than the host's and misses entries the host
+wrote. One process serves a stdio session (initialize, the three lists, calls one at a time,
+then 64 at once and 64 held `wait` calls at once, as a loaded server runs them), another an
+HTTP one (calls at both revisions); `callgrind_control --dump` splits each into its start (until mcpbox logs that it
 serves), its session's opening (initialize and the lists), its calls and the rest. The list
 is what the calls ran, the most run first (the call path packed together for the instruction
 cache and TLB), then what the openings ran and then what the starts ran, each in the order it
 ran, then the rest, each function of the mcpbox binary by its linker name. Once started,
-mcpbox gives back the pages only starting up touched (host/src/host/startup_pages.rs): what
+mcpbox gives back the pages only starting up touched (host/src/pages.rs): what
 serving runs afterwards, calls and openings, is then faulted back in from one stretch of
 the file instead of from pages shared with start-up code.
 
@@ -58,6 +61,8 @@ SERVE = ["--max-instances", "4"]
 CALLS = 100
 LINKER_NAME = re.compile(r"^[A-Za-z0-9_$.]+$")
 ECHO = {"name": "echo", "arguments": {"text": "hello"}}
+WAIT = {"name": "wait", "arguments": {"ms": 20}}
+BURST = 64
 
 
 def need_valgrind():
@@ -116,6 +121,16 @@ def stdio_session(argv, log, mark=lambda pid: None):
     mark(p.pid)
     for i in range(CALLS):
         send({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call", "params": ECHO})
+    # Calls in flight together, as under load: what the scheduler, the instance slots and the
+    # timers run with many at once (held calls each hold an instance while they sleep).
+    for first, params in ((1000, ECHO), (2000, WAIT)):
+        for i in range(BURST):
+            p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": first + i, "method": "tools/call",
+                                       "params": params}) + "\n").encode())
+        for _ in range(BURST):
+            answer = json.loads(p.stdout.readline() or "null")
+            if not answer or "error" in answer:
+                sys.exit(f"a call of the burst failed: {answer}")
     mark(p.pid)
     time.sleep(1.5)  # idle: the timers and the epoch ticker run
     p.stdin.close()
@@ -246,7 +261,8 @@ def main():
         base = [binary, "serve", "--plugins", plugins, "--state-dir", os.path.join(work, "state"),
                 "--cache-dir", os.path.join(work, "cache")] + SERVE
         log = os.path.join(work, "mcpbox.log")
-        stdio_session(base, log)  # fills the cache: the profiled starts are warm
+        # Fills the cache for the engine Valgrind's CPU makes: the profiled starts are warm.
+        stdio_session(["valgrind", "--tool=none", "-q"] + base, log)
         grind = ["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=no",
                  f"--callgrind-out-file={work}/callgrind.%p"]
 

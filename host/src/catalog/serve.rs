@@ -211,10 +211,15 @@ impl Backend for PluginSet {
         {
             let id = id.to_owned();
             let watch = ctx.clone();
-            let run = self.run_tool(plugin, own, arguments, schemas, ctx);
+            // Both boxed: inline, this rare path's future (the call's, kept across the ledger's
+            // awaits) would size every call's future, held while it runs (BENCHMARKS.md,
+            // "A request's future").
+            let run = Box::pin(self.run_tool(plugin, own, arguments, schemas, ctx));
             let limit = plugin.limits().timeout;
-            return super::once::at_most_once(ledger, &id, name, arguments, limit, &watch, run)
-                .await;
+            return Box::pin(super::once::at_most_once(
+                ledger, &id, name, arguments, limit, &watch, run,
+            ))
+            .await;
         }
         self.run_tool(plugin, own, arguments, schemas, ctx).await
     }
@@ -450,4 +455,34 @@ fn within_limit(plugin: &PluginCode, output: MethodOutput, request: Request<'_>)
         return PluginFailure::TooLarge { size, limit }.into_mcp(plugin.name(), request);
     }
     Ok(output)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::catalog::{EventHub, PluginSet};
+    use crate::principal::Principal;
+    use crate::protocol::jsonrpc::decode;
+    use crate::server::{Mode, Session};
+
+    /// A request's future is held whole for as long as the request runs, so every request in
+    /// flight costs its size. Rare paths inline in it (an `async fn` holds the future it
+    /// awaits; a wrapper, the future it was passed and the one it made of it) once made a
+    /// tool call's 43 KB; with them boxed it is about 11 KB (BENCHMARKS.md, "A request's
+    /// future").
+    #[tokio::test]
+    async fn a_tool_calls_future_stays_small() {
+        let (hub, _relists) = EventHub::new();
+        let plugins = Arc::new(PluginSet::new(Vec::new(), 100, false, hub));
+        let session = Arc::new(Session::new(plugins, Mode::Dual, Arc::default()));
+        let (replies, _queue) = tokio::sync::mpsc::channel(8);
+        let line = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#;
+        let pending = session
+            .accept(decode(line), None, &replies, &Principal::local())
+            .await
+            .expect("a request is work to run");
+        let size = std::mem::size_of_val(&*pending.work);
+        assert!(size <= 16 << 10, "a tools/call's future is {size} bytes");
+    }
 }

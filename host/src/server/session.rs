@@ -496,8 +496,10 @@ impl<B: Backend> Session<B> {
                 let era = self.era(&request, headers.as_ref());
                 if era == Era::Legacy && request.method.changes_session() {
                     let meter = RequestMeter::start(&request.method);
-                    let answer = self
-                        .legacy_request(
+                    // Boxed: inline, this once-a-session path would size every message's
+                    // future.
+                    let answer = Box::pin(
+                        self.legacy_request(
                             request,
                             outbound.clone(),
                             Arc::default(),
@@ -505,8 +507,9 @@ impl<B: Backend> Session<B> {
                             caller.clone(),
                             Arc::default(),
                         )
-                        .instrument(span)
-                        .await;
+                        .instrument(span),
+                    )
+                    .await;
                     meter.answered(answer.as_ref());
                     if let Some(audit) = audit {
                         audit.end(AuditOutcome::Ok);
@@ -663,12 +666,16 @@ impl<B: Backend> Session<B> {
         // A panic while handling one request (a host defect some input reached, in mcpbox or
         // a library under it) fails that request with an internal error, instead of ending
         // the task that would answer it and leaving the client waiting; the host serves on.
-        let work = async {
+        // A combinator, not an `async` block: a block would hold `handling` twice, moved in
+        // and wrapped, doubling the future every request keeps while it runs.
+        let work = {
             use futures::FutureExt as _;
-            match std::panic::AssertUnwindSafe(handling).catch_unwind().await {
-                Ok(outcome) => outcome,
-                Err(panic) => Some(Answer::panicked(&id, method.as_str(), panic.as_ref())),
-            }
+            std::panic::AssertUnwindSafe(handling)
+                .catch_unwind()
+                .map(|caught| match caught {
+                    Ok(outcome) => outcome,
+                    Err(panic) => Some(Answer::panicked(&id, method.as_str(), panic.as_ref())),
+                })
         };
         tokio::pin!(work);
         let outcome = tokio::select! {
