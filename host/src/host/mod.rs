@@ -4,8 +4,8 @@
 //! plugin set, the startup load, the watchers of the plugin directory and the configuration
 //! file — and [`Host::serve`] serves it over stdio or HTTP until stdin ends or a signal
 //! arrives, giving back once started the pages of the executable and of the plugins' compiled
-//! code only starting up needed (`pages`). The CLI parses and checks arguments into settings and calls this; nothing here
-//! knows of clap's argument types, and no room but `cli` uses it.
+//! code only starting up needed (`pages`). The CLI parses and checks arguments into settings
+//! and calls this; nothing here knows of clap's argument types, and no room but `cli` uses it.
 //!
 //! Uses: `audit`, `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `pages`, `policy`,
 //! `principal`, `registry`, `server`, `transport`, `watch`.
