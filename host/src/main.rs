@@ -23,6 +23,29 @@ fn give_large_allocations_back() {
     let _ = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) };
 }
 
+/// Give glibc's allocator one heap for all threads, unless the operator chose with
+/// `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES=glibc.malloc.arena_max=…`.
+///
+/// For a process serving one client (stdio, and the one-shot commands). glibc gives each thread
+/// that meets a locked heap a heap of its own (up to eight per core), each kept at its own peak:
+/// under 64 calls at once over stdio one heap held 1.2–1.7 MiB less, for the same CPU a call
+/// (the one client's pipe is the bottleneck). Serving HTTP keeps glibc's heaps: there two busy
+/// workers allocating behind one lock cost 40% of the throughput (BENCHMARKS.md, "The peak
+/// under load").
+#[expect(
+    unsafe_code,
+    reason = "one libc call with no preconditions, made before any other thread exists"
+)]
+fn one_heap() {
+    let chosen = std::env::var_os("MALLOC_ARENA_MAX").is_some()
+        || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.malloc.arena_max"));
+    if !chosen {
+        // SAFETY: `mallopt` only sets an allocator parameter; it is called from `main` before
+        // any other thread is started.
+        let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+    }
+}
+
 fn main() -> ExitCode {
     // The loader is done with the relocation records: 1.3 MiB that would otherwise stay
     // resident through start-up, adding to its peak (`pages`).
@@ -38,6 +61,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if !cli.serves_http() {
+        one_heap();
+    }
     let telemetry = match cli.init_logging() {
         Ok(telemetry) => telemetry,
         Err(e) => {

@@ -268,7 +268,12 @@ pub struct Raw {
 impl Raw {
     /// Start `mcpbox` on `dir`, without initializing.
     pub fn start(dir: &Path, extra: &[&str]) -> Self {
-        let mut child = mcpbox(dir, extra).spawn().expect("start mcpbox");
+        Self::start_command(mcpbox(dir, extra))
+    }
+
+    /// Start `command` (an [`mcpbox`] command, changed), without initializing.
+    pub fn start_command(mut command: Command) -> Self {
+        let mut child = command.spawn().expect("start mcpbox");
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
         let stderr = Stderr::collect(child.stderr.take().expect("stderr"));
@@ -282,7 +287,12 @@ impl Raw {
 
     /// Start and complete the `initialize` handshake.
     pub async fn initialized(dir: &Path, extra: &[&str]) -> Self {
-        let mut raw = Self::start(dir, extra);
+        Self::initialized_command(mcpbox(dir, extra)).await
+    }
+
+    /// Start `command` (an [`mcpbox`] command, changed) and complete the handshake.
+    pub async fn initialized_command(command: Command) -> Self {
+        let mut raw = Self::start_command(command);
         let reply = raw
             .request(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#)
             .await;

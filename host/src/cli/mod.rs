@@ -166,6 +166,12 @@ impl Cli {
         Ok(cli)
     }
 
+    /// Whether this is `serve` over HTTP (many clients at once), not over stdio or a one-shot
+    /// command (one client).
+    pub fn serves_http(&self) -> bool {
+        matches!(&self.command, Command::Serve(serve) if serve.http.is_some())
+    }
+
     /// Send logs to stderr at the chosen level, and for `serve --otlp-endpoint` traces to the
     /// collector (the exporter is returned, to be shut down at exit).
     pub fn init_logging(&self) -> anyhow::Result<Option<crate::telemetry::Telemetry>> {

@@ -275,7 +275,7 @@ impl Runtime {
         if std::env::var_os("MCPBOX_PERF_MAP").is_some_and(|v| v == "1") {
             wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
         }
-        let engine = Engine::new(&wasm).map_err(EngineError)?;
+        let engine = engine_with_one_shard(&wasm).map_err(EngineError)?;
 
         let mut linker = Linker::new(&engine);
         // Every WASI 0.2 interface is linked (so ordinary `std` plugins load); what a plugin
@@ -369,5 +369,135 @@ impl Runtime {
             cache.store(digest, &component);
         }
         Ok(component)
+    }
+}
+
+/// Make the engine with its pooling allocator's slots in one shard.
+///
+/// Wasmtime 48 splits each pool (memories, tables, stacks, instances) into one shard per CPU
+/// the thread making the engine may run on (`available_parallelism`, at most 16), and a thread
+/// takes slots from its own shard first, so calls at once on N threads touch up to N times as
+/// many slots as calls in flight. Every slot a call has used keeps about 40 KiB resident (the
+/// plugin's memory image, its dirtied pages, table and stack pages) to make the next call
+/// cheap: on 2 CPUs, 64 calls at once touched 90–125 slots instead of 64, 1.5–2.5 MiB more at
+/// the peak (BENCHMARKS.md, "The peak under load"). One shard costs a lock shared by all
+/// threads, held for a slot's bookkeeping (well under a microsecond, twice a call per pool).
+///
+/// The shard count follows the making thread's CPU affinity, so on Linux that thread is
+/// pinned to the CPU it runs on for the call and given back its CPUs right after (making the
+/// engine starts no thread that would keep the pin). Where affinity cannot be read or set,
+/// the engine is made as wasmtime chooses.
+fn engine_with_one_shard(config: &Config) -> wasmtime::Result<Engine> {
+    #[cfg(target_os = "linux")]
+    let _pinned = one_cpu::Pinned::to_this_cpu();
+    Engine::new(config)
+}
+
+#[cfg(target_os = "linux")]
+mod one_cpu {
+    //! Pinning the current thread to one CPU for a while (see `engine_with_one_shard`).
+
+    use std::mem::{size_of, zeroed};
+
+    /// The current thread, pinned to the CPU it was running on; its CPUs are given back on drop.
+    pub(super) struct Pinned {
+        cpus: libc::cpu_set_t,
+    }
+
+    impl Pinned {
+        /// Pin the current thread to the CPU it runs on, or `None` if its affinity cannot be
+        /// read or set (a seccomp filter, more CPUs than a `cpu_set_t` holds).
+        #[expect(
+            unsafe_code,
+            reason = "affinity calls on the current thread with a plain-data CPU set"
+        )]
+        pub(super) fn to_this_cpu() -> Option<Self> {
+            // SAFETY: `cpu_set_t` is plain data for which all zeroes is the empty set; each call
+            // gets the set's true size and acts on the calling thread (pid 0) only.
+            unsafe {
+                let mut cpus: libc::cpu_set_t = zeroed();
+                if libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut cpus) != 0 {
+                    return None;
+                }
+                let cpu = usize::try_from(libc::sched_getcpu()).ok()?;
+                if cpu >= 8 * size_of::<libc::cpu_set_t>() || !libc::CPU_ISSET(cpu, &cpus) {
+                    return None;
+                }
+                let mut one: libc::cpu_set_t = zeroed();
+                libc::CPU_SET(cpu, &mut one);
+                if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &one) != 0 {
+                    return None;
+                }
+                Some(Self { cpus })
+            }
+        }
+    }
+
+    impl Drop for Pinned {
+        #[expect(
+            unsafe_code,
+            reason = "an affinity call on the current thread with a plain-data CPU set"
+        )]
+        fn drop(&mut self) {
+            // SAFETY: as above; `self.cpus` is the set read from this same thread.
+            let failed =
+                unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &self.cpus) }
+                    != 0;
+            if failed {
+                tracing::warn!(
+                    "could not give a thread back its CPUs after making the engine: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::mem::{size_of, zeroed};
+
+    use super::*;
+
+    /// The CPUs the current thread may run on.
+    #[expect(
+        unsafe_code,
+        reason = "reading the current thread's affinity into plain data"
+    )]
+    fn this_threads_cpus() -> Vec<usize> {
+        // SAFETY: `cpu_set_t` is plain data; the call gets its true size, and `CPU_ISSET` is
+        // asked only of CPUs within it.
+        unsafe {
+            let mut cpus: libc::cpu_set_t = zeroed();
+            assert_eq!(
+                libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut cpus),
+                0
+            );
+            (0..8 * size_of::<libc::cpu_set_t>())
+                .filter(|&cpu| libc::CPU_ISSET(cpu, &cpus))
+                .collect()
+        }
+    }
+
+    #[test]
+    fn the_engine_is_made_on_one_cpu_and_the_thread_gets_its_cpus_back() {
+        let before = this_threads_cpus();
+        {
+            let _pinned = one_cpu::Pinned::to_this_cpu().expect("this thread can be pinned");
+            assert_eq!(this_threads_cpus().len(), 1, "pinned to one CPU");
+            assert_eq!(
+                std::thread::available_parallelism().map(|n| n.get()).ok(),
+                Some(1),
+                "wasmtime sizes its pools' shards by this"
+            );
+        }
+        assert_eq!(this_threads_cpus(), before, "given back on drop");
+        // And through the runtime: the thread that made it runs where it ran before.
+        let runtime = Runtime::new(RuntimeConfig {
+            state: StateConfig::Unset,
+            ..RuntimeConfig::default()
+        });
+        assert!(runtime.is_ok(), "{:?}", runtime.err());
+        assert_eq!(this_threads_cpus(), before);
     }
 }

@@ -22,7 +22,7 @@ use crate::kv::StateService;
 use crate::server::{Mode, Session};
 use crate::transport::http::{self, HttpConfig, Readiness};
 use crate::transport::stdio;
-use crate::watch::Reloader;
+use crate::watch::{DirectoryWatch, Reloader};
 
 /// Why mcpbox could not start or stopped serving with an error.
 #[derive(Debug, thiserror::Error)]
@@ -359,7 +359,13 @@ impl Startup<'_> {
             settings.limits,
             &settings.sections,
         );
-        // The startup load is the reloader's first pass; the same reloader then watches.
+        // The directory is watched from before the startup load (the watcher is made beside
+        // it, on a blocking thread), which is the reloader's first pass; the same reloader
+        // then puts the changes into effect, those made during the pass among them.
+        let watch = settings.watch.then(|| {
+            let (dir, debounce) = (dir.to_owned(), settings.reload_debounce);
+            tokio::task::spawn_blocking(move || DirectoryWatch::start(&dir, debounce))
+        });
         let reloader = Reloader::new(
             engine.clone(),
             dir.to_owned(),
@@ -377,10 +383,14 @@ impl Startup<'_> {
                 drop(done);
             });
         }
-        let watcher = if settings.watch {
-            Some(Arc::new(reloader.watch(settings.reload_debounce)?))
-        } else {
-            None
+        let watcher = match watch {
+            Some(watch) => {
+                let watch = watch.await.map_err(|e| {
+                    HostError::Task(format!("making the plugin directory's watcher: {e}"))
+                })??;
+                Some(Arc::new(reloader.watch(watch)))
+            }
+            None => None,
         };
         let config_watcher = match &settings.config {
             Some(config) => Some(crate::watch::watch_config(

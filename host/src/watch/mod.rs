@@ -4,8 +4,9 @@
 //! The startup load is the reloader's first pass ([`Reloader::first_pass`]): every `*.wasm`
 //! file is read with its manifest, checked against the lock file and the signature policy,
 //! compiled in parallel off the async executor, linked and listed (`load`); a plugin that
-//! fails is reported and skipped, the others serve. Then, if watching is on, the same
-//! reloader watches the directory ([`Reloader::watch`]).
+//! fails is reported and skipped, the others serve. If watching is on, the directory is
+//! watched from before that pass ([`DirectoryWatch`], beside it), and then the same reloader
+//! puts the changes into effect ([`Reloader::watch`]), those made during the pass among them.
 //!
 //! Built on `catalog` (publishing catalogs), `engine`, `policy`, `config` and
 //! `registry::trust` (lock entries and signatures are checked on every load); of the protocol
@@ -80,6 +81,38 @@ pub struct WatchError {
     dir: PathBuf,
     #[source]
     source: notify_debouncer_full::notify::Error,
+}
+
+/// The plugin directory watched, its changes (debounced by `debounce`) queued until a reloader
+/// takes them ([`Reloader::watch`]). The host starts it on a blocking thread beside the
+/// startup load, so that making the watcher (a thread, an inotify instance) is not on the way
+/// to serving and a change made while the directory loads is put into effect after.
+pub struct DirectoryWatch {
+    debouncer: notify_debouncer_full::Debouncer<
+        notify_debouncer_full::notify::RecommendedWatcher,
+        notify_debouncer_full::RecommendedCache,
+    >,
+    files: mpsc::UnboundedReceiver<DebounceEventResult>,
+}
+
+impl DirectoryWatch {
+    /// Start watching `dir` (not its subdirectories).
+    pub fn start(dir: &Path, debounce: Duration) -> Result<Self, WatchError> {
+        let error = |source| WatchError {
+            dir: dir.to_owned(),
+            source,
+        };
+        let (files_tx, files) = mpsc::unbounded_channel::<DebounceEventResult>();
+        let mut debouncer = new_debouncer(debounce, None, move |result| {
+            let _ = files_tx.send(result);
+        })
+        .map_err(error)?;
+        debouncer
+            .watch(dir, RecursiveMode::NonRecursive)
+            .map_err(error)?;
+        tracing::info!(dir = %dir.display(), debounce_ms = debounce.as_millis(), "watching the plugin directory");
+        Ok(Self { debouncer, files })
+    }
 }
 
 /// The running reloader; dropping it stops watching.
@@ -245,24 +278,14 @@ impl Reloader {
         Ok(late.collect())
     }
 
-    /// Start watching, with `debounce` of quiet before a changed file is read.
-    pub fn watch(mut self, debounce: Duration) -> Result<Watcher, WatchError> {
-        let (files_tx, mut files) = mpsc::unbounded_channel::<DebounceEventResult>();
-        let mut debouncer = new_debouncer(debounce, None, move |result| {
-            let _ = files_tx.send(result);
-        })
-        .map_err(|source| WatchError {
-            dir: self.dir.clone(),
-            source,
-        })?;
-        debouncer
-            .watch(&self.dir, RecursiveMode::NonRecursive)
-            .map_err(|source| WatchError {
-                dir: self.dir.clone(),
-                source,
-            })?;
+    /// Put the directory's changes into effect from now on, those `watch` saw since it was
+    /// started among them.
+    pub fn watch(mut self, watch: DirectoryWatch) -> Watcher {
+        let DirectoryWatch {
+            debouncer,
+            mut files,
+        } = watch;
         let mut relists = std::mem::replace(&mut self.relists, mpsc::unbounded_channel().1);
-        tracing::info!(dir = %self.dir.display(), debounce_ms = debounce.as_millis(), "watching the plugin directory");
         let this = Arc::new(self);
         let reloader = Arc::clone(&this);
 
@@ -306,10 +329,10 @@ impl Reloader {
                 }
             }
         });
-        Ok(Watcher {
+        Watcher {
             _task: task,
             reloader,
-        })
+        }
     }
 
     /// Reload `name` on a task of its own, so a plugin that is slow to load never holds up
