@@ -9,39 +9,32 @@ use mcpbox::cli::{ArgsError, Cli, run};
 /// Allocations this large or larger are mapped on their own and unmapped when freed.
 const MMAP_THRESHOLD_BYTES: libc::c_int = 128 << 10;
 
-/// Fix glibc's threshold for mapping allocations on their own. Left dynamic, it rises with every
-/// large buffer freed (up to 32 MiB), after which large request bodies and trees come from the
-/// heap and stay with the process once freed: measured, eight 3 MiB requests left 30 MiB behind
-/// for good; fixed, nothing (BENCHMARKS.md, memory per request).
-#[expect(
-    unsafe_code,
-    reason = "one libc call with no preconditions, made before any other thread exists"
-)]
-fn give_large_allocations_back() {
-    // SAFETY: `mallopt` only sets an allocator parameter; it is called once, at the start of
-    // `main`, before any thread that could allocate concurrently is started.
-    let _ = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) };
-}
-
-/// Give glibc's allocator one heap for all threads, unless the operator chose with
-/// `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES=glibc.malloc.arena_max=…`.
+/// Tune glibc's allocator, before any other thread exists:
 ///
-/// For a process serving one client (stdio, and the one-shot commands). glibc gives each thread
-/// that meets a locked heap a heap of its own (up to eight per core), each kept at its own peak:
-/// under 64 calls at once over stdio one heap held 1.2–1.7 MiB less, for the same CPU a call
-/// (the one client's pipe is the bottleneck). Serving HTTP keeps glibc's heaps: there two busy
-/// workers allocating behind one lock cost 40% of the throughput (BENCHMARKS.md, "The peak
-/// under load").
+/// - Fix its threshold for mapping allocations on their own. Left dynamic, it rises with
+///   every large buffer freed (up to 32 MiB), after which large request bodies and trees come
+///   from the heap and stay with the process once freed: measured, eight 3 MiB requests left
+///   30 MiB behind for good; fixed, nothing (BENCHMARKS.md, memory per request).
+/// - Serving one client (`one_client`: stdio, and the one-shot commands), one heap for all
+///   threads, unless the operator chose with `MALLOC_ARENA_MAX` or
+///   `GLIBC_TUNABLES=glibc.malloc.arena_max=…`. glibc gives each thread that meets a locked
+///   heap a heap of its own (up to eight per core), each kept at its own peak: under 64 calls
+///   at once over stdio one heap held 1.2–1.7 MiB less, for the same CPU a call (the one
+///   client's pipe is the bottleneck). Serving HTTP keeps glibc's heaps: there two busy
+///   workers allocating behind one lock cost 40% of the throughput (BENCHMARKS.md, "The peak
+///   under load").
 #[expect(
     unsafe_code,
-    reason = "one libc call with no preconditions, made before any other thread exists"
+    reason = "libc calls with no preconditions, made before any other thread exists"
 )]
-fn one_heap() {
+fn tune_the_allocator(one_client: bool) {
+    // SAFETY: `mallopt` only sets an allocator parameter; it is called from `main` before any
+    // thread that could allocate concurrently is started.
+    let _ = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) };
     let chosen = std::env::var_os("MALLOC_ARENA_MAX").is_some()
         || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.malloc.arena_max"));
-    if !chosen {
-        // SAFETY: `mallopt` only sets an allocator parameter; it is called from `main` before
-        // any other thread is started.
+    if one_client && !chosen {
+        // SAFETY: as above.
         let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
     }
 }
@@ -50,7 +43,6 @@ fn main() -> ExitCode {
     // The loader is done with the relocation records: 1.3 MiB that would otherwise stay
     // resident through start-up, adding to its peak (`pages`).
     let _ = mcpbox::pages::give_back_relocation_records();
-    give_large_allocations_back();
     quiet_library_backtraces();
     let cli = match Cli::load(std::env::args_os().collect()) {
         Ok(cli) => cli,
@@ -61,9 +53,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !cli.serves_http() {
-        one_heap();
-    }
+    tune_the_allocator(!cli.serves_http());
     let telemetry = match cli.init_logging() {
         Ok(telemetry) => telemetry,
         Err(e) => {
