@@ -39,7 +39,13 @@ collect() {
   mkdir -p "$out"
   for p in "$@"; do
     local name="${component[$p]:-${p//-/_}}"
-    cp "$root/target/wasm/wasm32-wasip2/plugin/$name.wasm" "$out/"
+    # Copied beside (a name of its own: builds may run at once) and renamed into place: a
+    # server watching the directory, or a reader, never sees a half-written component.
+    local part
+    part="$(mktemp "$out/.$name.wasm.XXXXXX")"
+    cp "$root/target/wasm/wasm32-wasip2/plugin/$name.wasm" "$part"
+    chmod 644 "$part"
+    mv -f "$part" "$out/$name.wasm"
   done
 }
 collect "$root/target/plugins" "${examples[@]}"
