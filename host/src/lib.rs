@@ -23,6 +23,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod files;
 pub mod host;
 pub mod kv;
 pub mod metrics;

@@ -645,3 +645,66 @@ async fn readiness_waits_for_late_plugins_and_health_does_not() {
     server.stderr.wait_for("loaded (late) plugin").await;
     assert_eq!(get("/readyz").await.unwrap().status(), 200);
 }
+
+/// Make a FIFO at `path`.
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+#[tokio::test]
+async fn fifos_under_plugin_names_are_refused_and_loading_goes_on() {
+    // Opening a FIFO for reading blocks until a writer comes: a FIFO manifest once held the
+    // startup load, and with it the process (SIGTERM included), for good.
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm"), ("quotes", "quotes.wasm")]);
+    mkfifo(&dir.path().join("echo_tools.toml"));
+    let (service, log) = connect_logged(dir.path(), &[], RecordingClient::new(&json!({}))).await;
+    let tools = service.list_all_tools().await.unwrap();
+    assert!(tools.iter().all(|t| t.name != "echo"), "{tools:?}");
+    assert!(
+        !service.list_all_resources().await.unwrap().is_empty(),
+        "the other plugin is served"
+    );
+    let line = log.wait_for("cannot read its manifest").await;
+    assert!(
+        line.contains("echo_tools.toml: not a regular file"),
+        "the manifest and the reason are named:\n{line}"
+    );
+
+    // While serving: more FIFOs as components than the loader has threads, then a plugin.
+    for name in ["a", "b", "c"] {
+        mkfifo(&dir.path().join(format!("{name}.wasm")));
+    }
+    install(
+        dir.path(),
+        "echo2.wasm",
+        &wasm(example_plugins(), "echo_tools"),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let tools = service.list_all_tools().await.unwrap();
+        if tools.iter().any(|t| t.name == "echo") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a plugin added after the FIFOs never arrived:\n{}",
+            log.text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let result = service
+        .call_tool(call("echo", json!({"text": "through"})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result).0, "through");
+    log.wait_for("a.wasm").await;
+    assert!(
+        log.text().matches("not a regular file").count() >= 2,
+        "{}",
+        log.text()
+    );
+}

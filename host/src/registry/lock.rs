@@ -89,7 +89,7 @@ const HEADER: &str = "# Written by `mcpbox pull`: what each plugin here was pull
 impl LockFile {
     /// Read the lock file at `file`; `None` if there is none.
     pub fn read(file: &Path) -> Result<Option<Self>, LockError> {
-        let text = match std::fs::read_to_string(file) {
+        let text = match crate::files::read_to_string(file) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(error) => {

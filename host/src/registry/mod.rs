@@ -41,7 +41,7 @@
 //! it, `lock` still checks each component against the lock file, and `trust` refuses a
 //! `[signatures]` policy that names a key: nothing could check the signatures it requires.
 //!
-//! Uses: `scaffold`.
+//! Uses: `files`, `scaffold`.
 
 #[cfg(feature = "registry")]
 mod artifact;

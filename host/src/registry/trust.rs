@@ -459,7 +459,7 @@ impl Trust {
                 Err(why) => found.push(why),
             }
         }
-        match std::fs::read_to_string(&sig_file) {
+        match crate::files::read_to_string(&sig_file) {
             Ok(signature) => match keys.iter().find(|k| k.verifies(&signature, wasm)) {
                 Some(key) => {
                     provenance.signer = Some(key.name.clone());

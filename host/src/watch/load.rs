@@ -112,6 +112,40 @@ fn list_directory(dir: &Path) -> Result<(Vec<PathBuf>, Vec<String>), DirectoryEr
 /// A plugin file being read (by [`read_source`]) on a blocking thread.
 type Reading = tokio::task::JoinHandle<Result<PluginSource, FileError>>;
 
+/// How many pieces of one kind of blocking work of loading plugins run at once: one per CPU,
+/// for reading, hashing and checking their files, and as many again for loading (or
+/// compiling) their code, so that a plugin read can go on to load while others are read.
+/// Handed to Tokio's blocking pool all at once, fifty plugins started thirty-odd threads on
+/// two cores, and the start spent its time making threads and switching between them
+/// (BENCHMARKS.md, start-up).
+struct LoadingShare(std::sync::OnceLock<tokio::sync::Semaphore>);
+
+/// The share of reading plugins' files.
+static READING: LoadingShare = LoadingShare(std::sync::OnceLock::new());
+/// The share of loading or compiling plugins' code.
+static COMPILING: LoadingShare = LoadingShare(std::sync::OnceLock::new());
+
+impl LoadingShare {
+    fn semaphore(&self) -> &tokio::sync::Semaphore {
+        self.0.get_or_init(|| {
+            let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+            tokio::sync::Semaphore::new(cpus)
+        })
+    }
+
+    /// Run `work` on a blocking thread when this share has room.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, FileError> {
+        // The semaphore is never closed; without a permit the work would still run, unbounded.
+        let _turn = self.semaphore().acquire().await.ok();
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| FileError::Join(e.to_string()))
+    }
+}
+
 /// Start reading `file` on a blocking thread.
 #[expect(
     clippy::result_large_err,
@@ -119,7 +153,11 @@ type Reading = tokio::task::JoinHandle<Result<PluginSource, FileError>>;
 )]
 fn start_reading(file: &Path, sections: &Arc<Sections>, trust: &Trust) -> Reading {
     let (file, sections, trust) = (file.to_owned(), Arc::clone(sections), trust.clone());
-    tokio::task::spawn_blocking(move || read_source_now(&file, &sections, &trust))
+    tokio::spawn(async move {
+        READING
+            .run(move || read_source_now(&file, &sections, &trust))
+            .await?
+    })
 }
 
 /// The files of a directory being read, and its manifests with no plugin.
@@ -140,6 +178,9 @@ pub struct Prefetched {
 /// Start reading every plugin in `dir` (see [`Prefetched`]). Must be called within the
 /// Tokio runtime.
 pub fn prefetch(dir: &Path, sections: &Arc<Sections>, trust: &Trust) -> Prefetched {
+    // Sized here, before the engine is made on a thread pinned to one CPU for the while.
+    READING.semaphore();
+    COMPILING.semaphore();
     let listed = list_directory(dir).map(|(files, orphans)| Listing {
         files: files
             .into_iter()
@@ -327,7 +368,7 @@ fn read_source_now(
     sections: &Sections,
     trust: &Trust,
 ) -> Result<PluginSource, FileError> {
-    let wasm = std::fs::read(file).map_err(FileError::Read)?;
+    let wasm = crate::files::read(file).map_err(FileError::Read)?;
     let name = file
         .file_stem()
         .and_then(|s| s.to_str())
@@ -354,7 +395,7 @@ fn read_source_now(
             }
             Some(PolicyText::Section(config, name.to_owned(), text))
         }
-        None => match std::fs::read_to_string(&manifest_file) {
+        None => match crate::files::read_to_string(&manifest_file) {
             Ok(text) => Some(PolicyText::Manifest(manifest_file, text)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(source) => {
@@ -450,14 +491,14 @@ async fn compile_source(
     let compiler = runtime.clone();
     let (wasm, component_digest) = (source.wasm, source.component_digest);
     let plugin = name.to_string();
-    let (component, skills) = tokio::task::spawn_blocking(move || {
-        let component = compiler.compile(&wasm, &component_digest)?;
-        // Read once the engine has accepted the component, so a malformed file is its error.
-        let skills = crate::skills::Skills::from_component(&plugin, &wasm);
-        Ok::<_, LoadError>((component, std::sync::Arc::new(skills)))
-    })
-    .await
-    .map_err(|e| FileError::Join(e.to_string()))??;
+    let (component, skills) = COMPILING
+        .run(move || {
+            let component = compiler.compile(&wasm, &component_digest)?;
+            // Read once the engine has accepted the component, so a malformed file is its error.
+            let skills = crate::skills::Skills::from_component(&plugin, &wasm);
+            Ok::<_, LoadError>((component, std::sync::Arc::new(skills)))
+        })
+        .await??;
     let code = PluginCode::prepare(runtime, name, &component, &component_digest, policy)?;
     Ok(Compiled {
         code,

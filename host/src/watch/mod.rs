@@ -41,8 +41,8 @@
 //!
 //! Every lifecycle event, here and in the startup load, is told through [`report`].
 //!
-//! Uses: `catalog`, `config`, `engine`, `metrics`, `policy`, `protocol`, `registry`, `server`,
-//! `skills`.
+//! Uses: `catalog`, `config`, `engine`, `files`, `metrics`, `policy`, `protocol`, `registry`,
+//! `server`, `skills`.
 
 mod config;
 mod load;
