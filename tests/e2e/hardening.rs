@@ -607,19 +607,13 @@ async fn a_plugin_added_while_the_directory_loads_is_served() {
         &wasm(example_plugins(), "echo_tools"),
     );
     let (service, log) = connecting.await.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let tools = service.list_all_tools().await.unwrap();
-        if tools.iter().any(|t| t.name == "echo") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the plugin added during the startup load never arrived:\n{}",
-            log.text()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_served(
+        &service,
+        "echo",
+        &log,
+        "the plugin added during the startup load never arrived",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -644,6 +638,29 @@ async fn readiness_waits_for_late_plugins_and_health_does_not() {
     );
     server.stderr.wait_for("loaded (late) plugin").await;
     assert_eq!(get("/readyz").await.unwrap().status(), 200);
+}
+
+/// Wait (30 s at most) until the server lists the tool `name`; `never` and the server's log
+/// otherwise.
+async fn until_served(
+    service: &rmcp::service::RunningService<rmcp::RoleClient, RecordingClient>,
+    name: &str,
+    log: &crate::support::Stderr,
+    never: &str,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let tools = service.list_all_tools().await.unwrap();
+        if tools.iter().any(|t| t.name == name) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{never}:\n{}",
+            log.text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Make a FIFO at `path`.
@@ -683,19 +700,13 @@ async fn fifos_under_plugin_names_are_refused_and_loading_goes_on() {
         "echo2.wasm",
         &wasm(example_plugins(), "echo_tools"),
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let tools = service.list_all_tools().await.unwrap();
-        if tools.iter().any(|t| t.name == "echo") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "a plugin added after the FIFOs never arrived:\n{}",
-            log.text()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_served(
+        &service,
+        "echo",
+        &log,
+        "a plugin added after the FIFOs never arrived",
+    )
+    .await;
     let result = service
         .call_tool(call("echo", json!({"text": "through"})))
         .await

@@ -20,10 +20,10 @@
 //! by the size limit or by hand, stays readable until its component is dropped.)
 //!
 //! The cache is bounded: after each write, the least recently used entries (by modification
-//! time, which a hit refreshes when it is over an hour old) are removed until the cache holds at most its size limit
-//! (`--cache-max-mib`, 1 GiB by default); the entry just written always stays. Entries of
-//! other engine configurations or mcpbox versions are never hit again, so they age out the
-//! same way. Temporary files an interrupted write left behind are removed after an hour.
+//! time, which a hit refreshes when it is over an hour old) are removed until the cache holds
+//! at most its size limit (`--cache-max-mib`, 1 GiB by default); the entry just written always
+//! stays. Entries of other engine configurations or mcpbox versions are never hit again, so
+//! they age out the same way. Temporary files an interrupted write left behind are removed after an hour.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
