@@ -637,7 +637,15 @@ async fn readiness_waits_for_late_plugins_and_health_does_not() {
             .contains("1 plugins still loading")
     );
     server.stderr.wait_for("loaded (late) plugin").await;
-    assert_eq!(get("/readyz").await.unwrap().status(), 200);
+    // The plugin is logged as it is published; readiness follows on the task that waited
+    // for it, a moment later.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut status = get("/readyz").await.unwrap().status();
+    while status != 200 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        status = get("/readyz").await.unwrap().status();
+    }
+    assert_eq!(status, 200);
 }
 
 /// Wait (30 s at most) until the server lists the tool `name`; `never` and the server's log
