@@ -375,14 +375,11 @@ impl Startup<'_> {
             Arc::clone(plugins),
             relists,
         );
-        for late in reloader.first_pass(prefetched).await? {
-            // Ready (HTTP `/readyz`) once every late plugin is in.
-            let done = readiness.late_load();
-            tokio::spawn(async move {
-                let _ = late.await;
-                drop(done);
-            });
-        }
+        // Ready (HTTP `/readyz`) once every late plugin is in: each late load holds a guard,
+        // dropped as its plugin is published (or fails).
+        reloader
+            .first_pass(prefetched, || readiness.late_load())
+            .await?;
         let watcher = match watch {
             Some(watch) => {
                 let watch = watch.await.map_err(|e| {

@@ -213,14 +213,16 @@ impl Reloader {
 
     /// The first pass: load every plugin in the directory into the (empty) plugin set, in
     /// parallel, and report each. Plugins still listing after [`STARTUP_LISTING_WAIT`] are
-    /// added when they are done, by the tasks returned (the caller may wait on them, as the
-    /// HTTP readiness check does).
+    /// added when they are done, by tasks of their own; each holds what `hold` gave it (the
+    /// HTTP readiness check's guard) until its plugin is served and reported, or has failed,
+    /// and drops it in the same task right after: ready never comes before served.
     /// `prefetched` is the directory's reading, started by [`prefetch`] with this reloader's
-    /// directory, sections and trust.
-    pub async fn first_pass(
+    /// directory, sections and trust. Returns how many plugins were still listing.
+    pub async fn first_pass<G: Send + 'static>(
         &self,
         prefetched: Prefetched,
-    ) -> Result<Vec<tokio::task::JoinHandle<()>>, DirectoryError> {
+        mut hold: impl FnMut() -> G,
+    ) -> Result<usize, DirectoryError> {
         let loaded = load_prefetched(&self.runtime, prefetched, self.limits).await?;
         let plugins = &self.plugins;
         plugins.add_startup(loaded.plugins);
@@ -249,8 +251,10 @@ impl Reloader {
             },
         );
         // Plugins that were still listing: served as soon as they are done.
-        let late = loaded.late.into_iter().map(|late| {
+        let late = loaded.late.len();
+        for late in loaded.late {
             let plugins = Arc::clone(plugins);
+            let held = hold();
             tokio::spawn(async move {
                 match late.await {
                     Ok((file, Ok(plugin))) => {
@@ -273,9 +277,10 @@ impl Reloader {
                     }
                     Err(e) => tracing::error!("a plugin load task failed: {e}"),
                 }
-            })
-        });
-        Ok(late.collect())
+                drop(held);
+            });
+        }
+        Ok(late)
     }
 
     /// Put the directory's changes into effect from now on, those `watch` saw since it was
