@@ -637,8 +637,8 @@ async fn readiness_waits_for_late_plugins_and_health_does_not() {
             .contains("1 plugins still loading")
     );
     server.stderr.wait_for("loaded (late) plugin").await;
-    // The plugin is logged as it is published; readiness follows on the task that waited
-    // for it, a moment later.
+    // The plugin is logged as it is published; its load drops its readiness guard right
+    // after, a moment later.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut status = get("/readyz").await.unwrap().status();
     while status != 200 && tokio::time::Instant::now() < deadline {

@@ -23,7 +23,8 @@
 //! time, which a hit refreshes when it is over an hour old) are removed until the cache holds
 //! at most its size limit (`--cache-max-mib`, 1 GiB by default); the entry just written always
 //! stays. Entries of other engine configurations or mcpbox versions are never hit again, so
-//! they age out the same way. Temporary files an interrupted write left behind are removed after an hour.
+//! they age out the same way. Temporary files an interrupted write left behind are removed
+//! after an hour.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};

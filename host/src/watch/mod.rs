@@ -217,12 +217,12 @@ impl Reloader {
     /// HTTP readiness check's guard) until its plugin is served and reported, or has failed,
     /// and drops it in the same task right after: ready never comes before served.
     /// `prefetched` is the directory's reading, started by [`prefetch`] with this reloader's
-    /// directory, sections and trust. Returns how many plugins were still listing.
+    /// directory, sections and trust.
     pub async fn first_pass<G: Send + 'static>(
         &self,
         prefetched: Prefetched,
         mut hold: impl FnMut() -> G,
-    ) -> Result<usize, DirectoryError> {
+    ) -> Result<(), DirectoryError> {
         let loaded = load_prefetched(&self.runtime, prefetched, self.limits).await?;
         let plugins = &self.plugins;
         plugins.add_startup(loaded.plugins);
@@ -251,7 +251,6 @@ impl Reloader {
             },
         );
         // Plugins that were still listing: served as soon as they are done.
-        let late = loaded.late.len();
         for late in loaded.late {
             let plugins = Arc::clone(plugins);
             let held = hold();
@@ -280,7 +279,7 @@ impl Reloader {
                 drop(held);
             });
         }
-        Ok(late)
+        Ok(())
     }
 
     /// Put the directory's changes into effect from now on, those `watch` saw since it was
