@@ -198,6 +198,68 @@ async fn compiled_plugins_are_cached_and_damaged_entries_are_rebuilt() {
     serves(raw).await;
 }
 
+/// A start whose tools' schemas compiled in an earlier run compiles them at their first call
+/// (BENCHMARKS.md, "Against wasmtime's own floor"), and checks arguments exactly as before.
+#[tokio::test]
+async fn schemas_proven_in_one_run_are_compiled_at_first_use_in_the_next() {
+    let dir = crate::support::plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let cache = tempfile::tempdir().unwrap();
+    let args = [
+        "--cache-dir",
+        cache.path().to_str().unwrap(),
+        "--log",
+        "info,mcpbox::catalog=debug",
+    ];
+    let checks = |raw: Raw| async move {
+        let mut raw = raw;
+        let reply = raw
+            .request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#)
+            .await;
+        assert_eq!(reply["result"]["isError"], true, "{reply}");
+        assert_eq!(
+            reply["result"]["content"][0]["text"],
+            r#"invalid arguments for tool `echo`: "text" is a required property"#,
+        );
+        let reply = raw
+            .request(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"checked"}}}"#)
+            .await;
+        assert_eq!(reply["result"]["content"][0]["text"], "checked", "{reply}");
+        let (_, status) = raw.finish().await;
+        assert!(status.success());
+    };
+    let proofs = cache.path().join("schemas-proven");
+
+    // First run: compiled at load, each schema recorded once.
+    let raw = Raw::initialized(dir.path(), &args).await;
+    raw.stderr
+        .wait_for("schemas proven usable before proofs=0")
+        .await;
+    checks(raw).await;
+    let recorded = std::fs::read_to_string(&proofs).unwrap();
+    let lines = recorded.lines().count();
+    let distinct: std::collections::HashSet<&str> = recorded.lines().collect();
+    assert!(
+        lines >= 1 && distinct.len() == lines,
+        "one proof for each distinct schema: {recorded}"
+    );
+
+    // Second run: read back, nothing recorded again, and arguments checked all the same.
+    let raw = Raw::initialized(dir.path(), &args).await;
+    raw.stderr
+        .wait_for(&format!("schemas proven usable before proofs={lines}"))
+        .await;
+    checks(raw).await;
+    assert_eq!(std::fs::read_to_string(&proofs).unwrap(), recorded);
+
+    // A damaged file is read as far as it is sound: the rest is proven again.
+    std::fs::write(&proofs, format!("garbage\n{}", &recorded[..10])).unwrap();
+    let raw = Raw::initialized(dir.path(), &args).await;
+    raw.stderr
+        .wait_for("schemas proven usable before proofs=0")
+        .await;
+    checks(raw).await;
+}
+
 /// stdin from a file and stdout to a file (not pipes): the thread-driven path serves too.
 #[tokio::test]
 async fn stdio_serves_from_a_file_and_to_a_file() {

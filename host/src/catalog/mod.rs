@@ -8,7 +8,7 @@
 //!   dispatched to plugins.
 //!
 //! Around them: preparing and checking plugins' lists once per version (`prepare`, `names`,
-//! `validate`), the one place where WIT types become MCP
+//! `validate`, with the schemas proven usable in earlier runs: `proofs`), the one place where WIT types become MCP
 //! types (`convert`), a call's bridge to its client (`bridge`), the [`EventHub`] through
 //! which plugins and the live set reach sessions and the reloader, and the HTML status page
 //! ([`status`]).
@@ -29,6 +29,7 @@ mod merged;
 mod names;
 mod once;
 mod prepare;
+mod proofs;
 mod serve;
 pub mod status;
 mod uri_template;
@@ -38,4 +39,5 @@ pub use failure::{PluginFailure, Request};
 pub use hub::{EventHub, RelistRequests};
 pub use live::PluginSet;
 pub use merged::{Catalog, Claim, LoadedPlugin, Names, Refusal};
+pub use proofs::keep_in as keep_schema_proofs_in;
 pub use validate::warm_up as warm_up_validation;

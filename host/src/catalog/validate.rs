@@ -1,5 +1,6 @@
 //! JSON Schema validation of tool arguments (before the plugin runs) and of structured output
-//! (before the client sees it), with validators compiled once, when the plugin loads.
+//! (before the client sees it), with validators compiled once: when the plugin loads, or, for
+//! a schema proven usable in an earlier run ([`super::proofs`]), when its tool is first called.
 //!
 //! Schemas are JSON Schema 2020-12 unless they say otherwise (`$schema`). Remote `$ref`s are
 //! never fetched: a schema that needs one is refused at load. So is a tool whose `x-mcp-header`
@@ -13,12 +14,13 @@
 //! Validation then costs at most that bound per instance node, and instances are bounded by the
 //! message and result size limits.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use jsonschema::Validator;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::proofs::Proofs;
 use crate::engine::Tool;
 use crate::protocol::v2026::{HeaderParam, header_params};
 
@@ -29,10 +31,12 @@ const MAX_REPORTED: usize = 5;
 /// schemas, even generated ones with hundreds of properties, stay in the low thousands.
 pub const MAX_SCHEMA_COST: u64 = 20_000;
 
-/// Build the JSON Schema 2020-12 meta-schema's validator, which checks every tool's schemas
-/// when a plugin loads, on a thread of its own. Built on first use it is a millisecond and
-/// a half of a start-up's critical path; begun when serving starts, it is built on the other
-/// core while the engine's pool is made.
+/// Build the JSON Schema 2020-12 meta-schema's validator, which checks every schema when it
+/// is compiled, on a thread of its own. Called once the start is served: a start whose schemas
+/// were all [proven](super::proofs) before needs none until a tool is first called, and the
+/// validator's 2–4 ms of CPU would otherwise compete with the start's loading on two cores
+/// (BENCHMARKS.md, "Against wasmtime's own floor"); a schema compiled at load builds it there
+/// (a new plugin, a first start).
 pub fn warm_up() {
     let started = std::thread::Builder::new()
         .name("mcpbox-schemas".into())
@@ -117,18 +121,52 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A tool's compiled schemas.
+/// One of a tool's schemas: compiled, or proven usable in an earlier run and compiled when
+/// first needed ([`super::proofs`]).
+struct Schema {
+    /// Its text, until compiled (a proven schema's).
+    text: Option<Box<str>>,
+    /// `input schema` or `output schema`, for messages.
+    what: &'static str,
+    validator: OnceLock<Result<Validator, String>>,
+}
+
+impl Schema {
+    /// The compiled validator, compiling a proven schema now; the error says why the schema
+    /// is not usable (a proof that was wrong: the call is refused, never run unchecked).
+    fn validator(&self) -> Result<&Validator, String> {
+        self.validator
+            .get_or_init(|| {
+                let text = self.text.as_deref().unwrap_or_default();
+                let schema: Value = serde_json::from_str(text)
+                    .map_err(|e| format!("its {} is not valid JSON: {e}", self.what))?;
+                jsonschema::validator_for(&schema)
+                    .map_err(|e| format!("its {} is not a usable JSON Schema: {e}", self.what))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+/// A tool's schemas, compiled (or proven, to compile at first use).
 pub struct ToolSchemas {
-    input: Validator,
-    output: Option<Validator>,
+    input: Schema,
+    output: Option<Schema>,
     /// Its arguments clients mirror into `Mcp-Param-*` headers.
     pub headers: Arc<[HeaderParam]>,
 }
 
 impl ToolSchemas {
-    /// Compile a tool's schemas, or say why one is not a usable JSON Schema.
+    /// Compile a tool's schemas, or say why one is not a usable JSON Schema. A schema this
+    /// process's [proofs](super::proofs) hold is checked for size here and compiled when
+    /// first used; one compiled here is recorded in them.
     pub fn compile(tool: &Tool) -> Result<Self, String> {
-        let compile = |what: &str, text: &str| -> Result<Validator, String> {
+        Self::compile_with(tool, super::proofs::current())
+    }
+
+    /// [`Self::compile`], with the proofs `proofs`.
+    pub fn compile_with(tool: &Tool, proofs: Option<&Proofs>) -> Result<Self, String> {
+        let compile = |what: &'static str, text: &str| -> Result<Schema, String> {
             let schema: Value = serde_json::from_str(text)
                 .map_err(|e| format!("its {what} is not valid JSON: {e}"))?;
             let cost = schema_cost(&schema);
@@ -142,8 +180,24 @@ impl ToolSchemas {
                     }
                 ));
             }
-            jsonschema::validator_for(&schema)
-                .map_err(|e| format!("its {what} is not a usable JSON Schema: {e}"))
+            let digest = super::proofs::digest(text);
+            if proofs.is_some_and(|proofs| proofs.holds(&digest)) {
+                return Ok(Schema {
+                    text: Some(text.into()),
+                    what,
+                    validator: OnceLock::new(),
+                });
+            }
+            let validator = jsonschema::validator_for(&schema)
+                .map_err(|e| format!("its {what} is not a usable JSON Schema: {e}"))?;
+            if let Some(proofs) = proofs {
+                proofs.record(digest);
+            }
+            Ok(Schema {
+                text: None,
+                what,
+                validator: OnceLock::from(Ok(validator)),
+            })
         };
         let headers = serde_json::from_str::<Value>(&tool.input_schema)
             .ok()
@@ -172,8 +226,11 @@ impl ToolSchemas {
         }
         let value: Value = serde_json::from_str(arguments.get())
             .map_err(|e| format!("invalid arguments for tool `{tool}`: {e}"))?;
-        problems(&self.input, &value)
-            .map_err(|p| format!("invalid arguments for tool `{tool}`: {p}"))
+        let validator = self
+            .input
+            .validator()
+            .map_err(|e| format!("tool `{tool}` cannot check its arguments: {e}"))?;
+        problems(validator, &value).map_err(|p| format!("invalid arguments for tool `{tool}`: {p}"))
     }
 
     /// Check structured output against the output schema. A tool with an output schema must
@@ -191,7 +248,10 @@ impl ToolSchemas {
         };
         let value: Value = serde_json::from_str(text)
             .map_err(|e| format!("returned structured content that is not valid JSON: {e}"))?;
-        problems(schema, &value).map_err(|p| {
+        let validator = schema
+            .validator()
+            .map_err(|e| format!("cannot check its structured content: {e}"))?;
+        problems(validator, &value).map_err(|p| {
             format!("returned structured content that does not match its output schema: {p}")
         })
     }
@@ -343,6 +403,84 @@ mod tests {
 
     fn raw(text: &str) -> Box<RawValue> {
         RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    const INPUT: &str =
+        r#"{"type":"object","properties":{"a":{"type":"number"}},"required":["a"]}"#;
+    const OUTPUT: &str = r#"{"type":"object","required":["n"]}"#;
+
+    #[test]
+    fn schemas_compiled_at_load_are_recorded_as_proven() {
+        let dir = tempfile::tempdir().unwrap();
+        let proofs = Proofs::open(dir.path());
+        let schemas = ToolSchemas::compile_with(&tool(INPUT, Some(OUTPUT)), Some(&proofs)).unwrap();
+        assert!(schemas.input.validator.get().is_some(), "compiled at load");
+        assert!(proofs.holds(&super::super::proofs::digest(INPUT)));
+        assert!(proofs.holds(&super::super::proofs::digest(OUTPUT)));
+        // A schema that does not compile is refused at load, and not recorded.
+        let bad = r#"{"type":"object","minProperties":"two"}"#;
+        let refused = ToolSchemas::compile_with(&tool(bad, None), Some(&proofs))
+            .err()
+            .unwrap();
+        assert!(refused.contains("not a usable JSON Schema"), "{refused}");
+        assert!(!proofs.holds(&super::super::proofs::digest(bad)));
+    }
+
+    #[test]
+    fn proven_schemas_compile_at_first_use_and_still_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let proofs = Proofs::open(dir.path());
+        proofs.record(super::super::proofs::digest(INPUT));
+        proofs.record(super::super::proofs::digest(OUTPUT));
+        let schemas = ToolSchemas::compile_with(&tool(INPUT, Some(OUTPUT)), Some(&proofs)).unwrap();
+        assert!(
+            schemas.input.validator.get().is_none(),
+            "not compiled at load"
+        );
+        assert!(schemas.check_arguments("t", &raw(r#"{"a": 1}"#)).is_ok());
+        let wrong = schemas
+            .check_arguments("t", &raw(r#"{"a": "one"}"#))
+            .unwrap_err();
+        assert!(wrong.contains("invalid arguments for tool `t`"), "{wrong}");
+        assert!(schemas.check_output(Some(r#"{"n": 1}"#), false).is_ok());
+        assert!(schemas.check_output(Some("{}"), false).is_err());
+        // Too complex is refused at load even when proven: the bound is checked every time.
+        let deep = format!(
+            r##"{{"$defs":{{{}}},"$ref":"#/$defs/d30"}}"##,
+            (0..=30)
+                .map(|i| if i == 0 {
+                    r#""d0":{"type":"string"}"#.to_owned()
+                } else {
+                    format!(
+                        r##""d{i}":{{"allOf":[{{"$ref":"#/$defs/d{p}"}},{{"$ref":"#/$defs/d{p}"}}]}}"##,
+                        p = i - 1
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        proofs.record(super::super::proofs::digest(&deep));
+        let refused = ToolSchemas::compile_with(&tool(&deep, None), Some(&proofs))
+            .err()
+            .unwrap();
+        assert!(refused.contains("too complex"), "{refused}");
+    }
+
+    #[test]
+    fn a_false_proof_refuses_the_call_never_skips_the_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let proofs = Proofs::open(dir.path());
+        let bad = r#"{"type":"object","minProperties":"two"}"#;
+        proofs.record(super::super::proofs::digest(bad));
+        let schemas = ToolSchemas::compile_with(&tool(bad, None), Some(&proofs)).unwrap();
+        for _ in 0..2 {
+            let refused = schemas.check_arguments("t", &raw("{}")).unwrap_err();
+            assert!(
+                refused.contains("tool `t` cannot check its arguments")
+                    && refused.contains("not a usable JSON Schema"),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

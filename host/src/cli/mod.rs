@@ -5,7 +5,7 @@
 //! [`Host`], the composition root; the other commands' work is their rooms' (`commands`).
 //! The top of the crate: it may use any room, and none uses it.
 //!
-//! Uses: `auth`, `author`, `catalog`, `config`, `engine`, `host`, `kv`, `policy`, `principal`, `registry`, `scaffold`,
+//! Uses: `auth`, `author`, `config`, `engine`, `host`, `kv`, `policy`, `principal`, `registry`, `scaffold`,
 //! `server`, `skills`, `telemetry`, `transport`, `watch`.
 
 mod args;
@@ -357,7 +357,6 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Installed first, so that a signal during start-up is handled too.
     let shutdown = crate::host::shutdown_signal();
-    crate::catalog::warm_up_validation();
     let settings = args.settings()?;
     let host = Host::start(settings).await?;
     host.serve(shutdown).await?;

@@ -134,6 +134,9 @@ impl Host {
         let prefetched =
             crate::watch::prefetch(&settings.plugin_dir, &settings.sections, &settings.trust);
         let engine = Runtime::new(settings.runtime.clone())?;
+        if let Some(dir) = &settings.runtime.cache_dir {
+            crate::catalog::keep_schema_proofs_in(dir);
+        }
         reload_secrets_on_hangup(&settings.runtime.secrets);
         if let Some(path) = &settings.audit_log {
             let log = crate::audit::AuditLog::start(path.clone()).await?;
@@ -251,12 +254,14 @@ impl Host {
                     running = startup.run() => running?,
                 };
                 readiness.start();
+                crate::catalog::warm_up_validation();
                 give_back_startup_pages(Arc::clone(&plugins));
                 server.await
             }
             Transport::Stdio(config) => {
                 let _running = startup.run().await?;
                 readiness.start();
+                crate::catalog::warm_up_validation();
                 give_back_startup_pages(Arc::clone(&plugins));
                 let session = Arc::new(Session::new(
                     plugins,
