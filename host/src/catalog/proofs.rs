@@ -156,6 +156,26 @@ mod tests {
     }
 
     #[test]
+    fn the_dialect_names_the_validator_in_the_lock_file() {
+        // A new validator must not read the old one's proofs: bump DIALECT with it.
+        let lock = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock"),
+        )
+        .unwrap();
+        let version = lock
+            .split("[[package]]")
+            .find(|p| p.contains("\nname = \"jsonschema\"\n"))
+            .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")))
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap();
+        let minor = version.rsplit_once('.').unwrap().0;
+        assert!(
+            DIALECT.contains(&format!("jsonschema {minor}\n")),
+            "jsonschema is {version}; DIALECT says {DIALECT:?}"
+        );
+    }
+
+    #[test]
     fn a_proof_names_the_exact_text_and_dialect() {
         assert_ne!(
             digest(r#"{"type":"object"}"#),
