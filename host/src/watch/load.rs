@@ -153,6 +153,16 @@ impl LoadingShare {
 )]
 fn start_reading(file: &Path, sections: &Arc<Sections>, trust: &Trust) -> Reading {
     let (file, sections, trust) = (file.to_owned(), Arc::clone(sections), trust.clone());
+    // Handed to a blocking thread at once while the share has room. A task spawned to wait
+    // for its turn would sit in this worker's own next-task slot, which no other worker
+    // takes from, until this worker is free: at start-up, after it has made the engine, so
+    // the reading did not overlap the engine's making at all (BENCHMARKS.md, start-up).
+    if let Ok(turn) = READING.semaphore().try_acquire() {
+        return tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            read_source_now(&file, &sections, &trust)
+        });
+    }
     tokio::spawn(async move {
         READING
             .run(move || read_source_now(&file, &sections, &trust))
@@ -507,4 +517,40 @@ async fn compile_source(
         provenance: source.provenance,
         skills,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plugin's reading starts on a blocking thread at once, without the calling task
+    /// yielding: start-up reads the plugins while this same task makes the engine. Spawned
+    /// as a task instead, the reading would wait for this thread to be free (here, forever:
+    /// the runtime has this one thread and the test never yields to it).
+    #[test]
+    fn a_plugin_is_read_while_the_task_that_asked_is_busy() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("busy.wasm");
+        std::fs::write(&file, b"not a component").expect("write the plugin");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let _inside = runtime.enter();
+        let reading = start_reading(&file, &Arc::new(Sections::default()), &Trust::default());
+        let began = std::time::Instant::now();
+        while !reading.is_finished() && began.elapsed() < Duration::from_secs(30) {
+            // Busy elsewhere: sleeping, never yielding to the runtime.
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            reading.is_finished(),
+            "the plugin was not read while the task that asked for it was busy"
+        );
+        let source = runtime
+            .block_on(reading)
+            .expect("the reading ran to its end")
+            .expect("the file was read");
+        assert_eq!(source.wasm, b"not a component");
+    }
 }
