@@ -32,11 +32,13 @@ const MAX_REPORTED: usize = 5;
 pub const MAX_SCHEMA_COST: u64 = 20_000;
 
 /// Build the JSON Schema 2020-12 meta-schema's validator, which checks every schema when it
-/// is compiled, on a thread of its own. Called once the start is served: a start whose schemas
-/// were all [proven](super::proofs) before needs none until a tool is first called, and the
-/// validator's 2–4 ms of CPU would otherwise compete with the start's loading on two cores
-/// (BENCHMARKS.md, "Against wasmtime's own floor"); a schema compiled at load builds it there
-/// (a new plugin, a first start).
+/// is compiled, on a thread of its own. Called a moment after the start is served (`host`,
+/// after the client's opening): a start whose schemas were all [proven](super::proofs) before
+/// needs none until a tool is first called, and the validator's 2–4 ms of CPU would otherwise
+/// compete with the start's loading, and then with the first answers, on two cores
+/// (BENCHMARKS.md, "Against wasmtime's own floor" and "The start's own work, after the
+/// client's opening"); a schema compiled at load builds it there (a new plugin, a first
+/// start).
 pub fn warm_up() {
     let started = std::thread::Builder::new()
         .name("mcpbox-schemas".into())

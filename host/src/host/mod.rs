@@ -254,15 +254,13 @@ impl Host {
                     running = startup.run() => running?,
                 };
                 readiness.start();
-                crate::catalog::warm_up_validation();
-                give_back_startup_pages(Arc::clone(&plugins));
+                after_the_start(Arc::clone(&plugins));
                 server.await
             }
             Transport::Stdio(config) => {
                 let _running = startup.run().await?;
                 readiness.start();
-                crate::catalog::warm_up_validation();
-                give_back_startup_pages(Arc::clone(&plugins));
+                after_the_start(Arc::clone(&plugins));
                 let session = Arc::new(Session::new(
                     plugins,
                     Mode::Dual,
@@ -293,6 +291,26 @@ impl Host {
             }
         }
     }
+}
+
+/// How long after mcpbox is ready it builds the JSON Schema meta-schema's validator. A client
+/// that started mcpbox sends `initialize` and its first lists at once; on two cores the
+/// validator's 3–4 ms of CPU, begun as soon as mcpbox was ready, took a core from the answers
+/// and from the client itself: the first `tools/list` came about 1 ms later at the median
+/// (BENCHMARKS.md, "The start's own work, after the client's opening"). A tool called before
+/// then builds it itself if its schema needs compiling, as a first call always could.
+const META_SCHEMA_AFTER: Duration = Duration::from_millis(100);
+
+/// Once started: give back the start's pages ([`give_back_startup_pages`]), and
+/// [`META_SCHEMA_AFTER`] later build the meta-schema's validator
+/// ([`crate::catalog::warm_up_validation`]; the second giving back, a second later, takes
+/// back the code that ran).
+fn after_the_start(plugins: Arc<PluginSet>) {
+    give_back_startup_pages(plugins);
+    tokio::spawn(async {
+        tokio::time::sleep(META_SCHEMA_AFTER).await;
+        crate::catalog::warm_up_validation();
+    });
 }
 
 /// How long after mcpbox is ready it gives back pages a second time: by then the start's last
