@@ -144,6 +144,28 @@ impl LoadingShare {
             .await
             .map_err(|e| FileError::Join(e.to_string()))
     }
+
+    /// Start `work` on a blocking thread: at once while this share has room, else as a task
+    /// waiting for its turn. At once matters: a task spawned from a worker sits in that
+    /// worker's own next-task slot, which no other worker takes from, until the worker is
+    /// free (at start-up, after it has made the engine; BENCHMARKS.md, "A start's reading,
+    /// begun at once").
+    #[expect(
+        clippy::result_large_err,
+        reason = "at most one error a file read, moved once to the loader"
+    )]
+    fn start<T: Send + 'static>(
+        &'static self,
+        work: impl FnOnce() -> Result<T, FileError> + Send + 'static,
+    ) -> tokio::task::JoinHandle<Result<T, FileError>> {
+        if let Ok(turn) = self.semaphore().try_acquire() {
+            return tokio::task::spawn_blocking(move || {
+                let _turn = turn;
+                work()
+            });
+        }
+        tokio::spawn(async move { self.run(work).await? })
+    }
 }
 
 /// Start reading `file` on a blocking thread.
@@ -153,21 +175,7 @@ impl LoadingShare {
 )]
 fn start_reading(file: &Path, sections: &Arc<Sections>, trust: &Trust) -> Reading {
     let (file, sections, trust) = (file.to_owned(), Arc::clone(sections), trust.clone());
-    // Handed to a blocking thread at once while the share has room. A task spawned to wait
-    // for its turn would sit in this worker's own next-task slot, which no other worker
-    // takes from, until this worker is free: at start-up, after it has made the engine, so
-    // the reading did not overlap the engine's making at all (BENCHMARKS.md, start-up).
-    if let Ok(turn) = READING.semaphore().try_acquire() {
-        return tokio::task::spawn_blocking(move || {
-            let _turn = turn;
-            read_source_now(&file, &sections, &trust)
-        });
-    }
-    tokio::spawn(async move {
-        READING
-            .run(move || read_source_now(&file, &sections, &trust))
-            .await?
-    })
+    READING.start(move || read_source_now(&file, &sections, &trust))
 }
 
 /// The files of a directory being read, and its manifests with no plugin.
