@@ -237,6 +237,11 @@ pub struct Skills {
 }
 
 impl Skills {
+    /// Whether the component carried no skills' files at all (none served, none refused).
+    pub fn is_empty(&self) -> bool {
+        self.skills.is_empty() && self.refused.is_empty()
+    }
+
     /// The skills in the component `wasm` of plugin `plugin`: the files of every [`SECTION`]
     /// (of the component or of a module nested in it), grouped into skills and checked.
     pub fn from_component(plugin: &str, wasm: &[u8]) -> Self {

@@ -260,6 +260,132 @@ async fn schemas_proven_in_one_run_are_compiled_at_first_use_in_the_next() {
     checks(raw).await;
 }
 
+/// `bytes` (a component) with a custom section appended that makes it `size` bytes long.
+fn padded_to(mut bytes: Vec<u8>, size: usize) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = u8::try_from(n & 0x7f).unwrap_or_default();
+            n >>= 7;
+            out.push(if n == 0 { byte } else { byte | 0x80 });
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    let room = size.checked_sub(bytes.len()).expect("room for a section");
+    // A section: its id (0, custom), its length, then its name's length, its name, the payload.
+    for payload in (0..room).rev() {
+        let mut content = vec![3];
+        content.extend_from_slice(b"pad");
+        content.resize(content.len() + payload, 0);
+        let mut section = vec![0];
+        leb(content.len(), &mut section);
+        section.extend_from_slice(&content);
+        if section.len() == room {
+            bytes.extend_from_slice(&section);
+            return bytes;
+        }
+    }
+    panic!("no section of {room} bytes");
+}
+
+/// A start whose plugin files are unchanged neither reads nor hashes them: it knows them by
+/// sight from an earlier run (BENCHMARKS.md, "Start-up with fifty plugins, their files known
+/// by sight"). A file written in place, to the same size and with its modification time set
+/// back, is read again; so is one whose compiled form has left the cache.
+#[tokio::test]
+async fn unchanged_plugin_files_are_known_by_sight_and_a_rewrite_is_not() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let file = dir.path().join("echo_tools.wasm");
+    let cache = tempfile::tempdir().unwrap();
+    let args = [
+        "--cache-dir",
+        cache.path().to_str().unwrap(),
+        "--log",
+        "info,mcpbox::watch=debug",
+    ];
+    let known = cache.path().join("plugins-known");
+    let tools = |raw: Raw| async move {
+        let mut raw = raw;
+        let reply = raw
+            .request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+            .await;
+        let (_, status) = raw.finish().await;
+        assert!(status.success());
+        let mut names: Vec<String> = reply["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+
+    // Nothing known yet: read (and remembered only if its times had settled by then, which
+    // the unit tests of `known` check).
+    let raw = Raw::initialized(dir.path(), &args).await;
+    raw.stderr
+        .wait_for("plugin files known by sight files=0")
+        .await;
+    let echo = tools(raw).await;
+    assert!(echo.contains(&"echo".to_owned()), "{echo:?}");
+
+    // Settled: remembered, once.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let raw = Raw::initialized(dir.path(), &args).await;
+    assert_eq!(tools(raw).await, echo);
+    assert_eq!(std::fs::read_to_string(&known).unwrap().lines().count(), 1);
+
+    // Known: not read.
+    let raw = Raw::initialized(dir.path(), &args).await;
+    raw.stderr
+        .wait_for("plugin files known by sight files=1")
+        .await;
+    raw.stderr.wait_for("known by sight, not read").await;
+    assert_eq!(tools(raw).await, echo);
+
+    // Written in place with another plugin of the same size, its modification time set back:
+    // its change time still tells, and the new plugin serves.
+    let before = std::fs::metadata(&file).unwrap();
+    let other =
+        std::fs::read(crate::support::example_plugins().join("sequential_thinking.wasm")).unwrap();
+    let other = padded_to(other, usize::try_from(before.len()).unwrap());
+    std::fs::write(&file, &other).unwrap();
+    std::fs::File::options()
+        .append(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(before.modified().unwrap())
+        .unwrap();
+    let after = std::fs::metadata(&file).unwrap();
+    assert_eq!(
+        (after.len(), after.modified().unwrap()),
+        (before.len(), before.modified().unwrap())
+    );
+    let raw = Raw::initialized(dir.path(), &args).await;
+    assert_eq!(tools(raw).await, ["sequentialthinking"]);
+
+    // Known, but its compiled form gone: read after all, and served.
+    std::fs::write(
+        &file,
+        std::fs::read(crate::support::example_plugins().join("echo_tools.wasm")).unwrap(),
+    )
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let raw = Raw::initialized(dir.path(), &args).await;
+    assert_eq!(tools(raw).await, echo);
+    for entry in std::fs::read_dir(cache.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "cwasm") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let raw = Raw::initialized(dir.path(), &args).await;
+    raw.stderr.wait_for("known by sight, not read").await;
+    assert_eq!(tools(raw).await, echo);
+}
+
 /// stdin from a file and stdout to a file (not pipes): the thread-driven path serves too.
 #[tokio::test]
 async fn stdio_serves_from_a_file_and_to_a_file() {

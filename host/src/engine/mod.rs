@@ -344,6 +344,18 @@ impl Runtime {
         &self.config
     }
 
+    /// The compiled form of the component whose SHA-256 is `digest`, if the cache holds it.
+    /// Blocks on the file: call it from a blocking thread.
+    pub fn cached(&self, digest: &[u8; 32]) -> Option<Component> {
+        let cache = self.cache.as_ref()?;
+        let hit = cache.load(&self.engine, digest);
+        crate::metrics::metrics().cache_lookup(hit.is_some());
+        if hit.is_some() {
+            tracing::debug!("loaded a compiled component from the cache");
+        }
+        hit
+    }
+
     /// Compile a component, or load its compiled form from the cache (`digest` is the
     /// component's SHA-256, its key there). Compiling blocks for tens to hundreds of
     /// milliseconds: call it from a blocking thread.
@@ -356,13 +368,8 @@ impl Runtime {
         if wasm.get(4..8) == Some(&[1, 0, 0, 0]) {
             return Err(LoadError::CoreModule);
         }
-        if let Some(cache) = &self.cache {
-            let hit = cache.load(&self.engine, digest);
-            crate::metrics::metrics().cache_lookup(hit.is_some());
-            if let Some(component) = hit {
-                tracing::debug!("loaded a compiled component from the cache");
-                return Ok(component);
-            }
+        if let Some(component) = self.cached(digest) {
+            return Ok(component);
         }
         let component = Component::new(&self.engine, wasm).map_err(LoadError::Compile)?;
         if let Some(cache) = &self.cache {

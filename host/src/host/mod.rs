@@ -130,7 +130,10 @@ impl Host {
     /// separate metrics listener), and create the (empty) plugin set.
     pub async fn start(mut settings: ServeSettings) -> Result<Self, HostError> {
         // The plugins are read, hashed and checked on blocking threads while the engine is
-        // made here.
+        // made here (those known by sight from an earlier run are not read).
+        if let Some(dir) = &settings.runtime.cache_dir {
+            crate::watch::keep_known_files_in(dir);
+        }
         let prefetched =
             crate::watch::prefetch(&settings.plugin_dir, &settings.sections, &settings.trust);
         let engine = Runtime::new(settings.runtime.clone())?;

@@ -345,24 +345,17 @@ pub struct Provenance {
 #[derive(Debug, Clone, Default)]
 pub struct Trust {
     policy: Option<Arc<TrustPolicy>>,
-    /// The lock file last read, by its identity (device, inode, size, modification time):
-    /// loading many plugins from one directory parses it once, and a lock file rewritten (a
-    /// new file renamed into place) is read again.
+    /// The lock file last read, by its identity (`files::Identity`): loading many plugins
+    /// from one directory parses it once, and a lock file rewritten (in place, or a new file
+    /// renamed into place) is read again.
     lock: Arc<std::sync::Mutex<CachedLock>>,
 }
 
 /// The lock file last read: which version, and its content (`None`: there was none).
 type CachedLock = Option<(LockIdentity, Option<Arc<LockFile>>)>;
 
-/// What identifies one version of a lock file without reading it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct LockIdentity {
-    path: PathBuf,
-    device: u64,
-    inode: u64,
-    size: u64,
-    modified: Option<std::time::SystemTime>,
-}
+/// What identifies one version of a lock file without reading it: its path and its identity.
+type LockIdentity = (PathBuf, crate::files::Identity);
 
 impl Trust {
     /// Checking lock files, and signatures under `policy`.
@@ -375,15 +368,8 @@ impl Trust {
 
     /// The lock file at `path` (`None` if there is none), parsed once per version.
     fn lock_file(&self, path: &Path) -> Result<Option<Arc<LockFile>>, LockError> {
-        use std::os::unix::fs::MetadataExt as _;
-        let identity = match std::fs::metadata(path) {
-            Ok(meta) => LockIdentity {
-                path: path.to_owned(),
-                device: meta.dev(),
-                inode: meta.ino(),
-                size: meta.len(),
-                modified: meta.modified().ok(),
-            },
+        let identity = match crate::files::Identity::of_path(path) {
+            Ok(identity) => (path.to_owned(), identity),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(error) => {
                 return Err(LockError::Io {
@@ -411,14 +397,23 @@ impl Trust {
         self.policy.as_deref()
     }
 
-    /// Check the component `wasm` of the plugin `name`, read from `file`, whose SHA-256 is
-    /// `digest`: the digest its lock entry records, then its signature. Returns where it came
-    /// from and the key that signed it, when one was required.
+    /// Whether checking the plugin `name` may need its component's bytes, not only their
+    /// digest: when the policy requires it to be signed (a detached signature is of the bytes).
+    pub fn needs_bytes(&self, name: &str) -> bool {
+        self.policy
+            .as_deref()
+            .is_some_and(|policy| policy.required(name).is_some())
+    }
+
+    /// Check the component of the plugin `name`, read from `file`, whose SHA-256 is `digest`
+    /// (its bytes are `wasm`, if they were read: see [`Trust::needs_bytes`]): the digest its
+    /// lock entry records, then its signature. Returns where it came from and the key that
+    /// signed it, when one was required.
     pub fn check(
         &self,
         file: &Path,
         name: &str,
-        wasm: &[u8],
+        wasm: Option<&[u8]>,
         digest: &[u8; 32],
     ) -> Result<Provenance, TrustError> {
         let dir = file.parent().unwrap_or(Path::new("."));
@@ -460,13 +455,19 @@ impl Trust {
             }
         }
         match crate::files::read_to_string(&sig_file) {
-            Ok(signature) => match keys.iter().find(|k| k.verifies(&signature, wasm)) {
-                Some(key) => {
-                    provenance.signer = Some(key.name.clone());
-                    return Ok(provenance);
-                }
+            Ok(signature) => match wasm {
+                Some(wasm) => match keys.iter().find(|k| k.verifies(&signature, wasm)) {
+                    Some(key) => {
+                        provenance.signer = Some(key.name.clone());
+                        return Ok(provenance);
+                    }
+                    None => found.push(format!(
+                        "{} is not a signature of it by any of them",
+                        sig_file.display()
+                    )),
+                },
                 None => found.push(format!(
-                    "{} is not a signature of it by any of them",
+                    "{} was not checked: the component's bytes were not read",
                     sig_file.display()
                 )),
             },
@@ -769,11 +770,12 @@ mod tests {
 
         // No lock, no signature: fine without a policy, refused under one.
         assert_eq!(
-            lax.check(&file, "weather", &wasm, &sha(&wasm)).unwrap(),
+            lax.check(&file, "weather", Some(&wasm), &sha(&wasm))
+                .unwrap(),
             Provenance::default()
         );
         let error = strict
-            .check(&file, "weather", &wasm, &sha(&wasm))
+            .check(&file, "weather", Some(&wasm), &sha(&wasm))
             .unwrap_err();
         assert!(matches!(error, TrustError::Unsigned { .. }), "{error}");
 
@@ -781,15 +783,21 @@ mod tests {
         std::fs::write(signature_file(&file), sign_bytes(&signer, &wasm).unwrap()).unwrap();
         assert_eq!(
             strict
-                .check(&file, "weather", &wasm, &sha(&wasm))
+                .check(&file, "weather", Some(&wasm), &sha(&wasm))
                 .unwrap()
                 .signer
                 .as_deref(),
             Some("acme")
         );
+        // Its bytes are needed, and without them it is refused, never passed.
+        assert!(strict.needs_bytes("weather") && !lax.needs_bytes("weather"));
+        let error = strict
+            .check(&file, "weather", None, &sha(&wasm))
+            .unwrap_err();
+        assert!(matches!(error, TrustError::WrongSigner { .. }), "{error}");
         std::fs::write(signature_file(&file), sign_bytes(&signer, b"else").unwrap()).unwrap();
         let error = strict
-            .check(&file, "weather", &wasm, &sha(&wasm))
+            .check(&file, "weather", Some(&wasm), &sha(&wasm))
             .unwrap_err();
         assert!(matches!(error, TrustError::WrongSigner { .. }), "{error}");
         std::fs::remove_file(signature_file(&file)).unwrap();
@@ -801,7 +809,9 @@ mod tests {
             .insert("weather".to_owned(), entry(&wasm, Some(&signer)).0);
         lock.write(&dir.path().join(LOCK_FILE)).unwrap();
         assert_eq!(
-            strict.check(&file, "weather", &wasm, &sha(&wasm)).unwrap(),
+            strict
+                .check(&file, "weather", Some(&wasm), &sha(&wasm))
+                .unwrap(),
             Provenance {
                 pulled: Some((
                     "registry.example/acme/weather:1".to_owned(),
@@ -813,7 +823,7 @@ mod tests {
         let swapped = b"\0asm not weather";
         for trust in [&lax, &strict] {
             let error = trust
-                .check(&file, "weather", swapped, &sha(swapped))
+                .check(&file, "weather", Some(swapped), &sha(swapped))
                 .unwrap_err();
             assert!(matches!(error, TrustError::Swapped { .. }), "{error}");
         }
@@ -822,7 +832,7 @@ mod tests {
             lax.check(
                 &dir.path().join("other.wasm"),
                 "other",
-                swapped,
+                Some(swapped),
                 &sha(swapped)
             )
             .unwrap(),
@@ -831,7 +841,9 @@ mod tests {
 
         // An unreadable lock file refuses every plugin beside it.
         std::fs::write(dir.path().join(LOCK_FILE), "version = 99\n").unwrap();
-        let error = lax.check(&file, "weather", &wasm, &sha(&wasm)).unwrap_err();
+        let error = lax
+            .check(&file, "weather", Some(&wasm), &sha(&wasm))
+            .unwrap_err();
         assert!(error.to_string().contains("version 99"), "{error}");
     }
 }

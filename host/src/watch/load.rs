@@ -2,15 +2,18 @@
 //! read, hashed and checked against the directory's lock file and the signature policy
 //! (`registry::trust`) on blocking threads before anything else (at start-up, while the engine
 //! is made: [`prefetch`]), compiled in parallel off the async executor, linked, and listed. A
-//! plugin that fails (its manifest included) is reported with its file and reason and skipped;
-//! the others load.
+//! component whose file is known by sight (`known`) is neither read nor hashed unless its
+//! compiled form has left the cache. A plugin that fails (its manifest included) is reported
+//! with its file and reason and skipped; the others load.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::known::KnownFiles;
 use crate::catalog::LoadedPlugin;
 use crate::engine::{LoadError, PluginCode, Runtime};
+use crate::files::Identity;
 use crate::policy::PluginName;
 use crate::registry::trust::{Provenance, Trust, TrustError};
 use sha2::{Digest as _, Sha256};
@@ -58,6 +61,10 @@ pub enum FileError {
     /// Its lock entry or signature refused it.
     #[error("refused: {0}")]
     Trust(#[from] TrustError),
+    /// Known by sight, its compiled form had left the cache, and the file read then held
+    /// another component: it changed while it was loaded.
+    #[error("it changed while it was being loaded; it is loaded again once the change is seen")]
+    Changed,
 }
 
 /// The `*.wasm` files in `dir`, sorted by name (the order in which names are claimed), and
@@ -350,7 +357,11 @@ enum PolicyText {
 pub struct PluginSource {
     /// The `.wasm` file.
     pub file: PathBuf,
-    wasm: Vec<u8>,
+    /// The component, unless its file was known by sight.
+    wasm: Option<Vec<u8>>,
+    /// The file's identity when it was opened, and when that was: recorded as known once
+    /// the component loads.
+    seen: Option<(Identity, std::time::SystemTime)>,
     policy: Option<PolicyText>,
     /// SHA-256 of the component alone: the key of its compiled form in the cache.
     component_digest: [u8; 32],
@@ -386,13 +397,40 @@ fn read_source_now(
     sections: &Sections,
     trust: &Trust,
 ) -> Result<PluginSource, FileError> {
-    let wasm = crate::files::read(file).map_err(FileError::Read)?;
+    read_source_with(file, sections, trust, super::known::current())
+}
+
+/// [`read_source_now`], with `known` the files known by sight, if any are kept.
+#[expect(
+    clippy::result_large_err,
+    reason = "at most one error a file read, moved once to the loader"
+)]
+fn read_source_with(
+    file: &Path,
+    sections: &Sections,
+    trust: &Trust,
+    known: Option<&KnownFiles>,
+) -> Result<PluginSource, FileError> {
     let name = file
         .file_stem()
         .and_then(|s| s.to_str())
         .ok_or(FileError::Name)?;
-    let component_digest: [u8; 32] = Sha256::digest(&wasm).into();
-    let provenance = trust.check(file, name, &wasm, &component_digest)?;
+    let known = known.filter(|_| !trust.needs_bytes(name));
+    let (wasm, component_digest, seen) = match known.and_then(|known| known.digest_of(file)) {
+        Some(digest) => {
+            tracing::debug!(file = %file.display(), "known by sight, not read");
+            (None, digest, None)
+        }
+        None => {
+            let opened = std::time::SystemTime::now();
+            let (wasm, identity) =
+                crate::files::read_with_identity(file).map_err(FileError::Read)?;
+            let digest: [u8; 32] = Sha256::digest(&wasm).into();
+            let seen = known.map(|_| (identity, opened));
+            (Some(wasm), digest, seen)
+        }
+    };
+    let provenance = trust.check(file, name, wasm.as_deref(), &component_digest)?;
     if let Some(signer) = &provenance.signer {
         tracing::info!(plugin = name, signer, "signature verified");
     }
@@ -437,6 +475,7 @@ fn read_source_now(
     Ok(PluginSource {
         file: file.to_owned(),
         wasm,
+        seen,
         policy,
         component_digest,
         digest: hasher.finalize().into(),
@@ -493,7 +532,53 @@ pub fn policy_of(source: &PluginSource, limits: Limits) -> Result<Policy, Policy
     })
 }
 
+/// The compiled component of `plugin`, from `file`, whose SHA-256 is `digest`, and its
+/// skills: from the cache, or compiled from its bytes `wasm` (read now if it was known by
+/// sight and its compiled form is gone). A file read that loads with no skills is recorded as
+/// known (`seen`). Blocks: call it from a blocking thread.
+#[expect(
+    clippy::result_large_err,
+    reason = "at most one error a plugin load, moved once to the loader"
+)]
+fn compile_component(
+    compiler: &Runtime,
+    plugin: &str,
+    file: &Path,
+    wasm: Option<Vec<u8>>,
+    digest: [u8; 32],
+    seen: Option<(Identity, std::time::SystemTime)>,
+) -> Result<(wasmtime::component::Component, Arc<crate::skills::Skills>), FileError> {
+    let wasm = match wasm {
+        Some(wasm) => wasm,
+        None => match compiler.cached(&digest) {
+            Some(component) => return Ok((component, Arc::default())),
+            // Known by sight, but its compiled form is gone: read it after all.
+            None => {
+                let wasm = crate::files::read(file).map_err(FileError::Read)?;
+                if <[u8; 32]>::from(Sha256::digest(&wasm)) != digest {
+                    return Err(FileError::Changed);
+                }
+                wasm
+            }
+        },
+    };
+    let component = compiler.compile(&wasm, &digest)?;
+    // Read once the engine has accepted the component, so a malformed file is its error.
+    let skills = crate::skills::Skills::from_component(plugin, &wasm);
+    if let Some((identity, opened)) = seen
+        && let Some(known) = super::known::current()
+        && skills.is_empty()
+    {
+        known.record(identity, opened, digest);
+    }
+    Ok((component, Arc::new(skills)))
+}
+
 /// Compile (on a blocking thread) and link a plugin from its files.
+#[expect(
+    clippy::result_large_err,
+    reason = "at most one error a plugin load, moved once to the loader"
+)]
 async fn compile_source(
     runtime: &Runtime,
     source: PluginSource,
@@ -507,14 +592,12 @@ async fn compile_source(
         .ok_or(FileError::Name)?
         .into();
     let compiler = runtime.clone();
-    let (wasm, component_digest) = (source.wasm, source.component_digest);
+    let (wasm, component_digest, seen) = (source.wasm, source.component_digest, source.seen);
     let plugin = name.to_string();
+    let read_from = file.clone();
     let (component, skills) = COMPILING
         .run(move || {
-            let component = compiler.compile(&wasm, &component_digest)?;
-            // Read once the engine has accepted the component, so a malformed file is its error.
-            let skills = crate::skills::Skills::from_component(&plugin, &wasm);
-            Ok::<_, LoadError>((component, std::sync::Arc::new(skills)))
+            compile_component(&compiler, &plugin, &read_from, wasm, component_digest, seen)
         })
         .await??;
     let code = PluginCode::prepare(runtime, name, &component, &component_digest, policy)?;
@@ -559,6 +642,56 @@ mod tests {
             .block_on(reading)
             .expect("the reading ran to its end")
             .expect("the file was read");
-        assert_eq!(source.wasm, b"not a component");
+        assert_eq!(source.wasm.as_deref(), Some(&b"not a component"[..]));
+    }
+
+    /// A file known by sight, with the digest its line gives.
+    fn known_file(cache: &Path, plugins: &Path) -> (PathBuf, KnownFiles) {
+        let file = plugins.join("known.wasm");
+        std::fs::write(&file, b"not a component").expect("write the plugin");
+        let known = KnownFiles::open(cache);
+        let identity = Identity::of_path(&file).expect("stat the plugin");
+        let later = std::time::SystemTime::now() + 2 * super::super::known::SETTLED;
+        // Not the digest of its bytes: what the file is known to hold is taken as it is.
+        known.record(identity, later, [7; 32]);
+        (file, known)
+    }
+
+    #[test]
+    fn a_file_known_by_sight_is_neither_read_nor_hashed() {
+        let (cache, plugins) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (file, known) = known_file(cache.path(), plugins.path());
+        let sections = Sections::default();
+        let source = read_source_with(&file, &sections, &Trust::default(), Some(&known))
+            .expect("the file is known");
+        assert_eq!((source.wasm, source.component_digest), (None, [7; 32]));
+        assert!(source.seen.is_none(), "nothing new to record");
+        let source =
+            read_source_with(&file, &sections, &Trust::default(), None).expect("the file is read");
+        assert!(source.wasm.is_some() && source.component_digest != [7; 32]);
+        assert!(source.seen.is_none(), "no known files are kept");
+    }
+
+    #[test]
+    fn a_known_file_whose_compiled_form_is_gone_is_read_and_must_match() {
+        let (cache, plugins) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (file, known) = known_file(cache.path(), plugins.path());
+        let source = read_source_with(&file, &Sections::default(), &Trust::default(), Some(&known))
+            .expect("the file is known");
+        let engine = Runtime::new(crate::engine::RuntimeConfig {
+            cache_dir: Some(cache.path().to_owned()),
+            state: crate::kv::StateConfig::Unset,
+            ..crate::engine::RuntimeConfig::default()
+        })
+        .expect("an engine");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let error = runtime
+            .block_on(compile_source(&engine, source, Limits::default()))
+            .err()
+            .expect("its bytes are not the component it was known as");
+        assert!(matches!(error, FileError::Changed), "{error}");
     }
 }
