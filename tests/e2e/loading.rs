@@ -332,7 +332,7 @@ async fn unchanged_plugin_files_are_known_by_sight_and_a_rewrite_is_not() {
     assert!(echo.contains(&"echo".to_owned()), "{echo:?}");
 
     // Settled: remembered, once.
-    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
     let raw = Raw::initialized(dir.path(), &args).await;
     assert_eq!(tools(raw).await, echo);
     assert_eq!(std::fs::read_to_string(&known).unwrap().lines().count(), 1);
@@ -372,7 +372,7 @@ async fn unchanged_plugin_files_are_known_by_sight_and_a_rewrite_is_not() {
         std::fs::read(crate::support::example_plugins().join("echo_tools.wasm")).unwrap(),
     )
     .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
     let raw = Raw::initialized(dir.path(), &args).await;
     assert_eq!(tools(raw).await, echo);
     for entry in std::fs::read_dir(cache.path()).unwrap() {

@@ -7,7 +7,7 @@
 //! reading unchanged files the same way.
 //!
 //! What is remembered: a component that loaded, read whole, whose identity had settled (both
-//! its times a second or more old, see `files::Identity::settled`) when it was opened, and
+//! its times two seconds or more old, see `files::Identity::settled`) when it was opened, and
 //! that carries no skills (those are read from its bytes at every load). A component that a
 //! signature policy requires to be signed is always read, since a detached signature is of its
 //! bytes. A file written in place, even to its old size and modification time, changes its
@@ -40,8 +40,9 @@ pub const MAX_FILES: usize = 10_000;
 /// How long the file may be: [`MAX_FILES`] of the longest lines.
 const MAX_BYTES: u64 = MAX_FILES as u64 * 200;
 
-/// How old both times of a file must be for its identity to be remembered.
-pub const SETTLED: Duration = Duration::from_secs(1);
+/// How old both times of a file must be for its identity to be remembered: more than the
+/// coarsest clock a file system keeps times by (FAT's two seconds).
+pub const SETTLED: Duration = Duration::from_secs(2);
 
 /// The known files of this process, if [`keep_in`] was called.
 static KNOWN: OnceLock<KnownFiles> = OnceLock::new();
