@@ -44,25 +44,32 @@ const MAX_BYTES: u64 = MAX_FILES as u64 * 200;
 /// coarsest clock a file system keeps times by (FAT's two seconds).
 pub const SETTLED: Duration = Duration::from_secs(2);
 
-/// The known files of this process, if [`keep_in`] was called.
+/// Where this process keeps its known files, if [`keep_in`] was called.
+static DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// The known files of this process, read when first asked for.
 static KNOWN: OnceLock<KnownFiles> = OnceLock::new();
 
 /// Remember plugin files in `dir` (the compiled-component cache's directory) for this process:
-/// read what is there, and record what is read from now on. Without it, every plugin file is
-/// read and hashed at every load.
+/// what is there is read when the first plugin is (on a thread reading plugins, not on the
+/// start's own way), and what is read from now on is recorded. Without it, every plugin file
+/// is read and hashed at every load.
 pub fn keep_in(dir: &Path) {
-    let known = KnownFiles::open(dir);
-    tracing::debug!(
-        files = known.len(),
-        file = %known.path.display(),
-        "plugin files known by sight"
-    );
-    let _ = KNOWN.set(known);
+    let _ = DIR.set(dir.to_owned());
 }
 
 /// This process's known files, if it keeps any.
 pub fn current() -> Option<&'static KnownFiles> {
-    KNOWN.get()
+    let dir = DIR.get()?;
+    Some(KNOWN.get_or_init(|| {
+        let known = KnownFiles::open(dir);
+        tracing::debug!(
+            files = known.len(),
+            file = %known.path.display(),
+            "plugin files known by sight"
+        );
+        known
+    }))
 }
 
 /// Components' digests by their files' identities, and the file they are kept in.
