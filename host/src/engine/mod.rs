@@ -360,6 +360,15 @@ impl Runtime {
     /// component's SHA-256, its key there). Compiling blocks for tens to hundreds of
     /// milliseconds: call it from a blocking thread.
     pub fn compile(&self, wasm: &[u8], digest: &[u8; 32]) -> Result<Component, LoadError> {
+        match self.cached(digest) {
+            Some(component) => Ok(component),
+            None => self.compile_new(wasm, digest),
+        }
+    }
+
+    /// Compile a component the cache does not hold (`digest` is its SHA-256), and keep its
+    /// compiled form there. Blocks like [`Runtime::compile`].
+    pub fn compile_new(&self, wasm: &[u8], digest: &[u8; 32]) -> Result<Component, LoadError> {
         const MAGIC: &[u8] = b"\0asm";
         if !wasm.starts_with(MAGIC) {
             return Err(LoadError::NotWasm);
@@ -367,9 +376,6 @@ impl Runtime {
         // Bytes 4..8: version 1 for a core module; a component has layer 1 in bytes 6..8.
         if wasm.get(4..8) == Some(&[1, 0, 0, 0]) {
             return Err(LoadError::CoreModule);
-        }
-        if let Some(component) = self.cached(digest) {
-            return Ok(component);
         }
         let component = Component::new(&self.engine, wasm).map_err(LoadError::Compile)?;
         if let Some(cache) = &self.cache {

@@ -63,7 +63,7 @@ pub enum FileError {
     Trust(#[from] TrustError),
     /// Known by sight, its compiled form had left the cache, and the file read then held
     /// another component: it changed while it was loaded.
-    #[error("it changed while it was being loaded; it is loaded again once the change is seen")]
+    #[error("it changed while it was being loaded (a watched directory loads it again)")]
     Changed,
 }
 
@@ -548,8 +548,11 @@ fn compile_component(
     digest: [u8; 32],
     seen: Option<(Identity, std::time::SystemTime)>,
 ) -> Result<(wasmtime::component::Component, Arc<crate::skills::Skills>), FileError> {
-    let wasm = match wasm {
-        Some(wasm) => wasm,
+    let (wasm, component) = match wasm {
+        Some(wasm) => {
+            let component = compiler.compile(&wasm, &digest)?;
+            (wasm, component)
+        }
         None => match compiler.cached(&digest) {
             Some(component) => return Ok((component, Arc::default())),
             // Known by sight, but its compiled form is gone: read it after all.
@@ -558,11 +561,11 @@ fn compile_component(
                 if <[u8; 32]>::from(Sha256::digest(&wasm)) != digest {
                     return Err(FileError::Changed);
                 }
-                wasm
+                let component = compiler.compile_new(&wasm, &digest)?;
+                (wasm, component)
             }
         },
     };
-    let component = compiler.compile(&wasm, &digest)?;
     // Read once the engine has accepted the component, so a malformed file is its error.
     let skills = crate::skills::Skills::from_component(plugin, &wasm);
     if let Some((identity, opened)) = seen
