@@ -29,9 +29,9 @@
 //! 5. each list kind whose content changed is announced to the sessions.
 //!
 //! Only changes count: events of opening, reading or closing a file unwritten (the host's own
-//! reads among them) and metadata changes are ignored, and a file whose size and modification
-//! time (of the component and its manifest) are what they were when it was last handled is
-//! not read again. So an idle directory costs nothing.
+//! reads among them) and metadata changes are ignored, and a plugin whose files' identities
+//! (`files::Identity`, of the component, its manifest and its signature) are what they were
+//! when it was last handled is not read again. So an idle directory costs nothing.
 //!
 //! A plugin that fails to reload leaves its previous version serving; the failure is logged
 //! with the file and reason and announced to clients as an error message, once: the failed
@@ -62,7 +62,7 @@ pub use report::{Arrival, Left, LifecycleEvent, report};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use notify_debouncer_full::notify::RecursiveMode;
 use notify_debouncer_full::notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
@@ -71,6 +71,7 @@ use tokio::sync::mpsc;
 
 use crate::catalog::{LoadedPlugin, PluginSet, RelistRequests};
 use crate::engine::Runtime;
+use crate::files::Identity;
 use crate::policy::{Limits, Sections};
 use crate::registry::trust::{Trust, signature_file};
 
@@ -151,20 +152,20 @@ pub struct Reloader {
     seen: Mutex<HashMap<String, Fingerprint>>,
 }
 
-/// The size and modification time of a plugin's component, manifest and detached signature:
-/// when they are what they were, the files are not read again.
+/// The identities (`files::Identity`) of a plugin's component, manifest and detached
+/// signature: when they are what they were, the files are not read again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Fingerprint {
-    wasm: Option<(u64, Option<SystemTime>)>,
-    manifest: Option<(u64, Option<SystemTime>)>,
-    signature: Option<(u64, Option<SystemTime>)>,
+    wasm: Option<Identity>,
+    manifest: Option<Identity>,
+    signature: Option<Identity>,
 }
 
 impl Fingerprint {
     async fn of(wasm: &Path) -> Self {
-        async fn stat(path: &Path) -> Option<(u64, Option<SystemTime>)> {
+        async fn stat(path: &Path) -> Option<Identity> {
             let meta = tokio::fs::metadata(path).await.ok()?;
-            Some((meta.len(), meta.modified().ok()))
+            Some(Identity::of(&meta))
         }
         Self {
             wasm: stat(wasm).await,
