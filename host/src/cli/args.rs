@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use clap::Subcommand;
 
 use crate::config::ConfigFile;
-use crate::engine::{ComponentCache, RuntimeConfig};
+use crate::engine::{ComponentCache, EngineSizes, RuntimeConfig};
 use crate::host::{HttpSettings, ServeSettings, Transport};
 use crate::kv::StateConfig;
 use crate::policy::{Limits, Sections};
@@ -585,6 +585,18 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// What the engine is made for, from these arguments alone (so that it can be begun
+    /// before the rest of [`ServeArgs::settings`] is worked out).
+    pub fn engine_sizes(&self) -> EngineSizes {
+        EngineSizes {
+            max_instances: self.max_instances,
+            max_memory_bytes: self
+                .limits
+                .memory_bytes()
+                .max(RuntimeConfig::default().max_memory_bytes),
+        }
+    }
+
     /// Check these arguments as a whole and turn them into the settings `serve` runs with:
     /// every bad combination is refused here, before anything binds a port or loads a plugin.
     pub fn settings(&self) -> anyhow::Result<ServeSettings> {
@@ -607,14 +619,12 @@ impl ServeArgs {
         } else {
             self.cache_dir.clone().or_else(ComponentCache::default_dir)
         };
+        let sizes = self.engine_sizes();
         let runtime = RuntimeConfig {
             cache_dir,
             cache_max_bytes: self.cache_max_mib.saturating_mul(1 << 20),
-            max_instances: self.max_instances,
-            max_memory_bytes: self
-                .limits
-                .memory_bytes()
-                .max(RuntimeConfig::default().max_memory_bytes),
+            max_instances: sizes.max_instances,
+            max_memory_bytes: sizes.max_memory_bytes,
             state: self.state.config(),
             secrets: Arc::new(crate::policy::config::SecretsCell::new(self.secrets()?)),
             spares: self.spare_instances,

@@ -29,6 +29,7 @@ use self::commands::pull;
 use self::commands::{call, check, state_command};
 use crate::author;
 use crate::config::{ConfigError, ConfigFile};
+use crate::engine::EngineStart;
 use crate::host::Host;
 use crate::kv::StateConfig;
 use crate::policy::{Limits, Sections};
@@ -234,6 +235,11 @@ impl Cli {
 
 /// Run a command to completion.
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    // Serving: the engine is made beside everything up to the plugins' loading, from here.
+    let engine = match &cli.command {
+        Command::Serve(args) => Some(EngineStart::begin(args.engine_sizes())),
+        _ => None,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -344,7 +350,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     // On a worker thread, not this one: the stdio loop then spawns each request onto the
     // thread it runs on, with no hand-off to wake another thread for.
     let result = runtime.block_on(async {
-        tokio::spawn(serve(args))
+        tokio::spawn(serve(args, engine))
             .await
             .unwrap_or_else(|e| Err(anyhow::anyhow!("the server task failed: {e}")))
     });
@@ -353,12 +359,13 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     result.map(|()| Outcome::default())
 }
 
-/// `mcpbox serve`: check the arguments, start the host, serve until told to stop.
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+/// `mcpbox serve`: check the arguments, start the host (with the engine `engine` has been
+/// making, if begun), serve until told to stop.
+async fn serve(args: ServeArgs, engine: Option<EngineStart>) -> anyhow::Result<()> {
     // Installed first, so that a signal during start-up is handled too.
     let shutdown = crate::host::shutdown_signal();
     let settings = args.settings()?;
-    let host = Host::start(settings).await?;
+    let host = Host::start(settings, engine).await?;
     host.serve(shutdown).await?;
     Ok(())
 }

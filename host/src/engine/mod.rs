@@ -10,6 +10,8 @@
 //!   takes tens of microseconds, so every call can get a **fresh `Store`** from a shared
 //!   `InstancePre`. That isolates calls and clients from each other, and it is required
 //!   anyway: any trap (fuel, deadline, panic) poisons the whole store for good.
+//! - **The engine is begun early** ([`EngineStart`]), on a thread of its own as soon as
+//!   `serve`'s arguments are parsed: making the pool is the longest step of a start.
 //! - **Compile once per plugin version**, off the async executor (it takes 50–400 ms).
 //! - **Fuel** bounds CPU deterministically; an **epoch deadline callback** yields to tokio on
 //!   every tick (so a spinning plugin cannot starve other calls) and interrupts past the
@@ -240,56 +242,155 @@ pub struct Runtime {
     state: Arc<StateService>,
 }
 
+/// What the engine is made for: the pool's slots and the largest memory. The rest of
+/// [`RuntimeConfig`] does not reach the engine, so an engine can be made from these alone
+/// while the rest of the settings are still being worked out ([`EngineStart`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineSizes {
+    /// [`RuntimeConfig::max_instances`].
+    pub max_instances: u32,
+    /// [`RuntimeConfig::max_memory_bytes`].
+    pub max_memory_bytes: usize,
+}
+
+impl EngineSizes {
+    /// The sizes `config` asks for.
+    pub fn of(config: &RuntimeConfig) -> Self {
+        Self {
+            max_instances: config.max_instances,
+            max_memory_bytes: config.max_memory_bytes,
+        }
+    }
+}
+
+/// The engine and its linker, being made on a thread of their own ([`EngineStart::begin`]).
+///
+/// Making the engine is the longest single step of a start: its pooling allocator maps every
+/// slot and `mprotect`s a guard page below each of its fiber stacks (256 by default), about a
+/// millisecond. It needs only [`EngineSizes`], so `serve` begins it as soon as the arguments
+/// are parsed, and the async runtime, the settings and the plugins' reading proceed beside it
+/// ([`Runtime::with_start`] takes it over).
+pub struct EngineStart {
+    sizes: EngineSizes,
+    made: tokio::sync::oneshot::Receiver<Result<(Engine, Linker<HostState>), EngineError>>,
+}
+
+impl EngineStart {
+    /// Begin making the engine for `sizes` on a thread of its own. If the thread cannot be
+    /// started, the engine is made when it is taken over instead.
+    pub fn begin(sizes: EngineSizes) -> Self {
+        let (tell, made) = tokio::sync::oneshot::channel();
+        let started = thread::Builder::new()
+            .name("mcpbox-engine".into())
+            .spawn(move || {
+                // The receiver may have gone (the start failed on its own meanwhile).
+                let _ = tell.send(make_engine(sizes));
+            });
+        if let Err(e) = started {
+            tracing::debug!("making the engine where it is needed: no thread for it ({e})");
+        }
+        Self { sizes, made }
+    }
+
+    /// The engine and linker once made, if they were begun for `sizes`; `None` if they were
+    /// begun for other sizes or their thread could not run (a failure to make them is theirs).
+    async fn take(
+        self,
+        sizes: EngineSizes,
+    ) -> Option<Result<(Engine, Linker<HostState>), EngineError>> {
+        if self.sizes != sizes {
+            tracing::debug!(
+                begun = ?self.sizes,
+                needed = ?sizes,
+                "the engine begun early was for other sizes; making another"
+            );
+            return None;
+        }
+        self.made.await.ok()
+    }
+}
+
+/// Make the engine (pooling allocator, fuel, epochs) and link WASI and the host interfaces.
+fn make_engine(sizes: EngineSizes) -> Result<(Engine, Linker<HostState>), EngineError> {
+    let instances = sizes.max_instances.max(1);
+    let mut pool = PoolingAllocationConfig::new();
+    // One Rust wasip2 component instance uses about 3 core instances and 1 memory.
+    pool.total_component_instances(instances)
+        .total_core_instances(instances.saturating_mul(4))
+        .total_memories(instances.saturating_mul(2))
+        .total_tables(instances.saturating_mul(4))
+        .total_stacks(instances)
+        .max_memory_size(sizes.max_memory_bytes);
+    // Resetting a slot after a call: with Linux's PAGEMAP_SCAN (6.7+) only the pages the
+    // call dirtied are found and zeroed in place, up to 1 MiB per memory, so the next call
+    // takes no page faults and no `madvise` (whose TLB shootdowns interrupt every core).
+    // Elsewhere the first 1 MiB is zeroed and the rest `madvise`d.
+    pool.linear_memory_keep_resident(1 << 20)
+        .table_keep_resident(64 << 10)
+        .pagemap_scan(wasmtime::Enabled::Auto)
+        // Decommit each slot as soon as it is released: a call that dirtied a lot of memory
+        // (a memory bomb stopped at its limit) must not leave it resident until a batch
+        // fills. Ordinary calls dirty nothing beyond what stays resident, so this costs
+        // them nothing.
+        .decommit_batch_size(1);
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    // For profiling guest code with `perf` (BENCHMARKS.md): name each compiled function
+    // in /tmp/perf-PID.map. Off unless asked for; it writes a file per process.
+    if std::env::var_os("MCPBOX_PERF_MAP").is_some_and(|v| v == "1") {
+        wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
+    let engine = engine_with_one_shard(&wasm).map_err(EngineError)?;
+
+    let mut linker = Linker::new(&engine);
+    // Every WASI 0.2 interface is linked (so ordinary `std` plugins load); what a plugin
+    // may actually do is decided per call by its policy, in the store's contexts.
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(EngineError)?;
+    bindings::Plugin::add_to_linker::<HostState, HasSelf<PluginHostCtx>>(
+        &mut linker,
+        HostState::plugin_host,
+    )
+    .map_err(EngineError)?;
+    keyvalue::add_to_linker(&mut linker, HostState::keyvalue).map_err(EngineError)?;
+    caller::add_to_linker(&mut linker, HostState::caller).map_err(EngineError)?;
+    config::add_to_linker(&mut linker, HostState::config).map_err(EngineError)?;
+    Ok((engine, linker))
+}
+
 impl Runtime {
     /// Create the engine (pooling allocator, fuel, epochs), link WASI and the host
     /// interface, and start the epoch ticker thread.
     pub fn new(config: RuntimeConfig) -> Result<Self, EngineError> {
-        let instances = config.max_instances.max(1);
-        let mut pool = PoolingAllocationConfig::new();
-        // One Rust wasip2 component instance uses about 3 core instances and 1 memory.
-        pool.total_component_instances(instances)
-            .total_core_instances(instances.saturating_mul(4))
-            .total_memories(instances.saturating_mul(2))
-            .total_tables(instances.saturating_mul(4))
-            .total_stacks(instances)
-            .max_memory_size(config.max_memory_bytes);
-        // Resetting a slot after a call: with Linux's PAGEMAP_SCAN (6.7+) only the pages the
-        // call dirtied are found and zeroed in place, up to 1 MiB per memory, so the next call
-        // takes no page faults and no `madvise` (whose TLB shootdowns interrupt every core).
-        // Elsewhere the first 1 MiB is zeroed and the rest `madvise`d.
-        pool.linear_memory_keep_resident(1 << 20)
-            .table_keep_resident(64 << 10)
-            .pagemap_scan(wasmtime::Enabled::Auto)
-            // Decommit each slot as soon as it is released: a call that dirtied a lot of memory
-            // (a memory bomb stopped at its limit) must not leave it resident until a batch
-            // fills. Ordinary calls dirty nothing beyond what stays resident, so this costs
-            // them nothing.
-            .decommit_batch_size(1);
-        let mut wasm = Config::new();
-        wasm.wasm_component_model(true)
-            .consume_fuel(true)
-            .epoch_interruption(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        // For profiling guest code with `perf` (BENCHMARKS.md): name each compiled function
-        // in /tmp/perf-PID.map. Off unless asked for; it writes a file per process.
-        if std::env::var_os("MCPBOX_PERF_MAP").is_some_and(|v| v == "1") {
-            wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
-        }
-        let engine = engine_with_one_shard(&wasm).map_err(EngineError)?;
+        let (engine, linker) = make_engine(EngineSizes::of(&config))?;
+        Self::around(config, engine, linker)
+    }
 
-        let mut linker = Linker::new(&engine);
-        // Every WASI 0.2 interface is linked (so ordinary `std` plugins load); what a plugin
-        // may actually do is decided per call by its policy, in the store's contexts.
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(EngineError)?;
-        bindings::Plugin::add_to_linker::<HostState, HasSelf<PluginHostCtx>>(
-            &mut linker,
-            HostState::plugin_host,
-        )
-        .map_err(EngineError)?;
-        keyvalue::add_to_linker(&mut linker, HostState::keyvalue).map_err(EngineError)?;
-        caller::add_to_linker(&mut linker, HostState::caller).map_err(EngineError)?;
-        config::add_to_linker(&mut linker, HostState::config).map_err(EngineError)?;
+    /// [`Runtime::new`] with the engine `start` has been making (made here after all if it
+    /// was begun for other sizes than `config`'s, or its thread could not run).
+    pub async fn with_start(
+        config: RuntimeConfig,
+        start: EngineStart,
+    ) -> Result<Self, EngineError> {
+        let sizes = EngineSizes::of(&config);
+        let (engine, linker) = match start.take(sizes).await {
+            Some(made) => made?,
+            None => make_engine(sizes)?,
+        };
+        Self::around(config, engine, linker)
+    }
+
+    /// The runtime around a made engine and linker: the state service, the epoch ticker
+    /// thread, the compiled-component cache, the slots.
+    fn around(
+        config: RuntimeConfig,
+        engine: Engine,
+        linker: Linker<HostState>,
+    ) -> Result<Self, EngineError> {
+        let instances = config.max_instances.max(1);
         let state = StateService::new(config.state.clone())
             .map_err(|e| EngineError(wasmtime::Error::msg(e.to_string())))?;
 
@@ -512,5 +613,36 @@ mod tests {
         });
         assert!(runtime.is_ok(), "{:?}", runtime.err());
         assert_eq!(this_threads_cpus(), before);
+    }
+
+    /// An engine begun early is taken for the sizes it was begun for and for no others (the
+    /// runtime then makes one of its own, for its sizes).
+    #[test]
+    fn an_engine_begun_early_is_taken_only_for_its_sizes() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let sizes = EngineSizes {
+            max_instances: 4,
+            max_memory_bytes: 64 << 20,
+        };
+        let other = EngineSizes {
+            max_instances: 8,
+            ..sizes
+        };
+        rt.block_on(async {
+            let made = EngineStart::begin(sizes).take(sizes).await;
+            assert!(matches!(made, Some(Ok(_))), "taken for its own sizes");
+            let made = EngineStart::begin(sizes).take(other).await;
+            assert!(made.is_none(), "not taken for other sizes");
+            let config = RuntimeConfig {
+                state: StateConfig::Unset,
+                max_instances: other.max_instances,
+                max_memory_bytes: other.max_memory_bytes,
+                ..RuntimeConfig::default()
+            };
+            let runtime = Runtime::with_start(config, EngineStart::begin(sizes)).await;
+            assert!(runtime.is_ok(), "{:?}", runtime.err());
+        });
     }
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 pub use self::settings::{HttpSettings, ServeSettings, Transport};
 use crate::catalog::{EventHub, PluginSet};
-use crate::engine::Runtime;
+use crate::engine::{EngineStart, Runtime};
 use crate::kv::StateService;
 use crate::server::{Mode, Session};
 use crate::transport::http::{self, HttpConfig, Readiness};
@@ -126,9 +126,13 @@ fn reload_secrets_on_hangup(secrets: &Arc<crate::policy::config::SecretsCell>) {
 }
 
 impl Host {
-    /// Build the runtime, bind the listeners (`--http` before any plugin loads, and the
-    /// separate metrics listener), and create the (empty) plugin set.
-    pub async fn start(mut settings: ServeSettings) -> Result<Self, HostError> {
+    /// Build the runtime (around the engine `engine` has been making, if begun), bind the
+    /// listeners (`--http` before any plugin loads, and the separate metrics listener), and
+    /// create the (empty) plugin set.
+    pub async fn start(
+        mut settings: ServeSettings,
+        engine: Option<EngineStart>,
+    ) -> Result<Self, HostError> {
         // The plugins are read, hashed and checked on blocking threads while the engine is
         // made here (those known by sight from an earlier run are not read).
         if let Some(dir) = &settings.runtime.cache_dir {
@@ -136,7 +140,10 @@ impl Host {
         }
         let prefetched =
             crate::watch::prefetch(&settings.plugin_dir, &settings.sections, &settings.trust);
-        let engine = Runtime::new(settings.runtime.clone())?;
+        let engine = match engine {
+            Some(start) => Runtime::with_start(settings.runtime.clone(), start).await?,
+            None => Runtime::new(settings.runtime.clone())?,
+        };
         if let Some(dir) = &settings.runtime.cache_dir {
             crate::catalog::keep_schema_proofs_in(dir);
         }

@@ -134,8 +134,13 @@ static COMPILING: LoadingShare = LoadingShare(std::sync::OnceLock::new());
 
 impl LoadingShare {
     fn semaphore(&self) -> &tokio::sync::Semaphore {
+        // Read once for both shares: each reading opens and reads the process's cgroup files
+        // (30–45 µs here).
+        static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         self.0.get_or_init(|| {
-            let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+            let cpus = *CPUS.get_or_init(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+            });
             tokio::sync::Semaphore::new(cpus)
         })
     }
