@@ -360,10 +360,11 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
 }
 
 /// `mcpbox serve`: check the arguments, start the host (with the engine `engine` has been
-/// making, if begun), serve until told to stop.
+/// making, begun here if not yet), serve until told to stop.
 async fn serve(args: ServeArgs, engine: Option<EngineStart>) -> anyhow::Result<()> {
     // Installed first, so that a signal during start-up is handled too.
     let shutdown = crate::host::shutdown_signal();
+    let engine = engine.unwrap_or_else(|| EngineStart::begin(args.engine_sizes()));
     let settings = args.settings()?;
     let host = Host::start(settings, engine).await?;
     host.serve(shutdown).await?;

@@ -126,24 +126,21 @@ fn reload_secrets_on_hangup(secrets: &Arc<crate::policy::config::SecretsCell>) {
 }
 
 impl Host {
-    /// Build the runtime (around the engine `engine` has been making, if begun), bind the
-    /// listeners (`--http` before any plugin loads, and the separate metrics listener), and
-    /// create the (empty) plugin set.
+    /// Build the runtime (around the engine `engine` has been making), bind the listeners
+    /// (`--http` before any plugin loads, and the separate metrics listener), and create the
+    /// (empty) plugin set.
     pub async fn start(
         mut settings: ServeSettings,
-        engine: Option<EngineStart>,
+        engine: EngineStart,
     ) -> Result<Self, HostError> {
         // The plugins are read, hashed and checked on blocking threads while the engine is
-        // made here (those known by sight from an earlier run are not read).
+        // made on its own (those known by sight from an earlier run are not read).
         if let Some(dir) = &settings.runtime.cache_dir {
             crate::watch::keep_known_files_in(dir);
         }
         let prefetched =
             crate::watch::prefetch(&settings.plugin_dir, &settings.sections, &settings.trust);
-        let engine = match engine {
-            Some(start) => Runtime::with_start(settings.runtime.clone(), start).await?,
-            None => Runtime::new(settings.runtime.clone())?,
-        };
+        let engine = Runtime::with_start(settings.runtime.clone(), engine).await?;
         if let Some(dir) = &settings.runtime.cache_dir {
             crate::catalog::keep_schema_proofs_in(dir);
         }
