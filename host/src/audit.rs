@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use tokio::io::AsyncWriteExt as _;
 use tokio::sync::mpsc;
@@ -17,6 +17,8 @@ use crate::server::{AuditRecord, AuditSink};
 
 /// Records waiting for the writer; more are dropped.
 const QUEUE: usize = 4096;
+/// Bytes of records waiting for the writer; more are dropped.
+const QUEUE_BYTES: usize = 4 * 1024 * 1024;
 
 /// The audit log could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +33,8 @@ pub struct AuditError {
 #[derive(Debug)]
 pub struct AuditLog {
     queue: mpsc::Sender<String>,
+    /// The bytes of the records in `queue`.
+    queued: Arc<AtomicUsize>,
     dropped: AtomicU64,
 }
 
@@ -42,9 +46,11 @@ impl AuditLog {
             source,
         })?;
         let (queue, lines) = mpsc::channel(QUEUE);
-        tokio::spawn(write(path, file, lines));
+        let queued = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(write(path, file, lines, Arc::clone(&queued)));
         Ok(Arc::new(Self {
             queue,
+            queued,
             dropped: AtomicU64::new(0),
         }))
     }
@@ -52,7 +58,19 @@ impl AuditLog {
 
 impl AuditSink for AuditLog {
     fn record(&self, record: AuditRecord) {
-        if self.queue.try_send(record.to_line()).is_err() {
+        let line = record.into_line();
+        let bytes = line.len();
+        let room = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
+                (queued + bytes <= QUEUE_BYTES).then_some(queued + bytes)
+            })
+            .is_ok();
+        let sent = room && self.queue.try_send(line).is_ok();
+        if room && !sent {
+            self.queued.fetch_sub(bytes, Ordering::AcqRel);
+        }
+        if !sent {
             crate::metrics::metrics().audit_dropped();
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             if dropped.is_power_of_two() {
@@ -105,13 +123,19 @@ impl Hangups {
 }
 
 /// Append each line to the file, flushing whenever the queue runs dry; reopen it on SIGHUP.
-async fn write(path: PathBuf, mut file: tokio::fs::File, mut lines: mpsc::Receiver<String>) {
+async fn write(
+    path: PathBuf,
+    mut file: tokio::fs::File,
+    mut lines: mpsc::Receiver<String>,
+    queued: Arc<AtomicUsize>,
+) {
     let mut hangups = Hangups::new();
     loop {
         tokio::select! {
             line = lines.recv() => {
                 let Some(line) = line else { break };
                 let mut written = file.write_all(line.as_bytes()).await;
+                queued.fetch_sub(line.len(), Ordering::AcqRel);
                 if written.is_ok() && lines.is_empty() {
                     written = file.flush().await;
                 }
@@ -155,6 +179,7 @@ mod tests {
             fuel: Some(10),
             request_id: serde_json::json!(1),
             trace_id: None,
+            cut: std::collections::BTreeMap::new(),
         }
     }
 

@@ -316,3 +316,38 @@ async fn sighup_reopens_the_audit_log_for_logrotate() {
         assert_eq!(mode, 0o600, "the reopened file is the owner's alone");
     }
 }
+
+/// A caller's huge names cost the audit log a bounded record each: eight unknown tools with
+/// 1 MiB names leave eight short lines, each saying its item was cut and how long it was.
+#[tokio::test]
+async fn long_names_are_cut_in_the_record_and_the_record_says_so() {
+    const NAME_BYTES: usize = 1 << 20;
+    let plugins = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let mut raw = Raw::initialized(plugins.path(), &["--audit-log", audit.to_str().unwrap()]).await;
+    for id in 1..=8u8 {
+        let name = char::from(b'a' + id).to_string().repeat(NAME_BYTES);
+        let reply = raw
+            .request(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{{}}}}}}"#
+            ))
+            .await;
+        assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    }
+    let records = records(&audit, 8).await;
+    assert_eq!(records.len(), 8);
+    for (i, record) in records.iter().enumerate() {
+        let item = record["item"].as_str().unwrap();
+        assert_eq!(item.len(), 512, "record {i}");
+        assert_eq!(
+            record["cut"],
+            serde_json::json!({"item": NAME_BYTES}),
+            "record {i}"
+        );
+        assert_eq!(record["outcome"], "error");
+    }
+    let size = std::fs::metadata(&audit).unwrap().len();
+    assert!(size < 8 * 2048, "the audit log grew by {size} bytes");
+    raw.assert_alive(9).await;
+}

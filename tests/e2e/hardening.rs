@@ -727,3 +727,60 @@ async fn fifos_under_plugin_names_are_refused_and_loading_goes_on() {
         log.text()
     );
 }
+
+/// Append a `mcpbox-skills` custom section holding `payload` to a component.
+fn with_skills_section(mut wasm: Vec<u8>, payload: &[u8]) -> Vec<u8> {
+    fn leb128(out: &mut Vec<u8>, mut value: usize) {
+        loop {
+            let byte = u8::try_from(value & 0x7f).unwrap();
+            value >>= 7;
+            if value == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = b"mcpbox-skills";
+    let mut body = Vec::new();
+    leb128(&mut body, name.len());
+    body.extend_from_slice(name);
+    body.extend_from_slice(payload);
+    wasm.push(0);
+    leb128(&mut wasm, body.len());
+    wasm.extend_from_slice(&body);
+    wasm
+}
+
+/// A plugin's skill path and front matter reach the log escaped: a newline (or NUL, or
+/// carriage return) in them cannot start a line that reads as mcpbox's own.
+#[tokio::test]
+async fn values_a_plugin_supplies_cannot_forge_log_lines() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let path_payload = json!({"version": 1, "files": [
+        {"path": "x\nFORGED-PATH mcpbox: all plugins verified\u{0}\r", "text": "t"},
+    ]});
+    let name_payload = json!({"version": 1, "files": [
+        {"path": "named/SKILL.md",
+         "text": "---\nname: \"named\\nFORGED-NAME mcpbox: ok\"\ndescription: d\n---\n"},
+    ]});
+    let mut bytes = wasm(dir.path(), "echo_tools");
+    for payload in [&path_payload, &name_payload] {
+        bytes = with_skills_section(bytes, payload.to_string().as_bytes());
+    }
+    install(dir.path(), "echo_tools.wasm", &bytes);
+
+    let mut raw = Raw::initialized(dir.path(), &[]).await;
+    raw.stderr.wait_for("FORGED-NAME").await;
+    let log = raw.stderr.wait_for("FORGED-PATH").await;
+    for line in log.lines() {
+        assert!(
+            !line.starts_with("FORGED") && !line.contains('\r') && !line.contains('\0'),
+            "a plugin's text began or hid a line of the log: {line:?}\n{log}"
+        );
+    }
+    assert!(log.contains(r"x\nFORGED-PATH"), "{log}");
+    assert!(log.contains(r"\u0000\r"), "{log}");
+    assert!(log.contains(r"named\nFORGED-NAME"), "{log}");
+    raw.assert_alive(1).await;
+}

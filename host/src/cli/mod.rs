@@ -10,6 +10,7 @@
 
 mod args;
 mod commands;
+mod log_line;
 mod state_args;
 
 use std::ffi::OsString;
@@ -27,6 +28,7 @@ pub use self::args::*;
 #[cfg(feature = "registry")]
 use self::commands::pull;
 use self::commands::{call, check, state_command};
+use self::log_line::EscapedLines;
 use crate::author;
 use crate::config::{ConfigError, ConfigFile};
 use crate::engine::EngineStart;
@@ -203,7 +205,7 @@ impl Cli {
             // (the spans for traces among them) is never visited at all.
             let builder = tracing_subscriber::fmt()
                 .with_env_filter(filter)
-                .with_writer(std::io::stderr)
+                .with_writer(EscapedLines(std::io::stderr))
                 .with_ansi(false);
             match self.log_format {
                 LogFormat::Text => builder.finish().try_init(),
@@ -215,7 +217,7 @@ impl Cli {
         // With the exporter, each layer has its own filter: the log keeps `--log`, the
         // exporter takes the spans of `mcpbox::otel`.
         let fmt = tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
+            .with_writer(EscapedLines(std::io::stderr))
             .with_ansi(false);
         let fmt: Box<dyn tracing_subscriber::Layer<_> + Send + Sync> = match self.log_format {
             LogFormat::Text => fmt.with_filter(filter).boxed(),

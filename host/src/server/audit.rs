@@ -3,8 +3,11 @@
 //! handed to an [`AuditSink`] once the request ends. Each request carries an [`AuditSlot`] on
 //! its `RequestContext`: the backend writes the plugin that served it and the fuel it used, the
 //! session its outcome. A record names who asked what of which plugin and how it ended, never
-//! arguments, results or tokens.
+//! arguments, results or tokens. Every text a caller or a token supplies (the principal, the
+//! client's name, the item, a string request id) is cut to [`MAX_FIELD_BYTES`] in the line,
+//! and the record's `cut` says which fields were cut and how long they were.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -61,6 +64,10 @@ impl AuditOutcome {
     }
 }
 
+/// The most bytes of one text field a record's line holds (a longer one is cut, and named in
+/// the record's `cut`): a caller's 1 MiB tool name is 1 MiB of request, not 1 MiB of audit log.
+pub const MAX_FIELD_BYTES: usize = 512;
+
 /// One line of the audit log.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AuditRecord {
@@ -95,12 +102,42 @@ pub struct AuditRecord {
     /// The W3C trace id, when the request carried (or ran in) a trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The fields cut to [`MAX_FIELD_BYTES`], each with its length in bytes before the cut
+    /// (filled in by [`AuditRecord::into_line`]).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cut: BTreeMap<&'static str, usize>,
 }
 
 impl AuditRecord {
-    /// The record as one line of JSON (with its newline).
-    pub fn to_line(&self) -> String {
-        let mut line = serde_json::to_string(self).unwrap_or_else(|e| {
+    /// The record as one line of JSON (with its newline), each text field cut to
+    /// [`MAX_FIELD_BYTES`] and the cut ones named in `cut`.
+    pub fn into_line(mut self) -> String {
+        let cut = &mut self.cut;
+        bound("principal", &mut self.principal, cut);
+        bound("method", &mut self.method, cut);
+        for (field, value) in [
+            ("client", &mut self.client),
+            ("plugin", &mut self.plugin),
+            ("item", &mut self.item),
+            ("trace_id", &mut self.trace_id),
+        ] {
+            if let Some(value) = value {
+                bound(field, value, cut);
+            }
+        }
+        match &mut self.request_id {
+            serde_json::Value::String(id) => bound("request_id", id, cut),
+            serde_json::Value::Number(_) | serde_json::Value::Null => {}
+            other => {
+                // Not an id JSON-RPC allows: its kind, not its content.
+                let text = other.to_string();
+                if text.len() > MAX_FIELD_BYTES {
+                    cut.insert("request_id", text.len());
+                    *other = serde_json::Value::String(String::new());
+                }
+            }
+        }
+        let mut line = serde_json::to_string(&self).unwrap_or_else(|e| {
             format!(
                 r#"{{"outcome":"unencodable","problem":"{}"}}"#,
                 e.to_string().escape_default()
@@ -109,6 +146,17 @@ impl AuditRecord {
         line.push('\n');
         line
     }
+}
+
+/// Cut `value` to at most [`MAX_FIELD_BYTES`] (at a character's boundary), noting its length
+/// in `cut` when it was longer.
+fn bound(field: &'static str, value: &mut String, cut: &mut BTreeMap<&'static str, usize>) {
+    if value.len() <= MAX_FIELD_BYTES {
+        return;
+    }
+    cut.insert(field, value.len());
+    let end = value.floor_char_boundary(MAX_FIELD_BYTES);
+    value.truncate(end);
 }
 
 /// What the backend and the session learn about one request while it runs.
@@ -228,6 +276,7 @@ impl AuditStart {
             fuel: filled.fuel,
             request_id: self.request_id.take(),
             trace_id: self.trace_id.take(),
+            cut: BTreeMap::new(),
         };
         self.sink.record(record);
     }
@@ -295,12 +344,55 @@ mod tests {
             fuel: Some(1234),
             request_id: serde_json::json!(7),
             trace_id: None,
+            cut: BTreeMap::new(),
         }
     }
 
     #[test]
+    fn long_fields_are_cut_and_the_record_says_which() {
+        let long = "é".repeat(600_000); // 1.2 MB, two bytes a character
+        let line = AuditRecord {
+            principal: format!("oauth:https://idp sub:{long}"),
+            client: Some(long.clone()),
+            item: Some(long.clone()),
+            request_id: serde_json::json!(long.clone()),
+            ..record()
+        }
+        .into_line();
+        assert!(line.len() < 6 * MAX_FIELD_BYTES, "{} bytes", line.len());
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            value["cut"],
+            serde_json::json!({
+                "principal": long.len() + 22,
+                "client": long.len(),
+                "item": long.len(),
+                "request_id": long.len(),
+            })
+        );
+        let item = value["item"].as_str().unwrap();
+        assert_eq!(item.len(), MAX_FIELD_BYTES);
+        assert!(long.starts_with(item));
+        // A record with nothing long has no `cut`.
+        let value: serde_json::Value = serde_json::from_str(&record().into_line()).unwrap();
+        assert!(value.get("cut").is_none());
+        // Nor does a field of exactly the bound.
+        let exact = "a".repeat(MAX_FIELD_BYTES);
+        let value: serde_json::Value = serde_json::from_str(
+            &AuditRecord {
+                item: Some(exact.clone()),
+                ..record()
+            }
+            .into_line(),
+        )
+        .unwrap();
+        assert_eq!(value["item"], exact);
+        assert!(value.get("cut").is_none());
+    }
+
+    #[test]
     fn a_record_is_one_line_of_json_without_absent_fields() {
-        let line = record().to_line();
+        let line = record().into_line();
         assert!(line.ends_with('\n'));
         assert_eq!(line.matches('\n').count(), 1);
         let value: serde_json::Value = serde_json::from_str(&line).unwrap();
@@ -331,7 +423,7 @@ mod tests {
             trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".to_owned()),
             ..record()
         };
-        let value: serde_json::Value = serde_json::from_str(&bare.to_line()).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&bare.into_line()).unwrap();
         let mut keys: Vec<&str> = value
             .as_object()
             .unwrap()

@@ -654,3 +654,30 @@ async fn multi_user_over_oauth(state: &[&str], replicas: bool) {
         client.cancel().await.unwrap();
     }
 }
+
+/// A token's `sub` is the issuer's text, not mcpbox's: a newline in it reaches the scope
+/// refusal's log line escaped, never as a line of its own.
+#[tokio::test]
+async fn a_subject_with_a_newline_cannot_forge_a_log_line() {
+    let dir = plugins();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let authorization = AuthorizationServer::start(&url).await;
+    let (_mcpbox, stderr) = serve(dir.path(), &authorization.url, port).await;
+    let token = authorization
+        .token("scope=mcp&sub=mallory%0AFORGED%20INFO%20mcpbox%3A%20admin%20granted%0D%00")
+        .await;
+    let (status, _, body) = call(&url, "ok", ADMIN, Some(&token)).await;
+    assert_eq!(status, 403, "{body}");
+    let log = stderr.wait_for("lacks a plugin's scopes").await;
+    assert!(
+        log.contains(r"mallory\nFORGED INFO mcpbox: admin granted\r\u0000"),
+        "{log}"
+    );
+    for line in log.lines() {
+        assert!(
+            !line.starts_with("FORGED") && !line.contains('\r') && !line.contains('\0'),
+            "the token's subject began or hid a line of the log: {line:?}"
+        );
+    }
+}
