@@ -7,6 +7,14 @@ use serde_json::{Value, json};
 
 use crate::support::{Client, connect, plugin_dir, tool_text, web};
 
+/// The refusal of a fetch of `page` whose robots.txt, `robots` on `host`, the grants refuse:
+/// it names the page asked for, then the request refused (issue #55, 15).
+fn refused_robots(page: &str, host: &str, robots: &str) -> String {
+    format!(
+        "Error executing tool fetch: Refused to fetch {page}: {host} is not a public address, and the operator has not granted it to this plugin (a manifest's [http] allow names internal addresses that may be fetched). The request refused was {robots}, made to read the page's robots.txt."
+    )
+}
+
 async fn fetch(client: &Client, arguments: Value) -> (String, bool) {
     let Value::Object(arguments) = arguments else {
         panic!("arguments must be an object")
@@ -54,16 +62,31 @@ async fn the_public_internet_grant_refuses_internal_addresses_and_redirects_to_t
     let dir = plugin_dir(&[("fetch", "fetch.wasm")]);
     std::fs::write(dir.path().join("fetch.toml"), "[http]\npublic = true\n").unwrap();
     let client = connect(dir.path(), &[]).await;
-    for url in [
-        format!("{base}/page.txt"),
-        format!("http://localhost:{}/page.txt", site.port),
-        "http://169.254.169.254/latest/meta-data/".to_owned(),
-        "http://[::1]/".to_owned(),
+    for (url, host, robots) in [
+        (
+            format!("{base}/page.txt"),
+            "127.0.0.1",
+            format!("{base}/robots.txt"),
+        ),
+        (
+            format!("http://localhost:{}/page.txt", site.port),
+            "localhost",
+            format!("http://localhost:{}/robots.txt", site.port),
+        ),
+        (
+            "http://169.254.169.254/latest/meta-data/".to_owned(),
+            "169.254.169.254",
+            "http://169.254.169.254/robots.txt".to_owned(),
+        ),
+        (
+            "http://[::1]/".to_owned(),
+            "[::1]",
+            "http://[::1]/robots.txt".to_owned(),
+        ),
     ] {
-        let (answer, failed) = fetch(&client, json!({"url": url})).await;
-        assert!(
-            failed && answer.starts_with("Error executing tool fetch: Refused to fetch"),
-            "{url}: {answer}"
+        assert_eq!(
+            fetch(&client, json!({"url": url})).await,
+            (refused_robots(&url, host, &robots), true),
         );
     }
     assert!(
@@ -99,16 +122,54 @@ async fn the_public_internet_grant_refuses_internal_addresses_and_redirects_to_t
         !failed && answer.ends_with("hello from the site"),
         "{answer}"
     );
-    for path in ["/out", "/by-name", "/metadata"] {
-        let (answer, failed) = fetch(&client, json!({"url": format!("{base}{path}")})).await;
-        assert!(
-            failed && answer.starts_with("Error executing tool fetch: Refused to fetch"),
-            "{path}: {answer}"
+    // Each names the hop (as the original does), whose robots.txt is read first.
+    for (path, hop, host, robots) in [
+        (
+            "/out",
+            format!("http://127.0.0.1:{}/page.txt", other.port),
+            "127.0.0.1",
+            format!("http://127.0.0.1:{}/robots.txt", other.port),
+        ),
+        (
+            "/by-name",
+            "http://localhost/page.txt".to_owned(),
+            "localhost",
+            "http://localhost/robots.txt".to_owned(),
+        ),
+        (
+            "/metadata",
+            "http://169.254.169.254/latest/meta-data/".to_owned(),
+            "169.254.169.254",
+            "http://169.254.169.254/robots.txt".to_owned(),
+        ),
+    ] {
+        assert_eq!(
+            fetch(&client, json!({"url": format!("{base}{path}")})).await,
+            (refused_robots(&hop, host, &robots), true),
+            "{path}"
         );
     }
     assert!(
         other.hits.lock().unwrap().is_empty(),
         "the redirect went nowhere"
+    );
+    client.service.cancel().await.unwrap();
+
+    // robots.txt ignored: the request refused is the page's own, named once.
+    std::fs::write(
+        dir.path().join("fetch.toml"),
+        "[http]\npublic = true\n[config]\nignore-robots-txt = \"true\"\n",
+    )
+    .unwrap();
+    let client = connect(dir.path(), &[]).await;
+    assert_eq!(
+        fetch(&client, json!({"url": format!("{base}/page.txt")})).await,
+        (
+            format!(
+                "Error executing tool fetch: Refused to fetch {base}/page.txt: 127.0.0.1 is not a public address, and the operator has not granted it to this plugin (a manifest's [http] allow names internal addresses that may be fetched)."
+            ),
+            true
+        )
     );
     client.service.cancel().await.unwrap();
 }

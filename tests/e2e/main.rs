@@ -57,6 +57,7 @@ mod status;
 mod support;
 mod surface;
 mod tasks;
+mod time;
 mod tools;
 #[cfg(feature = "otel")]
 mod traces;

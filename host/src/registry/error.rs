@@ -107,6 +107,33 @@ pub enum RegistryError {
         /// The digest of what came.
         actual: String,
     },
+    /// The registry named a manifest by one digest (`Docker-Content-Digest`) and sent bytes
+    /// with another.
+    #[error(
+        "the registry sent a {what} for {reference} whose digest is {actual}, though it names it {named} (Docker-Content-Digest): it was tampered with or corrupted, and nothing was written"
+    )]
+    Misnamed {
+        /// What: manifest or signature manifest.
+        what: &'static str,
+        /// The reference.
+        reference: String,
+        /// The digest the registry gives in its `Docker-Content-Digest` header.
+        named: String,
+        /// The digest of what came, by the same algorithm.
+        actual: String,
+    },
+    /// The registry named a manifest by something that is not a digest mcpbox can check.
+    #[error(
+        "the registry names the {what} of {reference} `{named}` (Docker-Content-Digest), which is not a digest mcpbox can check (sha256, sha384 or sha512 and its hex digits): nothing was written"
+    )]
+    UncheckableDigest {
+        /// What: manifest or signature manifest.
+        what: &'static str,
+        /// The reference.
+        reference: String,
+        /// What the header says.
+        named: String,
+    },
     /// The artifact is not a WebAssembly component in the expected layout.
     #[error("{reference} is not a WebAssembly component artifact: {reason}")]
     NotComponent {

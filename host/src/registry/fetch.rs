@@ -1,7 +1,8 @@
 //! The bounded reads from a registry: a manifest (by tag or digest, its digest taken from its
-//! bytes), and a blob checked against its digest and size. Every read is bounded before it is
-//! read and cut as soon as it passes its bound; manifests are read here with the credentials
-//! `oci-client` negotiated, blobs through `oci-client`'s stream.
+//! bytes, which must have the digest the registry names it by, if it names one), and a blob
+//! checked against its digest and size. Every read is bounded before it is read and cut as
+//! soon as it passes its bound; manifests are read here with the credentials `oci-client`
+//! negotiated, blobs through `oci-client`'s stream.
 //!
 //! Depends on nothing else of the host but `registry::trust` (digests).
 
@@ -9,6 +10,7 @@ use futures::StreamExt as _;
 use oci_client::Reference;
 use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
+use sha2::Digest as _;
 
 use super::artifact::{MANIFEST_MEDIA_TYPE, is_sha256};
 use super::error::{envelope_message, error_chain, over_the_limit};
@@ -24,9 +26,66 @@ pub(super) const MANIFEST_ACCEPT: &[&str] = &[
     "application/vnd.docker.distribution.manifest.v2+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
 ];
+
+/// The header in which a registry names the digest of the manifest it sends.
+const DIGEST_HEADER: &str = "Docker-Content-Digest";
+
+/// What a GET of a manifest brought: its bytes, and the digest the registry names them by
+/// (`Docker-Content-Digest`), if it names one.
+pub(super) struct Fetched {
+    /// The body.
+    pub(super) bytes: Vec<u8>,
+    /// The `Docker-Content-Digest` header, as sent (`None` if absent or empty).
+    pub(super) named: Option<String>,
+}
+
+impl Fetched {
+    /// The bytes, once they are found to have the digest the registry names them by (as oras
+    /// and `oci-client` check it): `what` names them and `named` the artifact, for errors.
+    pub(super) fn checked(
+        self,
+        what: &'static str,
+        named: &Reference,
+    ) -> Result<Vec<u8>, RegistryError> {
+        let Some(header) = self.named else {
+            return Ok(self.bytes);
+        };
+        let uncheckable = || RegistryError::UncheckableDigest {
+            what,
+            reference: named.whole(),
+            named: header.clone(),
+        };
+        let (algorithm, hex) = header.split_once(':').ok_or_else(uncheckable)?;
+        let length = match algorithm {
+            "sha256" => 64,
+            "sha384" => 96,
+            "sha512" => 128,
+            _ => return Err(uncheckable()),
+        };
+        if hex.len() != length || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(uncheckable());
+        }
+        let actual = match algorithm {
+            "sha256" => hex::encode(sha2::Sha256::digest(&self.bytes)),
+            "sha384" => hex::encode(sha2::Sha384::digest(&self.bytes)),
+            _ => hex::encode(sha2::Sha512::digest(&self.bytes)),
+        };
+        if !actual.eq_ignore_ascii_case(hex) {
+            return Err(RegistryError::Misnamed {
+                what,
+                reference: named.whole(),
+                named: header.clone(),
+                actual: format!("{algorithm}:{actual}"),
+            });
+        }
+        Ok(self.bytes)
+    }
+}
+
 impl Registry {
     /// The manifest `reference` names (by tag or by digest), read in a bounded stream, and its
-    /// digest (of the bytes read). A digest reference must have sent exactly that digest.
+    /// digest (of the bytes read). The bytes must have the digest the registry names them by,
+    /// if it names one, and a digest reference must have sent exactly that digest.
     pub(super) async fn manifest(
         &self,
         reference: &Reference,
@@ -60,7 +119,8 @@ impl Registry {
             .ok_or_else(|| RegistryError::NotFound {
                 reference: reference.whole(),
                 reason: "the registry has no manifest under it".to_owned(),
-            })?;
+            })?
+            .checked("manifest", reference)?;
         let digest = digest_string(&bytes);
         if let Some(expected) = reference.digest()
             && expected != digest
@@ -77,7 +137,8 @@ impl Registry {
 
     /// GET `/v2/REPOSITORY/PATH` of `from`'s registry with the credentials `oci-client`
     /// negotiates, reading at most `limit.0` bytes (`limit.1` names what, for the error, which
-    /// names `named`). `Ok(None)`: the registry has nothing there (404).
+    /// names `named`), with the digest the registry names them by. `Ok(None)`: the registry
+    /// has nothing there (404).
     pub(super) async fn get_bounded(
         &self,
         from: &Reference,
@@ -86,7 +147,7 @@ impl Registry {
         (limit, what): (u64, &'static str),
         named: &Reference,
         auth: &RegistryAuth,
-    ) -> Result<Option<Vec<u8>>, RegistryError> {
+    ) -> Result<Option<Fetched>, RegistryError> {
         let doing = format!("fetching the {what}");
         let token = self
             .client
@@ -149,6 +210,11 @@ impl Registry {
             what,
             size: over_the_limit(size, limit),
         };
+        let digest = response
+            .headers()
+            .get(DIGEST_HEADER)
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+            .filter(|value| !value.is_empty());
         let declared = response.content_length();
         if let Some(declared) = declared
             && declared > limit
@@ -167,7 +233,10 @@ impl Registry {
             }
             bytes.extend_from_slice(&chunk);
         }
-        Ok(Some(bytes))
+        Ok(Some(Fetched {
+            bytes,
+            named: digest,
+        }))
     }
 
     /// The blob `layer` of `from`, at most `limit` bytes, checked against its digest and size
@@ -250,5 +319,68 @@ impl Registry {
     ) -> Result<Vec<u8>, RegistryError> {
         self.blob(pinned, layer, (MAX_COMPONENT_BYTES, "component"), pinned)
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fetched(named: Option<&str>) -> Fetched {
+        Fetched {
+            bytes: b"{}".to_vec(),
+            named: named.map(str::to_owned),
+        }
+    }
+
+    fn reference() -> Reference {
+        "registry.example/plugins/echo:1.0".parse().unwrap()
+    }
+
+    #[test]
+    fn bytes_are_checked_against_the_digest_the_registry_names() {
+        let sha256 = digest_string(b"{}");
+        let sha512 = format!("sha512:{}", hex::encode(sha2::Sha512::digest(b"{}")));
+        // Unnamed, or named rightly (in any case of hex digits, by any algorithm mcpbox has).
+        for named in [None, Some(sha256.as_str()), Some(&sha512)] {
+            assert_eq!(
+                fetched(named).checked("manifest", &reference()).unwrap(),
+                b"{}"
+            );
+        }
+        let upper = format!("sha256:{}", sha256["sha256:".len()..].to_ascii_uppercase());
+        assert!(
+            fetched(Some(&upper))
+                .checked("manifest", &reference())
+                .is_ok()
+        );
+
+        // Named wrongly: both digests in the error.
+        let other = digest_string(b"[]");
+        let error = fetched(Some(&other))
+            .checked("manifest", &reference())
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the registry sent a manifest for registry.example/plugins/echo:1.0 whose digest is {sha256}, though it names it {other} (Docker-Content-Digest): it was tampered with or corrupted, and nothing was written"
+            )
+        );
+
+        // Named by something mcpbox cannot check: refused, not waved through.
+        for named in [
+            "md5:99914b932bd37a50b983c5e7c90ae93b",
+            "sha256:abc",
+            "sha256",
+            "x",
+        ] {
+            let error = fetched(Some(named))
+                .checked("signature manifest", &reference())
+                .unwrap_err();
+            assert!(
+                matches!(error, RegistryError::UncheckableDigest { .. }),
+                "{named}: {error}"
+            );
+        }
     }
 }

@@ -7,7 +7,8 @@
 //! (anonymous, basic, and bearer-token auth; HTTPS unless the operator marks a host insecure).
 //!
 //! Pulling fetches the manifest once (by tag or by digest) and takes its digest from its bytes,
-//! then fetches everything by that digest, checks every byte against it (manifest, then
+//! which must be the digest the registry names it by (`Docker-Content-Digest`), if it names
+//! one, then fetches everything by that digest, checks every byte against it (manifest, then
 //! component), checks the signature the policy requires ([`trust`]), and only then writes: the
 //! lock entry ([`lock`]) first, then the component, each atomically, so a watching host never
 //! sees a component its lock does not describe.

@@ -65,6 +65,7 @@ impl Registry {
         else {
             return Ok(Vec::new());
         };
+        let bytes = bytes.checked("signature manifest", pinned)?;
         let manifest: OciImageManifest =
             serde_json::from_slice(&bytes).map_err(|e| RegistryError::Other {
                 registry: pinned.resolve_registry().to_owned(),

@@ -82,7 +82,7 @@ fn get(url: &url::Url, user_agent: &str, robots: bool) -> Result<(url::Url, Resp
             None,
             MAX_BODY,
         )
-        .map_err(|e| refusal(url, &current, &e))?;
+        .map_err(|e| failure(url, &current, &e))?;
         let location = header(&response, "location");
         match (response.status, location) {
             (301 | 302 | 303 | 307 | 308, Some(location)) => {
@@ -98,18 +98,32 @@ fn get(url: &url::Url, user_agent: &str, robots: bool) -> Result<(url::Url, Resp
     ))
 }
 
-/// A request that did not get an answer: refused by the grants, or failed.
-fn refusal(url: &url::Url, current: &url::Url, error: &http::HttpError) -> Failure {
+/// A request for the page `current` (`url`, or a redirect hop from it) that did not get an
+/// answer: refused by the grants, or failed.
+fn failure(url: &url::Url, current: &url::Url, error: &http::HttpError) -> Failure {
     let text = error.to_string();
     if text.contains("not granted") {
-        let host = current.host_str().unwrap_or_default();
-        return format!(
-            "Refused to fetch {current}: {host} is not a public address, and the operator has \
-             not granted it to this plugin (a manifest's [http] allow names internal addresses \
-             that may be fetched)."
-        );
+        return refusal(current, current);
     }
     format!("Failed to fetch {url}: {text}")
+}
+
+/// The grants refused the request for `refused`, made to fetch `page` (the page itself, or its
+/// robots.txt): the refusal names the page, as the caller asked for it (or the redirect hop, as
+/// the original names it), and then the request refused if that was another.
+fn refusal(page: &url::Url, refused: &url::Url) -> Failure {
+    let host = refused.host_str().unwrap_or_default();
+    let mut text = format!(
+        "Refused to fetch {page}: {host} is not a public address, and the operator has not \
+         granted it to this plugin (a manifest's [http] allow names internal addresses that may \
+         be fetched)."
+    );
+    if refused != page {
+        text.push_str(&format!(
+            " The request refused was {refused}, made to read the page's robots.txt."
+        ));
+    }
+    text
 }
 
 fn header(response: &Response, name: &str) -> Option<String> {
@@ -129,11 +143,11 @@ fn robots_url(url: &url::Url) -> String {
     robots.to_string()
 }
 
-/// The original's `check_may_autonomously_fetch_url`.
+/// The original's `check_may_autonomously_fetch_url`: may `url` be fetched, by its origin's
+/// robots.txt?
 fn check_robots(url: &url::Url, user_agent: &str) -> Result<(), Failure> {
     let robots_url = robots_url(url);
-    let target = url::Url::parse(&robots_url).map_err(|e| e.to_string())?;
-    let mut current = target.clone();
+    let mut current = url::Url::parse(&robots_url).map_err(|e| e.to_string())?;
     let mut response = None;
     for _ in 0..=MAX_REDIRECTS {
         let answer = http::send_bounded(
@@ -146,7 +160,7 @@ fn check_robots(url: &url::Url, user_agent: &str) -> Result<(), Failure> {
         let answer = match answer {
             Ok(answer) => answer,
             Err(e) if e.to_string().contains("not granted") => {
-                return Err(refusal(&target, &current, &e));
+                return Err(refusal(url, &current));
             }
             Err(_) => {
                 return Err(format!(

@@ -7,7 +7,10 @@
 //! host. This plugin carries the IANA database inside the component (jiff's bundled copy) and
 //! reads nothing of the host but the clock (`wasi:clocks`); the local zone the descriptions
 //! name is the operator's `local-timezone` configuration key (UTC without one), as the
-//! original's `--local-timezone`.
+//! original's `--local-timezone`. jiff's copy is the database's rearguard data; `is_dst` is
+//! still the original's, read from the main data ([`dst`]).
+
+mod dst;
 
 use mcpbox_sdk::serde_json::{self, Value, json};
 use mcpbox_sdk::{Deserialize, JsonSchema, Plugin, Serialize, Tool, ToolResult, Tools, config};
@@ -255,11 +258,15 @@ fn time_result(name: &str, zoned: &Zoned) -> TimeResult {
         timezone: name.to_owned(),
         datetime: iso(zoned),
         day_of_week: zoned.strftime("%A").to_string(),
-        is_dst: zoned
-            .time_zone()
-            .to_offset_info(zoned.timestamp())
-            .dst()
-            .is_dst(),
+        is_dst: dst::is_dst(
+            name,
+            zoned.timestamp(),
+            zoned
+                .time_zone()
+                .to_offset_info(zoned.timestamp())
+                .dst()
+                .is_dst(),
+        ),
     }
 }
 

@@ -396,6 +396,21 @@ async fn time_matches_the_original_call_for_call_and_across_clock_changes() {
     original.cancel().await.unwrap();
     plugin.cancel().await.unwrap();
 
+    let negative_dst: Vec<(&'static str, Value, bool)> = [
+        "Europe/Dublin",
+        "Eire",
+        "Europe/London",
+        "Africa/Casablanca",
+        "Africa/El_Aaiun",
+    ]
+    .into_iter()
+    .map(|zone| ("get_current_time", json!({"timezone": zone}), false))
+    .chain([(
+        "convert_time",
+        convert("Europe/Dublin", "9:00", "Africa/Casablanca"),
+        false,
+    )])
+    .collect();
     // On the days clocks change: an hour skipped (spring forward) is refused, an hour repeated
     // (fall back) is read as the earlier one, in the original's words and numbers.
     for (date, script) in [
@@ -459,6 +474,11 @@ async fn time_matches_the_original_call_for_call_and_across_clock_changes() {
                 ),
             ],
         ),
+        // Negative daylight saving time in the original's data (issue #55, 17): Ireland's
+        // winter, Morocco's Ramadan.
+        ("2026-01-15 12:00:00", negative_dst.clone()),
+        ("2026-03-01 12:00:00", negative_dst.clone()),
+        ("2026-07-15 12:00:00", negative_dst.clone()),
     ] {
         let (original, plugin, _dir) = time_pair(Some(date)).await;
         compare(&original, &plugin, &script).await;

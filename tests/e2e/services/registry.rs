@@ -1,11 +1,11 @@
 //! Plugins from OCI registries, against a real one (Debian's `docker-registry`, the CNCF
 //! distribution server) on loopback: push and pull by tag and by digest in `wkg`'s layout,
 //! components travelling both ways between mcpbox and `wkg`'s library, `--locked` and a moved
-//! tag, a tampered blob, cosign signatures (valid, by an unknown key, missing, copied from
-//! another artifact) under a policy, a registry that needs a token, basic auth and HTTPS with
-//! a private CA, progress drawn on a terminal only, and the host's side: a pull into a watched
-//! directory announced to a client, a swapped component refused while the previous version
-//! keeps serving.
+//! tag, a tampered blob, a manifest rewritten under its tag, cosign signatures (valid, by an
+//! unknown key, missing, copied from another artifact) under a policy, a registry that needs a
+//! token, basic auth and HTTPS with a private CA, progress drawn on a terminal only, and the
+//! host's side: a pull into a watched directory announced to a client, a swapped component
+//! refused while the previous version keeps serving.
 
 use std::path::{Path, PathBuf};
 
@@ -270,6 +270,60 @@ async fn a_tampered_blob_is_refused_and_nothing_is_written() {
             "mcpbox: the registry sent a component for {host}/plugins/echo_tools@{digest} whose digest is {}, not {}: it was tampered with or corrupted, and nothing was written",
             sha256(&tampered),
             sha256(&wasm)
+        )
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "neither the component nor a lock file is written"
+    );
+}
+
+/// Issue #55 (18): a manifest rewritten in the registry's storage is still served under the
+/// tag, with the digest the tag was pushed with in `Docker-Content-Digest`; pulled by tag, its
+/// bytes are checked against that digest and refused.
+#[tokio::test]
+async fn a_manifest_rewritten_in_the_registry_is_refused_when_pulled_by_tag() {
+    let registry = DistributionRegistry::start(RegistrySetup::default());
+    let host = registry.host();
+    let digest = push(&registry, "echo_tools", "echo_tools:1.0").await;
+    // Still a manifest (the registry parses what it serves), with the same component.
+    let stored = registry.blob_file(&digest);
+    let mut manifest: Value = serde_json::from_slice(&std::fs::read(&stored).unwrap()).unwrap();
+    manifest["annotations"] = json!({"org.example.rewritten": "yes"});
+    let rewritten = serde_json::to_vec(&manifest).unwrap();
+    std::fs::write(&stored, &rewritten).expect("rewrite the stored manifest");
+
+    // The registry serves the new bytes under the old name: a real mismatch.
+    let tag = format!("{host}/plugins/echo_tools:1.0");
+    let response = reqwest::Client::new()
+        .get(format!("http://{host}/v2/plugins/echo_tools/manifests/1.0"))
+        .header("Accept", "application/vnd.oci.image.manifest.v1+json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()["docker-content-digest"]
+            .to_str()
+            .unwrap(),
+        digest
+    );
+    assert_eq!(
+        response.bytes().await.unwrap().as_ref(),
+        rewritten.as_slice()
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let error = refused(
+        &pull_args(&tag, dir.path().to_str().unwrap(), &[], &host),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        error_line(&error),
+        format!(
+            "mcpbox: the registry sent a manifest for {tag} whose digest is {}, though it names it {digest} (Docker-Content-Digest): it was tampered with or corrupted, and nothing was written",
+            sha256(&rewritten)
         )
     );
     assert_eq!(
