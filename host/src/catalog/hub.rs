@@ -2,6 +2,9 @@
 //! updates, host messages) and the reloader (a plugin asking for its lists to be read again).
 //! Built once where the parts are wired together, and handed to each.
 //!
+//! A resource update is announced to an [`Audience`]: the caller it was raised for, when the
+//! plugin keeps each caller's state apart, else everyone (the bridge decides which).
+//!
 //! Everything a plugin can trigger is bounded here: resource updates are rate-limited per
 //! plugin, and relist requests are coalesced by the reloader, so a plugin calling
 //! `notify-resource-updated` or `notify-list-changed` in a loop costs the host (and its
@@ -12,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::policy::PluginName;
-use crate::server::{Admission, RateLimit, ServerEvent};
+use crate::server::{Admission, Audience, RateLimit, ServerEvent};
 
 /// How many events a slow session may fall behind before it is told that everything changed.
 const EVENT_BACKLOG: usize = 256;
@@ -87,8 +90,9 @@ impl EventHub {
             .remove(plugin);
     }
 
-    /// Announce that `plugin`'s resource at `uri` changed, within the plugin's rate.
-    pub fn resource_updated(&self, plugin: &PluginName, uri: String) {
+    /// Announce to `audience` that `plugin`'s resource at `uri` changed, within the plugin's
+    /// rate.
+    pub fn resource_updated(&self, plugin: &PluginName, uri: String, audience: Audience) {
         let admission = self
             .updates
             .lock()
@@ -97,7 +101,9 @@ impl EventHub {
             .or_insert_with(|| RateLimit::new(UPDATES_PER_SECOND, UPDATE_BURST))
             .admit();
         match admission {
-            Admission::Passed { .. } => self.announce(ServerEvent::ResourceUpdated(uri)),
+            Admission::Passed { .. } => {
+                self.announce(ServerEvent::ResourceUpdated { uri, audience });
+            }
             Admission::FirstDropped => tracing::warn!(
                 plugin = &**plugin,
                 rate = UPDATES_PER_SECOND,
@@ -132,9 +138,9 @@ mod tests {
         let mut events = hub.subscribe();
         let noisy: PluginName = "noisy".into();
         for i in 0..10_000 {
-            hub.resource_updated(&noisy, format!("x://{i}"));
+            hub.resource_updated(&noisy, format!("x://{i}"), Audience::Everyone);
         }
-        hub.resource_updated(&"quiet".into(), "q://1".to_owned());
+        hub.resource_updated(&"quiet".into(), "q://1".to_owned(), Audience::Everyone);
         let mut received = 0;
         while events.try_recv().is_ok() {
             received += 1;
