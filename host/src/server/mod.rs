@@ -183,7 +183,7 @@ pub enum ServerEvent {
 }
 
 /// Whose sessions may hear of a resource update.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Audience {
     /// Every session subscribed to the resource: the update is about what every caller reads
     /// (a plugin without callers' own state, or an update raised for no caller).
