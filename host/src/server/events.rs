@@ -1,8 +1,8 @@
 //! Forwarding the backend's events to one 2025-11-25 session's client: list changes for the
 //! lists the session advertised as changing, resource updates for the URIs it subscribed to
 //! that its caller may hear of ([`Audience`](super::Audience)), and the host's own error
-//! messages at the session's log level. (2026-07-28 clients hear of
-//! changes on `subscriptions/listen` streams instead.)
+//! messages at the session's log level. (2026-07-28 clients hear of changes on
+//! `subscriptions/listen` streams instead.)
 
 use tokio::sync::broadcast::error::RecvError;
 

@@ -206,7 +206,7 @@ impl Audience {
     pub fn includes(&self, caller: &Principal) -> bool {
         match self {
             Self::Everyone => true,
-            Self::Caller(key) => **key == *caller.key(),
+            Self::Caller(key) => &**key == caller.key(),
         }
     }
 }
