@@ -283,7 +283,8 @@ def cancelled() -> bool:
 
 
 def notify_resource_updated(uri: str):
-    """Tell subscribed clients that the resource at `uri` changed."""
+    """Tell subscribed clients that the resource at `uri` changed (with caller buckets
+    granted, only the current caller's subscriptions)."""
     host.notify_resource_updated(uri)
 
 

@@ -78,7 +78,10 @@ pub fn notify_list_changed(kind: ListKind) {
     imports::notify_list_changed(kind);
 }
 
-/// Tell the host that the resource at `uri` changed, so subscribed clients hear of it.
+/// Tell the host that the resource at `uri` changed, so subscribed clients hear of it. In a
+/// plugin granted caller buckets, only the subscriptions of the caller this call serves hear
+/// of it (in any of that caller's sessions): the change is taken to be to that caller's own
+/// state, which no other caller reads.
 pub fn notify_resource_updated(uri: &str) {
     imports::notify_resource_updated(uri);
 }

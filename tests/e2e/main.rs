@@ -29,6 +29,7 @@ mod author;
 mod bad_input;
 mod bounds;
 mod budgets;
+mod caller_updates;
 mod client;
 mod config;
 mod contract;

@@ -1,27 +1,40 @@
 //! The bridge between a plugin's `host` calls and the client: a [`CallHost`] built from the
 //! request's [`RequestContext`], with the plugin's name as the logger.
+//!
+//! A resource update the plugin announces goes to every subscriber, unless the plugin keeps
+//! each caller's state apart (caller buckets): then only to the subscriptions of the caller
+//! the call serves, in any of its sessions. The update is most likely about that caller's own
+//! state, which nobody else reads; another caller hearing of it would learn when the first
+//! was active.
 
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
 use super::hub::EventHub;
-use crate::engine::{BoxFuture, CallHost, HostRequest, ListKind, LogLevel};
+use crate::engine::{BoxFuture, CallHost, HostRequest, ListKind, LogLevel, PluginCode};
 use crate::policy::PluginName;
 use crate::protocol::mcp::LogLevel as McpLogLevel;
-use crate::server::{RequestContext, ServerRequest};
+use crate::server::{Audience, RequestContext, ServerRequest};
 
 /// One call's way to its client.
 pub struct ClientBridge {
     plugin: PluginName,
     ctx: RequestContext,
     hub: EventHub,
+    /// Its resource updates are for the caller alone (the plugin keeps callers apart).
+    updates_for_caller: bool,
 }
 
 impl ClientBridge {
     /// The bridge for a call into `plugin` made for the request behind `ctx`.
-    pub fn host(plugin: PluginName, ctx: RequestContext, hub: EventHub) -> Arc<dyn CallHost> {
-        Arc::new(Self { plugin, ctx, hub })
+    pub fn host(plugin: &PluginCode, ctx: RequestContext, hub: EventHub) -> Arc<dyn CallHost> {
+        Arc::new(Self {
+            plugin: plugin.name().clone(),
+            ctx,
+            hub,
+            updates_for_caller: plugin.policy().keeps_callers_apart(),
+        })
     }
 }
 
@@ -109,7 +122,12 @@ impl CallHost for ClientBridge {
             uri,
             "plugin says a resource changed"
         );
-        self.hub.resource_updated(&self.plugin, uri);
+        let audience = if self.updates_for_caller {
+            Audience::caller(self.ctx.caller())
+        } else {
+            Audience::Everyone
+        };
+        self.hub.resource_updated(&self.plugin, uri, audience);
     }
 
     fn used_fuel(&self, fuel: u64) {

@@ -2,17 +2,22 @@
 //! updates, host messages) and the reloader (a plugin asking for its lists to be read again).
 //! Built once where the parts are wired together, and handed to each.
 //!
+//! A resource update is announced to an [`Audience`]: the caller it was raised for, when the
+//! plugin keeps each caller's state apart, else everyone (the bridge decides which).
+//!
 //! Everything a plugin can trigger is bounded here: resource updates are rate-limited per
-//! plugin, and relist requests are coalesced by the reloader, so a plugin calling
+//! plugin and audience, and relist requests are coalesced by the reloader, so a plugin calling
 //! `notify-resource-updated` or `notify-list-changed` in a loop costs the host (and its
-//! clients) a bounded amount.
+//! clients) a bounded amount. (Per audience, so that one caller's updates never use up
+//! another's allowance: that caller would see its own dropped, and so learn when the first
+//! was busy.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::policy::PluginName;
-use crate::server::{Admission, RateLimit, ServerEvent};
+use crate::server::{Admission, Audience, RateLimit, ServerEvent};
 
 /// How many events a slow session may fall behind before it is told that everything changed.
 const EVENT_BACKLOG: usize = 256;
@@ -20,13 +25,15 @@ const EVENT_BACKLOG: usize = 256;
 const UPDATES_PER_SECOND: f64 = 20.0;
 /// Resource updates one plugin may announce in a burst.
 const UPDATE_BURST: f64 = 50.0;
+/// Rate buckets of resource updates kept before the full ones (as good as new) are let go.
+const UPDATE_BUCKETS_KEPT: usize = 1024;
 
 /// The sending side of every event; cheap to clone.
 #[derive(Clone)]
 pub struct EventHub {
     events: broadcast::Sender<ServerEvent>,
     relist: mpsc::UnboundedSender<PluginName>,
-    updates: Arc<Mutex<HashMap<PluginName, RateLimit>>>,
+    updates: Arc<Mutex<HashMap<(PluginName, Audience), RateLimit>>>,
     relists_pending: Arc<Mutex<std::collections::HashSet<PluginName>>>,
 }
 
@@ -87,17 +94,24 @@ impl EventHub {
             .remove(plugin);
     }
 
-    /// Announce that `plugin`'s resource at `uri` changed, within the plugin's rate.
-    pub fn resource_updated(&self, plugin: &PluginName, uri: String) {
-        let admission = self
-            .updates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(plugin.clone())
-            .or_insert_with(|| RateLimit::new(UPDATES_PER_SECOND, UPDATE_BURST))
-            .admit();
+    /// Announce to `audience` that `plugin`'s resource at `uri` changed, within the rate of
+    /// the plugin's updates to that audience.
+    pub fn resource_updated(&self, plugin: &PluginName, uri: String, audience: Audience) {
+        let admission = {
+            let mut updates = self.updates.lock().unwrap_or_else(PoisonError::into_inner);
+            let key = (plugin.clone(), audience.clone());
+            if updates.len() >= UPDATE_BUCKETS_KEPT && !updates.contains_key(&key) {
+                updates.retain(|_, bucket| !bucket.is_full());
+            }
+            updates
+                .entry(key)
+                .or_insert_with(|| RateLimit::new(UPDATES_PER_SECOND, UPDATE_BURST))
+                .admit()
+        };
         match admission {
-            Admission::Passed { .. } => self.announce(ServerEvent::ResourceUpdated(uri)),
+            Admission::Passed { .. } => {
+                self.announce(ServerEvent::ResourceUpdated { uri, audience });
+            }
             Admission::FirstDropped => tracing::warn!(
                 plugin = &**plugin,
                 rate = UPDATES_PER_SECOND,
@@ -132,13 +146,35 @@ mod tests {
         let mut events = hub.subscribe();
         let noisy: PluginName = "noisy".into();
         for i in 0..10_000 {
-            hub.resource_updated(&noisy, format!("x://{i}"));
+            hub.resource_updated(&noisy, format!("x://{i}"), Audience::Everyone);
         }
-        hub.resource_updated(&"quiet".into(), "q://1".to_owned());
+        hub.resource_updated(&"quiet".into(), "q://1".to_owned(), Audience::Everyone);
         let mut received = 0;
         while events.try_recv().is_ok() {
             received += 1;
         }
         assert!((51..=60).contains(&received), "{received}");
+    }
+
+    #[test]
+    fn one_callers_updates_leave_anothers_rate_alone() {
+        use crate::principal::{Principal, Scopes};
+        let (hub, _requests) = EventHub::new();
+        let mut events = hub.subscribe();
+        let plugin: PluginName = "memory".into();
+        let alice = Audience::caller(&Principal::token("alice", Scopes::All));
+        let bob = Audience::caller(&Principal::token("bob", Scopes::All));
+        for _ in 0..10_000 {
+            hub.resource_updated(&plugin, "memory://graph".to_owned(), alice.clone());
+        }
+        while events.try_recv().is_ok() {}
+        hub.resource_updated(&plugin, "memory://graph".to_owned(), bob.clone());
+        assert_eq!(
+            events.try_recv().ok(),
+            Some(ServerEvent::ResourceUpdated {
+                uri: "memory://graph".to_owned(),
+                audience: bob,
+            })
+        );
     }
 }

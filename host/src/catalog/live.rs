@@ -15,7 +15,7 @@ use arc_swap::ArcSwap;
 use super::hub::EventHub;
 use super::merged::{Catalog, LoadedPlugin, Names, Refusal};
 use crate::protocol::mcp::LogLevel;
-use crate::server::{ChangedList, ServerEvent};
+use crate::server::{Audience, ChangedList, ServerEvent};
 
 /// The live set of plugins: the current catalog, swapped atomically when plugins change.
 pub struct PluginSet {
@@ -211,8 +211,10 @@ impl PluginSet {
         let before = old.skill_digests();
         for (uri, digest) in new.skill_digests() {
             if before.get(uri).is_some_and(|old| *old != digest) {
-                self.hub
-                    .announce(ServerEvent::ResourceUpdated(uri.to_owned()));
+                self.hub.announce(ServerEvent::ResourceUpdated {
+                    uri: uri.to_owned(),
+                    audience: Audience::Everyone,
+                });
             }
         }
     }

@@ -245,7 +245,7 @@ impl Backend for PluginSet {
         }
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
         ctx.bind_plugin(plugin.component_digest())?;
-        let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
+        let host = ClientBridge::host(plugin, ctx, self.hub.clone());
         let request = Request::Prompt;
         match plugin.get_prompt(&entry.own, &arguments, host).await {
             Ok(Ok(messages)) => within_limit(
@@ -299,7 +299,7 @@ impl Backend for PluginSet {
         };
         caller_may_use(&ctx, plugin, gate)?;
         ctx.bind_plugin(plugin.component_digest())?;
-        let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
+        let host = ClientBridge::host(plugin, ctx, self.hub.clone());
         let request = Request::Resource(uri);
         match plugin.read_resource(uri, host).await {
             Ok(Ok(contents)) => within_limit(plugin, convert::read_result(&contents)?, request),
@@ -346,7 +346,7 @@ impl Backend for PluginSet {
             .map(|c| c.arguments.into_iter().collect())
             .unwrap_or_default();
         let argument = &params.argument;
-        let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
+        let host = ClientBridge::host(plugin, ctx, self.hub.clone());
         match plugin
             .complete(&reference, &argument.name, &argument.value, &context, host)
             .await
@@ -375,7 +375,7 @@ impl PluginSet {
         } else {
             Request::Tool
         };
-        let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
+        let host = ClientBridge::host(plugin, ctx, self.hub.clone());
         let outcome = plugin
             .call_tool(own, arguments.get(), host)
             .instrument(span)

@@ -305,6 +305,14 @@ impl Policy {
         !self.dirs.is_empty()
     }
 
+    /// Whether it keeps each caller's state apart (it is granted caller buckets): then what
+    /// it announces while serving one caller is taken to be about that caller's own state.
+    pub fn keeps_callers_apart(&self) -> bool {
+        self.keyvalue
+            .as_ref()
+            .is_some_and(|kv| !kv.caller_buckets.is_empty())
+    }
+
     /// Whether anything at all was granted.
     pub fn grants_anything(&self) -> bool {
         !(self.dirs.is_empty()

@@ -1,17 +1,24 @@
 //! Forwarding the backend's events to one 2025-11-25 session's client: list changes for the
-//! lists the session advertised as changing, resource updates for the URIs it subscribed to,
-//! and the host's own error messages at the session's log level. (2026-07-28 clients hear of
-//! changes on `subscriptions/listen` streams instead.)
+//! lists the session advertised as changing, resource updates for the URIs it subscribed to
+//! that its caller may hear of ([`Audience`](super::Audience)), and the host's own error
+//! messages at the session's log level. (2026-07-28 clients hear of changes on
+//! `subscriptions/listen` streams instead.)
 
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{Backend, ChangedList, Outbound, ServerEvent, Session};
+use crate::principal::Principal;
 use crate::protocol::jsonrpc::encode_notification;
 use crate::protocol::result::{LOG_MESSAGE, LoggingMessage, RESOURCE_UPDATED, ResourceUpdated};
 
 /// Forward `session`'s share of the backend's events to `outbound` until the backend stops
-/// publishing or the client goes away. Run it beside the session, on its own task.
-pub async fn forward_events<B: Backend>(session: &Session<B>, outbound: Outbound) {
+/// publishing or the client goes away. Run it beside the session, on its own task. `caller`
+/// is whose session it is: it hears only of the resource updates that caller may.
+pub async fn forward_events<B: Backend>(
+    session: &Session<B>,
+    caller: &Principal,
+    outbound: Outbound,
+) {
     let Some(mut events) = session.backend().events() else {
         return;
     };
@@ -29,7 +36,7 @@ pub async fn forward_events<B: Backend>(session: &Session<B>, outbound: Outbound
                     ChangedList::Prompts,
                     ChangedList::Resources,
                 ] {
-                    if !send(session, &outbound, &ServerEvent::ListChanged(list)).await {
+                    if !send(session, caller, &outbound, &ServerEvent::ListChanged(list)).await {
                         return;
                     }
                 }
@@ -37,14 +44,19 @@ pub async fn forward_events<B: Backend>(session: &Session<B>, outbound: Outbound
             }
             Err(RecvError::Closed) => return,
         };
-        if !send(session, &outbound, &event).await {
+        if !send(session, caller, &outbound, &event).await {
             return;
         }
     }
 }
 
 /// Send what `event` means for this session; false once the client is gone.
-async fn send<B: Backend>(session: &Session<B>, outbound: &Outbound, event: &ServerEvent) -> bool {
+async fn send<B: Backend>(
+    session: &Session<B>,
+    caller: &Principal,
+    outbound: &Outbound,
+    event: &ServerEvent,
+) -> bool {
     if !session.is_initialized() {
         return true;
     }
@@ -56,8 +68,8 @@ async fn send<B: Backend>(session: &Session<B>, outbound: &Outbound, event: &Ser
             }
             (list.notification(), None)
         }
-        ServerEvent::ResourceUpdated(uri) => {
-            if !legacy.is_subscribed(uri) {
+        ServerEvent::ResourceUpdated { uri, audience } => {
+            if !audience.includes(caller) || !legacy.is_subscribed(uri) {
                 return true;
             }
             let params = serde_json::value::to_raw_value(&ResourceUpdated { uri }).ok();

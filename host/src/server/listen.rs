@@ -1,6 +1,7 @@
 //! `subscriptions/listen` (2026-07-28): a long-lived request whose stream carries the list
-//! changes and resource updates it asked for, each tagged with its subscription id (the
-//! listen request's id). The acknowledgement, echoing what the server honours, comes first.
+//! changes and resource updates it asked for (of those, the ones its caller may hear of:
+//! [`Audience`](super::Audience)), each tagged with its subscription id (the listen request's
+//! id). The acknowledgement, echoing what the server honours, comes first.
 //! The stream ends when the client cancels it (closing the HTTP stream, or
 //! `notifications/cancelled` on stdio) — then nothing more is sent — or when the session
 //! closes, with the result that ends the subscription.
@@ -118,7 +119,7 @@ impl<B: Backend> Session<B> {
                 event = next_event(&mut events) => event,
             };
             let sent = match event {
-                Some(Ok(event)) => send(&id, &honoured, &event, &outbound).await,
+                Some(Ok(event)) => send(&id, &honoured, caller, &event, &outbound).await,
                 // Too far behind to know exactly what changed: say that every list did.
                 Some(Err(missed)) => {
                     tracing::warn!(%id, missed, "a listen stream fell behind; announcing every list it follows as changed");
@@ -128,8 +129,8 @@ impl<B: Backend> Session<B> {
                         ChangedList::Prompts,
                         ChangedList::Resources,
                     ] {
-                        ok &=
-                            send(&id, &honoured, &ServerEvent::ListChanged(list), &outbound).await;
+                        let event = ServerEvent::ListChanged(list);
+                        ok &= send(&id, &honoured, caller, &event, &outbound).await;
                     }
                     ok
                 }
@@ -165,11 +166,12 @@ async fn next_event(
     }
 }
 
-/// Send `event` if the subscription asked for it; false once the client is gone or has fallen
-/// a whole queue behind.
+/// Send `event` if the subscription asked for it and its `caller` may hear of it; false once
+/// the client is gone or has fallen a whole queue behind.
 async fn send(
     id: &RequestId,
     filter: &ListenFilter,
+    caller: &Principal,
     event: &ServerEvent,
     outbound: &Outbound,
 ) -> bool {
@@ -187,8 +189,9 @@ async fn send(
             let params = serde_json::value::to_raw_value(&Tagged { meta }).ok();
             encode_notification(list.notification(), params.as_deref())
         }
-        ServerEvent::ResourceUpdated(uri) => {
-            if !filter.resource_subscriptions.iter().any(|u| u == uri) {
+        ServerEvent::ResourceUpdated { uri, audience } => {
+            if !audience.includes(caller) || !filter.resource_subscriptions.iter().any(|u| u == uri)
+            {
                 return true;
             }
             let params = serde_json::value::to_raw_value(&TaggedUpdate { uri, meta }).ok();
@@ -222,12 +225,41 @@ mod tests {
             ..ListenFilter::default()
         };
         let event = ServerEvent::ListChanged(ChangedList::Tools);
-        assert!(send(&id, &filter, &event, &outbound).await);
-        assert!(send(&id, &filter, &event, &outbound).await);
+        let caller = Principal::local();
+        assert!(send(&id, &filter, &caller, &event, &outbound).await);
+        assert!(send(&id, &filter, &caller, &event, &outbound).await);
         // Full: the stream is given up rather than waited on.
-        assert!(!send(&id, &filter, &event, &outbound).await);
+        assert!(!send(&id, &filter, &caller, &event, &outbound).await);
         // Read again, it would pass.
         let _ = queue.recv().await;
-        assert!(send(&id, &filter, &event, &outbound).await);
+        assert!(send(&id, &filter, &caller, &event, &outbound).await);
+    }
+
+    #[tokio::test]
+    async fn a_callers_update_reaches_that_callers_streams_alone() {
+        use super::super::Audience;
+        use crate::principal::Scopes;
+        let (outbound, mut queue) = tokio::sync::mpsc::channel(4);
+        let id = RequestId::Number(1.into());
+        let filter = ListenFilter {
+            resource_subscriptions: vec!["memory://graph".to_owned()],
+            ..ListenFilter::default()
+        };
+        let (alice, bob) = (
+            Principal::token("alice", Scopes::All),
+            Principal::token("bob", Scopes::All),
+        );
+        let update = |audience| ServerEvent::ResourceUpdated {
+            uri: "memory://graph".to_owned(),
+            audience,
+        };
+        let alices = update(Audience::caller(&alice));
+        assert!(send(&id, &filter, &bob, &alices, &outbound).await);
+        assert!(queue.try_recv().is_err(), "bob heard of alice's update");
+        assert!(send(&id, &filter, &alice, &alices, &outbound).await);
+        assert!(queue.try_recv().is_ok());
+        let everyones = update(Audience::Everyone);
+        assert!(send(&id, &filter, &bob, &everyones, &outbound).await);
+        assert!(queue.try_recv().is_ok());
     }
 }

@@ -165,8 +165,14 @@ impl Offers {
 pub enum ServerEvent {
     /// A list changed.
     ListChanged(ChangedList),
-    /// The resource at this URI changed (sent to sessions subscribed to it).
-    ResourceUpdated(String),
+    /// The resource at `uri` changed: sent to the subscriptions to it of the sessions whose
+    /// caller is in `audience`.
+    ResourceUpdated {
+        /// The resource.
+        uri: String,
+        /// Whose sessions may hear of it.
+        audience: Audience,
+    },
     /// The host itself has something to say (a plugin failed to reload).
     HostLog {
         /// How serious.
@@ -174,6 +180,35 @@ pub enum ServerEvent {
         /// What happened.
         message: String,
     },
+}
+
+/// Whose sessions may hear of a resource update.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Audience {
+    /// Every session subscribed to the resource: the update is about what every caller reads
+    /// (a plugin without callers' own state, or an update raised for no caller).
+    Everyone,
+    /// Only the sessions of the caller with this key ([`Principal::key`]), all of them: the
+    /// update was raised while serving that caller by a plugin that keeps each caller's state
+    /// apart, so it is about what that caller alone reads, and another caller hearing of it
+    /// would learn when the first was active. A key, not a principal, so that the audience can
+    /// travel to another process and be matched there the same way.
+    Caller(std::sync::Arc<str>),
+}
+
+impl Audience {
+    /// Only `caller`'s sessions.
+    pub fn caller(caller: &Principal) -> Self {
+        Self::Caller(caller.key().into())
+    }
+
+    /// Whether a session whose caller is `caller` may hear of the update.
+    pub fn includes(&self, caller: &Principal) -> bool {
+        match self {
+            Self::Everyone => true,
+            Self::Caller(key) => &**key == caller.key(),
+        }
+    }
 }
 
 /// Whether a tool runs as a task (its `execution.taskSupport`).

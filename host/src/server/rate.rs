@@ -41,6 +41,12 @@ impl RateLimit {
         }
     }
 
+    /// Whether it is full (no token taken in the time the rate refills the burst): then it is
+    /// as good as a new one, and forgetting it changes nothing.
+    pub fn is_full(&self) -> bool {
+        self.tokens + self.updated.elapsed().as_secs_f64() * self.rate >= self.burst
+    }
+
     /// Take one token, if there is one.
     pub fn admit(&mut self) -> Admission {
         let now = Instant::now();
@@ -109,5 +115,13 @@ mod tests {
         assert_eq!(limit.admit(), Admission::Passed { dropped: 0 });
         assert_eq!(limit.admit(), Admission::FirstDropped);
         assert_eq!(limit.admit(), Admission::Dropped);
+    }
+
+    #[test]
+    fn only_an_untouched_bucket_is_full() {
+        let mut limit = RateLimit::new(0.001, 2.0);
+        assert!(limit.is_full());
+        assert_eq!(limit.admit(), Admission::Passed { dropped: 0 });
+        assert!(!limit.is_full());
     }
 }

@@ -99,7 +99,7 @@ pub async fn serve<B: Backend>(
     // List changes, resource updates and host messages, for as long as the session runs.
     let events = {
         let (session, replies) = (Arc::clone(&session), replies.clone());
-        tokio::spawn(async move { forward_events(&session, replies).await })
+        tokio::spawn(async move { forward_events(&session, &Principal::local(), replies).await })
     };
     let stop_events = AbortOnDrop(events);
 

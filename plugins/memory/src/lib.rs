@@ -3,7 +3,7 @@
 //! original's nine tools (names, titles, descriptions, input and output schemas and
 //! annotations verbatim, in `src/tools.json`, taken from its `tools/list`), the same results
 //! and error texts, and its resource `memory://knowledge-graph` (subscribers are told when a
-//! tool changed the graph).
+//! tool changed the graph: the host tells only the caller's own, as the bucket is a caller's).
 //!
 //! The original keeps one graph in a JSONL file beside it. The plugin keeps it in durable state
 //! (the embedded store, or Redis shared by replicas), one graph per caller (a caller bucket): each
@@ -175,7 +175,8 @@ fn load() -> Result<Graph, String> {
 }
 
 /// Change the caller's graph atomically: `change` gets the graph and returns what the call
-/// answers, or an error (then nothing is written). Subscribers hear of every change.
+/// answers, or an error (then nothing is written). The caller's subscribers hear of every
+/// change (and nobody else: the host keeps a caller-bucket plugin's updates to the caller).
 fn change<T>(mut change: impl FnMut(&mut Graph) -> Result<T, String>) -> Result<T, String> {
     let store = store()?;
     let start = seed_if_absent(&store)?;

@@ -127,7 +127,8 @@ impl<B: Backend> App<B> {
             };
             let events = {
                 let (session, standalone) = (Arc::clone(&session), standalone.clone());
-                tokio::spawn(async move { forward_events(&session, standalone).await })
+                let owner = owner.clone();
+                tokio::spawn(async move { forward_events(&session, &owner, standalone).await })
             };
             HttpSession {
                 session,
