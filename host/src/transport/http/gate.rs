@@ -2,12 +2,15 @@
 //! over the router of those routes ([`admit`]), so a handler placed there cannot be reached
 //! without passing it. In this order: the headers that decide the call appear once, and the
 //! `Mcp-Param-*` headers at most [`v2026::MAX_PARAM_HEADERS`] of them, each once, all UTF-8
-//! like the other mirror headers (400 with -32020), `Host` and `Origin` name this server or an allowed one (403, DNS rebinding), the
-//! static bearer token matches (401 with `WWW-Authenticate`), and with OAuth the JWT is valid
-//! (401, or 503 when the issuer's keys cannot be fetched). Who is calling travels to the
-//! handler as [`Admitted`] (an OAuth token's subject, a static token's name, or the local
-//! user); the session checks that caller's scopes against the plugin each request reaches, and
-//! the handler answers a refusal with [`App::scope_refusal`] (403 `insufficient_scope`).
+//! like the other mirror headers (400 with -32020), `Host` and `Origin` name this server or
+//! an allowed one (403, DNS rebinding), the static bearer token matches (401 with
+//! `WWW-Authenticate`), and with OAuth the JWT is valid (401, or 503 when the issuer's keys
+//! cannot be fetched). A refused POST's body is read and thrown away (holding nothing), so the
+//! client reads the refusal; an admitted one's is read by [`super::budget`], inside the gate,
+//! charged to its caller. Who is calling travels to the handler as [`Admitted`] (an OAuth
+//! token's subject, a static token's name, or the local user); the session checks that
+//! caller's scopes against the plugin each request reaches, and the handler answers a refusal
+//! with [`App::scope_refusal`] (403 `insufficient_scope`).
 //!
 //! Depends on `auth` (OAuth tokens), `principal` (static tokens, callers) and `protocol` (error
 //! codes); knows nothing of sessions or plugins.

@@ -124,17 +124,17 @@ impl<B: Backend> App<B> {
     /// forwarding backend events into that stream; at `--max-sessions` the longest-idle
     /// session with nothing in flight is ended to make room ([`App::make_room`]), and only
     /// when there is none is the newcomer refused (503); refused at the owner's budget of
-    /// sessions (429, answering `id`, the request that asked). Returned busy: nothing ends it
-    /// to make room before the request that made it is handled.
+    /// sessions (429, answering `request_id`, the request that asked). Returned busy: nothing
+    /// ends it to make room before the request that made it is handled.
     pub(super) async fn create_session(
         self: &Arc<Self>,
         owner: &Principal,
-        id: Option<&RequestId>,
+        request_id: Option<&RequestId>,
     ) -> Result<(String, Arc<HttpSession<B>>, Busy), Refused> {
         let budgets = &self.config.modern.budgets;
         let own = budgets
             .take(owner, Budgeted::Sessions, 1)
-            .map_err(|over| Box::new(over_budget(id, &over)))?;
+            .map_err(|over| Box::new(over_budget(request_id, &over)))?;
         self.make_room();
         let slot = self
             .config
@@ -143,13 +143,12 @@ impl<B: Backend> App<B> {
             .sessions
             .take(1)
             .map_err(|refused| Box::new(at_limit(&refused)))?;
-        let session_id = uuid::Uuid::new_v4().simple().to_string();
+        let id = uuid::Uuid::new_v4().simple().to_string();
         // Behind a balancer, the caller's sessions on every replica count.
         let shared = budgets
-            .open_session(owner, &session_id, self.config.session_idle)
+            .open_session(owner, &id, self.config.session_idle)
             .await
-            .map_err(|over| Box::new(over_budget(id, &over)))?;
-        let id = session_id;
+            .map_err(|over| Box::new(over_budget(request_id, &over)))?;
         let slot = (slot, own, shared);
         let session = Arc::new(Session::new(
             Arc::clone(&self.backend),
