@@ -447,22 +447,40 @@ async fn metric(client: &reqwest::Client, port: u16, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }
 
+/// Open the standalone stream of session `id`: while it is open, something is in flight on
+/// the session.
+async fn standalone_stream(client: &reqwest::Client, url: &str, id: &str) -> reqwest::Response {
+    let response = client
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response
+}
+
 #[tokio::test]
 async fn sessions_are_capped_and_freed() {
     let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
     let server = HttpServer::start(dir.path(), &["--max-sessions", "20"]).await;
     let client = reqwest::Client::new();
     let mut ids = Vec::new();
+    // Each session keeps its standalone stream open, so none can be ended to make room.
+    let mut streams = Vec::new();
     let mut refused = 0;
     for _ in 0..30 {
         let response = post(&client, &server.url, &[], INITIALIZE).await;
         match response.status().as_u16() {
-            200 => ids.push(
-                response.headers()["mcp-session-id"]
+            200 => {
+                let id = response.headers()["mcp-session-id"]
                     .to_str()
                     .unwrap()
-                    .to_owned(),
-            ),
+                    .to_owned();
+                streams.push(standalone_stream(&client, &server.url, &id).await);
+                ids.push(id);
+            }
             503 => {
                 refused += 1;
                 assert_eq!(response.headers()["retry-after"], "1");
@@ -515,6 +533,7 @@ async fn sessions_are_capped_and_freed() {
     let (status, _) = send(&client, &server.url, "tools/call", Some("echo"), call).await;
     assert_eq!(status, 200);
     // Ending one makes room for one.
+    drop(streams);
     let deleted = client
         .delete(&server.url)
         .header("mcp-session-id", &ids[0])
@@ -530,6 +549,98 @@ async fn sessions_are_capped_and_freed() {
             .text()
             .contains("refused a request: the server is at its limit of 20 open sessions")
     );
+}
+
+/// POST `body` on session `id` (2025-11-25, JSON answers only): the status and the answer.
+async fn on_session(client: &reqwest::Client, url: &str, id: &str, body: &str) -> (u16, Value) {
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-session-id", id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Initialize a session: its id.
+async fn new_session(client: &reqwest::Client, url: &str) -> String {
+    let response = post(client, url, &[], INITIALIZE).await;
+    assert_eq!(response.status(), 200);
+    let id = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(on_session(client, url, &id, initialized).await.0, 202);
+    id
+}
+
+/// Issue #55, finding 13: with the session table full, a newcomer is not locked out for the
+/// idle window: the longest-idle session with nothing in flight is ended for it (its client
+/// gets 404, as after an expiry, and re-initializes); a session with a call in flight is never
+/// ended, however long idle.
+#[tokio::test]
+async fn a_full_session_table_ends_the_longest_idle_session_for_a_newcomer() {
+    let dir = plugin_dir(&[("interactive", "interactive.wasm")]);
+    let server = HttpServer::start(dir.path(), &["--max-sessions", "3"]).await;
+    let client = reqwest::Client::new();
+    let url = &server.url;
+
+    // The oldest session has a long call in flight (answered as JSON: no stream open).
+    let busy = new_session(&client, url).await;
+    let long = {
+        let (client, url, busy) = (client.clone(), url.clone(), busy.clone());
+        tokio::spawn(async move {
+            let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"countdown","arguments":{"steps":4,"delay_ms":1000}}}"#;
+            on_session(&client, &url, &busy, call).await
+        })
+    };
+    let deadline = tokio::time::Instant::now() + STEP;
+    while metric(&client, server.port, "mcpbox_instances_in_use").await < 1.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the long call never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let idle = new_session(&client, url).await;
+    let recent = new_session(&client, url).await;
+
+    // The table is full: a newcomer ends the longest-idle session with nothing in flight.
+    let newcomer = post(&client, url, &[], INITIALIZE).await;
+    assert_eq!(newcomer.status(), 200, "the newcomer was refused");
+    let newcomer = newcomer.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let ping = r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#;
+    let (status, answer) = on_session(&client, url, &idle, ping).await;
+    assert_eq!(
+        status, 404,
+        "the longest-idle session was not ended: {answer}"
+    );
+    assert_eq!(answer["error"]["message"], "unknown or ended session");
+    for id in [&recent, &newcomer] {
+        assert_eq!(on_session(&client, url, id, ping).await.0, 200);
+    }
+    server
+        .stderr
+        .wait_for("HTTP session ended to make room for a new one")
+        .await;
+    // The busy one is never ended: its call is answered, and it answers after.
+    let (status, answer) = long.await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "done after 4 steps",
+        "{answer}"
+    );
+    assert_eq!(on_session(&client, url, &busy, ping).await.0, 200);
 }
 
 fn listen_body(id: u64) -> String {

@@ -216,7 +216,14 @@ async fn a_caller_at_its_budgets_is_refused_and_another_is_served() {
                 .to_owned(),
         );
     }
-    expect_over_budget(initialize(&client, &url, ALICE).await, "sessions").await;
+    let response = initialize(&client, &url, ALICE).await;
+    assert_eq!(response.status(), 429);
+    let refusal = message(response).await;
+    assert_eq!(refusal["error"]["data"]["limit"], "sessions", "{refusal}");
+    assert_eq!(
+        refusal["id"], 1,
+        "the refusal answers initialize's id: {refusal}"
+    );
     let response = initialize(&client, &url, BOB).await;
     assert_eq!(response.status(), 200);
     let bob_session = response.headers()["mcp-session-id"]
@@ -333,7 +340,10 @@ async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
         .to_str()
         .unwrap()
         .to_owned();
-    let error = message(response).await["error"].clone();
+    let refusal = message(response).await;
+    // The id was readable: the refusal answers it (#55).
+    assert_eq!(refusal["id"], 41, "{refusal}");
+    let error = refusal["error"].clone();
     assert_eq!(error["data"]["limit"], "request_bytes", "{error}");
     assert_eq!(error["data"]["budget"], 300, "{error}");
     assert_eq!(retry, "1");
@@ -392,4 +402,200 @@ async fn the_local_user_has_a_budget_only_when_named() {
             .contains("local"),
         "{reply}"
     );
+}
+
+/// The value of the metric line starting with `name`, or 0 when there is none yet.
+async fn metric_or_zero(client: &reqwest::Client, port: u16, name: &str) -> f64 {
+    let text = page(client, port, "/metrics").await;
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Wait (a step at most) until `done` holds of the metrics.
+async fn wait_for_metrics<F: AsyncFn() -> bool>(what: &str, done: F) {
+    let deadline = Instant::now() + STEP;
+    while !done().await {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The status and JSON body of the HTTP/1.1 response read from `stream`.
+async fn read_response(stream: &mut tokio::net::TcpStream) -> (u16, Value) {
+    use tokio::io::AsyncReadExt as _;
+    let mut buffer = Vec::new();
+    let read = async {
+        loop {
+            let mut chunk = [0u8; 4096];
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "closed before a whole response: {buffer:?}");
+            buffer.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buffer);
+            let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                continue;
+            };
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse().ok())?
+                })
+                .expect("a content-length");
+            if body.len() >= length {
+                let status = head[9..12].parse().unwrap();
+                return (status, serde_json::from_str(&body[..length]).unwrap());
+            }
+        }
+    };
+    tokio::time::timeout(STEP, read)
+        .await
+        .expect("a response in time")
+}
+
+/// Issue #55, finding 9: request bytes are charged to their caller as they arrive (the
+/// declared length before the body is read, a chunked body chunk by chunk), before the global
+/// bound: alice's half-sent uploads hold no more of the global room than her budget, so bob's
+/// call is served, and her uploads past her budget are refused with 429 answering their id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_uploads_take_no_more_global_room_than_their_callers_budget() {
+    use tokio::io::AsyncWriteExt as _;
+    const MIB: usize = 1 << 20;
+    const UPLOAD: usize = 3 * MIB / 2;
+    let plugins = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "[budgets]\nrequest_bytes = 4194304\n");
+    let server = HttpServer::start(
+        plugins.path(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--max-request-bytes-in-flight",
+            "8388608",
+        ],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let port = server.port;
+    let global = r#"mcpbox_limit_in_use{limit="request_bytes"}"#;
+    let own = r#"mcpbox_budget_in_use{limit="request_bytes"}"#;
+    let refusals = r#"mcpbox_budget_refusals_total{limit="request_bytes"}"#;
+    let head = |length: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nauthorization: Bearer {ALICE}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: echo\r\n{length}\r\n"
+        )
+    };
+
+    // Five uploads of 1.5 MiB, each sent half-way and left there: 7.5 MiB, were they all held.
+    let mut uploads = Vec::new();
+    for id in 1..=5u32 {
+        let padding = UPLOAD - call(id, "echo", r#"{"text":""}"#).len();
+        let mut full = call(
+            id,
+            "echo",
+            &format!(r#"{{"text":"{}"}}"#, "x".repeat(padding)),
+        );
+        assert_eq!(full.len(), UPLOAD);
+        full.truncate(UPLOAD / 2);
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        stream
+            .write_all(head(&format!("content-length: {UPLOAD}\r\n")).as_bytes())
+            .await
+            .unwrap();
+        stream.write_all(full.as_bytes()).await.unwrap();
+        uploads.push(stream);
+        // Each is either held (globally) or refused (at her budget) before the next.
+        let settled = f64::from(id) * UPLOAD as f64;
+        wait_for_metrics(
+            &format!("upload {id} was neither held nor refused"),
+            async || {
+                metric_or_zero(&client, port, global).await
+                    + metric_or_zero(&client, port, refusals).await * UPLOAD as f64
+                    >= settled
+            },
+        )
+        .await;
+    }
+
+    // Bob's 1 MiB call is served: alice holds her budget's worth at most.
+    let text = "b".repeat(MIB);
+    let response = modern_call(
+        &client,
+        &server.url,
+        BOB,
+        40,
+        "echo",
+        &format!(r#"{{"text":"{text}"}}"#),
+    )
+    .await;
+    assert_eq!(response.status(), 200, "bob's call was refused");
+    let reply = message(response).await;
+    assert_eq!(reply["result"]["content"][0]["text"], text.as_str());
+    assert_eq!(metric(&client, port, own).await, (2 * UPLOAD) as f64);
+    assert_eq!(metric(&client, port, global).await, (2 * UPLOAD) as f64);
+
+    // Her two first uploads hold 3 MiB; the three others were refused, each answering its id.
+    for (id, upload) in (3..=5).zip(uploads.iter_mut().skip(2)) {
+        let (status, refusal) = read_response(upload).await;
+        assert_eq!(status, 429, "{refusal}");
+        assert_eq!(refusal["id"], id, "{refusal}");
+        assert_eq!(refusal["error"]["code"], -32029, "{refusal}");
+        assert_eq!(
+            refusal["error"]["data"]["limit"], "request_bytes",
+            "{refusal}"
+        );
+    }
+
+    // A chunked upload (no declared length) is charged as its chunks arrive: past her budget
+    // (its first 1 MiB fits beside her 3), refused with the id its first bytes hold, and what
+    // it held given back.
+    let mut chunked = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut chunk = call(
+        77,
+        "echo",
+        &format!(r#"{{"text":"{}"}}"#, "c".repeat(UPLOAD)),
+    );
+    chunk.truncate(UPLOAD);
+    chunked
+        .write_all(head("transfer-encoding: chunked\r\n").as_bytes())
+        .await
+        .unwrap();
+    chunked
+        .write_all(format!("{:x}\r\n{chunk}\r\n", chunk.len()).as_bytes())
+        .await
+        .unwrap();
+    let (status, refusal) = read_response(&mut chunked).await;
+    assert_eq!(status, 429, "{refusal}");
+    assert_eq!(refusal["id"], 77, "{refusal}");
+    assert_eq!(
+        refusal["error"]["data"]["limit"], "request_bytes",
+        "{refusal}"
+    );
+    assert_eq!(metric(&client, port, global).await, (2 * UPLOAD) as f64);
+
+    // Her uploads go away: everything they held is given back, once.
+    drop(uploads);
+    drop(chunked);
+    wait_for_metrics("the uploads' bytes were not given back", async || {
+        metric_or_zero(&client, port, global).await == 0.0
+            && metric_or_zero(&client, port, own).await == 0.0
+    })
+    .await;
+    let response = modern_call(
+        &client,
+        &server.url,
+        ALICE,
+        50,
+        "echo",
+        r#"{"text":"again"}"#,
+    )
+    .await;
+    assert_eq!(response.status(), 200);
 }

@@ -708,3 +708,53 @@ async fn the_server_card_describes_the_endpoint_and_lists_only_what_is_public() 
         assert!(card.get(list).is_none(), "{list}: {card}");
     }
 }
+
+/// Issue #55, finding 14: a base URL pasted without `/mcp` (and a POST to any other unknown
+/// path) is answered with a JSON-RPC error naming the MCP endpoint, not an empty 405 that
+/// clients report as "could not determine transport". `GET /` is still the status page.
+#[tokio::test]
+async fn a_post_anywhere_but_the_endpoint_names_it() {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    for path in ["/", "/v1/mcp", "/mcp/"] {
+        let response = http()
+            .post(format!("{base}{path}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(INIT)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "POST {path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/json",
+            "POST {path}"
+        );
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["jsonrpc"], "2.0", "POST {path}: {answer}");
+        assert_eq!(answer["error"]["code"], -32600, "POST {path}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("the MCP endpoint is /mcp"),
+            "POST {path}: {answer}"
+        );
+    }
+    let page = http().get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let unknown = http().get(format!("{base}/nothing")).send().await.unwrap();
+    assert_eq!(unknown.status(), 404);
+    assert_eq!(unknown.text().await.unwrap(), "");
+    // The endpoint itself is unchanged.
+    assert_eq!(
+        post(&server, INIT, None).send().await.unwrap().status(),
+        200
+    );
+}

@@ -242,3 +242,129 @@ async fn rmcps_modern_client_works_over_stdio() {
     assert_eq!(handler.events("elicitation").len(), 1);
     drop(service);
 }
+
+/// POST a 2026-07-28 call of `test_custom_headers` with `arguments` and `headers` besides the
+/// standard ones (appended in order, repeats kept): the status and the JSON answer.
+async fn custom_headers_call(
+    client: &reqwest::Client,
+    url: &str,
+    arguments: &str,
+    headers: &[(String, reqwest::header::HeaderValue)],
+) -> (u16, Value) {
+    use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+    let mut map = HeaderMap::new();
+    for (name, value) in [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "test_custom_headers"),
+    ] {
+        map.insert(name, HeaderValue::from_static(value));
+    }
+    for (name, value) in headers {
+        map.append(HeaderName::try_from(name.as_str()).unwrap(), value.clone());
+    }
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"test_custom_headers","arguments":{arguments},{META}}}}}"#
+    );
+    let response = client
+        .post(url)
+        .headers(map)
+        .body(call)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// Issue #55, findings 10 and 11: every `Mcp-Param-*` header is read (none pushed out of view
+/// by junk ones), at most 64 of them, each once, and only UTF-8 values; the refusals are the
+/// same 400 with -32020 as a repeated `Mcp-Method`.
+#[tokio::test]
+async fn every_mcp_param_header_is_read_once_and_as_utf8() {
+    use reqwest::header::HeaderValue;
+    let dir = plugins();
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let client = reqwest::Client::new();
+    let text = |value: &'static str| HeaderValue::from_static(value);
+    let junk = |n: usize| -> Vec<(String, HeaderValue)> {
+        (0..n)
+            .map(|i| (format!("mcp-param-junk{i}"), text("x")))
+            .collect()
+    };
+    let region = |value: HeaderValue| ("mcp-param-region".to_owned(), value);
+    let expect_refused = |(status, answer): (u16, Value), needle: &str| {
+        assert_eq!(status, 400, "{needle}: {answer}");
+        assert_eq!(answer["error"]["code"], -32020, "{needle}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{needle}: {answer}");
+    };
+
+    // The body names no region; a proxy would route on the header's `us`. Behind 70 junk
+    // headers it used to be out of view, and the call served against its body.
+    let mut headers = junk(70);
+    headers.push(region(text("us")));
+    expect_refused(
+        custom_headers_call(&client, &server.url, r#"{"query":"q"}"#, &headers).await,
+        "71 Mcp-Param-* headers; at most 64",
+    );
+    // Within the limit, it is read, and the mismatch refused.
+    let mut headers = junk(63);
+    headers.push(region(text("us")));
+    expect_refused(
+        custom_headers_call(&client, &server.url, r#"{"query":"q"}"#, &headers).await,
+        "Mcp-Param-Region",
+    );
+    // 64 in all, matching the body: served.
+    let mut headers = junk(62);
+    headers.push(region(text("eu")));
+    headers.push(("mcp-param-priority".to_owned(), text("1")));
+    let (status, answer) = custom_headers_call(
+        &client,
+        &server.url,
+        r#"{"region":"eu","priority":1,"query":"q"}"#,
+        &headers,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Custom headers test completed")
+    );
+
+    // Two values (`eu`, then `us`): refused, whichever the body names.
+    let twice = [
+        region(text("eu")),
+        region(text("us")),
+        ("mcp-param-priority".to_owned(), text("1")),
+    ];
+    expect_refused(
+        custom_headers_call(
+            &client,
+            &server.url,
+            r#"{"region":"eu","priority":1,"query":"q"}"#,
+            &twice,
+        )
+        .await,
+        "mcp-param-region header appears 2 times",
+    );
+    // A byte that is not UTF-8 never matches the body's U+FFFD.
+    let invalid = [
+        region(HeaderValue::from_bytes(b"\xff").unwrap()),
+        ("mcp-param-priority".to_owned(), text("1")),
+    ];
+    expect_refused(
+        custom_headers_call(
+            &client,
+            &server.url,
+            r#"{"region":"\ufffd","priority":1,"query":"q"}"#,
+            &invalid,
+        )
+        .await,
+        "mcp-param-region header's value is not UTF-8",
+    );
+}

@@ -24,6 +24,15 @@ pub const MISSING_CAPABILITY: i32 = -32021;
 /// The protocol version is not served.
 pub const UNSUPPORTED_VERSION: i32 = -32022;
 
+/// What every `Mcp-Param-{NAME}` header's name begins with (header names are compared
+/// lower-cased).
+pub const PARAM_HEADER_PREFIX: &str = "mcp-param-";
+/// The most `Mcp-Param-*` headers one request may carry, and the most `x-mcp-header`
+/// annotations one tool's input schema may make. Every one a request carries is read; a
+/// request with more is refused (400, [`HEADER_MISMATCH`]), as is one repeating a
+/// `Mcp-Param-*` header or sending a value that is not UTF-8.
+pub const MAX_PARAM_HEADERS: usize = 64;
+
 /// The `_meta` key tagging listen-stream notifications with their subscription.
 pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// The `_meta` key carrying the server's name and version on results.
@@ -67,8 +76,8 @@ pub struct HeaderParam {
 
 /// The `x-mcp-header` annotations of a tool's input schema: each on a top-level property whose
 /// type is `string`, `integer` or `boolean`, a non-empty HTTP token (no spaces, colons,
-/// control or non-ASCII characters), unique without regard to case. Anything else is the
-/// reason the tool cannot be served.
+/// control or non-ASCII characters), unique without regard to case, at most
+/// [`MAX_PARAM_HEADERS`] of them. Anything else is the reason the tool cannot be served.
 pub fn header_params(schema: &Value) -> Result<Vec<HeaderParam>, String> {
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return Ok(Vec::new());
@@ -103,6 +112,12 @@ pub fn header_params(schema: &Value) -> Result<Vec<HeaderParam>, String> {
                 "names the header `{header}`, as `{}` does (without regard to case)",
                 other.property
             )));
+        }
+        if out.len() == MAX_PARAM_HEADERS {
+            return Err(format!(
+                "its input schema makes more than {MAX_PARAM_HEADERS} `x-mcp-header` annotations \
+                 (a request carries at most {MAX_PARAM_HEADERS} Mcp-Param headers)"
+            ));
         }
         out.push(HeaderParam {
             property: property.clone(),
@@ -510,6 +525,25 @@ mod tests {
             let error = header_params(&serde_json::json!({"properties": bad})).unwrap_err();
             assert!(error.contains(why), "{error}");
         }
+        // As many annotations as a request may carry headers, and no more (#55).
+        let many = |n: usize| {
+            let properties: Map<String, Value> = (0..n)
+                .map(|i| {
+                    let header = format!("P{i}");
+                    (
+                        header.clone(),
+                        json!({"type": "string", "x-mcp-header": header}),
+                    )
+                })
+                .collect();
+            json!({ "properties": properties })
+        };
+        assert_eq!(
+            header_params(&many(MAX_PARAM_HEADERS)).unwrap().len(),
+            MAX_PARAM_HEADERS
+        );
+        let error = header_params(&many(MAX_PARAM_HEADERS + 1)).unwrap_err();
+        assert!(error.contains("more than 64"), "{error}");
         let body = serde_json::json!({"region": "Hello", "priority": 0, "query": "q"});
         let arguments = body.as_object();
         let sent = |region: &str| {

@@ -110,6 +110,16 @@ impl Capacity {
 
     /// Take `amount`, or refuse if that would pass the maximum (counted as a refusal).
     pub fn take(self: &Arc<Self>, amount: usize) -> Result<Share, AtLimit> {
+        self.reserve(amount)?;
+        Ok(Share {
+            capacity: Arc::clone(self),
+            amount,
+        })
+    }
+
+    /// Count `amount` as used, or refuse if that would pass the maximum (counted as a
+    /// refusal).
+    fn reserve(&self, amount: usize) -> Result<(), AtLimit> {
         let mut used = self.used.load(Ordering::Relaxed);
         loop {
             let Some(next) = used.checked_add(amount).filter(|n| *n <= self.max) else {
@@ -126,10 +136,7 @@ impl Capacity {
             {
                 Ok(_) => {
                     self.gauge.set(next);
-                    return Ok(Share {
-                        capacity: Arc::clone(self),
-                        amount,
-                    });
+                    return Ok(());
                 }
                 Err(now) => used = now,
             }
@@ -154,6 +161,16 @@ impl Capacity {
     /// The maximum.
     pub fn max(&self) -> usize {
         self.max
+    }
+}
+
+impl Share {
+    /// Take `amount` more into this share (a request's bytes as they arrive), or refuse if
+    /// that would pass the maximum; what it already holds stays held.
+    pub fn grow(&mut self, amount: usize) -> Result<(), AtLimit> {
+        self.capacity.reserve(amount)?;
+        self.amount = self.amount.saturating_add(amount);
+        Ok(())
     }
 }
 
@@ -221,5 +238,20 @@ mod tests {
         assert_eq!(capacity.in_use(), 0);
         assert!(capacity.take(3).is_err());
         assert!(capacity.take(usize::MAX).is_err());
+    }
+
+    #[test]
+    fn a_share_grows_to_the_maximum_and_gives_all_of_it_back() {
+        let capacity = Capacity::new(Bound::RequestBytes, 100);
+        let mut share = capacity.take(10).unwrap();
+        share.grow(80).unwrap();
+        let other = capacity.take(10).unwrap();
+        let refused = share.grow(1).unwrap_err();
+        assert_eq!(refused.max, 100);
+        assert_eq!(capacity.in_use(), 100);
+        drop(share);
+        assert_eq!(capacity.in_use(), 10);
+        drop(other);
+        assert_eq!(capacity.in_use(), 0);
     }
 }

@@ -266,6 +266,8 @@ pub struct Held {
     key: Arc<str>,
     slot: usize,
     amount: usize,
+    /// The caller's budget when it was taken (what [`Held::grow`] is judged against).
+    budget: Budget,
 }
 
 /// What the status page shows of the budgets.
@@ -441,6 +443,7 @@ impl Budgets {
             key,
             slot,
             amount,
+            budget,
         }))
     }
 
@@ -550,6 +553,42 @@ impl Budgets {
     }
 }
 
+impl Held {
+    /// Take `amount` more into this share (a request's bytes as they arrive), or refuse if
+    /// that would pass the budget. As with [`Budgets::take`], a share that is all its caller
+    /// holds of this budget may always grow: one request alone is bounded by the body limit,
+    /// not by a budget below it.
+    pub fn grow(&mut self, amount: usize) -> Result<(), OverBudget> {
+        let what = COUNTED[self.slot];
+        let max = max_of(&self.budget, what);
+        let mut guard = self.budgets.accounts();
+        let accounts = &mut *guard;
+        let Some(account) = accounts.by_caller.get_mut(&self.key) else {
+            // Not possible while this share is held (an entry holding something stays).
+            return Ok(());
+        };
+        let held = account.held[self.slot];
+        let others = held.saturating_sub(self.amount);
+        if others > 0 && held.saturating_add(amount) > max {
+            drop(guard);
+            let refused = OverBudget {
+                limit: what,
+                budget: self.budget,
+                principal: self.key.to_string(),
+                retry_after: RETRY_AFTER_SECS,
+            };
+            self.budgets.refused(&refused);
+            return Err(refused);
+        }
+        account.held[self.slot] = held.saturating_add(amount);
+        accounts.totals[self.slot] = accounts.totals[self.slot].saturating_add(amount);
+        metrics().budget_in_use(what, accounts.totals[self.slot]);
+        drop(guard);
+        self.amount = self.amount.saturating_add(amount);
+        Ok(())
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
         let now = Instant::now();
@@ -587,6 +626,35 @@ mod tests {
         assert!(budgets.take(&bob, Budgeted::Calls, 1).unwrap().is_some());
         drop(a1);
         assert!(budgets.take(&alice, Budgeted::Calls, 1).is_ok());
+    }
+
+    #[test]
+    fn a_share_grows_within_the_budget_and_alone_past_it() {
+        let budgets = Budgets::new(config("request_bytes = 100"));
+        let (alice, bob) = (token("alice", &[]), token("bob", &[]));
+        // Alone, a request's bytes may pass the budget as they arrive (the body limit bounds it).
+        let mut first = budgets
+            .take(&alice, Budgeted::RequestBytes, 60)
+            .unwrap()
+            .unwrap();
+        first.grow(60).unwrap();
+        assert_eq!(budgets.usage().in_use["request_bytes"], 120);
+        drop(first);
+        // Beside another of hers, not.
+        let _other = budgets.take(&alice, Budgeted::RequestBytes, 30).unwrap();
+        let mut second = budgets
+            .take(&alice, Budgeted::RequestBytes, 30)
+            .unwrap()
+            .unwrap();
+        second.grow(40).unwrap();
+        let refused = second.grow(1).unwrap_err();
+        assert_eq!(refused.limit, Budgeted::RequestBytes);
+        assert_eq!(refused.error().data.unwrap()["budget"], 100);
+        assert_eq!(budgets.usage().in_use["request_bytes"], 100);
+        // Bob's bytes are his own; and what is given back is all that was taken.
+        assert!(budgets.take(&bob, Budgeted::RequestBytes, 100).is_ok());
+        drop(second);
+        assert_eq!(budgets.usage().in_use["request_bytes"], 30);
     }
 
     #[test]

@@ -1,30 +1,33 @@
 //! The gate in front of every MCP route, the metrics and the status page, applied as a layer
 //! over the router of those routes ([`admit`]), so a handler placed there cannot be reached
-//! without passing it. In this order: the headers that decide the call appear once (400 with
-//! -32020), `Host` and `Origin` name this server or an allowed one (403, DNS rebinding), the
-//! static bearer token matches (401 with `WWW-Authenticate`), and with OAuth the JWT is valid
-//! (401, or 503 when the issuer's keys cannot be fetched). Who is calling travels to the
-//! handler as [`Admitted`] (an OAuth token's subject, a static token's name, or the local
-//! user); the session checks that caller's scopes against the plugin each request reaches, and
-//! the handler answers a refusal with [`App::scope_refusal`] (403 `insufficient_scope`).
+//! without passing it. In this order: the headers that decide the call appear once, and the
+//! `Mcp-Param-*` headers at most [`v2026::MAX_PARAM_HEADERS`] of them, each once, all UTF-8
+//! like the other mirror headers (400 with -32020), `Host` and `Origin` name this server or
+//! an allowed one (403, DNS rebinding), the static bearer token matches (401 with
+//! `WWW-Authenticate`), and with OAuth the JWT is valid (401, or 503 when the issuer's keys
+//! cannot be fetched). A refused POST's body is read and thrown away (holding nothing), so the
+//! client reads the refusal; an admitted one's is read by [`super::budget`], inside the gate,
+//! charged to its caller. Who is calling travels to the handler as [`Admitted`] (an OAuth
+//! token's subject, a static token's name, or the local user); the session checks that
+//! caller's scopes against the plugin each request reaches, and the handler answers a refusal
+//! with [`App::scope_refusal`] (403 `insufficient_scope`).
 //!
 //! Depends on `auth` (OAuth tokens), `principal` (static tokens, callers) and `protocol` (error
 //! codes); knows nothing of sessions or plugins.
 
-use axum::body::HttpBody as _;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::budget::hold_while_streaming;
-use super::reply::{Refused, over_budget, plain, rpc_error, too_many};
+use super::budget::discard_stream;
+use super::reply::{Refused, plain, rpc_error, too_many};
 use super::{App, SESSION_HEADER, Shared, VERSION_HEADER};
 use crate::auth::AuthError;
 use crate::principal::Principal;
 use crate::protocol::v2026;
-use crate::server::{Backend, Budgeted, Refusal};
+use crate::server::{Backend, Refusal};
 
 /// What the gate learned of a request it let through: who is calling. Taken by the handlers
 /// behind the gate; reached without passing it (a route placed outside the gated router by
@@ -62,30 +65,20 @@ pub(super) async fn admit<B: Backend>(
 ) -> Response {
     match app.check(request.headers()).await {
         Ok(caller) => {
-            // The body is read by now (see `budget`): its bytes count against the caller's
-            // own budget while it is served, to the end of its event stream.
-            let bytes = usize::try_from(request.body().size_hint().lower()).unwrap_or(usize::MAX);
-            let held = if bytes == 0 {
-                None
-            } else {
-                match app
-                    .config
-                    .modern
-                    .budgets
-                    .take(&caller, Budgeted::RequestBytes, bytes)
-                {
-                    Ok(held) => held,
-                    Err(over) => return over_budget(&over),
-                }
-            };
+            // The body is not read yet: `budget` reads it, charging its bytes to this caller.
             request.extensions_mut().insert(Admitted { caller });
-            let response = next.run(request).await;
-            match held {
-                Some(held) => hold_while_streaming(response, held),
-                None => response,
-            }
+            next.run(request).await
         }
-        Err(refused) => *refused,
+        Err(refused) => {
+            // Read and thrown away, so that a client still sending reads the refusal.
+            if request.method() == http::Method::POST {
+                discard_stream(
+                    request.into_body().into_data_stream(),
+                    app.config.max_body_bytes,
+                );
+            }
+            *refused
+        }
     }
 }
 
@@ -269,21 +262,63 @@ const SINGLE_HEADERS: [HeaderName; 5] = [
     header::AUTHORIZATION,
 ];
 
-/// 400 (-32020) when a header of [`SINGLE_HEADERS`] appears more than once.
+/// The headers a 2026-07-28 request mirrors its body into, besides `Mcp-Param-*`: compared
+/// with the body as text, so a value that is not UTF-8 is refused, never read lossily (a
+/// byte that is not UTF-8 would read as U+FFFD and match a body holding one).
+const MIRROR_HEADERS: [HeaderName; 3] = [
+    HeaderName::from_static(VERSION_HEADER),
+    HeaderName::from_static("mcp-method"),
+    HeaderName::from_static("mcp-name"),
+];
+
+/// 400 (-32020) when a header of [`SINGLE_HEADERS`] appears more than once, when a request
+/// carries more than [`v2026::MAX_PARAM_HEADERS`] `Mcp-Param-*` headers (every one is read,
+/// so none can be pushed out of view) or repeats one, or when a mirror header's value is not
+/// UTF-8.
 fn single_headers(headers: &HeaderMap) -> Result<(), Refused> {
-    for name in &SINGLE_HEADERS {
+    let is_param = |name: &&HeaderName| name.as_str().starts_with(v2026::PARAM_HEADER_PREFIX);
+    let count = headers.keys().filter(is_param).count();
+    if count > v2026::MAX_PARAM_HEADERS {
+        tracing::debug!(count, "refused a request with too many Mcp-Param headers");
+        return Err(header_refusal(&format!(
+            "the request carries {count} Mcp-Param-* headers; at most {} are read",
+            v2026::MAX_PARAM_HEADERS
+        )));
+    }
+    for name in SINGLE_HEADERS.iter().chain(headers.keys().filter(is_param)) {
         let count = headers.get_all(name).iter().count();
         if count > 1 {
             let name = name.as_str();
             tracing::debug!(header = name, count, "refused a request repeating a header");
-            return Err(Box::new(rpc_error(
-                StatusCode::BAD_REQUEST,
-                v2026::HEADER_MISMATCH,
-                &format!("the {name} header appears {count} times; send it once"),
+            return Err(header_refusal(&format!(
+                "the {name} header appears {count} times; send it once"
+            )));
+        }
+    }
+    for name in MIRROR_HEADERS.iter().chain(headers.keys().filter(is_param)) {
+        if let Some(value) = headers.get(name)
+            && std::str::from_utf8(value.as_bytes()).is_err()
+        {
+            let name = name.as_str();
+            tracing::debug!(
+                header = name,
+                "refused a request with a header that is not UTF-8"
+            );
+            return Err(header_refusal(&format!(
+                "the {name} header's value is not UTF-8 (send other text as =?base64?…?=)"
             )));
         }
     }
     Ok(())
+}
+
+/// 400 with -32020 and `message`.
+fn header_refusal(message: &str) -> Refused {
+    Box::new(rpc_error(
+        StatusCode::BAD_REQUEST,
+        v2026::HEADER_MISMATCH,
+        message,
+    ))
 }
 
 /// The answer to a request OAuth refuses: 401 (no token, or an invalid one) or 403 (missing

@@ -30,13 +30,13 @@ pub(super) async fn get_sse<B: Backend>(State(app): Shared<B>, admitted: Admitte
         .take(&admitted.caller, Budgeted::ListenStreams, 1)
     {
         Ok(held) => held,
-        Err(over) => return over_budget(&over),
+        Err(over) => return over_budget(None, &over),
     };
     let stream = match app.config.modern.limits.listen_streams.take(1) {
         Ok(share) => (share, own),
         Err(refused) => return at_limit(&refused),
     };
-    let (id, http) = match app.create_session(&admitted.caller).await {
+    let (id, http, _busy) = match app.create_session(&admitted.caller, None).await {
         Ok(created) => created,
         Err(refused) => return *refused,
     };
@@ -61,7 +61,7 @@ pub(super) async fn post_messages<B: Backend>(
     Query(query): Query<LegacyQuery>,
     body: Bytes,
 ) -> Response {
-    let Some(http) = app.owned_session(&query.session_id, &admitted.caller) else {
+    let Some((http, busy)) = app.owned_session(&query.session_id, &admitted.caller) else {
         return plain(StatusCode::NOT_FOUND, "unknown session");
     };
     http.touch();
@@ -75,6 +75,7 @@ pub(super) async fn post_messages<B: Backend>(
     }
     if let Some(pending) = pending {
         tokio::spawn(async move {
+            let _busy = busy;
             if let Some(answer) = pending.work.await {
                 let _ = http.standalone.send(answer.reply).await;
             }

@@ -5,15 +5,19 @@
 //!
 //! - [`gate`]: the checks in front of every MCP route, `/metrics` and `/`, applied as a layer
 //!   over the router of those routes, so a handler placed there cannot be reached without
-//!   passing them: the headers that decide the call appear once (400 with -32020), `Host`
+//!   passing them: the headers that decide the call appear once, and the `Mcp-Param-*`
+//!   headers number at most [`crate::protocol::v2026::MAX_PARAM_HEADERS`], each once, with
+//!   UTF-8 values like the other mirror headers (400 with -32020), `Host`
 //!   and `Origin` name the bound address (DNS rebinding → 403), the bearer token matches
 //!   when one is configured (401 with `WWW-Authenticate`), or with OAuth the JWT (and, per
 //!   decoded request, the plugin's scopes).
-//! - [`budget`]: what one client can make the host hold is bounded globally (the process's
-//!   [`crate::server::HostLimits`]): a POST reserves its bytes before its body is read (a
-//!   layer outside the gate), bodies are size-limited (413); sessions and listen streams
-//!   take a place each, and at a bound the answer is 503 with `Retry-After`; a reserve of
-//!   descriptors is kept from listen streams for calls ([`accept`]).
+//! - [`budget`]: what one client can make the host hold is bounded per caller (its
+//!   `[budgets]`, 429) and globally (the process's [`crate::server::HostLimits`], 503 with
+//!   `Retry-After`): a POST's bytes are charged to its caller, then globally, before they are
+//!   held — its declared length before its body is read, else each chunk as it arrives (a
+//!   layer inside the gate) — and bodies are size-limited (413); sessions and listen streams
+//!   take a place each; a reserve of descriptors is kept from listen streams for calls
+//!   ([`accept`]).
 //! - [`post`]: `POST /mcp` decoded (bodies of 256 KiB or more on a blocking thread) and
 //!   routed: a POST is 2026-07-28 when its `_meta` carries the protocol-version key or its
 //!   `MCP-Protocol-Version` header is not a handshake version
@@ -29,7 +33,8 @@
 //! - [`legacy`]: `GET /sse` and `POST /messages`.
 //! - [`ops`]: `GET /metrics` (Prometheus) and `GET /` (the status page rendered by the
 //!   caller's [`StatusPage`]), both behind the gate; the OAuth Protected Resource Metadata
-//!   (public); [`serve_metrics`], the metrics alone on a separate address.
+//!   (public); a POST to `/` or to any unknown path gets 404 with a JSON-RPC error naming
+//!   `/mcp` (public); [`serve_metrics`], the metrics alone on a separate address.
 //! - [`ready`]: `GET /healthz` (the process serves) and `GET /readyz` (every plugin found at
 //!   startup has loaded or failed) answer orchestrators from the moment the port is bound,
 //!   outside the gate; MCP requests wait for the startup load, boundedly.
@@ -141,6 +146,8 @@ impl Default for HttpConfig {
     }
 }
 
+/// Where MCP is served (Streamable HTTP, both revisions).
+const MCP_PATH: &str = "/mcp";
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_HEADER: &str = "last-event-id";
@@ -164,15 +171,16 @@ impl<B: Backend> App<B> {
 type Shared<B> = State<Arc<App<B>>>;
 
 /// The routes. Those of MCP, `/metrics` and `/` are on one router under the gate
-/// ([`gate::admit`]) and, outside it, the request-bytes budget
+/// ([`gate::admit`]) and, inside it, the request bytes charged to the caller and the process
 /// ([`budget::reserve_request_bytes`]): a handler added there cannot be reached without
-/// passing both. Health, readiness and the OAuth metadata are public. The startup hold
-/// ([`ready::startup_gate`]) and the body limit cover everything.
+/// passing both. Health, readiness, the OAuth metadata and the answer to a POST anywhere but
+/// the endpoints are public. The startup hold ([`ready::startup_gate`]) and the body limit
+/// cover everything.
 fn router<B: Backend>(app: &Arc<App<B>>) -> Router {
-    // Layers run from the last added: the budget (POSTs), then the gate, then the handler.
+    // Layers run from the last added: the gate, then the bytes (POSTs), then the handler.
     let gated = Router::new()
         .route(
-            "/mcp",
+            MCP_PATH,
             post(post::post_mcp::<B>)
                 .get(sessions::get_mcp::<B>)
                 .delete(sessions::delete_mcp::<B>),
@@ -181,11 +189,11 @@ fn router<B: Backend>(app: &Arc<App<B>>) -> Router {
         .route("/messages", post(legacy::post_messages::<B>))
         .route("/metrics", get(ops::metrics_endpoint))
         .route("/", get(ops::status_page::<B>))
-        .route_layer(from_fn_with_state(Arc::clone(app), gate::admit::<B>))
         .route_layer(from_fn_with_state(
             Arc::clone(app),
             budget::reserve_request_bytes::<B>,
-        ));
+        ))
+        .route_layer(from_fn_with_state(Arc::clone(app), gate::admit::<B>));
     let public = Router::new()
         .route("/healthz", get(ready::healthz))
         .route("/readyz", get(ready::readyz::<B>))
@@ -204,9 +212,11 @@ fn router<B: Backend>(app: &Arc<App<B>>) -> Router {
         .route(
             "/.well-known/mcp/server-card.json",
             get(ops::server_card::<B>).options(ops::server_card_preflight),
-        );
+        )
+        .route("/", post(ops::not_the_endpoint));
     let router = gated
         .merge(public)
+        .fallback(ops::not_the_endpoint)
         .layer(from_fn_with_state(
             Arc::clone(app),
             ready::startup_gate::<B>,

@@ -1,7 +1,8 @@
 //! What operators and OAuth clients read besides MCP: the Prometheus exposition at `/metrics`
 //! and the status page at `/` (both behind the gate: they name every plugin and tool), the
 //! public OAuth Protected Resource Metadata (RFC 9728) and server card (SEP-2127) under
-//! `/.well-known/`, and [`serve_metrics`], the metrics alone on a separate address.
+//! `/.well-known/`, the JSON-RPC 404 naming `/mcp` to a POST anywhere else
+//! ([`not_the_endpoint`]), and [`serve_metrics`], the metrics alone on a separate address.
 //! (`/healthz` and `/readyz` are in [`super::ready`].)
 //!
 //! Depends on `metrics`, `auth` (the metadata) and the [`super::StatusPage`] the caller
@@ -9,12 +10,13 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::Shared;
 use super::gate::Admitted;
-use super::reply::plain;
+use super::reply::{plain, rpc_error};
+use super::{MCP_PATH, Shared};
+use crate::protocol::error::INVALID_REQUEST;
 use crate::server::{Backend, ListKind};
 
 /// The Protected Resource Metadata (RFC 9728), public (clients read it to find the
@@ -49,6 +51,25 @@ pub(super) async fn resource_metadata<B: Backend>(State(app): Shared<B>) -> Resp
 /// token): they name every plugin and tool.
 pub(super) async fn metrics_endpoint(_admitted: Admitted) -> Response {
     exposition()
+}
+
+/// A POST to any path but `/mcp` and `/messages` (most often a base URL pasted without
+/// `/mcp`): 404 with a JSON-RPC error naming the MCP endpoint, so the client shows where to
+/// go rather than "could not determine transport". Public, like a 404 for an unknown path:
+/// it reads no body and tells nothing that `/mcp` itself does not. Other methods on unknown
+/// paths get an empty 404, as before.
+pub(super) async fn not_the_endpoint(method: Method) -> Response {
+    if method != Method::POST {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    rpc_error(
+        StatusCode::NOT_FOUND,
+        INVALID_REQUEST,
+        &format!(
+            "not the MCP endpoint: the MCP endpoint is {MCP_PATH} (Streamable HTTP; the legacy \
+             HTTP+SSE transport is at /sse)"
+        ),
+    )
 }
 
 /// The status page, behind the same gate as `/mcp`; 404 when it is off.

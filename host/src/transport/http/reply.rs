@@ -14,7 +14,7 @@ use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::protocol::jsonrpc::encode_error;
-use crate::protocol::{ErrorObject, Reply};
+use crate::protocol::{ErrorObject, Reply, RequestId};
 use crate::server::{AtLimit, OverBudget, RETRY_AFTER_SECS};
 
 /// A request turned away before it reaches a session.
@@ -69,9 +69,10 @@ pub(super) fn too_many(reply: Reply, retry_after: u64) -> Response {
     response
 }
 
-/// [`too_many`] for a refusal outside any JSON-RPC request (a session, a stream, a body).
-pub(super) fn over_budget(refused: &OverBudget) -> Response {
-    too_many(encode_error(None, &refused.error()), refused.retry_after)
+/// [`too_many`] for a refusal before a request reaches its session (a session, a stream, a
+/// body): answering `id`, the request's, when it could be read.
+pub(super) fn over_budget(id: Option<&RequestId>, refused: &OverBudget) -> Response {
+    too_many(encode_error(id, &refused.error()), refused.retry_after)
 }
 
 /// Whether the client takes an event stream.

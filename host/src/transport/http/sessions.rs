@@ -11,11 +11,18 @@
 //! - `GET /mcp` opens the session's standalone stream, or with `Last-Event-ID` resumes a
 //!   dropped one; `DELETE /mcp` ends the session.
 //! - Idle sessions expire ([`App::expire_idle`]).
+//! - At `--max-sessions`, a newcomer does not wait out the idle window: the longest-idle
+//!   sessions with nothing in flight — no request being handled, no stream open — are ended to
+//!   make room ([`App::make_room`]); their clients get 404 on their next request and
+//!   re-initialize, as after an expiry. Clients that never `DELETE` their sessions (the
+//!   Inspector CLI, the TypeScript SDK) would otherwise lock everyone out once the table fills.
+//!   Only when every session is busy is a newcomer refused (503).
 //!
 //! Also holds the session table the legacy transport shares. Handlers here sit behind the
 //! gate ([`super::gate`]) and do not check it themselves. Depends on `server` (the MCP
 //! session) and the stream buffers of [`super::streams`].
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -35,7 +42,7 @@ use crate::principal::Principal;
 use crate::protocol::error::INVALID_REQUEST;
 use crate::protocol::jsonrpc::Decoded;
 use crate::protocol::request::Method;
-use crate::protocol::{Message, Reply, v2025};
+use crate::protocol::{Message, Reply, RequestId, v2025};
 use crate::server::{
     Backend, Budgeted, Held, Mode, Outbound, Pending, Session, Share, SharedSession, forward_events,
 };
@@ -47,6 +54,9 @@ pub(super) struct HttpSession<B> {
     pub(super) owner: Principal,
     streams: Mutex<Streams>,
     last_used: Mutex<Instant>,
+    /// Requests being handled on it (each holds a [`Busy`]): while any is, it is never ended
+    /// to make room, nor expired.
+    busy: Arc<AtomicUsize>,
     /// Where messages not tied to a POST stream go: the standalone stream.
     pub(super) standalone: Outbound,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -73,7 +83,33 @@ impl<B> HttpSession<B> {
             .unwrap_or_else(PoisonError::into_inner)
             .elapsed()
     }
+
+    /// Mark a request being handled on it, until the mark is dropped.
+    pub(super) fn busy(&self) -> Busy {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        Busy(Arc::clone(&self.busy))
+    }
+
+    /// Whether something is in flight on it: a request being handled, or an open stream (a
+    /// request's, or the standalone one).
+    fn in_flight(&self) -> bool {
+        self.busy.load(Ordering::Acquire) > 0 || self.streams().has_live()
+    }
 }
+
+/// A request being handled on a session (see [`HttpSession::busy`]).
+#[must_use = "the session counts as busy only while this is held"]
+pub(super) struct Busy(Arc<AtomicUsize>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How many sessions one newcomer may end to make room (each attempt ends one; more are
+/// needed only when other newcomers take the room first).
+const MAKE_ROOM_TRIES: usize = 4;
 
 impl<B> Drop for HttpSession<B> {
     fn drop(&mut self) {
@@ -85,16 +121,21 @@ impl<B> Drop for HttpSession<B> {
 
 impl<B: Backend> App<B> {
     /// Start a session for `owner`: its MCP state, its standalone stream, and the task
-    /// forwarding backend events into that stream; refused at `--max-sessions` (503) or at
-    /// the owner's budget of sessions (429).
+    /// forwarding backend events into that stream; at `--max-sessions` the longest-idle
+    /// session with nothing in flight is ended to make room ([`App::make_room`]), and only
+    /// when there is none is the newcomer refused (503); refused at the owner's budget of
+    /// sessions (429, answering `request_id`, the request that asked). Returned busy: nothing
+    /// ends it to make room before the request that made it is handled.
     pub(super) async fn create_session(
         self: &Arc<Self>,
         owner: &Principal,
-    ) -> Result<(String, Arc<HttpSession<B>>), Refused> {
+        request_id: Option<&RequestId>,
+    ) -> Result<(String, Arc<HttpSession<B>>, Busy), Refused> {
         let budgets = &self.config.modern.budgets;
         let own = budgets
             .take(owner, Budgeted::Sessions, 1)
-            .map_err(|over| Box::new(over_budget(&over)))?;
+            .map_err(|over| Box::new(over_budget(request_id, &over)))?;
+        self.make_room();
         let slot = self
             .config
             .modern
@@ -107,7 +148,7 @@ impl<B: Backend> App<B> {
         let shared = budgets
             .open_session(owner, &id, self.config.session_idle)
             .await
-            .map_err(|over| Box::new(over_budget(&over)))?;
+            .map_err(|over| Box::new(over_budget(request_id, &over)))?;
         let slot = (slot, own, shared);
         let session = Arc::new(Session::new(
             Arc::clone(&self.backend),
@@ -135,23 +176,58 @@ impl<B: Backend> App<B> {
                 owner: owner.clone(),
                 streams: Mutex::new(Streams::new()),
                 last_used: Mutex::new(Instant::now()),
+                busy: Arc::default(),
                 standalone,
                 tasks: vec![pump, events],
                 _slot: slot,
             }
         });
+        let busy = http.busy();
         self.sessions().insert(id.clone(), Arc::clone(&http));
         tracing::debug!(session = id, caller = %owner, "HTTP session created");
-        Ok((id, http))
+        Ok((id, http, busy))
     }
 
-    /// The session named by the request's `Mcp-Session-Id`: 400 if missing, 404 if unknown
-    /// or another caller's.
+    /// At `--max-sessions`, end the longest-idle sessions with nothing in flight
+    /// ([`HttpSession::in_flight`]) until there is room for one more, or none is left to end
+    /// (then the newcomer is refused). An ended session's client gets 404 on its next
+    /// request, as after an expiry, and re-initializes.
+    pub(super) fn make_room(&self) {
+        let capacity = &self.config.modern.limits.sessions;
+        for _ in 0..MAKE_ROOM_TRIES {
+            if capacity.in_use() < capacity.max() {
+                return;
+            }
+            let mut sessions = self.sessions();
+            let longest_idle = sessions
+                .iter()
+                .filter(|(_, session)| !session.in_flight())
+                .map(|(id, session)| (session.idle_for(), id))
+                .max()
+                .map(|(idle, id)| (idle, id.clone()));
+            let Some((idle, id)) = longest_idle else {
+                return;
+            };
+            let ended = sessions.remove(&id);
+            drop(sessions);
+            // Its place is given back when the last reference goes: here, nothing being in
+            // flight on it.
+            drop(ended);
+            tracing::info!(
+                session = id,
+                idle_secs = idle.as_secs(),
+                "HTTP session ended to make room for a new one (--max-sessions reached)"
+            );
+        }
+    }
+
+    /// The session named by the request's `Mcp-Session-Id`, marked busy while the request
+    /// holds the mark: 400 if missing, 404 if unknown or another caller's.
     fn session(
         &self,
         headers: &HeaderMap,
         caller: &Principal,
-    ) -> Result<Arc<HttpSession<B>>, Refused> {
+    ) -> Result<(Arc<HttpSession<B>>, Busy), Refused> {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(Box::new(rpc_error(
                 StatusCode::BAD_REQUEST,
@@ -160,9 +236,9 @@ impl<B: Backend> App<B> {
             )));
         };
         match self.owned_session(id, caller) {
-            Some(session) => {
+            Some((session, busy)) => {
                 session.touch();
-                Ok(session)
+                Ok((session, busy))
             }
             None => Err(Box::new(rpc_error(
                 StatusCode::NOT_FOUND,
@@ -172,27 +248,33 @@ impl<B: Backend> App<B> {
         }
     }
 
-    /// The session `id` if `caller` created it. Another caller's session is answered as one
-    /// that does not exist: no oracle of which ids are live.
+    /// The session `id` if `caller` created it, marked busy (under the table's lock, so it is
+    /// not ended to make room meanwhile) while the mark is held. Another caller's session is
+    /// answered as one that does not exist: no oracle of which ids are live.
     pub(super) fn owned_session(
         &self,
         id: &str,
         caller: &Principal,
-    ) -> Option<Arc<HttpSession<B>>> {
-        let session = self.sessions().get(id).cloned()?;
+    ) -> Option<(Arc<HttpSession<B>>, Busy)> {
+        let (session, busy) = {
+            let sessions = self.sessions();
+            let session = sessions.get(id).cloned()?;
+            let busy = session.busy();
+            (session, busy)
+        };
         if session.owner.is(caller) {
-            Some(session)
+            Some((session, busy))
         } else {
             tracing::warn!(%caller, owner = %session.owner, "refused a session id presented by a caller that did not create it (answered as unknown)");
             None
         }
     }
 
-    /// End sessions idle longer than the configured time.
+    /// End sessions idle longer than the configured time (and with nothing in flight).
     pub(super) fn expire_idle(&self) {
         let idle = self.config.session_idle;
         self.sessions().retain(|id, session| {
-            let keep = session.idle_for() < idle || session.streams().has_live();
+            let keep = session.idle_for() < idle || session.in_flight();
             if !keep {
                 tracing::info!(session = id, "HTTP session expired after being idle");
             }
@@ -252,30 +334,33 @@ pub(super) async fn post_session<B: Backend>(
         Decoded::Single(message) => vec![message],
         Decoded::Batch(items) => items.iter().collect(),
     };
-    let initialize = messages
-        .iter()
-        .any(|m| matches!(m, Ok(Message::Request(r)) if r.method == Method::Initialize));
+    let initialize = messages.iter().find_map(|m| match m {
+        Ok(Message::Request(r)) if r.method == Method::Initialize => Some(r.id.clone()),
+        _ => None,
+    });
     let has_requests = messages
         .iter()
         .any(|m| matches!(m, Ok(Message::Request(_))));
-    let (session_id, http) = if initialize {
-        match app.create_session(caller).await {
+    let (session_id, http, busy) = if let Some(id) = &initialize {
+        match app.create_session(caller, Some(id)).await {
             Ok(created) => created,
             Err(refused) => return *refused,
         }
     } else {
         match app.session(headers, caller) {
-            Ok(http) => (
+            Ok((http, busy)) => (
                 headers
                     .get(SESSION_HEADER)
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or_default()
                     .to_owned(),
                 http,
+                busy,
             ),
             Err(response) => return *response,
         }
     };
+    let initialize = initialize.is_some();
     if !has_requests {
         // Notifications and responses: handled now, in order, and accepted.
         if let Some(pending) = http
@@ -289,7 +374,7 @@ pub(super) async fn post_session<B: Backend>(
     }
     if accepts_sse(headers) && !initialize {
         let json_too = accepts_json(headers);
-        return stream_replies(app, &http, decoded, call_id, caller, json_too).await;
+        return stream_replies(app, &http, busy, decoded, call_id, caller, json_too).await;
     }
     // One JSON response; anything sent meanwhile goes to the session's standalone stream.
     let answer = match http
@@ -324,6 +409,7 @@ pub(super) async fn post_session<B: Backend>(
 async fn stream_replies<B: Backend>(
     app: &Arc<App<B>>,
     http: &Arc<HttpSession<B>>,
+    busy: Busy,
     decoded: Decoded,
     call_id: Option<Arc<str>>,
     caller: &Principal,
@@ -362,6 +448,7 @@ async fn stream_replies<B: Backend>(
     let stream = http.streams().open(live);
     let http = Arc::clone(http);
     tokio::spawn(async move {
+        let _busy = busy;
         let pump = {
             let http = Arc::clone(&http);
             async move {
@@ -410,8 +497,8 @@ pub(super) async fn get_mcp<B: Backend>(
             "GET needs Accept: text/event-stream",
         );
     }
-    let http = match app.session(&headers, &admitted.caller) {
-        Ok(http) => http,
+    let (http, _busy) = match app.session(&headers, &admitted.caller) {
+        Ok(found) => found,
         Err(response) => return *response,
     };
     let own = match app
@@ -421,7 +508,7 @@ pub(super) async fn get_mcp<B: Backend>(
         .take(&admitted.caller, Budgeted::ListenStreams, 1)
     {
         Ok(held) => held,
-        Err(over) => return over_budget(&over),
+        Err(over) => return over_budget(None, &over),
     };
     let stream = match app.config.modern.limits.listen_streams.take(1) {
         Ok(share) => (share, own),

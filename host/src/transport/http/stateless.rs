@@ -43,6 +43,9 @@ pub(super) fn is_modern(decoded: &Decoded, headers: &HeaderMap) -> bool {
     }
 }
 
+/// The mirror headers, every `Mcp-Param-*` one included. The gate has refused a request that
+/// repeats one, carries more than [`v2026::MAX_PARAM_HEADERS`] or sends a value that is not
+/// UTF-8, so nothing here is dropped or read lossily.
 fn mirror_headers(headers: &HeaderMap) -> MirrorHeaders {
     let get = |name: &str| {
         headers
@@ -53,13 +56,12 @@ fn mirror_headers(headers: &HeaderMap) -> MirrorHeaders {
     let params = headers
         .iter()
         .filter_map(|(name, value)| {
-            let suffix = name.as_str().strip_prefix("mcp-param-")?;
+            let suffix = name.as_str().strip_prefix(v2026::PARAM_HEADER_PREFIX)?;
             Some((
                 suffix.to_owned(),
                 String::from_utf8_lossy(value.as_bytes()).into_owned(),
             ))
         })
-        .take(64)
         .collect();
     MirrorHeaders {
         protocol_version: get(VERSION_HEADER),
