@@ -796,10 +796,16 @@ impl Catalog {
     }
 
     /// The plugin serving `uri` (the one listing it, else the first whose template matches),
-    /// and the resource's gate.
+    /// and the resource's gate; none for a URI in a namespace the host serves itself but for
+    /// its skill files.
     pub(super) fn resource_owner(&self, uri: &str) -> Option<(&PluginCode, &Gate)> {
         if let Some((owner, _)) = self.skill_files.get(uri) {
             return Some((self.plugins.get(owner.plugin)?, &owner.gate));
+        }
+        // The host's own namespaces: nothing else there is served, and no plugin's template
+        // answers for them (none is served, but a read must not reach a plugin either way).
+        if super::names::reserved_problem(uri).is_some() {
+            return None;
         }
         let (plugin, gate) = match self.resources.index.get(uri) {
             Some(owner) => (owner.plugin, &owner.gate),
