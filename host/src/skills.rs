@@ -15,16 +15,17 @@
 //!
 //! **What skills cost the host.** A section is a plugin's input, and the host holds what it
 //! makes of it for as long as the plugin is loaded, so that cost is bounded by the section's
-//! size: a path has at most [`MAX_PATH_SEGMENTS`] segments and [`MAX_PATH_BYTES`] bytes; a
-//! directory holds its children's names, never a copy of its path, so a tree costs its
-//! segments, not every prefix of every path; a `SKILL.md`'s front matter is at most
+//! size: a path has at most [`MAX_PATH_SEGMENTS`] segments and [`MAX_PATH_BYTES`] bytes; the
+//! tree of directories is flat (a directory is where its children are in one list, its name
+//! where it is in one string), so it costs its segments and a few bytes each, never a copy of
+//! every prefix of every path; a `SKILL.md`'s front matter is at most
 //! [`MAX_FRONTMATTER_BYTES`], [`MAX_FRONTMATTER_NODES`] values and [`MAX_FRONTMATTER_DEPTH`]
 //! levels, and may use no YAML anchor or alias (an alias is a copy of its anchor's value, so
 //! a few hundred bytes of them are gigabytes); what was refused is reported for the first
 //! [`MAX_REFUSALS_REPORTED`] items. With a plugin name of up to 64 bytes,
 //! [`Skills::held_bytes`] is at most [`HELD_BYTES_PER_SECTION_BYTE`] times the sections'
-//! bytes (a unit test builds the worst trees the bounds allow); the catalog adds each file's
-//! URI twice more.
+//! bytes (a unit test builds the worst trees the bounds allow: 25 times, for skills full of
+//! empty files); the catalog adds each file's URI twice more (its index and its claim).
 //!
 //! What this module makes for each skill: its entry (`skills/list`, `skills/get`), each file
 //! as a resource (listed and read like any other, with its digest), and the tree of its
@@ -244,48 +245,64 @@ pub struct Skill {
     pub entry: Arc<RawValue>,
 }
 
-/// A directory of a plugin's skill tree: its direct children, sorted by name. It holds no path
-/// of its own (whoever reads it has its URI), so a tree costs its segments, not its prefixes.
-#[derive(Debug, Default)]
-pub struct Directory {
-    children: Vec<Child>,
+/// A directory of a plugin's skill tree, as read: its direct children, sorted by name.
+#[derive(Debug, Clone, Copy)]
+pub struct Directory<'a> {
+    children: &'a [Child],
+    /// The names of the tree's directories, end to end.
+    names: &'a str,
 }
 
-/// A child of a [`Directory`].
+/// Where a directory's children are in [`Skills::children`]. The tree is flat: a directory
+/// holds no path, no name and no allocation of its own, so it costs a few bytes more than its
+/// name, whatever its depth.
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    start: u32,
+    len: u32,
+}
+
+/// A child of a directory.
 #[derive(Debug)]
 enum Child {
     /// A file.
     File(Arc<SkillFile>),
-    /// A subdirectory: its name and its index in [`Skills::directories`].
-    Directory { name: Box<str>, index: usize },
+    /// A subdirectory: where its name is in [`Skills::names`] (start and length), and its
+    /// index in [`Skills::directories`].
+    Directory { name: (u32, u32), index: u32 },
 }
 
 impl Child {
-    fn name(&self) -> &str {
+    fn name<'a>(&'a self, names: &'a str) -> &'a str {
         match self {
             Self::File(file) => file.uri.rsplit('/').next().unwrap_or_default(),
-            Self::Directory { name, .. } => name,
+            Self::Directory {
+                name: (start, len), ..
+            } => {
+                let start = *start as usize;
+                names.get(start..start + *len as usize).unwrap_or_default()
+            }
         }
     }
 }
 
-impl Directory {
+impl<'a> Directory<'a> {
     /// Its direct children as the directory at `uri` (this one's URI) lists them, sorted by
     /// URI: each one's `Resource` object, and the URI of the file it is (`None` for a
     /// directory, whose object is made now).
-    pub fn children<'a>(
-        &'a self,
-        uri: &'a str,
-    ) -> impl Iterator<Item = (Arc<RawValue>, Option<&'a str>)> + 'a {
+    pub fn children(self, uri: &'a str) -> impl Iterator<Item = (Arc<RawValue>, Option<&'a str>)> {
         self.children.iter().filter_map(move |child| match child {
             Child::File(file) => Some((Arc::clone(&file.resource), Some(file.uri.as_str()))),
-            Child::Directory { name, .. } => raw(&json!({
-                "uri": format!("{uri}/{name}"),
-                "name": name,
-                "mimeType": DIRECTORY_MIME,
-            }))
-            .ok()
-            .map(|resource| (resource, None)),
+            Child::Directory { .. } => {
+                let name = child.name(self.names);
+                raw(&json!({
+                    "uri": format!("{uri}/{name}"),
+                    "name": name,
+                    "mimeType": DIRECTORY_MIME,
+                }))
+                .ok()
+                .map(|resource| (resource, None))
+            }
         })
     }
 }
@@ -298,7 +315,11 @@ pub struct Skills {
     /// `skill://PLUGIN`: its tree's root.
     base: String,
     /// The directories of its served skills' tree, its root first (none without skills).
-    directories: Vec<Directory>,
+    directories: Vec<Node>,
+    /// Every directory's children, each directory's together.
+    children: Vec<Child>,
+    /// The names of its directories, end to end.
+    names: String,
     /// What was refused (a skill's path, or the section), and why: the first
     /// [`MAX_REFUSALS_REPORTED`], then how many more.
     pub refused: Vec<(String, String)>,
@@ -316,23 +337,31 @@ impl Skills {
     }
 
     /// The directory of its served skills' tree at `uri`, if there is one.
-    pub fn directory(&self, uri: &str) -> Option<&Directory> {
+    pub fn directory(&self, uri: &str) -> Option<Directory<'_>> {
         let rest = uri.strip_prefix(self.base.as_str())?;
-        let mut at = self.directories.first()?;
-        if rest.is_empty() {
-            return Some(at);
-        }
-        for segment in rest.strip_prefix('/')?.split('/') {
-            let i = at
-                .children
-                .binary_search_by(|child| child.name().cmp(segment))
-                .ok()?;
-            match at.children.get(i)? {
-                Child::Directory { index, .. } => at = self.directories.get(*index)?,
-                Child::File(_) => return None,
+        let mut at = self.node_children(*self.directories.first()?)?;
+        if !rest.is_empty() {
+            for segment in rest.strip_prefix('/')?.split('/') {
+                let i = at
+                    .binary_search_by(|child| child.name(&self.names).cmp(segment))
+                    .ok()?;
+                match at.get(i)? {
+                    Child::Directory { index, .. } => {
+                        at = self.node_children(*self.directories.get(*index as usize)?)?;
+                    }
+                    Child::File(_) => return None,
+                }
             }
         }
-        Some(at)
+        Some(Directory {
+            children: at,
+            names: &self.names,
+        })
+    }
+
+    fn node_children(&self, node: Node) -> Option<&[Child]> {
+        let start = node.start as usize;
+        self.children.get(start..start + node.len as usize)
     }
 
     /// The bytes it holds: its strings and serialised JSON, and the structures that hold
@@ -361,30 +390,15 @@ impl Skills {
                         .sum::<usize>()
             })
             .sum();
-        let directories: usize = self
-            .directories
-            .iter()
-            .map(|directory| {
-                size_of::<Directory>()
-                    + directory
-                        .children
-                        .iter()
-                        .map(|child| {
-                            size_of::<Child>()
-                                + match child {
-                                    Child::File(_) => 0,
-                                    Child::Directory { name, .. } => name.len(),
-                                }
-                        })
-                        .sum::<usize>()
-            })
-            .sum();
+        let tree = self.directories.len() * size_of::<Node>()
+            + self.children.len() * size_of::<Child>()
+            + self.names.len();
         let refused: usize = self
             .refused
             .iter()
             .map(|(what, why)| size_of::<(String, String)>() + what.len() + why.len())
             .sum();
-        size_of::<Self>() + self.base.len() + skills + directories + refused
+        size_of::<Self>() + self.base.len() + skills + tree + refused
     }
 
     /// The skills in the component `wasm` of plugin `plugin`: the files of every [`SECTION`]
@@ -464,7 +478,8 @@ impl Skills {
                 Err(why) => self.refused.push((format!("`{root}`"), why)),
             }
         }
-        self.directories = directories(&self.base, &self.skills);
+        let tree = Tree::of(&self.base, &self.skills);
+        (self.directories, self.children, self.names) = (tree.nodes, tree.children, tree.names);
     }
 }
 
@@ -868,50 +883,86 @@ fn yaml_json(yaml: &yaml_rust2::Yaml, depth: usize) -> Result<Value, String> {
     })
 }
 
-/// The directories of the served skills' tree under `base`, its root first, each with its
-/// direct children by name.
-fn directories(base: &str, served: &[Skill]) -> Vec<Directory> {
-    // Each directory's children by name: a subdirectory's index, or a file.
-    let mut tree: Vec<BTreeMap<&str, Result<usize, &Arc<SkillFile>>>> = vec![BTreeMap::new()];
-    'files: for file in served.iter().flat_map(|skill| &skill.files) {
-        let Some(relative) = file
-            .uri
-            .strip_prefix(base)
-            .and_then(|rest| rest.strip_prefix('/'))
-        else {
-            continue;
-        };
-        let (dirs, name) = relative.rsplit_once('/').unwrap_or(("", relative));
-        let mut at = 0;
-        for segment in dirs.split('/').filter(|segment| !segment.is_empty()) {
-            let next = tree.len();
-            at = match tree[at].get(segment) {
-                Some(Ok(index)) => *index,
-                // A file there: `skill` refuses a skill that has one.
-                Some(Err(_)) => continue 'files,
-                None => {
-                    tree[at].insert(segment, Ok(next));
-                    tree.push(BTreeMap::new());
-                    next
+/// The directories of a skill tree, made flat ([`Node`]s in [`Skills`]).
+#[derive(Default)]
+struct Tree {
+    nodes: Vec<Node>,
+    children: Vec<Child>,
+    names: String,
+}
+
+impl Tree {
+    /// The tree of the served skills' files under `base`, its root first. Their paths sorted
+    /// segment by segment, each directory's files are a run of them: its children are laid
+    /// down together, then each subdirectory's, in turn; no map and no allocation per
+    /// directory (one per directory was most of what a deep tree cost at load).
+    fn of(base: &str, served: &[Skill]) -> Self {
+        let mut files: Vec<(&str, &Arc<SkillFile>)> = served
+            .iter()
+            .flat_map(|skill| &skill.files)
+            .filter_map(|file| {
+                let relative = file.uri.strip_prefix(base)?.strip_prefix('/')?;
+                Some((relative, file))
+            })
+            .collect();
+        files.sort_by(|(a, _), (b, _)| a.split('/').cmp(b.split('/')));
+        let mut tree = Self::default();
+        // A tree too big to index in 32 bits (never met: a section is under 4 GiB) is left
+        // with what was laid down.
+        let _ = tree.lay_down(&files);
+        tree
+    }
+
+    /// Lay down the directory of the run `files` (at `depth` segments), then its subdirectories.
+    fn lay_down(&mut self, files: &[(&str, &Arc<SkillFile>)]) -> Option<()> {
+        fn segment(path: &str, depth: usize) -> Option<&str> {
+            path.split('/').nth(depth)
+        }
+        let mut pending = std::collections::VecDeque::from([(0_usize, files, 0_usize)]);
+        self.nodes.push(Node { start: 0, len: 0 });
+        while let Some((index, run, depth)) = pending.pop_front() {
+            let start = self.children.len();
+            let mut rest = run;
+            while let Some(&(first, file)) = rest.first() {
+                let name = segment(first, depth)?;
+                let end = rest
+                    .iter()
+                    .position(|(path, _)| segment(path, depth) != Some(name))
+                    .unwrap_or(rest.len());
+                let (same, after) = rest.split_at(end);
+                rest = after;
+                // Paths that end here sort first: a file, listed once (a file of two skills,
+                // one inside the other, is in both), unless it is also a directory (`skill`
+                // refuses a skill with one).
+                let deeper = same
+                    .iter()
+                    .position(|(path, _)| segment(path, depth + 1).is_some())
+                    .unwrap_or(same.len());
+                if deeper == same.len() {
+                    self.children.push(Child::File(Arc::clone(file)));
+                    continue;
                 }
+                let sub = self.nodes.len();
+                self.names.push_str(name);
+                self.children.push(Child::Directory {
+                    name: (small(self.names.len() - name.len())?, small(name.len())?),
+                    index: small(sub)?,
+                });
+                self.nodes.push(Node { start: 0, len: 0 });
+                pending.push_back((sub, &same[deeper..], depth + 1));
+            }
+            *self.nodes.get_mut(index)? = Node {
+                start: small(start)?,
+                len: small(self.children.len() - start)?,
             };
         }
-        tree[at].entry(name).or_insert(Err(file));
+        Some(())
     }
-    tree.into_iter()
-        .map(|children| Directory {
-            children: children
-                .into_iter()
-                .map(|(name, child)| match child {
-                    Ok(index) => Child::Directory {
-                        name: name.into(),
-                        index,
-                    },
-                    Err(file) => Child::File(Arc::clone(file)),
-                })
-                .collect(),
-        })
-        .collect()
+}
+
+/// `n` as a 32-bit index, if it fits.
+fn small(n: usize) -> Option<u32> {
+    u32::try_from(n).ok()
 }
 
 #[cfg(test)]
@@ -928,6 +979,47 @@ mod tests {
                 .collect(),
         );
         out
+    }
+
+    /// Directories are found by name whatever their paths sort as (`a-c/…` sorts before
+    /// `a/…`, `a` before `a-c`), and a file of two skills, one inside the other, is listed once.
+    #[test]
+    fn directories_are_found_whatever_their_paths_sort_as() {
+        let manifest = |name: &str| format!("---\nname: {name}\ndescription: d\n---\n");
+        let skills = tree(&[
+            ("a/SKILL.md", &manifest("a")),
+            ("a/x/y.md", "y"),
+            ("a-c/SKILL.md", &manifest("a-c")),
+            ("a-c/z/w.md", "w"),
+            ("a/b/SKILL.md", &manifest("b")),
+        ]);
+        assert!(skills.refused.is_empty(), "{:?}", skills.refused);
+        let names = |uri: &str| -> Vec<String> {
+            skills
+                .directory(uri)
+                .unwrap_or_else(|| panic!("{uri}"))
+                .children(uri)
+                .map(|(r, _)| {
+                    let r: Value = serde_json::from_str(r.get()).unwrap();
+                    r["uri"].as_str().unwrap().to_owned()
+                })
+                .collect()
+        };
+        assert_eq!(
+            names("skill://demo"),
+            ["skill://demo/a", "skill://demo/a-c"]
+        );
+        assert_eq!(
+            names("skill://demo/a"),
+            [
+                "skill://demo/a/SKILL.md",
+                "skill://demo/a/b",
+                "skill://demo/a/x"
+            ]
+        );
+        assert_eq!(names("skill://demo/a/b"), ["skill://demo/a/b/SKILL.md"]);
+        assert_eq!(names("skill://demo/a-c/z"), ["skill://demo/a-c/z/w.md"]);
+        assert_eq!(names("skill://demo/a/x"), ["skill://demo/a/x/y.md"]);
     }
 
     const REVIEW: &str = "---\nname: review\ndescription: Review a change\nmetadata:\n  version: \"2\"\n---\n# Review\n";

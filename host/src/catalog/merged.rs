@@ -754,7 +754,7 @@ impl Catalog {
     }
 
     /// The directory at `uri`, if one is served: its plugin, its gate and the directory.
-    fn directory(&self, uri: &str) -> Option<(&PluginCode, &Gate, &Directory)> {
+    fn directory(&self, uri: &str) -> Option<(&PluginCode, &Gate, Directory<'_>)> {
         let (owner, skills) = self.skill_trees.get(crate::skills::tree_of(uri))?;
         Some((
             self.plugins.get(owner.plugin)?,
