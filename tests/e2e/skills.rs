@@ -405,3 +405,70 @@ async fn an_operator_turns_a_plugins_skills_off_and_on_again_live() {
     raw.stderr.wait_for("skills").await;
     raw.assert_alive(8).await;
 }
+
+/// Issue #55: a plugin whose name sorts first listed `skill://victim/demo/SKILL.md` as an
+/// ordinary resource; the victim's skill was then refused ("the name is served by plugin
+/// `aaa_shadow`") and reading the URI returned the attacker's text. `skill://` is the host's:
+/// no plugin may list a resource or a template in it, and no read of it reaches a plugin.
+#[tokio::test]
+async fn issue_55_a_plugin_cannot_shadow_another_plugins_skill() {
+    let dir = plugin_dir(&[
+        ("hostile", "aaa_shadow.wasm"),
+        ("echo_tools", "victim.wasm"),
+    ]);
+    let skills = tempfile::tempdir().unwrap();
+    let victims = "---\nname: demo\ndescription: The victim's own skill\n---\nThe victim's text.\n";
+    write(skills.path(), "demo/SKILL.md", victims.as_bytes());
+    let (report, ok) = pack(&dir.path().join("victim.wasm"), Some(skills.path()));
+    assert!(ok, "{report}");
+
+    let mut raw = Raw::initialized(dir.path(), &[]).await;
+    let uri = "skill://victim/demo/SKILL.md";
+    let (list, _) = ask(&mut raw, 1, "skills/list", json!({})).await;
+    assert_eq!(result(&list)["skills"][0]["uri"], uri, "{list}");
+    let (read, _) = ask(&mut raw, 2, "resources/read", json!({"uri": uri})).await;
+    assert_eq!(result(&read)["contents"][0]["text"], victims, "{read}");
+    // A URI of the namespace no skill serves is not found: no template answers it.
+    let (read, _) = ask(
+        &mut raw,
+        3,
+        "resources/read",
+        json!({"uri": "skill://victim/demo/other.md"}),
+    )
+    .await;
+    assert_eq!(error_code(&read), -32002, "{read}");
+    let (templates, _) = ask(&mut raw, 4, "resources/templates/list", json!({})).await;
+    let templates = result(&templates)["resourceTemplates"].as_array().unwrap();
+    assert_eq!(
+        templates
+            .iter()
+            .map(|t| t["uriTemplate"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["hostile://fail/{mib}"]
+    );
+    // The attacker's other items are served.
+    let (resources, _) = ask(&mut raw, 5, "resources/list", json!({})).await;
+    let listed: Vec<&str> = result(&resources)["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["hostile://big", uri], "{resources}");
+    // Each refused at load, naming the plugin and the URI.
+    let log = raw
+        .stderr
+        .wait_for("refused resource template `skill://{+path}`")
+        .await;
+    let line = log
+        .lines()
+        .find(|l| l.contains("refused resource `skill://victim/demo/SKILL.md`"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        line.contains("`skill://` is the host's own namespace (the skills plugins carry); no plugin may serve a URI in it")
+            && line.contains("aaa_shadow"),
+        "{line}"
+    );
+    assert!(!log.contains("is served by plugin"), "{log}");
+    raw.assert_alive(6).await;
+}

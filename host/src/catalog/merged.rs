@@ -25,7 +25,7 @@ use crate::policy::{GrantSummary, NamingSummary};
 use crate::principal::{Principal, Scopes};
 use crate::protocol::ErrorObject;
 use crate::server::{ChangedList, ListKind, MethodOutput, MethodResult, Offers};
-use crate::skills::{Skill, SkillFile, Skills};
+use crate::skills::{Directory, Skill, SkillFile, Skills};
 
 /// A name in one of the catalog's namespaces.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -354,8 +354,8 @@ pub struct Catalog {
     skills: Listing<(Owner, usize)>,
     /// Skill files (also listed among the resources), by URI.
     skill_files: HashMap<String, (Owner, Arc<SkillFile>)>,
-    /// Directories of skill trees, by URI: their plugin, its skills and the directory's index.
-    directories: HashMap<String, (Owner, Arc<Skills>, usize)>,
+    /// Skill trees, by their root's URI (`skill://PLUGIN`): their plugin and its skills.
+    skill_trees: HashMap<String, (Owner, Arc<Skills>)>,
     /// Some item needs a scope: lists differ by caller.
     gated: bool,
 }
@@ -398,7 +398,7 @@ impl Catalog {
             template_gates: Vec::new(),
             skills: Listing::default(),
             skill_files: HashMap::new(),
-            directories: HashMap::new(),
+            skill_trees: HashMap::new(),
             gated: false,
         };
         for plugin in plugins {
@@ -610,14 +610,12 @@ impl Catalog {
                 ),
             );
         }
-        for (i, directory) in skills.directories.iter().enumerate() {
-            let owner = Owner {
-                plugin: index,
-                gate: gate(scopes, &[]),
-            };
-            self.directories
-                .insert(directory.uri.clone(), (owner, Arc::clone(skills), i));
-        }
+        let owner = Owner {
+            plugin: index,
+            gate: gate(scopes, &[]),
+        };
+        self.skill_trees
+            .insert(skills.base().to_owned(), (owner, Arc::clone(skills)));
     }
 
     /// Names refused because another plugin serves them.
@@ -755,10 +753,19 @@ impl Catalog {
             .collect()
     }
 
+    /// The directory at `uri`, if one is served: its plugin, its gate and the directory.
+    fn directory(&self, uri: &str) -> Option<(&PluginCode, &Gate, Directory<'_>)> {
+        let (owner, skills) = self.skill_trees.get(crate::skills::tree_of(uri))?;
+        Some((
+            self.plugins.get(owner.plugin)?,
+            &owner.gate,
+            skills.directory(uri)?,
+        ))
+    }
+
     /// The plugin serving the directory at `uri`, and its gate.
     pub(super) fn directory_owner(&self, uri: &str) -> Option<(&PluginCode, &Gate)> {
-        let (owner, _, _) = self.directories.get(uri)?;
-        Some((self.plugins.get(owner.plugin)?, &owner.gate))
+        self.directory(uri).map(|(plugin, gate, _)| (plugin, gate))
     }
 
     /// One page of the directory at `uri` as `caller` sees it (files whose gate it does not
@@ -769,35 +776,36 @@ impl Catalog {
         cursor: Option<&str>,
         caller: &Principal,
     ) -> MethodResult {
-        let directory = self
-            .directories
-            .get(uri)
-            .and_then(|(_, skills, index)| skills.directories.get(*index))
-            .ok_or_else(|| {
-                ErrorObject::invalid_params(format!("`{uri}` names no directory served"))
-            })?;
+        let (_, _, directory) = self.directory(uri).ok_or_else(|| {
+            ErrorObject::invalid_params(format!("`{uri}` names no directory served"))
+        })?;
         let items: Vec<Arc<RawValue>> = directory
-            .children
-            .iter()
+            .children(uri)
             // A file shows only while it is served (a skill refused for a URI another plugin
             // serves is not) and the caller passes its gate.
             .filter(|(_, file)| {
-                file.as_ref().is_none_or(|f| {
+                file.is_none_or(|f| {
                     self.skill_files
                         .get(f)
                         .is_some_and(|(o, _)| passes(caller, &o.gate))
                 })
             })
-            .map(|(resource, _)| Arc::clone(resource))
+            .map(|(resource, _)| resource)
             .collect();
         self.page_of("resources", &items, cursor)
     }
 
     /// The plugin serving `uri` (the one listing it, else the first whose template matches),
-    /// and the resource's gate.
+    /// and the resource's gate; none for a URI in a namespace the host serves itself but for
+    /// its skill files.
     pub(super) fn resource_owner(&self, uri: &str) -> Option<(&PluginCode, &Gate)> {
         if let Some((owner, _)) = self.skill_files.get(uri) {
             return Some((self.plugins.get(owner.plugin)?, &owner.gate));
+        }
+        // The host's own namespaces: nothing else there is served, and no plugin's template
+        // answers for them (none is served, but a read must not reach a plugin either way).
+        if super::names::reserved_problem(uri).is_some() {
+            return None;
         }
         let (plugin, gate) = match self.resources.index.get(uri) {
             Some(owner) => (owner.plugin, &owner.gate),

@@ -45,6 +45,25 @@ pub fn uri_problem(uri: &str) -> Option<String> {
     None
 }
 
+/// The URI schemes the host serves itself, each with what it serves there: no plugin may list
+/// a resource or a template in one, and no read of a URI in one reaches a plugin.
+pub const RESERVED_SCHEMES: &[(&str, &str)] = &[("skill", "the skills plugins carry")];
+
+/// Why no plugin may serve `uri` (a resource's URI or a URI template), or `None`: its scheme
+/// is one the host serves itself ([`RESERVED_SCHEMES`], compared ignoring case, as schemes
+/// are). A template's scheme is literal: [`uri_problem`] refuses one with an expression.
+pub fn reserved_problem(uri: &str) -> Option<String> {
+    let (scheme, _) = uri.split_once(':')?;
+    RESERVED_SCHEMES
+        .iter()
+        .find(|(reserved, _)| scheme.eq_ignore_ascii_case(reserved))
+        .map(|(reserved, what)| {
+            format!(
+                "`{reserved}://` is the host's own namespace ({what}); no plugin may serve a URI in it"
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +92,31 @@ mod tests {
         assert!(uri_problem("no-scheme").is_some());
         assert!(uri_problem("1x://a").is_some());
         assert!(uri_problem("a://b c").is_some());
+    }
+
+    #[test]
+    fn the_hosts_own_schemes_are_reserved_whatever_their_case() {
+        for uri in [
+            "skill://victim/demo/SKILL.md",
+            "SKILL://victim/demo/SKILL.md",
+            "Skill:x",
+            "skill://{+path}",
+        ] {
+            assert_eq!(
+                reserved_problem(uri).as_deref(),
+                Some(
+                    "`skill://` is the host's own namespace (the skills plugins carry); no plugin may serve a URI in it"
+                ),
+                "{uri}"
+            );
+        }
+        for uri in [
+            "skills://x",
+            "file:///skill://x",
+            "quote://skill",
+            "no-scheme",
+        ] {
+            assert_eq!(reserved_problem(uri), None, "{uri}");
+        }
     }
 }

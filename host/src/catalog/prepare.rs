@@ -3,6 +3,10 @@
 //! rebuild (every reload of any plugin) then only merges prepared pieces, sharing them, and an
 //! invalid item is reported once, when its plugin loads.
 //!
+//! No plugin may serve a URI in a scheme the host serves itself (`skill://`, see
+//! [`names::RESERVED_SCHEMES`]): such resources and templates are refused here, naming the
+//! plugin and the URI, and its other items are served.
+//!
 //! The plugin's [`Naming`] applies here: items its allow- and deny-lists hide are left out
 //! (neither listed nor callable), tool and prompt names get its prefix (each item remembers
 //! its own name, the one the plugin is called with), and names in its lists that the plugin
@@ -165,6 +169,7 @@ pub fn prepare(
         .filter(|r| naming.resources.shows(&r.uri))
     {
         let ready = names::uri_problem(&resource.uri)
+            .or_else(|| names::reserved_problem(&resource.uri))
             .map_or(Ok(()), Err)
             .and_then(|()| {
                 convert::to_raw(&convert::resource_value(resource)).map_err(|e| e.message)
@@ -183,7 +188,11 @@ pub fn prepare(
         .filter(|t| naming.resources.shows(&t.uri_template))
     {
         let ready = UriTemplate::parse(&template.uri_template)
-            .and_then(|matcher| names::uri_problem(&template.uri_template).map_or(Ok(matcher), Err))
+            .and_then(|matcher| {
+                names::uri_problem(&template.uri_template)
+                    .or_else(|| names::reserved_problem(&template.uri_template))
+                    .map_or(Ok(matcher), Err)
+            })
             .and_then(|matcher| Ok((matcher, convert::template_json(template)?)));
         match ready {
             Ok((matcher, json)) => prepared.templates.push(PreparedTemplate {
