@@ -144,7 +144,11 @@ impl TaskStore for MemoryTasks {
         let outcome = self.with(|entries| {
             let new = !entries.contains_key(id);
             let (mut kept, mut mine, mut my_bytes) = (0usize, 0usize, 0usize);
-            for (_, entry) in entries.iter().filter(|(key, _)| key.as_str() != id) {
+            let others = entries
+                .iter()
+                .filter(|(key, _)| key.as_str() != id)
+                .map(|(_, entry)| entry);
+            for entry in others {
                 kept = kept.saturating_add(entry.record.len());
                 if entry.owner == owner {
                     mine += 1;
