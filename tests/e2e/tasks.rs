@@ -719,4 +719,10 @@ async fn running_tasks_hold_places_in_their_callers_calls_budget() {
         alice.rpc("tasks/cancel", json!({ "taskId": id })).await;
     }
     until_calls_in_use(&server, 0).await;
+
+    // A task whose call crashes gives its place back as well.
+    let crashing = alice.start("protocol_error_job", json!({})).await;
+    let failed = alice.until(&crashing, &["completed", "failed"]).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(calls_in_use(&server).await, 0.0);
 }
