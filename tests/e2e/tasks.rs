@@ -133,16 +133,21 @@ impl Modern {
     }
 }
 
-fn code(response: &Value) -> i64 {
+pub fn code(response: &Value) -> i64 {
     response["error"]["code"].as_i64().unwrap_or(0)
 }
 
 async fn server(dir: &Path, extra: &[&str]) -> (HttpServer, tempfile::TempDir) {
+    server_with(dir, "", extra).await
+}
+
+/// A server whose configuration file has alice's and bob's tokens, then `rest`.
+async fn server_with(dir: &Path, rest: &str, extra: &[&str]) -> (HttpServer, tempfile::TempDir) {
     let config_dir = tempfile::tempdir().unwrap();
     let config = token_config(
         config_dir.path(),
         &[("alice", ALICE, &[]), ("bob", BOB, &[])],
-        "",
+        rest,
     );
     let mut args = vec!["--config", config.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -521,4 +526,203 @@ async fn a_request_cancelled_before_its_task_was_created_leaves_nothing_running(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(created, "the cancelled calls never freed the caller's slot");
+}
+
+/// The refusal of a task of a tool that only runs as a task, when its caller keeps its share
+/// of the task store already (the caller's own share, nothing of the store's free room).
+pub fn over_share(records: u64, bytes: u64) -> String {
+    format!(
+        "cannot keep the task: this caller already keeps its share of the task store: at most \
+         {records} tasks and {bytes} bytes of their records, each kept for its ttlMs after its \
+         last change (--max-task-records-per-caller, --max-task-bytes-per-caller); try again \
+         when one has expired"
+    )
+}
+
+/// Issue #55: a caller who fills the task store leaves the others room. Each caller keeps at
+/// most its share (records and bytes); past it, a call of a tool that may run as a task is
+/// served as a plain call, and one of a tool that only runs as a task is refused naming the
+/// caller's share, never the store's free room. Another caller's tasks are kept as before.
+#[tokio::test]
+async fn a_caller_past_its_share_of_the_task_store_gets_plain_calls_and_others_keep_tasks() {
+    let dir = conformance_dir(TASKS_MANIFEST);
+    let (server, _config) = server(
+        dir.path(),
+        &[
+            "--max-task-records-per-caller",
+            "2",
+            "--max-task-bytes-per-caller",
+            "100000",
+        ],
+    )
+    .await;
+    let alice = Modern::new(&server.url, Some(ALICE));
+    let bob = Modern::new(&server.url, Some(BOB));
+
+    // Bob keeps two tasks: his share of records.
+    let first = bob.start("slow_compute", json!({"seconds": 60})).await;
+    let second = bob
+        .start("slow_compute", json!({"seconds": 1, "label": "kept"}))
+        .await;
+    // A task's outcome replaces its record: within the share, it is kept.
+    let done = bob.until(&second, &["completed", "failed"]).await;
+    assert_eq!(done["result"]["content"][0]["text"], "computed kept in 1 s");
+
+    // Past it, a tool that may run as a task runs as a plain call, to its end.
+    let plain = bob
+        .call("slow_compute", json!({"seconds": 1, "label": "plain"}))
+        .await;
+    assert_eq!(plain["resultType"], "complete", "{plain}");
+    assert_eq!(plain["content"][0]["text"], "computed plain in 1 s");
+    // One that only runs as a task is refused, naming his share and no more.
+    let refused = bob
+        .rpc(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(code(&refused), -32029, "{refused}");
+    assert_eq!(
+        refused["error"]["message"],
+        over_share(2, 100_000),
+        "{refused}"
+    );
+
+    // Alice's share is her own: her calls still become tasks.
+    let hers = alice.start("slow_compute", json!({"seconds": 60})).await;
+    assert_eq!(alice.get(&hers).await["result"]["status"], "working");
+
+    // Bytes count too: with one record kept, alice cannot keep one that would pass hers.
+    let label = "x".repeat(120_000);
+    let plain = alice
+        .call("slow_compute", json!({"seconds": 1, "label": label}))
+        .await;
+    assert_eq!(plain["resultType"], "complete", "{plain}");
+    assert_eq!(
+        plain["content"][0]["text"],
+        format!("computed {label} in 1 s")
+    );
+    alice.rpc("tasks/cancel", json!({ "taskId": hers })).await;
+    bob.rpc("tasks/cancel", json!({ "taskId": first })).await;
+}
+
+/// The value of `mcpbox_budget_in_use{limit="calls"}`: budgeted callers' calls running now.
+async fn calls_in_use(server: &HttpServer) -> f64 {
+    let text = reqwest::Client::new()
+        .get(server.url.replace("/mcp", "/metrics"))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(r#"mcpbox_budget_in_use{limit="calls"} "#))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no calls in use in the metrics:\n{text}"))
+}
+
+/// Wait (a step at most) until budgeted callers run exactly `calls` calls.
+async fn until_calls_in_use(server: &HttpServer, calls: u32) {
+    let deadline = std::time::Instant::now() + crate::support::STEP;
+    while calls_in_use(server).await != f64::from(calls) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "calls in use never became {calls}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Issue #55: a running task is a running plugin call. It holds a place in its caller's
+/// `calls` budget from when its call starts until it ends (however it ends), as a plain call
+/// does: a caller whose tasks hold the budget is refused more calls, plain or task, at once,
+/// and a task resumed by an answer needs a place too.
+#[tokio::test]
+async fn running_tasks_hold_places_in_their_callers_calls_budget() {
+    let dir = conformance_dir(TASKS_MANIFEST);
+    let (server, _config) = server_with(dir.path(), "[budgets]\ncalls = 2\n", &[]).await;
+    let alice = Modern::new(&server.url, Some(ALICE));
+    let mut plain = Modern::new(&server.url, Some(ALICE));
+    plain.declares = false;
+    let bob = Modern::new(&server.url, Some(BOB));
+
+    // A task waiting for an answer runs nothing: it holds no place.
+    let asking = alice
+        .start("confirm_delete", json!({"filename": "a.txt"}))
+        .await;
+    alice.until(&asking, &["input_required"]).await;
+    until_calls_in_use(&server, 0).await;
+
+    // Two running tasks hold both of alice's places, once each.
+    let first = alice.start("slow_compute", json!({"seconds": 60})).await;
+    let second = alice.start("slow_compute", json!({"seconds": 60})).await;
+    assert_eq!(calls_in_use(&server).await, 2.0);
+    let refused_calls = |response: &Value| {
+        assert_eq!(code(response), -32029, "{response}");
+        assert_eq!(response["error"]["data"]["limit"], "calls", "{response}");
+        assert_eq!(response["error"]["data"]["budget"], 2, "{response}");
+    };
+    for client in [&alice, &plain] {
+        let refused = client
+            .rpc(
+                "tools/call",
+                json!({"name": "greet", "arguments": {"name": "alice"}}),
+            )
+            .await;
+        refused_calls(&refused);
+    }
+    // The answer that would run the waiting task again is refused too, and it keeps waiting.
+    let accept = json!({"confirm": {"action": "accept", "content": {"confirm": true}}});
+    let refused = alice
+        .rpc(
+            "tasks/update",
+            json!({"taskId": asking, "inputResponses": accept}),
+        )
+        .await;
+    refused_calls(&refused);
+    assert_eq!(
+        alice.get(&asking).await["result"]["status"],
+        "input_required"
+    );
+    // Bob's budget is his own.
+    let hello = bob.call("greet", json!({"name": "bob"})).await;
+    assert_eq!(hello["content"][0]["text"], "Hello, bob!");
+
+    // A cancelled task gives its place back, once: one more call fits, not two.
+    alice.rpc("tasks/cancel", json!({ "taskId": first })).await;
+    until_calls_in_use(&server, 1).await;
+    let ack = alice
+        .rpc(
+            "tasks/update",
+            json!({"taskId": asking, "inputResponses": accept}),
+        )
+        .await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = alice.until(&asking, &["completed", "failed"]).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Deleted a.txt",
+        "{done}"
+    );
+    until_calls_in_use(&server, 1).await;
+    let third = alice.start("slow_compute", json!({"seconds": 60})).await;
+    assert_eq!(calls_in_use(&server).await, 2.0);
+    let refused = plain
+        .rpc(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "alice"}}),
+        )
+        .await;
+    refused_calls(&refused);
+    for id in [&second, &third] {
+        alice.rpc("tasks/cancel", json!({ "taskId": id })).await;
+    }
+    until_calls_in_use(&server, 0).await;
+
+    // A task whose call crashes gives its place back as well.
+    let crashing = alice.start("protocol_error_job", json!({})).await;
+    let failed = alice.until(&crashing, &["completed", "failed"]).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(calls_in_use(&server).await, 0.0);
 }

@@ -562,6 +562,21 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_MAX_TASKS_PER_CALLER", default_value_t = crate::server::DEFAULT_MAX_TASKS_PER_CALLER as u32, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tasks_per_caller: u32,
 
+    /// 2026-07-28, tasks extension: the most task records one caller may keep, running or
+    /// ended, until they expire (counted across replicas with `--state redis://…`); past it,
+    /// a call of a tool that may run as a task runs as a plain call, and one of a tool that
+    /// only runs as a task is refused (-32029). The default is an eighth of the 10,000 one
+    /// process keeps in memory.
+    #[arg(long, env = "MCPBOX_MAX_TASK_RECORDS_PER_CALLER", default_value_t = crate::server::DEFAULT_TASK_RECORDS_PER_CALLER as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_task_records_per_caller: u64,
+
+    /// 2026-07-28, tasks extension: the most bytes of task records (arguments and outcomes)
+    /// one caller may keep until they expire, like `--max-task-records-per-caller`; a caller
+    /// keeping none may keep one record of any size a task keeps. The default is an eighth of
+    /// the 256 MiB one process keeps in memory.
+    #[arg(long, env = "MCPBOX_MAX_TASK_BYTES_PER_CALLER", default_value_t = crate::server::DEFAULT_TASK_BYTES_PER_CALLER as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_task_bytes_per_caller: u64,
+
     /// 2026-07-28: `ttlMs` on `server/discover` and list results, in milliseconds.
     #[arg(long, env = "MCPBOX_LIST_TTL_MS", default_value_t = 60_000)]
     pub list_ttl_ms: u64,
@@ -852,6 +867,12 @@ impl ServeArgs {
                 crate::server::TaskSettings {
                     ttl: Duration::from_millis(self.task_ttl_ms),
                     max_per_caller: self.max_tasks_per_caller as usize,
+                    share: crate::server::TaskShare {
+                        records: usize::try_from(self.max_task_records_per_caller)
+                            .unwrap_or(usize::MAX),
+                        bytes: usize::try_from(self.max_task_bytes_per_caller)
+                            .unwrap_or(usize::MAX),
+                    },
                 },
             )),
             ..ModernSettings::default()

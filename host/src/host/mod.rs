@@ -628,14 +628,21 @@ impl crate::server::TaskStore for SharedTasks {
     fn save<'a>(
         &'a self,
         id: &'a str,
+        owner: &'a str,
         record: Vec<u8>,
         ttl: Duration,
-    ) -> crate::server::BoxFuture<'a, Result<(), String>> {
+        share: crate::server::TaskShare,
+    ) -> crate::server::BoxFuture<'a, Result<(), crate::server::SaveError>> {
         Box::pin(async move {
-            self.0
-                .save(id, record, ttl)
+            match self
+                .0
+                .save(id, owner, record, ttl, share.records, share.bytes)
                 .await
-                .map_err(|e| e.to_string())
+            {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(crate::server::SaveError::Share(share)),
+                Err(e) => Err(crate::server::SaveError::Failed(e.to_string())),
+            }
         })
     }
 

@@ -9,6 +9,12 @@
 //! read back in one script, so two updates at once lose nothing) and `…:claim:<round>` (`SET
 //! NX`: exactly one update resumes the task). Each key expires with the task.
 //!
+//! Each caller's share of the store is kept beside: `mcpbox:tasks-of:<owner>` (a sorted set:
+//! the caller's task ids scored by when their records lapse) and `…:bytes` (a hash: each
+//! id's record size). A record is written by one script that drops the lapsed ids, counts the
+//! caller's others and writes the record only within its share, so replicas writing at once
+//! cannot together pass it. `<owner>` is a digest the server made of the caller's key.
+//!
 //! Depends on nothing else in the crate; the server decides what to keep (`server::tasks`).
 
 use std::collections::BTreeMap;
@@ -32,6 +38,40 @@ end
 return redis.call('HGETALL', KEYS[1])
 ";
 
+/// Write a record within its owner's share. KEYS: the record, the owner's ids by expiry, the
+/// owner's sizes by id. ARGV: id, record, ttl in ms, most records, most bytes. Returns 1 when
+/// written, 0 when the owner keeps its share already (a record it replaces not counted; one
+/// record alone may pass the bytes).
+const SAVE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[3])
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+for i = 1, #lapsed, 500 do
+  local part = {unpack(lapsed, i, math.min(i + 499, #lapsed))}
+  redis.call('ZREM', KEYS[2], unpack(part))
+  redis.call('HDEL', KEYS[3], unpack(part))
+end
+local size = string.len(ARGV[2])
+local count = redis.call('ZCARD', KEYS[2])
+local bytes = 0
+for _, v in ipairs(redis.call('HVALS', KEYS[3])) do bytes = bytes + tonumber(v) end
+if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  count = count - 1
+  bytes = bytes - (tonumber(redis.call('HGET', KEYS[3], ARGV[1])) or 0)
+elseif count >= tonumber(ARGV[4]) then
+  return 0
+end
+if count > 0 and bytes + size > tonumber(ARGV[5]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[1], size)
+for i = 2, 3 do
+  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+return 1
+";
+
 /// Whether a task id can be one this server made (a hyphenated UUID): anything else is no
 /// task, and never reaches Redis as part of a key.
 pub fn is_task_id(id: &str) -> bool {
@@ -43,6 +83,7 @@ pub struct RedisTasks {
     connection: ConnectionManager,
     server: String,
     answer: Script,
+    save: Script,
 }
 
 fn millis(ttl: Duration) -> u64 {
@@ -57,6 +98,7 @@ impl RedisTasks {
             connection,
             server,
             answer: Script::new(ANSWER),
+            save: Script::new(SAVE),
         })
     }
 
@@ -74,14 +116,40 @@ impl RedisTasks {
         super::redis::within(&self.server, TASK_TIMEOUT, work).await
     }
 
-    /// Write task `id`'s record, kept `ttl`.
-    pub async fn save(&self, id: &str, record: Vec<u8>, ttl: Duration) -> Result<(), KvError> {
+    /// Write task `id`'s record, `owner`'s, kept `ttl`, if `owner` keeps fewer than
+    /// `max_records` records and `max_bytes` bytes of them with it (the record it replaces
+    /// not counted): `false` when it does not.
+    pub async fn save(
+        &self,
+        id: &str,
+        owner: &str,
+        record: Vec<u8>,
+        ttl: Duration,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<bool, KvError> {
         let key = Self::key(id)?;
+        if owner.is_empty() || !owner.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(KvError::InvalidKey(format!(
+                "`{owner}` is not a digest of a caller"
+            )));
+        }
+        let owned = format!("mcpbox:tasks-of:{owner}");
+        let mut invocation = self.save.prepare_invoke();
+        invocation
+            .key(key)
+            .key(&owned)
+            .key(format!("{owned}:bytes"))
+            .arg(id)
+            .arg(record)
+            .arg(millis(ttl))
+            .arg(max_records)
+            .arg(max_bytes);
         let mut connection = self.connection.clone();
-        let mut command = redis::cmd("SET");
-        command.arg(key).arg(record).arg("PX").arg(millis(ttl));
-        self.within(command.query_async::<()>(&mut connection))
-            .await
+        let written: u8 = self
+            .within(invocation.invoke_async(&mut connection))
+            .await?;
+        Ok(written == 1)
     }
 
     /// Task `id`'s record and whether it was cancelled (`None`: no such task).

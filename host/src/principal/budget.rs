@@ -19,7 +19,7 @@ use super::{AUTH_TOKEN_NAME, Kind, Principal, Scopes};
 /// One caller's budget.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Budget {
-    /// Plugin calls running at once.
+    /// Plugin calls running at once (plain calls, and the calls of running tasks).
     pub calls: usize,
     /// Open HTTP sessions.
     pub sessions: usize,

@@ -1,7 +1,8 @@
 //! Budgets per caller, kept: how much of the host one [`Principal`] holds at once — plugin
-//! calls running, HTTP sessions, listen streams, bytes of requests in flight — and how many
-//! requests it sends a second (a token bucket), against the budget its configuration gives it
-//! ([`BudgetConfig::budget_of`], in `principal`). They sit beside the global bounds of
+//! calls running (a task's call among them, until it ends: `server::tasks`), HTTP sessions,
+//! listen streams, bytes of requests in flight — and how many requests it sends a second (a
+//! token bucket), against the budget its configuration gives it ([`BudgetConfig::budget_of`],
+//! in `principal`). They sit beside the global bounds of
 //! [`super::bounds`]: a global bound keeps the process within its memory and descriptors
 //! whoever asks; a budget keeps one caller from taking the share of the others. A caller over
 //! its budget is refused at once, never queued ahead of anyone (HTTP 429 with `Retry-After`,

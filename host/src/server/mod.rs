@@ -56,8 +56,9 @@ pub use session::{
     Answer, Era, INSUFFICIENT_SCOPE, Mode, Pending, Refusal, Session, Status, insufficient_scope,
 };
 pub use tasks::{
-    DEFAULT_MAX_TASKS_PER_CALLER, DEFAULT_TASK_TTL, MemoryTasks, Stored, TASKS_EXTENSION,
-    TaskSettings, TaskStore, Tasks,
+    DEFAULT_MAX_TASKS_PER_CALLER, DEFAULT_TASK_BYTES_PER_CALLER, DEFAULT_TASK_RECORDS_PER_CALLER,
+    DEFAULT_TASK_TTL, MemoryTasks, SaveError, Stored, TASKS_EXTENSION, TaskSettings, TaskShare,
+    TaskStore, Tasks,
 };
 
 /// The most rounds of input requests one request may make, by default.

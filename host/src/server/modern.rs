@@ -67,7 +67,9 @@ impl<B: Backend> Session<B> {
         v2026::check_params(&params, arguments.as_ref(), &headers.params)
     }
 
-    /// Answer one 2026-07-28 request.
+    /// Answer one 2026-07-28 request. `place` (its caller's place among its running calls,
+    /// for a request that runs a plugin) is held until it is answered, or handed to its call
+    /// when that becomes a task.
     #[allow(
         clippy::too_many_arguments,
         reason = "one request's parts, passed through once"
@@ -81,6 +83,7 @@ impl<B: Backend> Session<B> {
         cancellation: Arc<Cancellation>,
         caller: Principal,
         audit: Arc<AuditSlot>,
+        place: Option<super::Held>,
     ) -> Option<Answer> {
         let checked =
             v2026::check(&request, headers.as_ref(), &|m| self.serves(m)).and_then(|envelope| {
@@ -205,7 +208,9 @@ impl<B: Backend> Session<B> {
                         }
                     };
                     let ctx = context(Some(Arc::clone(&round)));
-                    let outcome = self.call_as_task(task, body, round, bound, ctx).await;
+                    let outcome = self
+                        .call_as_task(task, body, round, bound, ctx, place)
+                        .await;
                     audit.outcome(AuditOutcome::of(&outcome));
                     return Some(answer(&id, outcome, Era::Modern));
                 }

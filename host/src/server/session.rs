@@ -524,11 +524,12 @@ impl<B: Backend> Session<B> {
                 Some(Pending {
                     work: Box::pin(
                         async move {
-                            // The caller's place among its running calls, until this ends.
-                            let _held = held;
+                            // The caller's place among its running calls goes with the request
+                            // (to its call, should that become a task), until it ends.
                             session
                                 .run(
-                                    request, era, headers, call_id, outbound, cancel, caller, audit,
+                                    request, era, headers, call_id, outbound, cancel, caller,
+                                    audit, held,
                                 )
                                 .await
                         }
@@ -613,7 +614,9 @@ impl<B: Backend> Session<B> {
         Some(Answer::forbidden(&request.id, missing))
     }
 
-    /// Run one request to its reply, unless the client cancels it first.
+    /// Run one request to its reply, unless the client cancels it first. `place`, its
+    /// caller's place among its running calls (for a request that runs a plugin), is given
+    /// back when it ends, or by the call it started when that call outlives it as a task.
     #[allow(
         clippy::too_many_arguments,
         reason = "one request's parts, passed through once"
@@ -628,6 +631,7 @@ impl<B: Backend> Session<B> {
         cancellation: Arc<Cancellation>,
         caller: Principal,
         audit: Option<AuditStart>,
+        place: Option<super::Held>,
     ) -> Option<Answer> {
         let meter = RequestMeter::start(&request.method);
         let slot = audit
@@ -639,6 +643,7 @@ impl<B: Backend> Session<B> {
         let handling = async {
             match era {
                 Era::Legacy => {
+                    let _place = place;
                     self.legacy_request(
                         request,
                         outbound,
@@ -658,6 +663,7 @@ impl<B: Backend> Session<B> {
                         Arc::clone(&cancellation),
                         caller,
                         slot,
+                        place,
                     )
                     .await
                 }

@@ -1,14 +1,15 @@
 //! Tasks kept in the shared store: two `mcpbox serve --http` replicas on one real
 //! `redis-server`, as behind a load balancer. A task started on one is seen, answered and
 //! cancelled through the other; a replica killed while its task runs leaves the task `failed`
-//! (its lease lapses), never `working` for ever.
+//! (its lease lapses), never `working` for ever. A caller's share of the store is counted in
+//! Redis, so its tasks on both replicas together fill it.
 
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::HttpServer;
-use crate::tasks::{Modern, TASKS_MANIFEST, conformance_dir};
+use crate::support::{HttpServer, token_config};
+use crate::tasks::{Modern, TASKS_MANIFEST, code, conformance_dir, over_share};
 use crate::tools::Redis;
 
 #[tokio::test]
@@ -96,4 +97,81 @@ async fn replicas_share_tasks_and_a_dead_replica_fails_its_own() {
         "{view}"
     );
     drop(two);
+}
+
+/// Issue #55: each caller's share of the task store holds across replicas. Bob keeps one task
+/// through each of two replicas sharing one Redis: his share of two is full on both, so each
+/// serves his next call of a tool that may run as a task as a plain call, and refuses one
+/// that only runs as a task; alice, on the same replicas, still gets tasks.
+#[tokio::test]
+async fn a_callers_share_of_the_task_store_is_counted_across_replicas() {
+    const ALICE: &str = "alice-shared-tasks-token-0123";
+    const BOB: &str = "bob-shared-tasks-token-012345";
+    let redis = Redis::start();
+    let url = redis.url();
+    let dir = conformance_dir(TASKS_MANIFEST);
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = token_config(
+        config_dir.path(),
+        &[("alice", ALICE, &[]), ("bob", BOB, &[])],
+        "",
+    );
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "--state",
+        url.as_str(),
+        "--state-key",
+        "a-secret-every-replica-shares-0123",
+        "--max-task-records-per-caller",
+        "2",
+    ];
+    let one = HttpServer::start(dir.path(), &args).await;
+    let two = HttpServer::start(dir.path(), &args).await;
+    let bob_one = Modern::new(&one.url, Some(BOB));
+    let bob_two = Modern::new(&two.url, Some(BOB));
+
+    // One task through each replica; the outcome two writes replaces its record, in the share.
+    let first = bob_one.start("slow_compute", json!({"seconds": 60})).await;
+    let second = bob_two
+        .start("slow_compute", json!({"seconds": 1, "label": "kept"}))
+        .await;
+    let done = bob_one.until(&second, &["completed", "failed"]).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "computed kept in 1 s",
+        "{done}"
+    );
+
+    // Full on both replicas: a plain call on each, and a refusal naming his share.
+    for bob in [&bob_one, &bob_two] {
+        let plain = bob
+            .call("slow_compute", json!({"seconds": 1, "label": "plain"}))
+            .await;
+        assert_eq!(plain["resultType"], "complete", "{plain}");
+        assert_eq!(plain["content"][0]["text"], "computed plain in 1 s");
+        let refused = bob
+            .rpc(
+                "tools/call",
+                json!({"name": "failing_job", "arguments": {}}),
+            )
+            .await;
+        assert_eq!(code(&refused), -32029, "{refused}");
+        assert_eq!(
+            refused["error"]["message"],
+            over_share(2, 32 << 20),
+            "{refused}"
+        );
+    }
+
+    // Alice's share is hers, on either replica.
+    let alice = Modern::new(&two.url, Some(ALICE));
+    let hers = alice.start("slow_compute", json!({"seconds": 60})).await;
+    assert_eq!(
+        Modern::new(&one.url, Some(ALICE)).get(&hers).await["result"]["status"],
+        "working"
+    );
+    alice.rpc("tasks/cancel", json!({ "taskId": hers })).await;
+    bob_two
+        .rpc("tasks/cancel", json!({ "taskId": first }))
+        .await;
 }

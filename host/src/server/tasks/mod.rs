@@ -22,17 +22,23 @@
 //! runs as a task is -32021 too; other tools run as plain calls.
 //!
 //! Guarantees: a task runs under the plugin's fuel and memory limits and its task time limit;
-//! each caller runs at most [`TaskSettings::max_per_caller`] tasks at once in a process; a
-//! record (result included) is at most [`MAX_RECORD_BYTES`] and is kept [`TaskSettings::ttl`]
-//! after its last change; a task is its caller's alone (another caller's `tasks/*` finds no
-//! such task). Records live in a [`TaskStore`]: in memory for one process, in the shared
-//! store (Redis) for replicas, so any replica answers for any task. The replica running a task
-//! renews a lease on it every [`LEASE_RENEWAL`]; a task whose lease ran out (its replica died)
-//! is reported `failed`, never left `working` for ever. A `tasks/cancel` that reaches another
-//! replica is seen by the runner at its next renewal.
+//! its call holds a place among its caller's running calls (the `calls` budget, as a plain
+//! call does) from when it starts until it ends, however it ends; each caller runs at most
+//! [`TaskSettings::max_per_caller`] tasks at once in a process; a record (result included) is
+//! at most [`MAX_RECORD_BYTES`] and is kept [`TaskSettings::ttl`] after its last change; each
+//! caller keeps at most its [`TaskSettings::share`] of the store (records and bytes, across
+//! replicas in the shared store): a call that may run as a task but cannot be kept (its
+//! caller's share or the store is full) goes on as a plain call, one that only runs as a task
+//! is refused, saying which bound it met but not what room is left; a task is its caller's
+//! alone (another caller's `tasks/*` finds no such task). Records live in a [`TaskStore`]: in
+//! memory for one process, in the shared store (Redis) for replicas, so any replica answers
+//! for any task. The replica running a task renews a lease on it every [`LEASE_RENEWAL`]; a
+//! task whose lease ran out (its replica died) is reported `failed`, never left `working` for
+//! ever. A `tasks/cancel` that reaches another replica is seen by the runner at its next
+//! renewal.
 //!
-//! Depends on the rest of `server`, on `protocol`, `principal` (whose task it is) and
-//! `metrics` (tasks running and ended).
+//! Depends on the rest of `server` (budgets among it), on `protocol`, `principal` (whose task
+//! it is) and `metrics` (tasks running and ended).
 
 mod store;
 
@@ -52,7 +58,7 @@ use super::context::{
 use super::dispatch::dispatch;
 use super::mrtr::{Binding, InputRound, MAX_INPUT_RESPONSE_BYTES, MAX_INPUT_RESPONSES, RoundEnd};
 use super::session::Session;
-use super::{Backend, MethodOutput, MethodResult, ModernSettings, OVER_BUDGET};
+use super::{Backend, Budgeted, Held, MethodOutput, MethodResult, ModernSettings, OVER_BUDGET};
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::error::INTERNAL_ERROR;
@@ -60,7 +66,10 @@ use crate::protocol::mcp::{CallToolParams, TaskParams, UpdateTaskParams, parse_p
 use crate::protocol::request::{ClientRequest, Method, RetryParams};
 use crate::protocol::v2026;
 
-pub use store::{MemoryTasks, Stored, TaskStore};
+pub use store::{
+    MAX_TASK_BYTES_IN_MEMORY, MAX_TASKS_IN_MEMORY, MemoryTasks, SaveError, Stored, TaskShare,
+    TaskStore,
+};
 
 /// The extension's identifier.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -78,6 +87,12 @@ pub const MAX_RECORD_BYTES: usize = 8 << 20;
 pub const DEFAULT_MAX_TASKS_PER_CALLER: usize = 32;
 /// How long a task is kept after its last change, by default.
 pub const DEFAULT_TASK_TTL: Duration = Duration::from_secs(3600);
+/// The task records one caller may keep, by default: an eighth of what one process keeps in
+/// memory ([`MAX_TASKS_IN_MEMORY`]).
+pub const DEFAULT_TASK_RECORDS_PER_CALLER: usize = MAX_TASKS_IN_MEMORY / 8;
+/// The bytes of task records one caller may keep, by default: an eighth of what one process
+/// keeps in memory ([`MAX_TASK_BYTES_IN_MEMORY`], so 32 MiB).
+pub const DEFAULT_TASK_BYTES_PER_CALLER: usize = MAX_TASK_BYTES_IN_MEMORY / 8;
 
 /// How tasks are kept and bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +101,8 @@ pub struct TaskSettings {
     pub ttl: Duration,
     /// The most tasks one caller runs at once in one process.
     pub max_per_caller: usize,
+    /// What one caller may keep of the task store.
+    pub share: TaskShare,
 }
 
 impl Default for TaskSettings {
@@ -93,6 +110,10 @@ impl Default for TaskSettings {
         Self {
             ttl: DEFAULT_TASK_TTL,
             max_per_caller: DEFAULT_MAX_TASKS_PER_CALLER,
+            share: TaskShare {
+                records: DEFAULT_TASK_RECORDS_PER_CALLER,
+                bytes: DEFAULT_TASK_BYTES_PER_CALLER,
+            },
         }
     }
 }
@@ -178,9 +199,18 @@ impl Tasks {
         u64::try_from(self.settings.ttl.as_millis()).unwrap_or(u64::MAX)
     }
 
-    async fn save(&self, id: &str, record: &Record) -> Result<(), String> {
-        let bytes = serde_json::to_vec(record).map_err(|e| e.to_string())?;
-        self.store.save(id, bytes, self.settings.ttl).await
+    /// Keep `record`, within its owner's share.
+    async fn save(&self, id: &str, record: &Record) -> Result<(), SaveError> {
+        let bytes = serde_json::to_vec(record).map_err(|e| SaveError::Failed(e.to_string()))?;
+        self.store
+            .save(
+                id,
+                &record.owner,
+                bytes,
+                self.settings.ttl,
+                self.settings.share,
+            )
+            .await
     }
 
     /// The task `id` as `owner` may see it: -32602 for a task that does not exist, has
@@ -470,7 +500,8 @@ struct Launched {
 
 impl Launched {
     /// Start `body` (a `tools/call`) under `ctx`, a task's context cancelled by
-    /// `cancellation`, in input round `round`.
+    /// `cancellation`, in input round `round`, holding `place` (its caller's place among its
+    /// running calls) until the call ends.
     fn start<B: Backend>(
         backend: Arc<B>,
         body: ClientRequest,
@@ -478,10 +509,11 @@ impl Launched {
         round: Arc<InputRound>,
         binding: Binding,
         cancellation: Arc<Cancellation>,
+        place: Option<Held>,
     ) -> Self {
         let status = ctx.task_status();
         Self {
-            handle: spawn_call(backend, body, ctx),
+            handle: spawn_call(backend, body, ctx, place),
             round,
             binding,
             cancellation,
@@ -490,13 +522,16 @@ impl Launched {
     }
 }
 
-/// Start `body` (a `tools/call`) in its own task under `ctx`.
+/// Start `body` (a `tools/call`) in its own task under `ctx`. `place` is given back when the
+/// call ends, or when the task is aborted (dropped with it): once, however the call ends.
 fn spawn_call<B: Backend>(
     backend: Arc<B>,
     body: ClientRequest,
     ctx: RequestContext,
+    place: Option<Held>,
 ) -> JoinHandle<MethodResult> {
     tokio::spawn(async move {
+        let _place = place;
         let outcome = dispatch(&*backend, body, ctx.clone()).await;
         ctx.finish();
         outcome
@@ -603,6 +638,36 @@ fn output(value: &Value) -> MethodResult {
         .map_err(|e| ErrorObject::internal(e.to_string()))
 }
 
+/// How a call that did not become a task is answered, as a plain call's: a question is an
+/// ordinary input round, and a call that produced no result fails as a plain call does (a
+/// tool error the model can read).
+fn plainly(conclusion: Conclusion) -> MethodResult {
+    match conclusion {
+        Conclusion::Input { requests, state } => output(&v2026::input_required(&requests, &state)),
+        Conclusion::Result(result) => Ok(result),
+        Conclusion::Failed(error) if error.code == INTERNAL_ERROR => {
+            let mut result = output(&json!({
+                "resultType": "complete",
+                "content": [{ "type": "text", "text": error.message }],
+                "isError": true,
+            }))?;
+            result.is_error = true;
+            Ok(result)
+        }
+        Conclusion::Failed(error) => Err(error),
+    }
+}
+
+/// The refusal of a task that cannot be kept: -32029 when its caller keeps its share already,
+/// else -32603. Neither says how much room the store has left.
+fn cannot_keep(error: &SaveError) -> ErrorObject {
+    let message = format!("cannot keep the task: {error}");
+    match error {
+        SaveError::Share(_) => ErrorObject::new(OVER_BUDGET, message),
+        SaveError::Full | SaveError::Failed(_) => ErrorObject::internal(message),
+    }
+}
+
 /// A `tools/call` about to run as a task: what its record keeps.
 pub(super) struct TaskCall {
     /// The tool's served name.
@@ -617,7 +682,9 @@ pub(super) struct TaskCall {
 
 impl<B: Backend> Session<B> {
     /// Run a `tools/call` that may become a task: see the module's documentation. `ctx` is
-    /// the request's (its stream, progress token and audit), `round` its input round.
+    /// the request's (its stream, progress token and audit), `round` its input round, `place`
+    /// the request's place among its caller's running calls, which the call holds until it
+    /// ends, task or not.
     pub(super) async fn call_as_task(
         &self,
         call: TaskCall,
@@ -625,6 +692,7 @@ impl<B: Backend> Session<B> {
         round: Arc<InputRound>,
         binding: Binding,
         ctx: RequestContext,
+        place: Option<Held>,
     ) -> MethodResult {
         let tasks = Arc::clone(&self.settings.tasks);
         let owner = owner_of(ctx.caller());
@@ -640,6 +708,7 @@ impl<B: Backend> Session<B> {
             round,
             binding,
             cancellation,
+            place,
         );
         let mut unclaimed = Unclaimed {
             tasks: Arc::clone(&tasks),
@@ -675,41 +744,45 @@ impl<B: Backend> Session<B> {
                 ));
             }
         };
-        if let Ok(joined) = graced {
+        let joined = match graced {
+            Ok(joined) => Some(joined),
+            // Still running: it becomes a task if it can be kept.
+            Err(_) => match tasks.save(&id, &record).await {
+                Ok(()) => None,
+                // A call that may run as a task goes on as a plain call instead.
+                Err(e) if !call.required => {
+                    tracing::debug!(task = %id, tool = %record.tool, "cannot keep the task ({e}); the call goes on as a plain one");
+                    Some(tokio::select! {
+                        joined = &mut launched.handle => joined,
+                        () = request.cancelled() => {
+                            // Dropping `unclaimed` stops the call and frees the slot.
+                            return Err(ErrorObject::internal("the request was cancelled before its call ended"));
+                        }
+                    })
+                }
+                // Dropping `unclaimed` stops the call and frees the slot.
+                Err(e) => return Err(cannot_keep(&e)),
+            },
+        };
+        if let Some(joined) = joined {
             unclaimed.claimed();
             tasks.stop(&id);
             drop(ctx);
             let outcome = joined
                 .unwrap_or_else(|e| Err(ErrorObject::internal(format!("the call stopped: {e}"))));
             match conclude(&launched.round, &launched.binding, outcome, &self.settings) {
-                Conclusion::Input { requests, state } => {
-                    return output(&v2026::input_required(&requests, &state));
-                }
-                Conclusion::Result(result) if !call.required => return Ok(result),
-                // Answered as a plain call, it fails as one: a call that produced no result is
-                // a tool error the model can read.
-                Conclusion::Failed(error) if !call.required && error.code == INTERNAL_ERROR => {
-                    let mut result = output(&json!({
-                        "resultType": "complete",
-                        "content": [{ "type": "text", "text": error.message }],
-                        "isError": true,
-                    }))?;
-                    result.is_error = true;
-                    return Ok(result);
-                }
-                Conclusion::Failed(error) if !call.required => return Err(error),
+                asked @ Conclusion::Input { .. } => return plainly(asked),
+                ended if !call.required => return plainly(ended),
                 finished => record.conclude(finished),
+            }
+            // A tool that only runs as a task: a task created already finished.
+            if let Err(e) = tasks.save(&id, &record).await {
+                return Err(cannot_keep(&e));
             }
         } else {
             // It goes on after the answer: nothing more reaches this request's stream.
             ctx.finish();
             drop(ctx);
-        }
-        if let Err(e) = tasks.save(&id, &record).await {
-            // Dropping `unclaimed` stops the call and frees the slot.
-            return Err(ErrorObject::internal(format!(
-                "cannot keep the task, so it was not started: {e}"
-            )));
         }
         tracing::debug!(task = %id, tool = %record.tool, status = ?record.status, "task created");
         let created = record.envelope(&id, record.status, tasks.ttl_ms(), "task");
@@ -857,11 +930,16 @@ impl<B: Backend> Session<B> {
                 "`inputResponses` is {bytes} bytes; at most {MAX_INPUT_RESPONSE_BYTES} are taken"
             )));
         }
-        // The last answer restarts the call: refused while the caller runs its most tasks,
-        // before anything is recorded, so the client can send the answers again later.
+        // The last answer restarts the call: refused while the caller runs its most tasks or
+        // calls, before anything is recorded, so the client can send the answers again later.
         if !tasks.has_room(&record.owner) {
             return Err(tasks.over_bound());
         }
+        let place = self
+            .settings
+            .budgets
+            .take(caller, Budgeted::Calls, 1)
+            .map_err(|over| over.error())?;
         let store_error = |e: String| ErrorObject::internal(format!("cannot update the task: {e}"));
         let answered = tasks
             .store
@@ -879,20 +957,23 @@ impl<B: Backend> Session<B> {
         {
             return ack();
         }
-        self.resume(tasks, id, record, answered, caller).await;
+        self.resume(tasks, id, record, answered, place, caller)
+            .await;
         ack()
     }
 
-    /// Run a task's call again with the answers to its questions.
+    /// Run a task's call again with the answers to its questions, holding `place` among its
+    /// caller's running calls.
     async fn resume(
         &self,
         tasks: Arc<Tasks>,
         id: String,
         mut record: Record,
         answered: BTreeMap<String, Vec<u8>>,
+        place: Option<Held>,
         caller: &Principal,
     ) {
-        let started = self.restart(&tasks, &id, &record, answered, caller);
+        let started = self.restart(&tasks, &id, &record, answered, place, caller);
         let launched = match started {
             Ok(started) => started,
             Err(error) => {
@@ -930,6 +1011,7 @@ impl<B: Backend> Session<B> {
         id: &str,
         record: &Record,
         answered: BTreeMap<String, Vec<u8>>,
+        place: Option<Held>,
         caller: &Principal,
     ) -> Result<Launched, ErrorObject> {
         let params = RawValue::from_string(record.params.clone())
@@ -983,6 +1065,7 @@ impl<B: Backend> Session<B> {
             round,
             binding,
             cancellation,
+            place,
         ))
     }
 }

@@ -6,6 +6,12 @@
 //! round (merged atomically, so two `tasks/update`s at once lose nothing), a cancellation
 //! flag (set by `tasks/cancel` wherever it arrives; the runner watches it), and a claim per
 //! round (so exactly one `tasks/update` resumes the task when the last answer arrives).
+//!
+//! Each caller (its task's owner) keeps at most its [`TaskShare`] of a store: so many records
+//! and so many bytes of them, counted where the records are (per process in memory, across
+//! replicas in the shared store) in the same step that writes a record, so that one caller
+//! filling the store never leaves the others without room for a task. A refusal says which
+//! bound was met (the caller's share, or the whole store's), never how much room is left.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
@@ -22,15 +28,50 @@ pub struct Stored {
     pub cancelled: bool,
 }
 
+/// How much of a task store one caller may keep (its records, whatever their status, until
+/// they expire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskShare {
+    /// Records.
+    pub records: usize,
+    /// Bytes of records (a caller keeping none may keep one record however large, up to the
+    /// largest a task keeps).
+    pub bytes: usize,
+}
+
+/// Why a record was not written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SaveError {
+    /// Its owner keeps its share already (counted without the record it replaces).
+    #[error(
+        "this caller already keeps its share of the task store: at most {} tasks and {} bytes \
+         of their records, each kept for its ttlMs after its last change \
+         (--max-task-records-per-caller, --max-task-bytes-per-caller); try again when one has \
+         expired",
+        .0.records,
+        .0.bytes
+    )]
+    Share(TaskShare),
+    /// The store keeps all it may, whoever's.
+    #[error("the task store is full; try again when some tasks have expired")]
+    Full,
+    /// The store failed (a sentence naming what failed).
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Where task records are kept. Errors are sentences naming what failed.
 pub trait TaskStore: Send + Sync {
-    /// Write task `id`'s record, kept for `ttl`.
+    /// Write task `id`'s record, `owner`'s, kept for `ttl`: refused when `owner` would keep
+    /// more than `share`, or the store more than it may.
     fn save<'a>(
         &'a self,
         id: &'a str,
+        owner: &'a str,
         record: Vec<u8>,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<(), String>>;
+        share: TaskShare,
+    ) -> BoxFuture<'a, Result<(), SaveError>>;
 
     /// Task `id`'s record, if it exists.
     fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Stored>, String>>;
@@ -64,6 +105,7 @@ pub const MAX_TASK_BYTES_IN_MEMORY: usize = 256 << 20;
 
 #[derive(Default)]
 struct Entry {
+    owner: String,
     record: Vec<u8>,
     expires: Option<Instant>,
     cancelled: bool,
@@ -94,29 +136,37 @@ impl TaskStore for MemoryTasks {
     fn save<'a>(
         &'a self,
         id: &'a str,
+        owner: &'a str,
         record: Vec<u8>,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<(), String>> {
+        share: TaskShare,
+    ) -> BoxFuture<'a, Result<(), SaveError>> {
         let outcome = self.with(|entries| {
-            if !entries.contains_key(id) && entries.len() >= MAX_TASKS_IN_MEMORY {
-                return Err(format!(
-                    "this process already keeps {MAX_TASKS_IN_MEMORY} tasks; try again when some have expired"
-                ));
-            }
-            let kept: usize = entries
+            let new = !entries.contains_key(id);
+            let (mut kept, mut mine, mut my_bytes) = (0usize, 0usize, 0usize);
+            let others = entries
                 .iter()
                 .filter(|(key, _)| key.as_str() != id)
-                .map(|(_, e)| e.record.len())
-                .sum();
-            if kept.saturating_add(record.len()) > MAX_TASK_BYTES_IN_MEMORY {
-                return Err(format!(
-                    "this process already keeps {kept} bytes of tasks, and this record of {} \
-                     would pass the {MAX_TASK_BYTES_IN_MEMORY} it keeps in memory; try again when \
-                     some have expired",
-                    record.len()
-                ));
+                .map(|(_, entry)| entry);
+            for entry in others {
+                kept = kept.saturating_add(entry.record.len());
+                if entry.owner == owner {
+                    mine += 1;
+                    my_bytes = my_bytes.saturating_add(entry.record.len());
+                }
+            }
+            if (new && mine >= share.records)
+                || (mine > 0 && my_bytes.saturating_add(record.len()) > share.bytes)
+            {
+                return Err(SaveError::Share(share));
+            }
+            if (new && entries.len() >= MAX_TASKS_IN_MEMORY)
+                || kept.saturating_add(record.len()) > MAX_TASK_BYTES_IN_MEMORY
+            {
+                return Err(SaveError::Full);
             }
             let entry = entries.entry(id.to_owned()).or_default();
+            owner.clone_into(&mut entry.owner);
             entry.record = record;
             entry.expires = Instant::now().checked_add(ttl);
             Ok(())
@@ -180,18 +230,24 @@ impl TaskStore for MemoryTasks {
 mod tests {
     use super::*;
 
+    const ANYONE: TaskShare = TaskShare {
+        records: usize::MAX,
+        bytes: usize::MAX,
+    };
+
     #[tokio::test]
     async fn answers_merge_claims_are_once_and_records_expire() {
         let store = MemoryTasks::default();
         let ttl = Duration::from_secs(60);
-        store.save("t", b"{}".to_vec(), ttl).await.unwrap();
+        let save = |id: &'static str, record: Vec<u8>| store.save(id, "o", record, ttl, ANYONE);
+        save("t", b"{}".to_vec()).await.unwrap();
         // Bytes are bounded: a record that would pass the bound is refused, replacing one
         // counts only the new one.
         let big = vec![b' '; MAX_TASK_BYTES_IN_MEMORY - 2];
-        store.save("big", big.clone(), ttl).await.unwrap();
-        assert!(store.save("more", b"{}".to_vec(), ttl).await.is_err());
-        store.save("big", b"{}".to_vec(), ttl).await.unwrap();
-        store.save("more", b"{}".to_vec(), ttl).await.unwrap();
+        save("big", big.clone()).await.unwrap();
+        assert_eq!(save("more", b"{}".to_vec()).await, Err(SaveError::Full));
+        save("big", b"{}".to_vec()).await.unwrap();
+        save("more", b"{}".to_vec()).await.unwrap();
         let first = store
             .answer("t", 1, vec![("a".into(), b"1".to_vec())], ttl)
             .await
@@ -211,10 +267,54 @@ mod tests {
         assert!(store.load("t").await.unwrap().unwrap().cancelled);
 
         store
-            .save("short", b"{}".to_vec(), Duration::from_millis(1))
+            .save(
+                "short",
+                "o",
+                b"{}".to_vec(),
+                Duration::from_millis(1),
+                ANYONE,
+            )
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert_eq!(store.load("short").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn each_caller_keeps_its_share_and_a_refusal_tells_no_free_bytes() {
+        let store = MemoryTasks::default();
+        let ttl = Duration::from_secs(60);
+        let share = TaskShare {
+            records: 2,
+            bytes: 100,
+        };
+        let save = |id: &'static str, owner: &'static str, len: usize| {
+            store.save(id, owner, vec![b' '; len], ttl, share)
+        };
+        save("a1", "a", 40).await.unwrap();
+        save("a2", "a", 40).await.unwrap();
+        // A third record of a's is refused; a record replaced is not a new one.
+        assert_eq!(save("a3", "a", 1).await, Err(SaveError::Share(share)));
+        save("a2", "a", 60).await.unwrap();
+        // Bytes: replacing a record counts the new one against the rest of a's.
+        assert_eq!(save("a2", "a", 61).await, Err(SaveError::Share(share)));
+        // Another caller has a share of its own; one record alone may pass the bytes.
+        save("b1", "b", 500).await.unwrap();
+        assert_eq!(save("b2", "b", 1).await, Err(SaveError::Share(share)));
+        // The messages: the caller's own share, never what the store has left.
+        assert_eq!(
+            SaveError::Share(share).to_string(),
+            "this caller already keeps its share of the task store: at most 2 tasks and 100 \
+             bytes of their records, each kept for its ttlMs after its last change \
+             (--max-task-records-per-caller, --max-task-bytes-per-caller); try again when one \
+             has expired"
+        );
+        let big = vec![b' '; MAX_TASK_BYTES_IN_MEMORY];
+        let full = store.save("c1", "c", big, ttl, ANYONE).await.unwrap_err();
+        assert_eq!(full, SaveError::Full);
+        assert_eq!(
+            full.to_string(),
+            "the task store is full; try again when some tasks have expired"
+        );
     }
 }
