@@ -859,4 +859,4 @@ pub fn link_cookie(header: &str) -> Option<&str> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -146,7 +146,7 @@ async fn fake_provider(fake: Shared) -> String {
 
 /// Events, recorded.
 #[derive(Debug, Default)]
-struct Recorder(Mutex<Vec<EventRecord>>);
+pub(crate) struct Recorder(Mutex<Vec<EventRecord>>);
 
 impl CredentialEvents for Recorder {
     fn record(&self, event: EventRecord) {
@@ -165,7 +165,7 @@ impl Recorder {
     }
 }
 
-struct Setup {
+pub(crate) struct Setup {
     fake: Shared,
     state: Arc<StateService>,
     base: String,
@@ -174,7 +174,7 @@ struct Setup {
     _dir: tempfile::TempDir,
 }
 
-async fn setup() -> Setup {
+pub(crate) async fn setup() -> Setup {
     use std::os::unix::fs::PermissionsExt as _;
     let fake: Shared = Arc::new(Mutex::new(Fake {
         expires_in: 3600,
@@ -202,7 +202,7 @@ async fn setup() -> Setup {
 }
 
 impl Setup {
-    fn broker(&self, events: Arc<Recorder>) -> Broker {
+    pub(crate) fn broker(&self, events: Arc<Recorder>) -> Broker {
         let text = format!(
             "[providers.fake]\ndisplay-name = \"Fake\"\n\
              authorization-endpoint = \"{base}/authorize\"\ntoken-endpoint = \"{base}/token\"\n\
@@ -230,7 +230,12 @@ impl Setup {
     }
 
     /// The user at the provider: consent to the authorization URL, giving a code.
-    fn authorize(&self, location: &str, code: &str) -> CallbackQuery {
+    /// How many tokens the fake provider issued.
+    pub(crate) fn fake_issued(&self) -> u32 {
+        self.fake.lock().expect("fake").issued
+    }
+
+    pub(crate) fn authorize(&self, location: &str, code: &str) -> CallbackQuery {
         let url = Url::parse(location).expect("location");
         let query: HashMap<String, String> = url.query_pairs().into_owned().collect();
         assert_eq!(url.path(), "/authorize");
