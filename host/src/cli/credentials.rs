@@ -290,4 +290,120 @@ mod tests {
         let key = run(args(CredentialsAction::Keygen, false)).await;
         assert!(Key::parse(&key).is_ok(), "{key}");
     }
+
+    fn private(path: &std::path::Path, text: &str) {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::write(path, text).expect("write");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+
+    const PROVIDER: &str = "[providers.github]\ndisplay-name = \"GitHub\"\n\
+        authorization-endpoint = \"https://github.com/login/oauth/authorize\"\n\
+        token-endpoint = \"https://github.com/login/oauth/access_token\"\n\
+        client-id = \"Iv1.0123\"\nclient-secret = { secret = \"github-client-secret\" }\n";
+
+    async fn check(dir: &std::path::Path, text: &str) -> Outcome {
+        let config = dir.join("mcpbox.toml");
+        std::fs::write(&config, text).expect("write");
+        super::super::commands::check(&super::super::CheckArgs { config })
+            .await
+            .expect("runs")
+    }
+
+    #[tokio::test]
+    async fn check_reports_bad_providers_missing_secrets_and_a_missing_key() {
+        let dir = tempfile::tempdir().expect("dir");
+        let bare = check(dir.path(), PROVIDER).await;
+        let report = bare.output.unwrap_or_default();
+        assert!(bare.failed, "{report}");
+        assert!(report.contains("\nproviders: github (GitHub)"), "{report}");
+        assert!(
+            report.contains(
+                "\nerror: provider `github`: its client secret `github-client-secret` is not in the secrets file"
+            ),
+            "{report}"
+        );
+        assert!(
+            report.contains("\nerror: providers are configured but no credentials key seals their tokens: give --credentials-key-file PATH"),
+            "{report}"
+        );
+        // The secret and the key in the secrets file: nothing to report.
+        let secrets = dir.path().join("secrets.toml");
+        private(
+            &secrets,
+            &format!(
+                "github-client-secret = \"s\"\ncredentials-key = \"{}\"\n",
+                Key::generate().expect("key")
+            ),
+        );
+        let good = check(
+            dir.path(),
+            &format!("secrets = \"secrets.toml\"\n{PROVIDER}"),
+        )
+        .await;
+        assert!(!good.failed, "{:?}", good.output);
+        // A key file others may read.
+        let key = dir.path().join("key");
+        private(&key, &Key::generate().expect("key"));
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        }
+        let open = check(
+            dir.path(),
+            &format!("secrets = \"secrets.toml\"\ncredentials-key-file = \"key\"\n{PROVIDER}"),
+        )
+        .await;
+        let report = open.output.unwrap_or_default();
+        assert!(open.failed && report.contains("chmod 600"), "{report}");
+        // A bad provider: the file is invalid, naming the provider and the key.
+        let bad = check(dir.path(), &format!("{PROVIDER}lifetime = 3\n")).await;
+        let report = bad.output.unwrap_or_default();
+        assert!(bad.failed, "{report}");
+        assert!(
+            report.starts_with("invalid: ")
+                && report.contains("`providers.github`: unknown key `lifetime`"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn serve_refuses_providers_without_a_key_naming_the_flag() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::create_dir(dir.path().join("plugins")).expect("dir");
+        let config = dir.path().join("mcpbox.toml");
+        std::fs::write(&config, format!("plugins = \"plugins\"\n{PROVIDER}")).expect("write");
+        let cli = super::super::Cli::load(vec![
+            "mcpbox".into(),
+            "serve".into(),
+            "--config".into(),
+            config.into_os_string(),
+        ])
+        .expect("loads");
+        let super::super::Command::Serve(serve) = cli.command else {
+            panic!("not serve");
+        };
+        let error = serve
+            .settings()
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_default();
+        assert!(
+            error.contains("its client secret `github-client-secret` is not in the secrets file"),
+            "{error}"
+        );
+        let secrets = dir.path().join("secrets.toml");
+        private(&secrets, "github-client-secret = \"s\"\n");
+        let mut serve = serve;
+        serve.secrets = Some(secrets);
+        let error = serve
+            .settings()
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_default();
+        assert!(
+            error.contains("give --credentials-key-file PATH"),
+            "{error}"
+        );
+    }
 }

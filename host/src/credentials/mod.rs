@@ -597,10 +597,15 @@ impl Broker {
         } else {
             ""
         };
+        // The routes are under the public URL's path (behind a proxy that mounts mcpbox there).
+        let path = format!(
+            "{}/oauth/link",
+            self.settings.public_url.path().trim_end_matches('/')
+        );
         Ok(StartRedirect {
             location: location.into(),
             set_cookie: format!(
-                "{LINK_COOKIE}={cookie}; HttpOnly; SameSite=Lax; Path=/oauth/link; Max-Age={}{secure}",
+                "{LINK_COOKIE}={cookie}; HttpOnly; SameSite=Lax; Path={path}; Max-Age={}{secure}",
                 (expires.saturating_sub(now)) / 1000
             ),
         })

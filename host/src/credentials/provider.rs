@@ -533,6 +533,29 @@ authorize-params = { allow_signup = "false" }
     }
 
     #[test]
+    fn the_reference_configurations_providers_parse() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/mcpbox.toml"))
+                .expect("host/deploy/mcpbox.toml");
+        let start = text
+            .find("# [providers.github]")
+            .expect("a [providers] example");
+        let block: Vec<&str> = text[start..]
+            .lines()
+            .map(|l| {
+                l.strip_prefix("# ")
+                    .or_else(|| l.strip_prefix('#'))
+                    .unwrap_or(l)
+            })
+            .collect();
+        let providers = parse(&block.join("\n")).expect("the example parses");
+        assert_eq!(providers.len(), 2);
+        let gitlab = providers.get("gitlab").expect("gitlab");
+        assert!(matches!(gitlab.endpoints, Endpoints::Issuer { .. }));
+        assert_eq!(gitlab.client_auth, ClientAuth::Basic);
+    }
+
+    #[test]
     fn metadata_is_looked_for_as_rfc_8414_then_oidc_say() {
         let urls = |issuer: &str| -> Vec<String> {
             metadata_urls(&Url::parse(issuer).expect("url"))
