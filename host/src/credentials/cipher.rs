@@ -235,7 +235,7 @@ impl Cipher {
 fn aad(kind: Kind, parts: &[&str]) -> Vec<u8> {
     let mut aad = AAD_PREFIX.to_vec();
     let tag = kind.tag();
-    aad.extend_from_slice(&(tag.len() as u32).to_be_bytes());
+    aad.extend_from_slice(&(tag.len() as u64).to_be_bytes());
     aad.extend_from_slice(tag);
     for part in parts {
         aad.extend_from_slice(&(part.len() as u64).to_be_bytes());

@@ -265,6 +265,9 @@ pub struct BrokerSettings {
     pub link_wait: Duration,
 }
 
+/// One lock per (caller key, provider) with a lookup in flight in this process.
+type Flights = Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>;
+
 /// The credentials broker: see the module's documentation.
 pub struct Broker {
     providers: Providers,
@@ -274,7 +277,7 @@ pub struct Broker {
     settings: BrokerSettings,
     events: Arc<dyn CredentialEvents>,
     /// One token lookup at a time per (caller, provider) in this process.
-    flights: Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>,
+    flights: Flights,
     /// Waiters for a ticket on this replica, woken at once by its callback.
     waiters: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
 }

@@ -69,6 +69,10 @@ pub struct Explicit {
 
 /// Where a provider's endpoints come from.
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per configured provider, made once at start"
+)]
 pub enum Endpoints {
     /// Written in the configuration.
     Explicit(Explicit),

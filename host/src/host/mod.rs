@@ -526,6 +526,10 @@ async fn bind_tcp(address: &str, flag: &'static str) -> Result<tokio::net::TcpLi
 }
 
 /// Serve over HTTP on `listener` (bound by [`bind_tcp`]).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of the HTTP server, each from its own room; called once"
+)]
 async fn serve_http(
     plugins: Arc<PluginSet>,
     listener: tokio::net::TcpListener,
