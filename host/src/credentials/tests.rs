@@ -722,3 +722,89 @@ fn the_link_cookie_is_found_among_others() {
     assert_eq!(link_cookie("mcpbox_link=xyz"), Some("xyz"));
     assert_eq!(link_cookie("mcpbox_linked=xyz"), None);
 }
+
+#[tokio::test]
+async fn an_issuers_endpoints_are_discovered_once_by_rfc_8414_then_oidc() {
+    let hits = Arc::new(Mutex::new(Vec::<String>::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    let router = {
+        let hits = Arc::clone(&hits);
+        let issuer = format!("{base}/realm");
+        axum::Router::new().fallback(move |uri: http::Uri| {
+            let hits = Arc::clone(&hits);
+            let issuer = issuer.clone();
+            async move {
+                hits.lock().expect("hits").push(uri.path().to_owned());
+                if uri.path() == "/realm/.well-known/openid-configuration" {
+                    (
+                        http::StatusCode::OK,
+                        serde_json::json!({
+                            "issuer": issuer,
+                            "authorization_endpoint": format!("{issuer}/auth"),
+                            "token_endpoint": format!("{issuer}/token"),
+                        })
+                        .to_string(),
+                    )
+                } else {
+                    (http::StatusCode::NOT_FOUND, String::new())
+                }
+            }
+        })
+    };
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    let setup = setup().await;
+    let text = format!("[providers.idp]\nissuer = \"{base}/realm\"\nclient-id = \"mcpbox\"\n");
+    let table: toml::Table = toml::from_str(&text).expect("toml");
+    let providers =
+        Providers::from_toml(table.get("providers").cloned().expect("providers")).expect("parses");
+    let broker = Broker::new(
+        providers,
+        Cipher::new(&setup.key, None).expect("cipher"),
+        Arc::clone(&setup.state),
+        Arc::clone(&setup.secrets),
+        BrokerSettings {
+            public_url: Url::parse("https://mcp.example.com/prefix").expect("url"),
+            ticket_ttl: Duration::from_secs(600),
+            link_wait: Duration::from_secs(5),
+        },
+        Arc::new(Recorder::default()),
+    )
+    .expect("broker");
+    for _ in 0..2 {
+        let prompt = broker
+            .begin_link("local", "idp", None)
+            .await
+            .expect("begin");
+        let redirect = broker.start(&ticket(&prompt)).await.expect("start");
+        assert!(
+            redirect.location.starts_with(&format!("{base}/realm/auth?response_type=code&client_id=mcpbox&redirect_uri=https%3A%2F%2Fmcp.example.com%2Fprefix%2Foauth%2Flink%2Fcallback&state=")),
+            "{}",
+            redirect.location
+        );
+        // A public client: no scope asked, and the cookie is Secure under the public path.
+        assert!(
+            !redirect.location.contains("scope="),
+            "{}",
+            redirect.location
+        );
+        assert!(
+            redirect.set_cookie.contains("Path=/prefix/oauth/link;")
+                && redirect.set_cookie.ends_with("; Secure"),
+            "{}",
+            redirect.set_cookie
+        );
+    }
+    assert_eq!(
+        *hits.lock().expect("hits"),
+        vec![
+            "/.well-known/oauth-authorization-server/realm".to_owned(),
+            "/realm/.well-known/openid-configuration".to_owned()
+        ],
+        "looked up once, RFC 8414's place first"
+    );
+}
