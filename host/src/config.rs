@@ -3,7 +3,9 @@
 //! sections holding what a manifest beside the plugin would (limits and grants), and a
 //! `[signatures]` table saying which plugins must be signed by which keys (read by
 //! `registry::trust`), and `[tokens.NAME]` tables naming the static bearer tokens HTTP accepts
-//! (each by its SHA-256 digest, with the scopes it grants; see `principal`).
+//! (each by its SHA-256 digest, with the scopes it grants; see `principal`), and
+//! `[providers.NAME]` tables naming the downstream OAuth providers whose accounts callers link
+//! (read by `credentials`).
 //!
 //! This module reads the file, checks every key against the command line's own definitions
 //! (so the file and the flags cannot drift apart), and turns the file's options into arguments
@@ -14,7 +16,7 @@
 //! Plugin sections are validated as manifests are (`policy`), `[signatures]` as the registry's
 //! trust policy; the CLI owns the flags themselves, and hot reload of the file is `watch`'s.
 //!
-//! Uses: `policy`, `principal`, `registry`.
+//! Uses: `credentials`, `policy`, `principal`, `registry`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -24,6 +26,7 @@ use std::sync::Arc;
 use clap::ArgAction;
 use clap::parser::ValueSource;
 
+use crate::credentials::Providers;
 use crate::policy::{Limits, check_sections, key_at, parse_section};
 use crate::principal::{BudgetConfig, Scopes, Tokens, parse_digest};
 use crate::registry::trust::TrustPolicy;
@@ -70,6 +73,10 @@ pub struct ConfigFile {
     tokens_text: Option<String>,
     /// The `[budgets]` table.
     budgets: BudgetConfig,
+    /// The `[providers.NAME]` tables.
+    providers: Providers,
+    /// The `[providers]` table as written, to tell when it changed.
+    providers_text: Option<String>,
     /// The command whose options it may set, to read it again by the same rules.
     serve: Arc<clap::Command>,
 }
@@ -199,6 +206,8 @@ impl ConfigFile {
         let mut tokens = Tokens::default();
         let mut tokens_text = None;
         let mut budgets = BudgetConfig::default();
+        let mut providers = Providers::none();
+        let mut providers_text = None;
         for (key, value) in table {
             let line = lines.get(&key).copied().unwrap_or(1);
             if key == "budgets" {
@@ -210,6 +219,15 @@ impl ConfigFile {
                 tokens_text = Some(value.to_string());
                 tokens = parse_tokens(value).map_err(|(name, message)| {
                     let key = name.map_or_else(|| "tokens".to_owned(), |n| format!("tokens.{n}"));
+                    error(Some(line), Some(&key), message)
+                })?;
+                continue;
+            }
+            if key == "providers" {
+                providers_text = Some(value.to_string());
+                providers = Providers::from_toml(value).map_err(|(name, message)| {
+                    let key =
+                        name.map_or_else(|| "providers".to_owned(), |n| format!("providers.{n}"));
                     error(Some(line), Some(&key), message)
                 })?;
                 continue;
@@ -263,7 +281,7 @@ impl ConfigFile {
                     let mut known: Vec<&str> = serve.get_arguments().filter_map(settable).collect();
                     known.sort_unstable();
                     format!(
-                        "unknown key; the keys are the long flags of `mcpbox serve` ({}), [plugin.NAME] sections, [signatures], [tokens.NAME] and [budgets]",
+                        "unknown key; the keys are the long flags of `mcpbox serve` ({}), [plugin.NAME] sections, [signatures], [tokens.NAME], [providers.NAME] and [budgets]",
                         known.join(", ")
                     )
                 };
@@ -285,6 +303,8 @@ impl ConfigFile {
             tokens,
             tokens_text,
             budgets,
+            providers,
+            providers_text,
             serve: Arc::new(serve.clone()),
         })
     }
@@ -320,6 +340,16 @@ impl ConfigFile {
     /// Whether `other` sets different budgets (a restart applies them).
     pub fn budgets_differ(&self, other: &Self) -> bool {
         self.budgets != other.budgets
+    }
+
+    /// The downstream OAuth providers (`[providers.NAME]`), none if the file names none.
+    pub fn providers(&self) -> &Providers {
+        &self.providers
+    }
+
+    /// Whether `other` configures different providers (a restart applies them).
+    pub fn providers_differ(&self, other: &Self) -> bool {
+        self.providers_text != other.providers_text
     }
 
     /// Whether `other` names different tokens (a restart applies them).

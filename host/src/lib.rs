@@ -9,7 +9,8 @@
 //! data path: [`auth`] (OAuth for HTTP), [`cli`] (the commands) with [`config`] (the
 //! configuration file), [`author`] (`call`, `inspect`), [`scaffold`] (`new`), [`metrics`]
 //! (Prometheus) and [`telemetry`] (OpenTelemetry traces), both recorded along the data path,
-//! [`audit`] (the audit log of every call and refusal),
+//! [`audit`] (the audit log of every call and refusal), [`credentials`] (each user's own
+//! accounts at downstream services, linked through OAuth and attached to plugins' requests),
 //! [`registry`] (plugins from OCI registries: pull, push, signatures, the lock file),
 //! [`skills`] (the Agent Skills a plugin carries in its component) and
 //! [`watch`] (the plugin lifecycle: the startup load, hot reload of plugins and of the
@@ -22,6 +23,7 @@ pub mod author;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod credentials;
 pub mod engine;
 pub mod files;
 pub mod host;

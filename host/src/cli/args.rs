@@ -594,6 +594,42 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_CALL_ID_HEADER", value_name = "HEADER", value_parser = parse_header_name)]
     pub call_id_header: Option<String>,
 
+    /// Per-user credentials (the configuration file's `[providers.NAME]`): the operator's key
+    /// that seals every linked account's tokens in the state store, a file readable by its
+    /// owner alone (mode 0600) holding 32 bytes as base64 or 64 hex digits (`mcpbox credentials
+    /// keygen` makes one). Without it, a `credentials-key` entry of the secrets file; with
+    /// providers configured and neither, mcpbox refuses to start. A `credentials-key-previous`
+    /// entry of the secrets file still opens records sealed before a rotation.
+    #[arg(long, env = "MCPBOX_CREDENTIALS_KEY_FILE", value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
+    pub credentials_key_file: Option<PathBuf>,
+
+    /// Per-user credentials: where browsers reach this mcpbox (`https://mcp.example.com`), for
+    /// the link routes (`/oauth/link/start`, `/oauth/link/callback`, the redirect URI to
+    /// register at each provider) [default: the origin of --oauth-resource; else the bound
+    /// address, if loopback].
+    #[arg(long, env = "MCPBOX_PUBLIC_URL", value_name = "URL", value_parser = parse_public_url)]
+    pub public_url: Option<String>,
+
+    /// Per-user credentials over stdio: the loopback address where the link routes listen
+    /// (the redirect URI is `http://ADDR/oauth/link/callback`; fix the port for a provider
+    /// that needs it registered exactly).
+    #[arg(
+        long,
+        env = "MCPBOX_LINK_LISTEN",
+        value_name = "ADDR",
+        default_value = "127.0.0.1:0"
+    )]
+    pub link_listen: String,
+
+    /// Per-user credentials: how long a tool call waits for its caller to link an account, in
+    /// seconds; 0 never waits (a 2025-11-25 client then gets -32042 with the link at once).
+    #[arg(long, env = "MCPBOX_LINK_WAIT_SECS", default_value_t = 120)]
+    pub link_wait_secs: u64,
+
+    /// Per-user credentials: how long a link request (its URL) stays valid, in seconds.
+    #[arg(long, env = "MCPBOX_LINK_TICKET_TTL_SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub link_ticket_ttl_secs: u64,
+
     /// Where plugins' key-value state is kept.
     #[command(flatten)]
     pub state: StateArgs,
@@ -635,13 +671,15 @@ impl ServeArgs {
             self.cache_dir.clone().or_else(ComponentCache::default_dir)
         };
         let sizes = self.engine_sizes();
+        let secrets = self.secrets()?;
+        let credentials = self.credentials(&secrets)?;
         let runtime = RuntimeConfig {
             cache_dir,
             cache_max_bytes: self.cache_max_mib.saturating_mul(1 << 20),
             max_instances: sizes.max_instances,
             max_memory_bytes: sizes.max_memory_bytes,
             state: self.state.config(),
-            secrets: Arc::new(crate::policy::config::SecretsCell::new(self.secrets()?)),
+            secrets: Arc::new(crate::policy::config::SecretsCell::new(secrets)),
             spares: self.spare_instances,
         };
         let sections = Arc::new(self.sections(&plugin_dir));
@@ -670,7 +708,87 @@ impl ServeArgs {
             metrics_addr: self.metrics_addr.clone(),
             audit_log: self.audit_log()?,
             transport,
+            credentials,
         })
+    }
+
+    /// The providers of the configuration file (none without one).
+    pub fn providers(&self) -> crate::credentials::Providers {
+        self.loaded_config
+            .as_ref()
+            .map(|c| c.providers().clone())
+            .unwrap_or_default()
+    }
+
+    /// The operator's credentials key (and the previous one, for rotation):
+    /// `--credentials-key-file`, else the secrets file's `credentials-key`; `None` if neither.
+    pub fn credentials_key(
+        &self,
+        secrets: &crate::policy::Secrets,
+    ) -> anyhow::Result<Option<(crate::credentials::Key, Option<crate::credentials::Key>)>> {
+        use crate::credentials::Key;
+        let current =
+            match &self.credentials_key_file {
+                Some(path) => Some(Key::read(path)?),
+                None => match secrets.get("credentials-key", None) {
+                    Some(value) => Some(Key::parse(value.expose()).map_err(|e| {
+                        anyhow::anyhow!("the secrets file's `credentials-key`: {e}")
+                    })?),
+                    None => None,
+                },
+            };
+        let Some(current) = current else {
+            return Ok(None);
+        };
+        let previous = match secrets.get("credentials-key-previous", None) {
+            Some(value) => Some(Key::parse(value.expose()).map_err(|e| {
+                anyhow::anyhow!("the secrets file's `credentials-key-previous`: {e}")
+            })?),
+            None => None,
+        };
+        Ok(Some((current, previous)))
+    }
+
+    /// Per-user credentials, when the configuration file names providers: refused without a
+    /// key, or with a provider whose client secret the secrets file lacks.
+    fn credentials(
+        &self,
+        secrets: &crate::policy::Secrets,
+    ) -> anyhow::Result<Option<crate::host::CredentialSettings>> {
+        let providers = self.providers();
+        if providers.is_empty() {
+            return Ok(None);
+        }
+        let missing = providers.missing_secrets(|name| secrets.get(name, None).is_some());
+        if !missing.is_empty() {
+            anyhow::bail!("{} (--secrets)", missing.join("; "));
+        }
+        let Some((current, previous)) = self.credentials_key(secrets)? else {
+            anyhow::bail!(
+                "the configuration file names providers ([providers.NAME]) but no credentials key \
+                 seals their tokens: give --credentials-key-file PATH (MCPBOX_CREDENTIALS_KEY_FILE; \
+                 `mcpbox credentials keygen` makes a key), or a `credentials-key` entry in the \
+                 secrets file"
+            );
+        };
+        let cipher = crate::credentials::Cipher::new(&current, previous.as_ref())?;
+        let public_url = match (&self.public_url, &self.oauth_resource) {
+            (Some(url), _) => Some(url::Url::parse(url)?),
+            (None, Some(resource)) if self.http.is_some() => {
+                let resource = url::Url::parse(resource)
+                    .map_err(|e| anyhow::anyhow!("--oauth-resource `{resource}`: {e}"))?;
+                Some(url::Url::parse(&resource.origin().ascii_serialization())?)
+            }
+            _ => None,
+        };
+        Ok(Some(crate::host::CredentialSettings {
+            providers,
+            cipher,
+            public_url,
+            link_listen: self.link_listen.clone(),
+            link_wait: Duration::from_secs(self.link_wait_secs),
+            ticket_ttl: Duration::from_secs(self.link_ticket_ttl_secs),
+        }))
     }
 
     /// `--secrets`: read and checked (owner-only), or none. Logs how many it holds, never
@@ -915,6 +1033,31 @@ fn call_ledger(args: &ServeArgs) -> anyhow::Result<Option<Arc<crate::kv::calls::
              retry on another replica does not run a call again"
         ),
     }
+}
+
+/// A `--public-url`: `https://…` (or `http://` on a loopback host), with no query.
+fn parse_public_url(text: &str) -> Result<String, String> {
+    let url = url::Url::parse(text).map_err(|e| format!("`{text}` is not a URL: {e}"))?;
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    match url.scheme() {
+        "https" => {}
+        "http" if loopback => {}
+        _ => {
+            return Err(format!(
+                "`{text}` must be https:// (http:// only on a loopback host): browsers are sent \
+                 there with a link cookie"
+            ));
+        }
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("`{text}` must have no query or fragment"));
+    }
+    Ok(text.trim_end_matches('/').to_owned())
 }
 
 /// An `--allowed-origin`: `scheme://host[:port]`, nothing more (a browser's `Origin`).

@@ -1,4 +1,5 @@
-//! The bodies of the commands other than `serve` that need more than a line: `pull`, `check`,
+//! The bodies of the commands other than `serve` that need more than a line (`credentials` has
+//! its own file): `pull`, `check`,
 //! `call`, `state` and `skills`. Their work is done by the rooms they name (`registry`, `config`,
 //! `author`, `kv`); this module reads their arguments and shapes what they print.
 
@@ -138,6 +139,10 @@ pub(super) async fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
         }
     };
     let mut failed = false;
+    for line in credential_problems(serve, &secrets, &mut report) {
+        failed = true;
+        report.push_str(&format!("\nerror: {line}"));
+    }
     if let Some(dir) = serve.plugins.as_deref().filter(|dir| dir.is_dir()) {
         let missing = missing_config(file, dir, serve, &secrets).await;
         failed = !missing.is_empty();
@@ -150,6 +155,37 @@ pub(super) async fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
         output: Some(report),
         failed,
     })
+}
+
+/// What `check` finds wrong with per-user credentials, as `serve` would refuse it: a provider
+/// whose client secret the secrets file lacks, and providers with no key to seal their tokens
+/// (or a key file that cannot be used). The providers are named in `report`.
+fn credential_problems(
+    serve: &ServeArgs,
+    secrets: &crate::policy::Secrets,
+    report: &mut String,
+) -> Vec<String> {
+    let providers = serve.providers();
+    if providers.is_empty() {
+        return Vec::new();
+    }
+    let names: Vec<String> = providers
+        .iter()
+        .map(|p| format!("{} ({})", p.name, p.display_name))
+        .collect();
+    report.push_str(&format!("\nproviders: {}", names.join(", ")));
+    let mut problems = providers.missing_secrets(|name| secrets.get(name, None).is_some());
+    match serve.credentials_key(secrets) {
+        Ok(Some(_)) => {}
+        Ok(None) => problems.push(
+            "providers are configured but no credentials key seals their tokens: give \
+             --credentials-key-file PATH (`mcpbox credentials keygen` makes a key), or a \
+             `credentials-key` entry in the secrets file"
+                .to_owned(),
+        ),
+        Err(e) => problems.push(format!("{e:#}")),
+    }
+    problems
 }
 
 /// The configuration keys of the plugins in `dir` that have no value with `secrets` (by key

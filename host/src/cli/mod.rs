@@ -1,15 +1,16 @@
 //! The command line: raw arguments (`args`, each flag with an `MCPBOX_*` environment
 //! fallback, merged with the configuration file), logging set-up, and running a command
 //! (`serve`; `call`, `inspect`, `new`, `skills`, `push`, `sign` and `keygen` for plugin authors; `state`,
-//! `check` and `pull` for operators). `serve` is checked into settings and handed to
+//! `credentials`, `check` and `pull` for operators). `serve` is checked into settings and handed to
 //! [`Host`], the composition root; the other commands' work is their rooms' (`commands`).
 //! The top of the crate: it may use any room, and none uses it.
 //!
-//! Uses: `auth`, `author`, `config`, `engine`, `host`, `kv`, `policy`, `principal`, `registry`, `scaffold`,
+//! Uses: `auth`, `author`, `config`, `credentials`, `engine`, `host`, `kv`, `policy`, `principal`, `registry`, `scaffold`,
 //! `server`, `skills`, `telemetry`, `transport`, `watch`.
 
 mod args;
 mod commands;
+mod credentials;
 mod log_line;
 mod state_args;
 
@@ -28,6 +29,7 @@ pub use self::args::*;
 #[cfg(feature = "registry")]
 use self::commands::pull;
 use self::commands::{call, check, state_command};
+pub use self::credentials::{CredentialsAction, CredentialsArgs};
 use self::log_line::EscapedLines;
 use crate::author;
 use crate::config::{ConfigError, ConfigFile};
@@ -83,6 +85,9 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Look at or clear the key-value state plugins keep (`wasi:keyvalue`).
     State(StateCommandArgs),
+    /// Look at or remove the accounts callers linked at downstream providers (per-user
+    /// credentials), or make a credentials key.
+    Credentials(CredentialsArgs),
     /// Write a new plugin project (Rust, Python or JavaScript) that builds on its own, with
     /// a test.
     New(NewArgs),
@@ -319,6 +324,11 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         #[cfg(not(feature = "registry"))]
         Command::Keygen(_) => anyhow::bail!(crate::registry::not_built("keygen")),
         Command::Skills(args) => return self::commands::skills(&args),
+        Command::Credentials(args) => {
+            let outcome = runtime.block_on(self::credentials::credentials_command(args));
+            runtime.shutdown_timeout(Duration::from_millis(100));
+            return outcome;
+        }
         Command::State(args) => {
             let outcome = runtime.block_on(state_command(args));
             runtime.shutdown_timeout(Duration::from_millis(100));

@@ -7,7 +7,7 @@
 //! code only starting up needed (`pages`). The CLI parses and checks arguments into settings
 //! and calls this; nothing here knows of clap's argument types, and no room but `cli` uses it.
 //!
-//! Uses: `audit`, `auth`, `catalog`, `config`, `engine`, `kv`, `metrics`, `pages`, `policy`,
+//! Uses: `audit`, `auth`, `catalog`, `config`, `credentials`, `engine`, `kv`, `metrics`, `pages`, `policy`,
 //! `principal`, `registry`, `server`, `transport`, `watch`.
 
 mod settings;
@@ -15,7 +15,7 @@ mod settings;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use self::settings::{HttpSettings, ServeSettings, Transport};
+pub use self::settings::{CredentialSettings, HttpSettings, ServeSettings, Transport};
 use crate::catalog::{EventHub, PluginSet};
 use crate::engine::{EngineStart, Runtime};
 use crate::kv::StateService;
@@ -66,6 +66,9 @@ pub enum HostError {
     /// The OAuth settings are unusable.
     #[error("{0}")]
     OAuth(String),
+    /// Per-user credentials cannot be set up.
+    #[error("per-user credentials: {0}")]
+    Credentials(String),
     /// A transport failed while serving.
     #[error("{what}")]
     Transport {
@@ -90,6 +93,8 @@ pub struct Host {
     readiness: Arc<Readiness>,
     /// The plugin directory, being read since before the engine was made.
     prefetched: crate::watch::Prefetched,
+    /// The credentials broker, when providers are configured.
+    credentials: Option<Arc<crate::credentials::Broker>>,
 }
 
 /// Read the secrets file again at each SIGHUP (with `--secrets`): calls from then on see the
@@ -205,6 +210,21 @@ impl Host {
         if state.is_shared() {
             tokio::spawn(watch_state_store(Arc::clone(state)));
         }
+        let credentials = match settings.credentials.take() {
+            Some(credentials) => Some(
+                start_credentials(
+                    credentials,
+                    &settings,
+                    listener.as_ref(),
+                    Arc::clone(engine.state()),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        // The integrator's spot: hand `credentials` to the engine (its HTTP gate asks the
+        // broker for each caller's token) and to the plugin set (the link flow and the host's
+        // tools) through their traits, here, before any plugin loads.
         Ok(Self {
             settings,
             engine,
@@ -213,6 +233,7 @@ impl Host {
             relists,
             readiness: Arc::new(Readiness::starting()),
             prefetched,
+            credentials,
         })
     }
 
@@ -230,6 +251,7 @@ impl Host {
             relists,
             readiness,
             prefetched,
+            credentials,
         } = self;
         let startup = Startup {
             engine: &engine,
@@ -253,6 +275,7 @@ impl Host {
                     Arc::clone(&settings.modern),
                     Arc::clone(&readiness),
                     Arc::clone(engine.state()),
+                    credentials,
                     shutdown,
                 );
                 tokio::pin!(server);
@@ -265,6 +288,8 @@ impl Host {
                 server.await
             }
             Transport::Stdio(config) => {
+                // The link routes' own listener was started with the broker.
+                drop(credentials);
                 let _running = startup.run().await?;
                 readiness.start();
                 after_the_start(Arc::clone(&plugins));
@@ -501,6 +526,10 @@ async fn bind_tcp(address: &str, flag: &'static str) -> Result<tokio::net::TcpLi
 }
 
 /// Serve over HTTP on `listener` (bound by [`bind_tcp`]).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of the HTTP server, each from its own room; called once"
+)]
 async fn serve_http(
     plugins: Arc<PluginSet>,
     listener: tokio::net::TcpListener,
@@ -508,6 +537,7 @@ async fn serve_http(
     modern: Arc<crate::server::ModernSettings>,
     readiness: Arc<Readiness>,
     state: Arc<StateService>,
+    credentials: Option<Arc<crate::credentials::Broker>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HostError> {
     let address = listener
@@ -547,6 +577,7 @@ async fn serve_http(
         state: Some(state),
         oauth,
         call_id_header: settings.call_id_header.clone(),
+        credentials,
         status_page: settings.status_page.then(|| {
             let started = std::time::SystemTime::now();
             let plugins = Arc::clone(&plugins);
@@ -568,6 +599,122 @@ async fn serve_http(
         })?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Build the credentials broker: its public URL is `--public-url` (or the origin of
+/// `--oauth-resource`), else the bound HTTP address if it is loopback; over stdio, the link
+/// routes get a loopback listener of their own (`--link-listen`), bound and served here, whose
+/// address is the redirect's unless `--public-url` says otherwise.
+async fn start_credentials(
+    credentials: CredentialSettings,
+    settings: &ServeSettings,
+    http: Option<&tokio::net::TcpListener>,
+    state: Arc<StateService>,
+) -> Result<Arc<crate::credentials::Broker>, HostError> {
+    let CredentialSettings {
+        providers,
+        cipher,
+        public_url,
+        link_listen,
+        link_wait,
+        ticket_ttl,
+    } = credentials;
+    let (public_url, stdio_listener) = match (http, public_url) {
+        (Some(_), Some(url)) => (url, None),
+        (Some(listener), None) => {
+            let bound = listener
+                .local_addr()
+                .map_err(|source| HostError::Transport {
+                    what: "cannot read the bound HTTP address",
+                    source,
+                })?;
+            if !bound.ip().is_loopback() {
+                return Err(HostError::Credentials(format!(
+                    "give --public-url, where browsers reach this mcpbox (its /oauth/link/ \
+                     routes): the bound address {bound} is not loopback"
+                )));
+            }
+            (loopback_url(bound)?, None)
+        }
+        (None, public_url) => {
+            let listener = bind_tcp(&link_listen, "--link-listen").await?;
+            let bound = listener
+                .local_addr()
+                .map_err(|source| HostError::Transport {
+                    what: "cannot read the bound --link-listen address",
+                    source,
+                })?;
+            let url = match public_url {
+                Some(url) => url,
+                None => loopback_url(bound)?,
+            };
+            (url, Some(listener))
+        }
+    };
+    let events: Arc<dyn crate::credentials::CredentialEvents> = match &settings.modern.audit {
+        Some(sink) => Arc::new(AuditedCredentials(Arc::clone(sink))),
+        None => Arc::new(crate::credentials::LogOnly),
+    };
+    let names: Vec<String> = providers.iter().map(|p| p.name.to_string()).collect();
+    let broker = crate::credentials::Broker::new(
+        providers,
+        cipher,
+        state,
+        Arc::clone(&settings.runtime.secrets),
+        crate::credentials::BrokerSettings {
+            public_url,
+            ticket_ttl,
+            link_wait,
+        },
+        events,
+    )
+    .map_err(HostError::Credentials)?;
+    let broker = Arc::new(broker);
+    tracing::info!(
+        providers = %names.join(", "),
+        redirect_uri = %broker.redirect_uri(),
+        "per-user credentials: callers link their accounts; tokens are sealed in the state store"
+    );
+    if let Some(listener) = stdio_listener {
+        let serving = Arc::clone(&broker);
+        tokio::spawn(async move {
+            if let Err(e) = http::serve_link_routes(listener, serving).await {
+                tracing::error!("the --link-listen listener failed: {e}");
+            }
+        });
+    }
+    Ok(broker)
+}
+
+/// `http://ADDRESS/` for a bound loopback address.
+fn loopback_url(bound: std::net::SocketAddr) -> Result<url::Url, HostError> {
+    url::Url::parse(&format!("http://{bound}/"))
+        .map_err(|e| HostError::Credentials(format!("the bound address {bound}: {e}")))
+}
+
+/// Credential events as audit records: `credentials/link`, `credentials/link_failed`,
+/// `credentials/refresh`, `credentials/refresh_failed`, `credentials/unlink`; the caller as
+/// the principal, the provider as the item; never a value.
+#[derive(Debug)]
+struct AuditedCredentials(Arc<dyn crate::server::AuditSink>);
+
+impl crate::credentials::CredentialEvents for AuditedCredentials {
+    fn record(&self, event: crate::credentials::EventRecord) {
+        self.0.record(crate::server::AuditRecord {
+            time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            principal: event.caller,
+            client: None,
+            method: event.event.method().to_owned(),
+            plugin: event.plugin,
+            item: Some(event.provider),
+            outcome: if event.event.is_ok() { "ok" } else { "error" },
+            code: None,
+            duration_ms: 0.0,
+            fuel: None,
+            request_id: serde_json::Value::Null,
+            trace_id: None,
+        });
+    }
 }
 
 /// Plugins' open files and sockets are host descriptors: use every descriptor the system

@@ -1,7 +1,8 @@
 //! What `serve` runs with, once the command line and the configuration file have been read and
 //! checked: real types, every bad combination already refused (the CLI builds these before
 //! anything binds a port or loads a plugin). Depends on `engine`, `policy`, `server`,
-//! `transport`, `kv`, `auth`, `config` and `registry::trust` for their configuration types only.
+//! `transport`, `kv`, `auth`, `config`, `credentials` and `registry::trust` for their
+//! configuration types only.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,6 +50,25 @@ pub struct ServeSettings {
     pub audit_log: Option<PathBuf>,
     /// How clients reach the host.
     pub transport: Transport,
+    /// Per-user credentials, when the configuration file names providers.
+    pub credentials: Option<CredentialSettings>,
+}
+
+/// Per-user credentials: the providers, the operator's key, and where browsers reach mcpbox.
+pub struct CredentialSettings {
+    /// The downstream OAuth providers (`[providers.NAME]`), at least one.
+    pub providers: crate::credentials::Providers,
+    /// The cipher under the operator's key (`--credentials-key-file`).
+    pub cipher: crate::credentials::Cipher,
+    /// Where browsers reach this mcpbox (`--public-url`, else the origin of
+    /// `--oauth-resource`): `None` leaves it to the bound address, which must be loopback.
+    pub public_url: Option<url::Url>,
+    /// stdio: where the loopback listener of the link routes binds (`--link-listen`).
+    pub link_listen: String,
+    /// How long a call waits for the user to link (`--link-wait-secs`).
+    pub link_wait: Duration,
+    /// How long a link request lives (`--link-ticket-ttl-secs`).
+    pub ticket_ttl: Duration,
 }
 
 /// How clients reach the host.

@@ -257,9 +257,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Refuse a secrets file others could read or write, or that is not this user's.
+/// Refuse a secrets file (or another file of secrets, such as the credentials key) others
+/// could read or write, or that is not this user's.
 #[cfg(unix)]
-fn check_private(file: &Path) -> Result<(), String> {
+pub fn check_private(file: &Path) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
     let meta = std::fs::metadata(file).map_err(|e| format!("cannot read it: {e}"))?;
     if !meta.is_file() {
@@ -283,7 +284,7 @@ fn check_private(file: &Path) -> Result<(), String> {
 }
 
 #[cfg(not(unix))]
-fn check_private(_: &Path) -> Result<(), String> {
+pub fn check_private(_: &Path) -> Result<(), String> {
     Ok(())
 }
 

@@ -112,6 +112,12 @@ fn reread(
             "[tokens] changed in the configuration file: restart mcpbox to apply it (the running tokens stay)"
         );
     }
+    if previous.providers_differ(&next) {
+        tracing::warn!(
+            config = %path.display(),
+            "[providers] changed in the configuration file: restart mcpbox to apply it (the running providers stay)"
+        );
+    }
     if previous.budgets_differ(&next) {
         tracing::warn!(
             config = %path.display(),

@@ -35,6 +35,9 @@
 //!   caller's [`StatusPage`]), both behind the gate; the OAuth Protected Resource Metadata
 //!   (public); a POST to `/` or to any unknown path gets 404 with a JSON-RPC error naming
 //!   `/mcp` (public); [`serve_metrics`], the metrics alone on a separate address.
+//! - [`link`]: `GET /oauth/link/start` and `GET /oauth/link/callback`, the browser's side of
+//!   linking an account at a downstream provider (public, served when a credentials broker is
+//!   configured; for stdio, [`serve_link_routes`] serves them on a loopback listener).
 //! - [`ready`]: `GET /healthz` (the process serves) and `GET /readyz` (every plugin found at
 //!   startup has loaded or failed) answer orchestrators from the moment the port is bound,
 //!   outside the gate; MCP requests wait for the startup load, boundedly.
@@ -57,6 +60,7 @@ mod accept;
 mod budget;
 mod gate;
 mod legacy;
+pub mod link;
 mod ops;
 mod post;
 pub mod ready;
@@ -68,6 +72,7 @@ mod streams;
 mod tests;
 
 pub use self::accept::{listen_stream_budget, raise_descriptor_limit};
+pub use self::link::serve_link_routes;
 pub use self::ops::serve_metrics;
 pub use self::ready::{Readiness, StillListing};
 
@@ -116,6 +121,9 @@ pub struct HttpConfig {
     /// The header in which a trusted balancer names each request (`--call-id-header`):
     /// carried with the request to where its tool call runs, never interpreted here.
     pub call_id_header: Option<axum::http::HeaderName>,
+    /// Per-user credentials: the broker whose link routes (`/oauth/link/…`) are served, when
+    /// providers are configured.
+    pub credentials: Option<Arc<crate::credentials::Broker>>,
 }
 
 /// Renders the status page (HTML); the transport only serves it, behind the gate.
@@ -142,6 +150,7 @@ impl Default for HttpConfig {
             status_page: None,
             oauth: None,
             call_id_header: None,
+            credentials: None,
         }
     }
 }
@@ -214,6 +223,10 @@ fn router<B: Backend>(app: &Arc<App<B>>) -> Router {
             get(ops::server_card::<B>).options(ops::server_card_preflight),
         )
         .route("/", post(ops::not_the_endpoint));
+    let public = match &app.config.credentials {
+        Some(broker) => public.merge(link::routes().with_state(Arc::clone(broker))),
+        None => public,
+    };
     let router = gated
         .merge(public)
         .fallback(ops::not_the_endpoint)

@@ -205,3 +205,49 @@ async fn a_gated_handler_reached_without_the_gate_refuses() {
     });
     assert!(Admitted::from_request_parts(&mut parts, &()).await.is_ok());
 }
+
+#[tokio::test]
+async fn the_link_routes_are_public_when_a_broker_is_configured_and_absent_otherwise() {
+    let setup = crate::credentials::tests::setup().await;
+    let broker = Arc::new(setup.broker(Arc::new(crate::credentials::tests::Recorder::default())));
+    let (without, _stop) = start().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let base = format!("http://{}", listener.local_addr().expect("bound address"));
+    let mut tokens = crate::principal::Tokens::default();
+    tokens.add_auth_token(TOKEN).expect("one token");
+    let config = HttpConfig {
+        tokens: Arc::new(tokens),
+        credentials: Some(broker),
+        ..HttpConfig::default()
+    };
+    tokio::spawn(serve(
+        Arc::new(Nothing),
+        listener,
+        config,
+        std::future::pending(),
+        Duration::from_millis(100),
+    ));
+    let client = reqwest::Client::new();
+    for path in [
+        "/oauth/link/start?ticket=nonsense",
+        "/oauth/link/callback?state=x",
+    ] {
+        let answer = client
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .expect("an answer");
+        // No bearer token, yet the broker answered (its page), not the gate (401).
+        assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{path}");
+        let body = answer.text().await.expect("body");
+        assert!(body.contains("This link is not valid"), "{path}: {body}");
+        let absent = client
+            .get(format!("{without}{path}"))
+            .send()
+            .await
+            .expect("an answer");
+        assert_ne!(absent.status(), StatusCode::BAD_REQUEST, "{path}");
+    }
+}
