@@ -1,11 +1,13 @@
 //! The bridge between a plugin's `host` calls and the client: a [`CallHost`] built from the
-//! request's [`RequestContext`], with the plugin's name as the logger.
+//! request's [`RequestContext`], with the plugin's name as the logger. It also records, for
+//! the call's maker, that the caller must link an account ([`LinkSlot`]).
 
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
 use super::hub::EventHub;
+use super::link::LinkSlot;
 use crate::engine::{BoxFuture, CallHost, HostRequest, ListKind, LogLevel};
 use crate::policy::PluginName;
 use crate::protocol::mcp::LogLevel as McpLogLevel;
@@ -16,12 +18,30 @@ pub struct ClientBridge {
     plugin: PluginName,
     ctx: RequestContext,
     hub: EventHub,
+    /// Where a needed link is recorded.
+    links: LinkSlot,
 }
 
 impl ClientBridge {
     /// The bridge for a call into `plugin` made for the request behind `ctx`.
     pub fn host(plugin: PluginName, ctx: RequestContext, hub: EventHub) -> Arc<dyn CallHost> {
-        Arc::new(Self { plugin, ctx, hub })
+        Self::linking(plugin, ctx, hub, LinkSlot::default())
+    }
+
+    /// [`ClientBridge::host`], recording in `links` the provider the caller must link an
+    /// account with, should the call need one.
+    pub fn linking(
+        plugin: PluginName,
+        ctx: RequestContext,
+        hub: EventHub,
+        links: LinkSlot,
+    ) -> Arc<dyn CallHost> {
+        Arc::new(Self {
+            plugin,
+            ctx,
+            hub,
+            links,
+        })
     }
 }
 
@@ -114,5 +134,14 @@ impl CallHost for ClientBridge {
 
     fn used_fuel(&self, fuel: u64) {
         self.ctx.audit().fuel(fuel);
+    }
+
+    fn credential_needed(&self, provider: &str) {
+        tracing::debug!(
+            plugin = &*self.plugin,
+            provider,
+            "the caller must link an account"
+        );
+        self.links.record(provider);
     }
 }
