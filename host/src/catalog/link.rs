@@ -200,6 +200,43 @@ where
     }
 }
 
+/// The answer to a request other than a tool call (a prompt, a resource) of `plugin` that
+/// recorded in `links` that its caller must link an account: the link to open, as -32042 for a
+/// 2025-11-25 client that can open URLs (it retries once the user has), else in the error's
+/// message. `outcome` stands when no link was needed or linking is not configured. (Only tool
+/// calls ask the user and run again.)
+pub async fn or_link_required(
+    linking: Option<&Linking>,
+    links: &LinkSlot,
+    ctx: &RequestContext,
+    plugin: &str,
+    request: Request<'_>,
+    outcome: MethodResult,
+) -> MethodResult {
+    let (Some(linking), Some(provider)) = (linking, links.take()) else {
+        return outcome;
+    };
+    let linker = &*linking.linker;
+    let display = linker
+        .display_name(&provider)
+        .unwrap_or_else(|| provider.clone());
+    let failure = match linker
+        .begin_link(ctx.caller().key(), &provider, Some(plugin))
+        .await
+    {
+        Ok(prompt) => PluginFailure::LinkRequired {
+            prompt,
+            display,
+            protocol_error: !ctx.is_stateless() && !ctx.in_task() && ctx.can_open_urls(),
+        },
+        Err(why) => {
+            tracing::warn!(plugin, provider, "could not begin a link: {why}");
+            PluginFailure::LinkFailed { display, why }
+        }
+    };
+    failure.into_mcp(plugin, request)
+}
+
 /// Ask the caller of `ctx` to link their account with `provider`, which `plugin` needs.
 async fn link_caller(
     linking: &Linking,
@@ -426,6 +463,7 @@ mod tests {
         fn offers(&self) -> Offers {
             Offers {
                 tools: true,
+                prompts: true,
                 ..Offers::default()
             }
         }
@@ -464,9 +502,19 @@ mod tests {
             &self,
             _: &str,
             _: BTreeMap<String, String>,
-            _: RequestContext,
+            ctx: RequestContext,
         ) -> MethodResult {
-            Err(crate::protocol::ErrorObject::new(-32601, "no prompts"))
+            let links = LinkSlot::default();
+            let host = ClientBridge::linking(
+                "github".into(),
+                ctx.clone(),
+                self.hub.clone(),
+                links.clone(),
+            );
+            host.credential_needed("github");
+            let outcome = to_output(json!({"messages": []}));
+            let linking = self.linking.as_ref();
+            or_link_required(linking, &links, &ctx, "github", Request::Prompt, outcome).await
         }
 
         async fn read_resource(&self, _: &str, _: RequestContext) -> MethodResult {
@@ -766,6 +814,26 @@ mod tests {
                 .as_str()
                 .unwrap()
                 .contains(URL)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_prompt_that_needs_a_link_answers_with_it() {
+        const GET: &str =
+            r#"{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"triage"}}"#;
+        let backend = GitHubTool::new(Duration::from_secs(30));
+        let client =
+            Client::initialized(Arc::clone(&backend), json!({"elicitation": {"url": {}}})).await;
+        let answer = within(client.send(GET).await.unwrap()).await;
+        assert_eq!(answer["error"]["code"], -32042, "{answer}");
+        assert_eq!(answer["error"]["data"]["elicitations"][0]["url"], URL);
+
+        let client = Client::initialized(Arc::clone(&backend), json!({})).await;
+        let answer = within(client.send(GET).await.unwrap()).await;
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+        assert_eq!(
+            answer["error"]["message"],
+            format!("This needs your GitHub account. Open {URL} to link it, then try again.")
         );
     }
 

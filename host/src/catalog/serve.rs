@@ -13,7 +13,7 @@ use tracing::Instrument;
 use super::bridge::ClientBridge;
 use super::convert;
 use super::failure::{PluginFailure, Request};
-use super::link::{LinkSlot, run_linking};
+use super::link::{LinkSlot, or_link_required, run_linking};
 use super::live::PluginSet;
 use super::merged::Catalog;
 use super::merged::Gate;
@@ -258,17 +258,30 @@ impl Backend for PluginSet {
         }
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
         ctx.bind_plugin(plugin.component_digest())?;
-        let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
+        let links = LinkSlot::default();
+        let host = ClientBridge::linking(
+            plugin.name().clone(),
+            ctx.clone(),
+            self.hub.clone(),
+            links.clone(),
+        );
         let request = Request::Prompt;
-        match plugin.get_prompt(&entry.own, &arguments, host).await {
-            Ok(Ok(messages)) => within_limit(
-                plugin,
-                convert::prompt_result(&entry.description, &messages)?,
-                request,
-            ),
+        let outcome = match plugin.get_prompt(&entry.own, &arguments, host).await {
+            Ok(Ok(messages)) => convert::prompt_result(&entry.description, &messages)
+                .and_then(|result| within_limit(plugin, result, request)),
             Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), request),
             Err(e) => PluginFailure::Run(e).into_mcp(plugin.name(), request),
-        }
+        };
+        let linking = self.linking.get();
+        Box::pin(or_link_required(
+            linking,
+            &links,
+            &ctx,
+            plugin.name(),
+            request,
+            outcome,
+        ))
+        .await
     }
 
     fn get_skill(&self, uri: &str, ctx: &RequestContext) -> MethodResult {
@@ -312,13 +325,30 @@ impl Backend for PluginSet {
         };
         caller_may_use(&ctx, plugin, gate)?;
         ctx.bind_plugin(plugin.component_digest())?;
-        let host = ClientBridge::host(plugin.name().clone(), ctx, self.hub.clone());
+        let links = LinkSlot::default();
+        let host = ClientBridge::linking(
+            plugin.name().clone(),
+            ctx.clone(),
+            self.hub.clone(),
+            links.clone(),
+        );
         let request = Request::Resource(uri);
-        match plugin.read_resource(uri, host).await {
-            Ok(Ok(contents)) => within_limit(plugin, convert::read_result(&contents)?, request),
+        let outcome = match plugin.read_resource(uri, host).await {
+            Ok(Ok(contents)) => convert::read_result(&contents)
+                .and_then(|result| within_limit(plugin, result, request)),
             Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), request),
             Err(e) => PluginFailure::Run(e).into_mcp(plugin.name(), request),
-        }
+        };
+        let linking = self.linking.get();
+        Box::pin(or_link_required(
+            linking,
+            &links,
+            &ctx,
+            plugin.name(),
+            request,
+            outcome,
+        ))
+        .await
     }
 
     async fn complete(&self, params: CompleteParams, ctx: RequestContext) -> MethodResult {
