@@ -272,8 +272,8 @@ mod tests {
         )
     }
 
-    fn raw(value: Value) -> Box<RawValue> {
-        serde_json::value::to_raw_value(&value).unwrap()
+    fn raw(value: &Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(value).unwrap()
     }
 
     #[tokio::test]
@@ -281,7 +281,7 @@ mod tests {
         let links = Links::default();
         let ctx = RequestContext::detached();
         let (listed, failed) = body(
-            call(&links, LINKED_ACCOUNTS, &raw(json!({})), &ctx)
+            call(&links, LINKED_ACCOUNTS, &raw(&json!({})), &ctx)
                 .await
                 .unwrap(),
         );
@@ -298,7 +298,7 @@ mod tests {
              expires 2027-01-15T16:00:00Z, renewed by mcpbox"
         );
 
-        let unlink = |provider: Value| raw(json!({ "provider": provider }));
+        let unlink = |provider: Value| raw(&json!({ "provider": provider }));
         let (done, failed) = body(
             call(&links, UNLINK_ACCOUNT, &unlink(json!("github")), &ctx)
                 .await
@@ -333,12 +333,12 @@ mod tests {
             "no provider `nope` is configured"
         );
         let (bad, failed) = body(
-            call(&links, UNLINK_ACCOUNT, &raw(json!({})), &ctx)
+            call(&links, UNLINK_ACCOUNT, &raw(&json!({})), &ctx)
                 .await
                 .unwrap(),
         );
         assert!(failed, "{bad}");
-        assert!(call(&links, "echo", &raw(json!({})), &ctx).await.is_none());
+        assert!(call(&links, "echo", &raw(&json!({})), &ctx).await.is_none());
     }
 
     #[tokio::test]
@@ -359,7 +359,11 @@ mod tests {
         };
         assert!(listed(&plugins).is_empty());
         let refused = plugins
-            .call_tool(LINKED_ACCOUNTS, &raw(json!({})), RequestContext::detached())
+            .call_tool(
+                LINKED_ACCOUNTS,
+                &raw(&json!({})),
+                RequestContext::detached(),
+            )
             .await
             .unwrap_err();
         assert_eq!(refused.code, -32602);
@@ -370,7 +374,11 @@ mod tests {
         assert!(plugins.offers().tools);
         let (listed, failed) = body(
             plugins
-                .call_tool(LINKED_ACCOUNTS, &raw(json!({})), RequestContext::detached())
+                .call_tool(
+                    LINKED_ACCOUNTS,
+                    &raw(&json!({})),
+                    RequestContext::detached(),
+                )
                 .await,
         );
         assert!(!failed);

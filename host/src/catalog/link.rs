@@ -153,7 +153,7 @@ impl LinkSlot {
 }
 
 /// What linking came to.
-enum Linked {
+enum LinkOutcome {
     /// The account is linked: run the call again.
     Linked,
     /// The user declined or cancelled (or the request was cancelled): the first run's result.
@@ -187,7 +187,7 @@ where
     };
     // Boxed: a rare path, kept out of every call's future.
     match Box::pin(link_caller(linking, ctx, &provider, plugin)).await {
-        Linked::Linked => {
+        LinkOutcome::Linked => {
             tracing::info!(
                 plugin,
                 provider,
@@ -195,8 +195,8 @@ where
             );
             run(LinkSlot::default()).await
         }
-        Linked::Declined | Linked::Asked => first,
-        Linked::Refused(failure) => failure.into_mcp(plugin, request),
+        LinkOutcome::Declined | LinkOutcome::Asked => first,
+        LinkOutcome::Refused(failure) => failure.into_mcp(plugin, request),
     }
 }
 
@@ -243,7 +243,7 @@ async fn link_caller(
     ctx: &RequestContext,
     provider: &str,
     plugin: &str,
-) -> Linked {
+) -> LinkOutcome {
     let linker = &*linking.linker;
     let display = linker
         .display_name(provider)
@@ -255,11 +255,11 @@ async fn link_caller(
         Ok(prompt) => prompt,
         Err(why) => {
             tracing::warn!(plugin, provider, "could not begin a link: {why}");
-            return Linked::Refused(PluginFailure::LinkFailed { display, why });
+            return LinkOutcome::Refused(PluginFailure::LinkFailed { display, why });
         }
     };
     let refused = |prompt: LinkPrompt, display: String, protocol_error: bool| {
-        Linked::Refused(PluginFailure::LinkRequired {
+        LinkOutcome::Refused(PluginFailure::LinkRequired {
             prompt,
             display,
             protocol_error,
@@ -283,7 +283,7 @@ async fn link_caller(
     };
     let answer = match ctx.request(ServerRequest::Elicitation, &params).await {
         Ok(answer) => answer,
-        Err(_) if stateless && ctx.asked_client() => return Linked::Asked,
+        Err(_) if stateless && ctx.asked_client() => return LinkOutcome::Asked,
         Err(why) => {
             tracing::debug!(plugin, provider, "could not ask the client to link: {why}");
             return refused(prompt, display, false);
@@ -299,17 +299,19 @@ async fn link_caller(
             action = action.as_deref().unwrap_or("(none)"),
             "the user did not link"
         );
-        return Linked::Declined;
+        return LinkOutcome::Declined;
     }
-    let wait = if stateless {
-        linking.wait.min(ACCEPTED_WAIT)
-    } else {
-        linking.wait
+    // 2026-07-28: the user says they are done; the link-wait setting (2025-11-25's, where
+    // zero means -32042 at once) only shortens this.
+    let wait = match (stateless, linking.wait.is_zero()) {
+        (true, true) => ACCEPTED_WAIT,
+        (true, false) => linking.wait.min(ACCEPTED_WAIT),
+        (false, _) => linking.wait,
     };
     let deadline = tokio::time::Instant::now() + wait;
     let outcome = tokio::select! {
         outcome = linker.wait_linked(ctx.caller().key(), provider, &prompt, deadline) => outcome,
-        () = ctx.until_cancelled() => return Linked::Declined,
+        () = ctx.until_cancelled() => return LinkOutcome::Declined,
     };
     match outcome {
         WaitOutcome::Linked => {
@@ -320,11 +322,13 @@ async fn link_caller(
                 )
                 .await;
             }
-            Linked::Linked
+            LinkOutcome::Linked
         }
         // 2025-11-25: the user may still finish, and the client retries then.
         WaitOutcome::Pending => refused(prompt, display, !stateless),
-        WaitOutcome::Failed(why) => Linked::Refused(PluginFailure::LinkFailed { display, why }),
+        WaitOutcome::Failed(why) => {
+            LinkOutcome::Refused(PluginFailure::LinkFailed { display, why })
+        }
     }
 }
 
@@ -488,7 +492,7 @@ mod tests {
                     self.runs.fetch_add(1, Ordering::SeqCst);
                     if self.linker.opened.load(Ordering::SeqCst) {
                         return to_output(
-                            json!({"content": [{"type": "text", "text": "issues of alice"}]}),
+                            &json!({"content": [{"type": "text", "text": "issues of alice"}]}),
                         );
                     }
                     host.credential_needed("github");
@@ -512,7 +516,7 @@ mod tests {
                 links.clone(),
             );
             host.credential_needed("github");
-            let outcome = to_output(json!({"messages": []}));
+            let outcome = to_output(&json!({"messages": []}));
             let linking = self.linking.as_ref();
             or_link_required(linking, &links, &ctx, "github", Request::Prompt, outcome).await
         }
@@ -526,9 +530,9 @@ mod tests {
         }
     }
 
-    fn to_output(value: Value) -> MethodResult {
+    fn to_output(value: &Value) -> MethodResult {
         Ok(MethodOutput::from(
-            serde_json::value::to_raw_value(&value).unwrap(),
+            serde_json::value::to_raw_value(value).unwrap(),
         ))
     }
 
@@ -758,8 +762,8 @@ mod tests {
         assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
         assert_eq!(answer["result"]["content"][0]["text"], "issues of alice");
 
-        // Accepted, but never linked: the clear error, not -32042.
-        let backend = GitHubTool::new(Duration::ZERO);
+        // Accepted, but not linked within the wait: the clear error, not -32042.
+        let backend = GitHubTool::new(Duration::from_millis(50));
         let client = Client::new(Arc::clone(&backend));
         let first = within(client.send(&modern_call(&capabilities, "")).await.unwrap()).await;
         let state = first["result"]["requestState"].as_str().unwrap().to_owned();

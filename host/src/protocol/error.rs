@@ -63,8 +63,9 @@ impl ErrorObject {
     /// -32042 with this message and `elicitations` (each
     /// `{"mode":"url","elicitationId":…,"url":…,"message":…}`) as `data.elicitations`.
     pub fn url_elicitation_required(message: impl Into<String>, elicitations: Value) -> Self {
-        Self::new(URL_ELICITATION_REQUIRED, message)
-            .with_data(serde_json::json!({ "elicitations": elicitations }))
+        let mut data = serde_json::Map::new();
+        data.insert("elicitations".to_owned(), elicitations);
+        Self::new(URL_ELICITATION_REQUIRED, message).with_data(Value::Object(data))
     }
 
     /// -32601 for `method`.
