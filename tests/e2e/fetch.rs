@@ -233,3 +233,41 @@ async fn fetch_pages_honours_robots_and_bounds_what_it_reads() {
     assert!(!failed && answer.ends_with("secret"), "{answer}");
     client.service.cancel().await.unwrap();
 }
+
+/// A plugin whose `[http.credentials]` calls a host as the caller needs the operator's
+/// providers: with none configured it does not load (issue #56), and the rest serves; a grant
+/// of a host outside `http.allow` is refused with its key.
+#[tokio::test]
+async fn a_plugin_calling_a_host_as_the_caller_does_not_load_without_providers() {
+    let dir = plugin_dir(&[("fetch", "fetch.wasm"), ("echo_tools", "echo_tools.wasm")]);
+    std::fs::write(
+        dir.path().join("fetch.toml"),
+        "[http]\nallow = [\"127.0.0.1:9\"]\n[http.credentials]\n\"127.0.0.1:9\" = \"github\"\n",
+    )
+    .unwrap();
+    let client = connect(dir.path(), &[]).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert_eq!(tools.len(), 4, "echo_tools serves: {tools:?}");
+    let log = client.stderr.wait_for("skipped plugin").await;
+    let line = log.lines().find(|l| l.contains("skipped plugin")).unwrap();
+    assert!(
+        line.contains("fetch.wasm")
+            && line.contains("provider `github`, but no providers are configured"),
+        "{line}"
+    );
+    client.service.cancel().await.unwrap();
+
+    std::fs::write(
+        dir.path().join("fetch.toml"),
+        "[http]\nallow = [\"127.0.0.1:9\"]\n[http.credentials]\n\"127.0.0.1:8\" = \"github\"\n",
+    )
+    .unwrap();
+    let client = connect(dir.path(), &[]).await;
+    let log = client.stderr.wait_for("skipped plugin").await;
+    let line = log.lines().find(|l| l.contains("skipped plugin")).unwrap();
+    assert!(
+        line.contains(r#"http.credentials."127.0.0.1:8""#)
+            && line.contains("grant it in `http.allow` first"),
+        "{line}"
+    );
+}

@@ -1,5 +1,6 @@
 //! The bridge between a plugin's `host` calls and the client: a [`CallHost`] built from the
-//! request's [`RequestContext`], with the plugin's name as the logger.
+//! request's [`RequestContext`], with the plugin's name as the logger. It also records, for
+//! the call's maker, that the caller must link an account ([`LinkSlot`]).
 //!
 //! A resource update the plugin announces goes to every subscriber, unless the plugin keeps
 //! each caller's state apart (caller buckets): then only to the subscriptions of the caller
@@ -12,6 +13,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use super::hub::EventHub;
+use super::link::LinkSlot;
 use crate::engine::{BoxFuture, CallHost, HostRequest, ListKind, LogLevel, PluginCode};
 use crate::policy::PluginName;
 use crate::protocol::mcp::LogLevel as McpLogLevel;
@@ -24,16 +26,48 @@ pub struct ClientBridge {
     hub: EventHub,
     /// Its resource updates are for the caller alone (the plugin keeps callers apart).
     updates_for_caller: bool,
+    /// Where a needed link is recorded.
+    links: LinkSlot,
 }
 
 impl ClientBridge {
     /// The bridge for a call into `plugin` made for the request behind `ctx`.
     pub fn host(plugin: &PluginCode, ctx: RequestContext, hub: EventHub) -> Arc<dyn CallHost> {
-        Arc::new(Self {
-            plugin: plugin.name().clone(),
+        Self::linking(plugin, ctx, hub, LinkSlot::default())
+    }
+
+    /// [`ClientBridge::host`], recording in `links` the provider the caller must link an
+    /// account with, should the call need one.
+    pub fn linking(
+        plugin: &PluginCode,
+        ctx: RequestContext,
+        hub: EventHub,
+        links: LinkSlot,
+    ) -> Arc<dyn CallHost> {
+        Self::new(
+            plugin.name().clone(),
+            plugin.policy().keeps_callers_apart(),
             ctx,
             hub,
-            updates_for_caller: plugin.policy().keeps_callers_apart(),
+            links,
+        )
+    }
+
+    /// The bridge for a call into the plugin named `plugin`, whose resource updates are for
+    /// the caller alone when `updates_for_caller`.
+    pub fn new(
+        plugin: PluginName,
+        updates_for_caller: bool,
+        ctx: RequestContext,
+        hub: EventHub,
+        links: LinkSlot,
+    ) -> Arc<dyn CallHost> {
+        Arc::new(Self {
+            plugin,
+            ctx,
+            hub,
+            updates_for_caller,
+            links,
         })
     }
 }
@@ -132,5 +166,14 @@ impl CallHost for ClientBridge {
 
     fn used_fuel(&self, fuel: u64) {
         self.ctx.audit().fuel(fuel);
+    }
+
+    fn credential_needed(&self, provider: &str) {
+        tracing::debug!(
+            plugin = &*self.plugin,
+            provider,
+            "the caller must link an account"
+        );
+        self.links.record(provider);
     }
 }

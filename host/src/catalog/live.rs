@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 
 use super::hub::EventHub;
+use super::link::{Linker, Linking};
 use super::merged::{Catalog, LoadedPlugin, Names, Refusal};
 use crate::protocol::mcp::LogLevel;
 use crate::server::{Audience, ChangedList, ServerEvent};
@@ -32,6 +33,9 @@ pub struct PluginSet {
     /// Where tool calls are recorded by a balancer's request id (`--call-id-header`); unset,
     /// calls are never recorded.
     pub(super) calls: std::sync::OnceLock<Arc<crate::kv::calls::CallLedger>>,
+    /// How callers link accounts when a call needs one, and the host's own tools for their
+    /// links; unset, neither (a call that needs a link returns the plugin's own answer).
+    pub(super) linking: std::sync::OnceLock<Linking>,
 }
 
 /// How many events [`PluginSet::history`] keeps.
@@ -52,7 +56,7 @@ impl PluginSet {
             .map(|p| (p.file.clone(), Arc::new(p)))
             .collect();
         let loaded: Vec<_> = plugins.values().cloned().collect();
-        let catalog = Catalog::build(&loaded, page_size, &Default::default());
+        let catalog = Catalog::build(&loaded, page_size, &Default::default(), false);
         crate::metrics::metrics().set_plugins(catalog.plugin_count());
         let startup_problems = catalog.refusals().iter().map(ToString::to_string).collect();
         for refusal in catalog.refusals() {
@@ -67,7 +71,21 @@ impl PluginSet {
             startup_problems: Mutex::new(startup_problems),
             history: Mutex::new(std::collections::VecDeque::with_capacity(HISTORY)),
             calls: std::sync::OnceLock::new(),
+            linking: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Link callers' accounts through `linker` when a tool call needs one (waiting at most
+    /// `link_wait` for a 2025-11-25 client's user; zero answers -32042 at once), and serve the
+    /// host's own tools for their links (`mcpbox_linked_accounts`, `mcpbox_unlink_account`).
+    /// Set once, at startup (a second call is ignored, with a warning).
+    pub fn use_linker(&self, linker: Arc<dyn Linker>, link_wait: std::time::Duration) {
+        if self.linking.set(Linking::new(linker, link_wait)).is_err() {
+            tracing::warn!("the linker was set twice; the first is kept");
+            return;
+        }
+        let (old, new) = self.publish(|_| {});
+        self.announce_lists(&old, &new);
     }
 
     /// Record tool calls that carry a balancer's request id in `ledger`, so a retried request
@@ -190,7 +208,12 @@ impl PluginSet {
         change(&mut plugins);
         let loaded: Vec<_> = plugins.values().cloned().collect();
         let previous = self.current.load();
-        let new = Arc::new(Catalog::build(&loaded, self.page_size, previous.claims()));
+        let new = Arc::new(Catalog::build(
+            &loaded,
+            self.page_size,
+            previous.claims(),
+            self.linking.get().is_some(),
+        ));
         crate::metrics::metrics().set_plugins(new.plugin_count());
         (self.current.swap(Arc::clone(&new)), new)
     }

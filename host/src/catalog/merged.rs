@@ -8,6 +8,9 @@
 //! directory can never take a live name. Names nobody served go to the first plugin in
 //! file-name order that offers them (so startup is deterministic). Other claims are refused
 //! and reported by the live set ([`super::PluginSet`]).
+//!
+//! The host's own tools ([`super::host_tools`]) come first in the tool list when they are
+//! served, and their names are never a plugin's, served or not.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -62,9 +65,23 @@ pub struct Refusal {
     pub owner: PluginName,
 }
 
+/// The owner a refusal names for a name reserved for the host's own tools.
+const HOST: &str = "mcpbox";
+
+/// Whether `claim` is a name reserved for the host's own tools.
+fn reserved(claim: &Claim) -> bool {
+    matches!(claim, Claim::Tool(name) if super::host_tools::RESERVED.contains(&name.as_str()))
+}
+
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.plugin == self.owner {
+        if &*self.owner == HOST && reserved(&self.claim) {
+            write!(
+                f,
+                "refused {} of plugin `{}`: the name is reserved for mcpbox's own tools",
+                self.claim, self.plugin
+            )
+        } else if self.plugin == self.owner {
             write!(
                 f,
                 "plugin `{}` offers {} twice; the first is served",
@@ -361,14 +378,16 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Merge `plugins` (in file-name order). A name served by the `previous` catalog stays
-    /// with its plugin as long as that plugin still offers it; every other name goes to the
-    /// first plugin in file-name order that offers it. Other claims are refused (see
+    /// Merge `plugins` (in file-name order), after the host's own tools if `host_tools`. A
+    /// name served by the `previous` catalog stays with its plugin as long as that plugin
+    /// still offers it; every other name goes to the first plugin in file-name order that
+    /// offers it. Other claims, and names reserved for the host's tools, are refused (see
     /// [`Catalog::refusals`]).
     pub fn build(
         plugins: &[Arc<LoadedPlugin>],
         page_size: usize,
         previous: &HashMap<Claim, PathBuf>,
+        host_tools: bool,
     ) -> Self {
         let mut owners: HashMap<Claim, usize> = HashMap::new();
         for (i, plugin) in plugins.iter().enumerate() {
@@ -401,6 +420,13 @@ impl Catalog {
             skill_trees: HashMap::new(),
             gated: false,
         };
+        if host_tools {
+            for item in super::host_tools::items() {
+                catalog.tools.items.push(Arc::clone(item));
+                catalog.tools.gates.push(None);
+            }
+            catalog.offers.tools = true;
+        }
         for plugin in plugins {
             catalog.add(plugin, plugins, &owners);
         }
@@ -415,9 +441,18 @@ impl Catalog {
         plugins: &[Arc<LoadedPlugin>],
         owners: &HashMap<Claim, usize>,
     ) -> bool {
+        let names = self.names.entry(plugins[index].file.clone()).or_default();
+        if reserved(&claim) {
+            names.refused += 1;
+            self.refusals.push(Refusal {
+                claim,
+                plugin: plugins[index].code.name().clone(),
+                owner: PluginName::from(HOST),
+            });
+            return false;
+        }
         let owner = owners.get(&claim).copied().unwrap_or(index);
         let taken = owner != index || self.claims.contains_key(&claim);
-        let names = self.names.entry(plugins[index].file.clone()).or_default();
         if taken {
             names.refused += 1;
             self.refusals.push(Refusal {

@@ -10,8 +10,10 @@
 //! Around them: preparing and checking plugins' lists once per version (`prepare`, `names`,
 //! `validate`, with the schemas proven usable in earlier runs: `proofs`), the one place where WIT types become MCP
 //! types (`convert`), a call's bridge to its client (`bridge`), the [`EventHub`] through
-//! which plugins and the live set reach sessions and the reloader, and the HTML status page
-//! ([`status`]).
+//! which plugins and the live set reach sessions and the reloader, the HTML status page
+//! ([`status`]), and, when callers' credentials are brokered, linking an account when a call
+//! needs one (`link`, through a [`Linker`]) and the host's own tools for the caller's links
+//! (`host_tools`).
 //!
 //! Built on `engine`, `policy`, `protocol` and `server` (for the backend interface), with `kv`
 //! (the call ledger, the store on the status page) and `registry::trust`.
@@ -23,7 +25,9 @@ mod bridge;
 mod convert;
 mod cursor;
 mod failure;
+mod host_tools;
 mod hub;
+mod link;
 mod live;
 mod merged;
 mod names;
@@ -36,7 +40,9 @@ mod uri_template;
 mod validate;
 
 pub use failure::{PluginFailure, Request};
+pub use host_tools::{LINKED_ACCOUNTS, UNLINK_ACCOUNT};
 pub use hub::{EventHub, RelistRequests};
+pub use link::{LinkPrompt, LinkSummary, Linker, Linking, WaitOutcome};
 pub use live::PluginSet;
 pub use merged::{Catalog, Claim, LoadedPlugin, Names, Refusal};
 pub use proofs::keep_in as keep_schema_proofs_in;

@@ -13,6 +13,7 @@ use tracing::Instrument;
 use super::bridge::ClientBridge;
 use super::convert;
 use super::failure::{PluginFailure, Request};
+use super::link::{LinkSlot, or_link_required, run_linking};
 use super::live::PluginSet;
 use super::merged::Catalog;
 use super::merged::Gate;
@@ -183,6 +184,18 @@ impl Backend for PluginSet {
         arguments: &RawValue,
         ctx: RequestContext,
     ) -> MethodResult {
+        if let Some(linking) = self.linking.get()
+            && super::host_tools::RESERVED.contains(&name)
+            && let Some(result) = Box::pin(super::host_tools::call(
+                &*linking.linker,
+                name,
+                arguments,
+                &ctx,
+            ))
+            .await
+        {
+            return result;
+        }
         let catalog = self.catalog();
         let Some(entry) = catalog.tools.index.get(name) else {
             return Err(ErrorObject::invalid_params(format!(
@@ -245,17 +258,30 @@ impl Backend for PluginSet {
         }
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
         ctx.bind_plugin(plugin.component_digest())?;
-        let host = ClientBridge::host(plugin, ctx, self.hub.clone());
+        let links = LinkSlot::default();
+        let host = ClientBridge::linking(
+            plugin,
+            ctx.clone(),
+            self.hub.clone(),
+            links.clone(),
+        );
         let request = Request::Prompt;
-        match plugin.get_prompt(&entry.own, &arguments, host).await {
-            Ok(Ok(messages)) => within_limit(
-                plugin,
-                convert::prompt_result(&entry.description, &messages)?,
-                request,
-            ),
+        let outcome = match plugin.get_prompt(&entry.own, &arguments, host).await {
+            Ok(Ok(messages)) => convert::prompt_result(&entry.description, &messages)
+                .and_then(|result| within_limit(plugin, result, request)),
             Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), request),
             Err(e) => PluginFailure::Run(e).into_mcp(plugin.name(), request),
-        }
+        };
+        let linking = self.linking.get();
+        Box::pin(or_link_required(
+            linking,
+            &links,
+            &ctx,
+            plugin.name(),
+            request,
+            outcome,
+        ))
+        .await
     }
 
     fn get_skill(&self, uri: &str, ctx: &RequestContext) -> MethodResult {
@@ -299,13 +325,30 @@ impl Backend for PluginSet {
         };
         caller_may_use(&ctx, plugin, gate)?;
         ctx.bind_plugin(plugin.component_digest())?;
-        let host = ClientBridge::host(plugin, ctx, self.hub.clone());
+        let links = LinkSlot::default();
+        let host = ClientBridge::linking(
+            plugin,
+            ctx.clone(),
+            self.hub.clone(),
+            links.clone(),
+        );
         let request = Request::Resource(uri);
-        match plugin.read_resource(uri, host).await {
-            Ok(Ok(contents)) => within_limit(plugin, convert::read_result(&contents)?, request),
+        let outcome = match plugin.read_resource(uri, host).await {
+            Ok(Ok(contents)) => convert::read_result(&contents)
+                .and_then(|result| within_limit(plugin, result, request)),
             Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), request),
             Err(e) => PluginFailure::Run(e).into_mcp(plugin.name(), request),
-        }
+        };
+        let linking = self.linking.get();
+        Box::pin(or_link_required(
+            linking,
+            &links,
+            &ctx,
+            plugin.name(),
+            request,
+            outcome,
+        ))
+        .await
     }
 
     async fn complete(&self, params: CompleteParams, ctx: RequestContext) -> MethodResult {
@@ -359,7 +402,8 @@ impl Backend for PluginSet {
 }
 
 impl PluginSet {
-    /// Run a checked tool call in its plugin and turn the outcome into MCP.
+    /// Run a checked tool call in its plugin and turn the outcome into MCP; when it needs the
+    /// caller to link an account, link it through the client and run it once more (`link`).
     async fn run_tool(
         &self,
         plugin: &PluginCode,
@@ -368,6 +412,35 @@ impl PluginSet {
         schemas: Arc<super::validate::ToolSchemas>,
         ctx: RequestContext,
     ) -> MethodResult {
+        let request = if ctx.in_task() {
+            Request::TaskTool
+        } else {
+            Request::Tool
+        };
+        run_linking(self.linking.get(), &ctx, plugin.name(), request, |slot| {
+            self.run_tool_once(
+                plugin,
+                own,
+                arguments,
+                Arc::clone(&schemas),
+                ctx.clone(),
+                slot,
+            )
+        })
+        .await
+    }
+
+    /// Run a checked tool call in its plugin once and turn the outcome into MCP; a link the
+    /// caller must make first is recorded in `links`.
+    async fn run_tool_once(
+        &self,
+        plugin: &PluginCode,
+        own: &str,
+        arguments: &RawValue,
+        schemas: Arc<super::validate::ToolSchemas>,
+        ctx: RequestContext,
+        links: LinkSlot,
+    ) -> MethodResult {
         let span = tracing::debug_span!("tools/call", plugin = &**plugin.name(), tool = own);
         let any_structured = ctx_accepts_any_structured(&ctx);
         let request = if ctx.in_task() {
@@ -375,7 +448,7 @@ impl PluginSet {
         } else {
             Request::Tool
         };
-        let host = ClientBridge::host(plugin, ctx, self.hub.clone());
+        let host = ClientBridge::linking(plugin, ctx, self.hub.clone(), links);
         let outcome = plugin
             .call_tool(own, arguments.get(), host)
             .instrument(span)

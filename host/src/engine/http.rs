@@ -10,6 +10,20 @@
 //! names it literally (`127.0.0.1:8080`, `localhost:3000`). A plugin follows redirects itself,
 //! each hop a request of its own through this gate. A refused request is `HttpRequestDenied`
 //! to the plugin and a warning in the log.
+//!
+//! **Hosts called as the caller** (`[http.credentials]`): once a request to such a host has
+//! passed the checks above, the gate attaches the caller's token from the host's provider
+//! ([`super::credentials`]) as the provider's header, marked sensitive, and sends it. It is
+//! refused (as ungranted requests are) when it is not HTTPS and the host is not a loopback
+//! literal, or when the plugin set `Authorization` or the provider's header itself. When the
+//! token cannot be had, nothing is sent and the plugin gets the host's own answer instead: 401
+//! with `mcpbox-credential: link-required; provider="NAME"` when the caller must link an
+//! account (the call's host is told, so the user can be asked), or when the call has no
+//! caller; 503 with `mcpbox-credential: unavailable; …` when the provider cannot be reached
+//! to refresh it. The token is attached per request, for that request's own host and port
+//! only: a redirect the plugin follows elsewhere is another request, sent without it. What
+//! the plugin reads back is the upstream's response; the token reaches no log line, span,
+//! metric or error.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -17,8 +31,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::policy::HttpGrant;
+use super::credentials::{CallCredentials, Synthetic, TokenLookup, synthetic};
+use super::egress::Sent;
 use crate::policy::PluginName;
+use crate::policy::{CredentialGrant, HttpGrant};
 
 /// The send hook for one call into one plugin.
 pub struct HttpGate {
@@ -29,6 +45,10 @@ pub struct HttpGate {
     denied: Arc<AtomicBool>,
     /// The span of the call (egress spans are its children in traces).
     call: tracing::Span,
+    /// The granted hosts called as the caller, each with its provider.
+    credential_grants: Arc<[CredentialGrant]>,
+    /// The call's caller's tokens (`None`: no credential source, or not yet bound).
+    credentials: Option<CallCredentials>,
 }
 
 impl HttpGate {
@@ -46,14 +66,34 @@ impl HttpGate {
             public,
             denied,
             call: tracing::Span::current(),
+            credential_grants: Arc::from([]),
+            credentials: None,
         }
     }
 
-    /// Bind the gate to the call about to run (its span, and its flag for refusals), when it
-    /// was built ahead of the call.
-    pub fn bind(&mut self, denied: Arc<AtomicBool>) {
+    /// This gate, calling the hosts of `grants` as the caller, with the tokens of
+    /// `credentials`.
+    pub fn with_credentials(
+        mut self,
+        grants: Arc<[CredentialGrant]>,
+        credentials: Option<CallCredentials>,
+    ) -> Self {
+        self.credential_grants = grants;
+        self.credentials = credentials;
+        self
+    }
+
+    /// Bind the gate to the call about to run (its span, its flag for refusals and its
+    /// caller's credentials), when it was built ahead of the call.
+    pub fn bind(&mut self, denied: Arc<AtomicBool>, credentials: Option<CallCredentials>) {
         self.denied = denied;
+        self.credentials = credentials;
         self.call = tracing::Span::current();
+    }
+
+    /// Let go of the call's credentials once it has returned.
+    pub fn detach(&mut self) {
+        self.credentials = None;
     }
 }
 
@@ -80,6 +120,8 @@ impl WasiHttpHooks for HttpGate {
         let grants = Arc::clone(&self.grants);
         let public = self.public;
         let denied = Arc::clone(&self.denied);
+        let brokered = provider_for(&self.credential_grants, request.uri())
+            .map(|provider| (provider.to_owned(), self.credentials.clone()));
         let span = tracing::trace_span!(
             target: crate::telemetry::TARGET,
             parent: &self.call,
@@ -109,11 +151,166 @@ impl WasiHttpHooks for HttpGate {
                         });
                     }
                 };
+                let mut request = request;
+                if let Some((provider, credentials)) = brokered {
+                    match as_the_caller(&provider, &mut request, credentials.as_ref()).await {
+                        Brokered::Send => {}
+                        Brokered::Answer(answer) => return Ok(answer),
+                        Brokered::Denied(why) => {
+                            denied.store(true, Ordering::Relaxed);
+                            crate::metrics::metrics().denial(&plugin, crate::metrics::Grant::Http);
+                            tracing::warn!(plugin = &*plugin, uri = %request.uri(), "denied HTTP request: {why}");
+                            return Err(Error::HttpRequestDenied);
+                        }
+                    }
+                }
                 tracing::debug!(plugin = &*plugin, method = %request.method(), uri = %request.uri(), ?addresses, "HTTP request");
                 super::egress::send(request, options, addresses).await
             },
             span,
         ))
+    }
+}
+
+/// The provider of the credential grant for the host and port of `uri`, if that host is
+/// called as the caller.
+fn provider_for<'a>(grants: &'a [CredentialGrant], uri: &http::Uri) -> Option<&'a str> {
+    if grants.is_empty() {
+        return None;
+    }
+    let host = lower_host(uri)?;
+    let default_port = match uri.scheme_str() {
+        Some("https") => 443,
+        Some("http") => 80,
+        _ => return None,
+    };
+    let port = uri.port_u16().unwrap_or(default_port);
+    grants
+        .iter()
+        .find(|g| g.host.allows(&host, port, default_port))
+        .map(|g| g.provider.as_str())
+}
+
+/// The host of `uri`, lower-case, without an IPv6 literal's brackets.
+fn lower_host(uri: &http::Uri) -> Option<String> {
+    Some(
+        uri.host()?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase(),
+    )
+}
+
+/// `localhost`, or a loopback address literal: the only hosts called as the caller without
+/// TLS (for tests on one machine).
+fn is_loopback_literal(host: &str) -> bool {
+    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// What becomes of a granted request to a host called as the caller.
+pub(super) enum Brokered {
+    /// Send it: the caller's token is attached.
+    Send,
+    /// Answer the plugin with this, sending nothing.
+    Answer(Sent),
+    /// Refuse it, for this reason.
+    Denied(String),
+}
+
+/// Attach the caller's token from `provider` to `request`, or say why not.
+pub(super) async fn as_the_caller(
+    provider: &str,
+    request: &mut http::Request<WasiBody>,
+    credentials: Option<&CallCredentials>,
+) -> Brokered {
+    let host = lower_host(request.uri()).unwrap_or_default();
+    if request.uri().scheme() != Some(&http::uri::Scheme::HTTPS) && !is_loopback_literal(&host) {
+        return Brokered::Denied(format!(
+            "{host} is called as the caller (provider `{provider}`) only over HTTPS"
+        ));
+    }
+    let header = credentials.and_then(|c| c.source.header(provider));
+    let headers = request.headers();
+    let set = if headers.contains_key(http::header::AUTHORIZATION) {
+        Some(http::header::AUTHORIZATION)
+    } else {
+        header
+            .as_ref()
+            .map(|(name, _)| name)
+            .filter(|name| headers.contains_key(*name))
+            .cloned()
+    };
+    if let Some(name) = set {
+        return Brokered::Denied(format!(
+            "the plugin set `{name}` for {host}, whose credential mcpbox holds and attaches \
+             itself (provider `{provider}`)"
+        ));
+    }
+    let (Some(credentials), Some((name, scheme))) = (credentials, header) else {
+        return Brokered::Answer(synthetic(
+            Synthetic::Unavailable,
+            provider,
+            &format!("provider `{provider}` is not configured in this mcpbox"),
+        ));
+    };
+    let Some(caller) = credentials.caller.as_deref() else {
+        return Brokered::Answer(synthetic(
+            Synthetic::LinkRequired,
+            provider,
+            "this call is made for nobody (as when mcpbox reads a plugin's lists), so no \
+             account can be used",
+        ));
+    };
+    match credentials.source.access_token(caller, provider).await {
+        TokenLookup::Ready(token) => {
+            let value = match scheme.as_deref().filter(|s| !s.is_empty()) {
+                Some(scheme) => zeroize::Zeroizing::new(format!("{scheme} {}", &*token)),
+                None => token,
+            };
+            match http::HeaderValue::from_str(&value) {
+                Ok(mut value) => {
+                    value.set_sensitive(true);
+                    request.headers_mut().insert(name, value);
+                    tracing::debug!(provider, "attached the caller's credential");
+                    Brokered::Send
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        provider,
+                        "the provider's token cannot be sent in a header; nothing was sent"
+                    );
+                    Brokered::Answer(synthetic(
+                        Synthetic::Unavailable,
+                        provider,
+                        "the provider's token for the caller cannot be sent",
+                    ))
+                }
+            }
+        }
+        TokenLookup::LinkNeeded => {
+            credentials.host.credential_needed(provider);
+            Brokered::Answer(synthetic(
+                Synthetic::LinkRequired,
+                provider,
+                &format!(
+                    "the caller has not linked an account with `{provider}` (or the link no \
+                     longer works); mcpbox asks them to, and runs the call again once they have"
+                ),
+            ))
+        }
+        TokenLookup::Unavailable(why) => {
+            tracing::info!(
+                provider,
+                "the caller's credential is unavailable; nothing was sent: {why}"
+            );
+            Brokered::Answer(synthetic(
+                Synthetic::Unavailable,
+                provider,
+                &format!(
+                    "`{provider}` cannot be reached to refresh the caller's credential; try again later"
+                ),
+            ))
+        }
     }
 }
 

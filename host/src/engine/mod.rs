@@ -29,6 +29,7 @@ mod bindings;
 mod cache;
 mod caller;
 mod config;
+pub mod credentials;
 mod egress;
 mod http;
 mod keyvalue;
@@ -59,6 +60,7 @@ pub use bindings::mcpbox::plugin::types::{
     Tool, ToolAnnotations, ToolResult,
 };
 pub use cache::{ComponentCache, DEFAULT_CACHE_MAX_BYTES};
+pub use credentials::{CredentialSource, TokenLookup, check_credential_grants};
 pub use plugin::{CallError, Exports, PluginCode, PluginLists};
 pub use plugin_host::{cut_message, log_line};
 pub use state::HostState;
@@ -113,6 +115,13 @@ pub trait CallHost: Send + Sync + 'static {
     /// Whether the call runs as a task (it gets the plugin's task time limit).
     fn in_task(&self) -> bool {
         false
+    }
+    /// The caller must link an account with `provider` before the call can act as them: a
+    /// request of the call to a host brokered by `provider` was answered 401 by the host
+    /// instead of being sent (the layer that made the call may ask the user to link, and run
+    /// the call again).
+    fn credential_needed(&self, provider: &str) {
+        let _ = provider;
     }
 }
 
@@ -225,6 +234,9 @@ pub enum LoadError {
     /// Reading its lists failed.
     #[error("failed while listing what it offers: {0}")]
     List(#[source] CallError),
+    /// Its `[http.credentials]` names a provider the configuration does not define.
+    #[error("{0}")]
+    Credentials(String),
 }
 
 /// The shared runtime: engine, linker and the instance admission semaphore.
@@ -240,6 +252,8 @@ pub struct Runtime {
     config: Arc<RuntimeConfig>,
     cache: Option<ComponentCache>,
     state: Arc<StateService>,
+    /// Where callers' tokens for brokered hosts come from, once set ([`Runtime::set_credentials`]).
+    credentials: Arc<std::sync::OnceLock<Arc<dyn CredentialSource>>>,
 }
 
 /// What the engine is made for: the pool's slots and the largest memory. The rest of
@@ -432,7 +446,23 @@ impl Runtime {
             config: Arc::new(config),
             cache,
             state: Arc::new(state),
+            credentials: Arc::default(),
         })
+    }
+
+    /// Broker callers' credentials through `source`: plugins whose `[http.credentials]` name
+    /// its providers load, and their requests to those hosts carry the caller's token. Set
+    /// once, before plugins load (a second call is ignored, with a warning). Without it, a
+    /// plugin with credential grants does not load.
+    pub fn set_credentials(&self, source: Arc<dyn CredentialSource>) {
+        if self.credentials.set(source).is_err() {
+            tracing::warn!("the credential source was set twice; the first is kept");
+        }
+    }
+
+    /// Where callers' tokens come from, if providers are configured.
+    pub fn credentials(&self) -> Option<&Arc<dyn CredentialSource>> {
+        self.credentials.get()
     }
 
     /// Plugins' key-value state.

@@ -38,6 +38,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
 use super::caller::{CallerCtx, CallerIdentity};
 use super::config::ConfigCtx;
+use super::credentials::CallCredentials;
 use super::keyvalue::KeyValueCtx;
 use super::meter::CallMeter;
 use super::plugin_host::{MAX_LOG_MESSAGE_BYTES, log_line};
@@ -48,7 +49,7 @@ use super::{
     ToolResult,
 };
 use crate::metrics::{CallKind, CallOutcome, GaugeGuard, metrics};
-use crate::policy::{HttpGrant, Instances, Limits, PluginName, Policy};
+use crate::policy::{CredentialGrant, HttpGrant, Instances, Limits, PluginName, Policy};
 use crate::principal::Principal;
 
 /// Extra time the outer timeout allows beyond the plugin's deadline, so that a guest running
@@ -109,6 +110,8 @@ pub struct PluginCode {
     exports: Exports,
     policy: Arc<Policy>,
     http_grants: Arc<[HttpGrant]>,
+    /// The hosts it calls as the caller (`[http.credentials]`).
+    credential_grants: Arc<[CredentialGrant]>,
     limits: Limits,
     /// SHA-256 of the component, in hex: which version of the plugin this is.
     component_digest: Arc<str>,
@@ -366,6 +369,11 @@ impl PluginCode {
         if !missing.is_empty() {
             return Err(LoadError::MissingConfig(missing));
         }
+        super::credentials::check_credential_grants(
+            &policy,
+            runtime.credentials().map(|source| &**source),
+        )
+        .map_err(LoadError::Credentials)?;
         let pre = runtime
             .linker
             .instantiate_pre(component)
@@ -404,6 +412,7 @@ impl PluginCode {
             pre,
             exports,
             http_grants: policy.http.clone().into(),
+            credential_grants: policy.credentials.clone().into(),
             policy: Arc::new(policy),
             limits,
             component_digest: component_digest
@@ -720,6 +729,14 @@ impl PluginCode {
     /// configuration come from. `denied` is set if the call is refused a grant.
     fn call_context(&self, host: Arc<dyn CallHost>, denied: Arc<AtomicBool>) -> CallContext {
         let principal = host.caller();
+        let credentials = match self.runtime.credentials() {
+            Some(source) if !self.credential_grants.is_empty() => Some(CallCredentials::new(
+                Arc::clone(source),
+                principal.as_ref().map(|p| Arc::<str>::from(p.key())),
+                Arc::clone(&host),
+            )),
+            _ => None,
+        };
         let config = ConfigCtx::new(
             &self.policy.config,
             &self.runtime.config.secrets.current(),
@@ -746,6 +763,7 @@ impl PluginCode {
             config,
             host,
             denied,
+            credentials,
         }
     }
 
@@ -773,8 +791,14 @@ impl PluginCode {
 
     /// A fresh store for one call into the plugin, with its limits, not yet instantiated.
     fn new_store(&self, call: CallContext, limits: &Limits) -> Result<Store<HostState>, CallError> {
-        let state = HostState::new(self.name.clone(), &self.policy, &self.http_grants, call)
-            .map_err(CallError::Host)?;
+        let state = HostState::new(
+            self.name.clone(),
+            &self.policy,
+            &self.http_grants,
+            &self.credential_grants,
+            call,
+        )
+        .map_err(CallError::Host)?;
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|state| &mut state.limiter);
         Self::arm(&mut store, limits, 0)?;

@@ -23,11 +23,12 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use super::CallHost;
 use super::caller::CallerCtx;
 use super::config::ConfigCtx;
+use super::credentials::CallCredentials;
 use super::http::HttpGate;
 use super::keyvalue::{KeyValueCtx, KeyValueView};
 use super::plugin_host::PluginHostCtx;
 use crate::policy::PluginName;
-use crate::policy::{HttpGrant, Policy};
+use crate::policy::{CredentialGrant, HttpGrant, Policy};
 
 /// Handles (files, directories, streams, HTTP fields and requests, …) one call may hold at
 /// once. Each is host memory or a host file descriptor the plugin's own memory limit does not
@@ -67,10 +68,13 @@ pub struct CallContext {
     pub host: Arc<dyn CallHost>,
     /// Set when it is refused a grant.
     pub denied: Arc<AtomicBool>,
+    /// Its caller's tokens for the hosts the plugin calls as the caller (`None`: the plugin
+    /// has no `[http.credentials]`, or no credential source is configured).
+    pub credentials: Option<CallCredentials>,
 }
 
 /// The capabilities a [`CallContext`] fills in, as the store's state holds them; the
-/// context's refusal flag goes to the HTTP gate.
+/// context's refusal flag and credentials go to the HTTP gate.
 struct Bound {
     plugin_host: PluginHostCtx,
     keyvalue: KeyValueCtx,
@@ -79,14 +83,17 @@ struct Bound {
 }
 
 impl Bound {
-    fn of(plugin: &PluginName, call: CallContext) -> (Self, Arc<AtomicBool>) {
+    fn of(
+        plugin: &PluginName,
+        call: CallContext,
+    ) -> (Self, Arc<AtomicBool>, Option<CallCredentials>) {
         let bound = Self {
             plugin_host: PluginHostCtx::new(plugin.clone(), call.host),
             keyvalue: call.keyvalue,
             caller: call.caller,
             config: call.config,
         };
-        (bound, call.denied)
+        (bound, call.denied, call.credentials)
     }
 }
 
@@ -96,14 +103,16 @@ impl HostState {
     /// (its state, as its grant allows). Never sockets, arguments, stdin or the host's own
     /// environment. Stdout and stderr are captured up to the output limit. `denied` is set
     /// when an HTTP request is refused (`keyvalue` holds the same flag for its refusals). The
-    /// plugin's `host` imports are forwarded to `host`.
+    /// plugin's `host` imports are forwarded to `host`. Requests to the hosts of
+    /// `credential_grants` carry the caller's token from the call's credentials.
     pub fn new(
         plugin: PluginName,
         policy: &Policy,
         http_grants: &Arc<[HttpGrant]>,
+        credential_grants: &Arc<[CredentialGrant]>,
         call: CallContext,
     ) -> Result<Self, String> {
-        let (bound, denied) = Bound::of(&plugin, call);
+        let (bound, denied, credentials) = Bound::of(&plugin, call);
         let limits = &policy.limits;
         let stdout = CappedPipe::new(limits.output_bytes);
         let stderr = CappedPipe::new(limits.output_bytes);
@@ -148,7 +157,8 @@ impl HostState {
                 Arc::clone(http_grants),
                 policy.http_public,
                 denied,
-            ),
+            )
+            .with_credentials(Arc::clone(credential_grants), credentials),
             plugin,
             wasi: wasi.build(),
             http,
@@ -163,9 +173,9 @@ impl HostState {
     /// Give a state built ahead of its call (with a neutral [`CallContext`]) the call's own
     /// context: what the guest asks of the host from now on is answered for this call.
     pub fn bind(&mut self, call: CallContext) {
-        let (bound, denied) = Bound::of(&self.plugin, call);
+        let (bound, denied, credentials) = Bound::of(&self.plugin, call);
         self.bound = bound;
-        self.http_gate.bind(denied);
+        self.http_gate.bind(denied, credentials);
     }
 
     /// How many handles (files, streams, HTTP fields, …) the guest holds.
@@ -193,9 +203,11 @@ impl HostState {
         self.bound.plugin_host.call_host()
     }
 
-    /// Let go of the call's host once the call has returned (see [`PluginHostCtx::detach`]).
+    /// Let go of the call's host once the call has returned (see [`PluginHostCtx::detach`]),
+    /// and of its caller's credentials: a kept instance holds neither until its next call.
     pub(crate) fn detach_host(&mut self) {
         self.bound.plugin_host.detach();
+        self.http_gate.detach();
     }
 
     /// The call's `host` imports, for their host traits.

@@ -95,6 +95,9 @@ pub struct Policy {
     /// Whether it may also reach the public internet: any host whose every address is public
     /// (checked after DNS, on each request and so on each redirect hop).
     pub http_public: bool,
+    /// Hosts of `http` it calls as the caller (`[http.credentials]`): mcpbox attaches the
+    /// caller's token from the named provider to each request to them.
+    pub credentials: Vec<CredentialGrant>,
     /// The key-value buckets it may open, and its quotas.
     pub keyvalue: Option<Arc<KvGrant>>,
     /// OAuth scopes a caller's token must carry to use it (over HTTP with OAuth).
@@ -405,6 +408,16 @@ impl HttpGrant {
     }
 }
 
+/// A host of the allow-list called as the caller (`[http.credentials]`): each request to it
+/// carries the caller's token from `provider`, attached by mcpbox, never seen by the plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialGrant {
+    /// The host (and port), as granted in `[http] allow`.
+    pub host: HttpGrant,
+    /// The provider (`[providers.NAME]` of the configuration file): `[a-z][a-z0-9_-]{0,63}`.
+    pub provider: String,
+}
+
 impl fmt::Display for HttpGrant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let host = if self.host.contains(':') {
@@ -448,7 +461,12 @@ impl fmt::Display for GrantSummary<'_> {
             });
         }
         for http in &policy.http {
-            parts.push(format!("http {http}"));
+            match policy.credentials.iter().find(|g| g.host == *http) {
+                Some(grant) => {
+                    parts.push(format!("http {http} as the caller ({})", grant.provider))
+                }
+                None => parts.push(format!("http {http}")),
+            }
         }
         if policy.http_public {
             parts.push(

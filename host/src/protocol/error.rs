@@ -18,6 +18,9 @@ pub const RESOURCE_NOT_FOUND: i32 = -32002;
 /// mcpbox: a request the balancer retried names a tool call that may already have run (its
 /// replica went away, or its result was not kept): it was not run again.
 pub const CALL_NOT_REPEATED: i32 = -32030;
+/// MCP 2025-11-25: the request needs the user to open a URL first (URL-mode elicitation);
+/// `data.elicitations` lists them. The client retries once the user has.
+pub const URL_ELICITATION_REQUIRED: i32 = -32042;
 
 /// A JSON-RPC error: code, message and optional data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,6 +58,14 @@ impl ErrorObject {
     /// -32603 with this message.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(INTERNAL_ERROR, message)
+    }
+
+    /// -32042 with this message and `elicitations` (each
+    /// `{"mode":"url","elicitationId":…,"url":…,"message":…}`) as `data.elicitations`.
+    pub fn url_elicitation_required(message: impl Into<String>, elicitations: Value) -> Self {
+        let mut data = serde_json::Map::new();
+        data.insert("elicitations".to_owned(), elicitations);
+        Self::new(URL_ELICITATION_REQUIRED, message).with_data(Value::Object(data))
     }
 
     /// -32601 for `method`.

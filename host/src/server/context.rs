@@ -492,6 +492,24 @@ impl RequestContext {
         self.cancellation.is_cancelled()
     }
 
+    /// Resolves once the client cancelled this request (never, if it does not).
+    pub async fn until_cancelled(&self) {
+        self.cancellation.cancelled().await;
+    }
+
+    /// Whether the client can be asked to open a URL (URL-mode elicitation): it declared
+    /// `elicitation.url`, at `initialize` (2025-11-25) or in this request (2026-07-28, for a
+    /// request that may ask the client for input).
+    pub fn can_open_urls(&self) -> bool {
+        match &self.client {
+            Client::Session(peer) => peer.has_capability(&["elicitation", "url"]),
+            Client::Stateless(stateless) => stateless
+                .inputs
+                .as_ref()
+                .is_some_and(|inputs| inputs.declares(&["elicitation", "url"])),
+        }
+    }
+
     /// Send `notifications/message` from `logger`, if the client asked for this level, within
     /// the logger's rate limit.
     pub async fn log(&self, logger: &str, level: LogLevel, message: &str) {
@@ -744,6 +762,24 @@ mod tests {
             count += 1;
         }
         assert!((50..=60).contains(&count), "{count}");
+    }
+
+    #[test]
+    fn urls_can_be_opened_by_clients_that_declared_url_elicitation() {
+        let peer = Arc::new(Peer::default());
+        let (outbound, _) = mpsc::channel(1);
+        let ctx = RequestContext::new(
+            Client::Session(Arc::clone(&peer)),
+            outbound,
+            None,
+            Arc::default(),
+            Principal::local(),
+        );
+        peer.set_capabilities(json!({"elicitation": {"form": {}}}));
+        assert!(!ctx.can_open_urls());
+        peer.set_capabilities(json!({"elicitation": {"url": {}}}));
+        assert!(ctx.can_open_urls());
+        assert!(!RequestContext::detached().can_open_urls());
     }
 
     #[tokio::test]

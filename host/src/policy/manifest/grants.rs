@@ -1,6 +1,7 @@
-//! The grants of a manifest: `[[dirs]]`, `[env]`, `[http]` and `[keyvalue]`, validated into
-//! [`DirGrant`], [`EnvGrant`], [`HttpGrant`] and [`KvGrant`]. A grant that cannot work (a
-//! missing directory, an unset host variable) is refused here, at load.
+//! The grants of a manifest: `[[dirs]]`, `[env]`, `[http]` (with `[http.credentials]`) and
+//! `[keyvalue]`, validated into [`DirGrant`], [`EnvGrant`], [`HttpGrant`],
+//! [`CredentialGrant`] and [`KvGrant`]. A grant that cannot work (a missing directory, an
+//! unset host variable) is refused here, at load.
 //!
 //! Depends on its parent (the manifest's errors) and the policy types only; nothing else in
 //! the crate.
@@ -15,7 +16,8 @@ use serde::de::{self, MapAccess, Visitor};
 use super::{PolicyError, bounded};
 use crate::policy::config::check_name;
 use crate::policy::{
-    ConfigKey, ConfigSource, DirGrant, EnvGrant, HttpGrant, KvGrant, SecretValue, resolve,
+    ConfigKey, ConfigSource, CredentialGrant, DirGrant, EnvGrant, HttpGrant, KvGrant, SecretValue,
+    resolve,
 };
 
 #[derive(Debug, Deserialize)]
@@ -60,6 +62,9 @@ pub(super) struct HttpTable {
     /// The public internet: any host whose every resolved address is public.
     #[serde(default)]
     pub(super) public: bool,
+    /// Hosts of `allow` called as the caller: `"host[:port]" = "provider"`.
+    #[serde(default)]
+    pub(super) credentials: BTreeMap<String, String>,
 }
 
 /// An `[env]` value: a string, or `{ from-host = "NAME" }`.
@@ -388,6 +393,58 @@ pub(super) fn http(file: &Path, allow: &[String]) -> Result<Vec<HttpGrant>, Poli
         .collect()
 }
 
+/// The `[http.credentials]` table: each key a host of `allow` (the same `host[:port]`), each
+/// value the provider (configured by the operator) whose token for the caller mcpbox attaches
+/// to requests to that host. Whether the provider exists is checked where providers are known
+/// (the engine, at load).
+pub(super) fn credentials(
+    file: &Path,
+    allow: &[HttpGrant],
+    table: BTreeMap<String, String>,
+) -> Result<Vec<CredentialGrant>, PolicyError> {
+    let mut grants: Vec<CredentialGrant> = Vec::with_capacity(table.len());
+    for (entry, provider) in table {
+        let key = format!("http.credentials.\"{entry}\"");
+        let host = parse_http_grant(&entry).map_err(|why| PolicyError::at(file, &key, why))?;
+        if !allow.contains(&host) {
+            return Err(PolicyError::at(
+                file,
+                key,
+                format!(
+                    "`{entry}` is not in `http.allow`: grant it in `http.allow` first (a host \
+                     reached only through `public = true` is never called as the caller)"
+                ),
+            ));
+        }
+        if grants.iter().any(|g| g.host == host) {
+            return Err(PolicyError::at(
+                file,
+                key,
+                format!("`{entry}` is named twice"),
+            ));
+        }
+        check_provider_name(&provider).map_err(|why| PolicyError::at(file, &key, why))?;
+        grants.push(CredentialGrant { host, provider });
+    }
+    Ok(grants)
+}
+
+/// A provider's name: `[a-z][a-z0-9_-]{0,63}`, as the configuration file's `[providers.NAME]`.
+fn check_provider_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        && name.len() <= 64;
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{name}` is not a provider name: a lower-case letter, then up to 63 lower-case \
+             letters, digits, `_` or `-`"
+        ))
+    }
+}
+
 /// `host`, `host:port`, `1.2.3.4:80` or `[::1]:8080`.
 fn parse_http_grant(entry: &str) -> Result<HttpGrant, String> {
     let expected = || format!("expected `host` or `host:port`, found `{entry}`");
@@ -477,6 +534,67 @@ mod tests {
             "{e}"
         );
         assert!(error("title = \"\"\n").contains("title: a title is 1 to 128 bytes"));
+    }
+
+    #[test]
+    fn credential_grants_name_allowed_hosts_and_providers() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "[http]\nallow = [\"api.github.com\", \"127.0.0.1:8080\"]\n\
+                    [http.credentials]\n\"API.github.com\" = \"github\"\n\"127.0.0.1:8080\" = \"corp-1_x\"\n";
+        let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+        assert_eq!(
+            policy.credentials,
+            [
+                CredentialGrant {
+                    host: parse_http_grant("127.0.0.1:8080").unwrap(),
+                    provider: "corp-1_x".to_owned(),
+                },
+                CredentialGrant {
+                    host: parse_http_grant("api.github.com").unwrap(),
+                    provider: "github".to_owned(),
+                },
+            ]
+        );
+        assert_eq!(
+            crate::policy::GrantSummary(&policy).to_string(),
+            "http api.github.com (ports 80/443) as the caller (github); \
+             http 127.0.0.1:8080 as the caller (corp-1_x)"
+        );
+        // Not in `allow` (another port, or only the public internet).
+        let e = error(
+            "[http]\nallow = [\"api.github.com\"]\n[http.credentials]\n\"api.github.com:8443\" = \"github\"\n",
+        );
+        assert!(
+            e.contains(r#"http.credentials."api.github.com:8443""#)
+                && e.contains("grant it in `http.allow` first"),
+            "{e}"
+        );
+        let e =
+            error("[http]\npublic = true\n[http.credentials]\n\"api.github.com\" = \"github\"\n");
+        assert!(e.contains("grant it in `http.allow` first"), "{e}");
+        // A bad provider name, a bad host, a host named twice (by case).
+        for (name, expected) in [
+            ("GitHub", "not a provider name"),
+            ("", "not a provider name"),
+            ("1github", "not a provider name"),
+            (&"a".repeat(65), "not a provider name"),
+        ] {
+            let e = error(&format!(
+                "[http]\nallow = [\"api.github.com\"]\n[http.credentials]\n\"api.github.com\" = \"{name}\"\n"
+            ));
+            assert!(e.contains(expected), "{name}: {e}");
+        }
+        assert!(check_provider_name(&"a".repeat(64)).is_ok());
+        let e = error(
+            "[http]\nallow = [\"api.github.com\"]\n[http.credentials]\n\"https://api.github.com\" = \"github\"\n",
+        );
+        assert!(e.contains("expected `host` or `host:port`"), "{e}");
+        let e = error(
+            "[http]\nallow = [\"api.github.com\"]\n[http.credentials]\n\"api.github.com\" = \"github\"\n\"API.GITHUB.COM\" = \"other\"\n",
+        );
+        assert!(e.contains("named twice"), "{e}");
+        let e = error("[http]\nallow = [\"a.com\"]\n[http.credentials]\n\"a.com\" = 5\n");
+        assert!(e.contains("http.credentials"), "{e}");
     }
 
     #[test]

@@ -30,6 +30,10 @@
 //! allow = ["api.open-meteo.com", "127.0.0.1:8080"]
 //! public = false           # true: also any host whose every address is public
 //!
+//! [http.credentials]       # hosts of `allow` called as the caller: mcpbox attaches the
+//! "api.github.com" = "github" # caller's token from provider `github` (the configuration's
+//!                          # [providers.github]); the plugin never sees it
+//!
 //! [tools]                  # optional, as are [prompts] and [resources] (by URI or template)
 //! allow = ["forecast"]     # only these are served (the plugin's own names)
 //! deny = ["debug"]         # never these
@@ -77,7 +81,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use self::grants::{
-    ConfigValue, DirTable, EnvValue, HttpTable, KeyValueTable, config, dirs, env, http, keyvalue,
+    ConfigValue, DirTable, EnvValue, HttpTable, KeyValueTable, config, credentials, dirs, env,
+    http, keyvalue,
 };
 use self::limits::{LimitsTable, TasksTable, limits, tasks};
 use self::naming::{FilterTable, filter, prefix};
@@ -216,12 +221,14 @@ fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyE
     }
     let mut limits = limits(file, &manifest.limits, defaults)?;
     let tasks = tasks(file, manifest.tasks, &mut limits)?;
+    let http_grants = http(file, &manifest.http.allow)?;
     Ok(Policy {
         title: manifest.title,
         limits,
         dirs: dirs(file, &manifest.dirs)?,
         env: env(file, manifest.env)?,
-        http: http(file, &manifest.http.allow)?,
+        credentials: credentials(file, &http_grants, manifest.http.credentials)?,
+        http: http_grants,
         http_public: manifest.http.public,
         keyvalue: manifest
             .keyvalue

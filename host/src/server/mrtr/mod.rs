@@ -291,6 +291,26 @@ impl InputRound {
         ))
     }
 
+    /// Whether the request declared the client capability at `path` (such as
+    /// `["elicitation", "url"]`).
+    pub fn declares(&self, path: &[&str]) -> bool {
+        let Some(declared) = self
+            .capabilities
+            .as_deref()
+            .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+        else {
+            return false;
+        };
+        let mut node = &declared;
+        for key in path {
+            match node.get(key) {
+                Some(next) if !next.is_null() => node = next,
+                _ => return false,
+            }
+        }
+        true
+    }
+
     /// Whether the plugin asked a question this round has no answer for.
     pub fn has_questions(&self) -> bool {
         !self.asked().requests.is_empty()
@@ -392,6 +412,19 @@ mod tests {
             )
             .unwrap();
         assert!(answer.get().contains("accept"));
+    }
+
+    #[test]
+    fn a_round_knows_what_its_request_declared() {
+        let key = StateKey::random();
+        let first = call("{}", "");
+        let round = begin(&first, &caps(), &key).unwrap();
+        assert!(round.declares(&["elicitation"]));
+        assert!(!round.declares(&["elicitation", "url"]));
+        let with_url = json!({"elicitation": {"url": {}}, "roots": null});
+        let round = begin(&first, with_url.as_object().unwrap(), &key).unwrap();
+        assert!(round.declares(&["elicitation", "url"]));
+        assert!(!round.declares(&["roots"]));
     }
 
     #[test]
