@@ -1,0 +1,1582 @@
+//! Brokered per-user credentials (issue #56), end to end, on loopback: a real downstream OAuth
+//! provider (npm's `oauth2-mock-server` with `oauth/provider.mjs`: PKCE, single-use codes,
+//! rotating refresh tokens, users chosen by the simulated browser), a fake of the GitHub API
+//! that records the `Authorization` of every request ([`super::fake_api`]), two users under
+//! mcpbox's own OAuth ([`super::oauth::AuthorizationServer`]), and the official Python SDK as
+//! the client, whose elicitation callback opens the link URL in an HTTP client that follows
+//! redirects (`tests/python/link_client.py`). mcpbox serves the GitHub plugin and the hostile
+//! fixture, both granted the fake API as a host called as the caller (`[http.credentials]`).
+//!
+//! Each test is named for a row of SECURITY.md's threat model: each user's calls carry their
+//! own token; declining or cancelling links nothing; a hostile plugin cannot read, echo,
+//! replace or resend the token, and a redirect drops it; forged, replayed, cross-caller and
+//! expired callbacks link nothing; tokens are refreshed before expiry (and a failed refresh
+//! asks to link again); replicas share links and refresh once; the store's bytes hold no
+//! token; unlinking (by the user or the operator) removes the link everywhere; and the link
+//! request takes each revision's form (URL elicitation, -32042, the 2026 input request, or a
+//! clear error carrying the URL).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use super::fake_api::FakeApi;
+use super::oauth::{AuthorizationServer, MOCK, SDK, free_port};
+use crate::support::{HttpServer, STEP, Stderr, mcpbox, modern_call_headers, plugin_dir, post};
+use crate::tools;
+
+const CLIENT_ID: &str = "mcpbox-test-github";
+const CLIENT_SECRET: &str = "github-client-SECRET-7f3a";
+/// What the GitHub plugin (and so the client) says when the caller has not linked.
+const LINK_REQUIRED: &str = "Link your GitHub account to use this tool.";
+/// A token's life in the refresh tests, and how long before expiry mcpbox refreshes.
+const SHORT_LIFE_SECS: u64 = 3;
+
+/// The downstream provider (GitHub's OAuth, in the tests), killed when dropped.
+struct Provider {
+    url: String,
+    _child: Child,
+}
+
+impl Provider {
+    async fn start() -> Self {
+        let prefix = tokio::task::spawn_blocking(|| tools::npm(&[MOCK]))
+            .await
+            .unwrap();
+        // ESM resolves packages beside the script, so it runs from the prefix.
+        let script = prefix.join("provider.mjs");
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/e2e/services/oauth/provider.mjs"),
+            &script,
+        )
+        .unwrap();
+        let port = free_port();
+        let mut child = Command::new("node")
+            .arg(&script)
+            .arg(port.to_string())
+            .arg(CLIENT_ID)
+            .arg(CLIENT_SECRET)
+            .env("PATH", tools::node_path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the provider");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = tokio::time::timeout(STEP, lines.next_line())
+            .await
+            .expect("the provider starts in time");
+        assert_eq!(ready.ok().flatten().as_deref(), Some("ready"));
+        Self {
+            url: format!("http://127.0.0.1:{port}"),
+            _child: child,
+        }
+    }
+
+    /// A test route's JSON answer.
+    async fn get(&self, route: &str) -> Value {
+        reqwest::get(format!("{}{route}", self.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn stats(&self) -> Value {
+        self.get("/test/stats").await
+    }
+
+    /// Every access and refresh token issued so far.
+    async fn issued(&self) -> Vec<String> {
+        let stats = self.stats().await;
+        ["access_tokens", "refresh_tokens"]
+            .iter()
+            .flat_map(|list| stats[list].as_array().cloned().unwrap_or_default())
+            .filter_map(|t| t.as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The access tokens issued so far, in order.
+    async fn access_tokens(&self) -> Vec<String> {
+        self.stats().await["access_tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+/// What every test needs: the provider, mcpbox's own OAuth, the fake API (brokered) and a
+/// second one (not brokered), the plugins, and mcpbox's configuration, secrets and key.
+struct Setup {
+    provider: Provider,
+    identity: AuthorizationServer,
+    api: FakeApi,
+    other: FakeApi,
+    plugins: tempfile::TempDir,
+    files: tempfile::TempDir,
+}
+
+/// One mcpbox serving over HTTP with OAuth, on a port of its own.
+struct Mcpbox {
+    http: HttpServer,
+    /// Its OAuth resource (tokens are minted for it).
+    resource: String,
+    /// Where browsers reach it.
+    origin: String,
+}
+
+fn private_file(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+impl Setup {
+    /// With `provider_keys` added to `[providers.github]` (say `refresh-before-secs = 1`).
+    async fn new(provider_keys: &str) -> Self {
+        let provider = Provider::start().await;
+        // mcpbox's own issuer: tokens name their audience per request (`aud=`).
+        let identity = AuthorizationServer::start("http://127.0.0.1:1/unused").await;
+        let api = FakeApi::start().await;
+        let other = FakeApi::start().await;
+        let plugins = plugin_dir(&[("github", "github.wasm"), ("hostile", "hostile.wasm")]);
+        let files = tempfile::tempdir().unwrap();
+        let p = &provider.url;
+        let (a, b) = (api.port, other.port);
+        std::fs::write(
+            files.path().join("mcpbox.toml"),
+            format!(
+                r#"[providers.github]
+display-name = "GitHub"
+authorization-endpoint = "{p}/authorize"
+token-endpoint = "{p}/token"
+revocation-endpoint = "{p}/revoke"
+client-id = "{CLIENT_ID}"
+client-secret = {{ secret = "github-client-secret" }}
+scopes = ["repo"]
+{provider_keys}
+
+[plugin.github]
+instances = "per-caller"
+[plugin.github.http]
+allow = ["127.0.0.1:{a}"]
+[plugin.github.http.credentials]
+"127.0.0.1:{a}" = "github"
+[plugin.github.config]
+api-url = "{api_url}"
+
+[plugin.hostile]
+[plugin.hostile.http]
+allow = ["127.0.0.1:{a}", "127.0.0.1:{b}"]
+[plugin.hostile.http.credentials]
+"127.0.0.1:{a}" = "github"
+"#,
+                api_url = api.url,
+            ),
+        )
+        .unwrap();
+        private_file(
+            &files.path().join("secrets.toml"),
+            &format!("github-client-secret = \"{CLIENT_SECRET}\"\n"),
+        );
+        let mut key = [0u8; 32];
+        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut key)
+            .unwrap();
+        let key: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        private_file(&files.path().join("credentials.key"), &format!("{key}\n"));
+        Self {
+            provider,
+            identity,
+            api,
+            other,
+            plugins,
+            files,
+        }
+    }
+
+    fn config(&self) -> PathBuf {
+        self.files.path().join("mcpbox.toml")
+    }
+
+    fn key_file(&self) -> PathBuf {
+        self.files.path().join("credentials.key")
+    }
+
+    fn audit_log(&self) -> PathBuf {
+        self.files.path().join("audit.jsonl")
+    }
+
+    /// mcpbox on a fresh port, with `extra` arguments.
+    async fn serve(&self, extra: &[&str]) -> Mcpbox {
+        self.serve_on(free_port(), extra).await
+    }
+
+    /// mcpbox on `port`, with `extra` arguments (a state store, link settings, …).
+    async fn serve_on(&self, port: u16, extra: &[&str]) -> Mcpbox {
+        let resource = format!("http://127.0.0.1:{port}/mcp");
+        let address = format!("127.0.0.1:{port}");
+        let config = self.config();
+        let secrets = self.files.path().join("secrets.toml");
+        let key = self.key_file();
+        let audit = self.audit_log();
+        let mut args = vec![
+            "--http",
+            &address,
+            "--oauth-issuer",
+            &self.identity.url,
+            "--oauth-resource",
+            &resource,
+            "--oauth-scope",
+            "mcp",
+            "--config",
+            config.to_str().unwrap(),
+            "--secrets",
+            secrets.to_str().unwrap(),
+            "--credentials-key-file",
+            key.to_str().unwrap(),
+            "--audit-log",
+            audit.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let mut child = mcpbox(self.plugins.path(), &args)
+            .spawn()
+            .expect("start mcpbox");
+        let stderr = Stderr::collect(child.stderr.take().unwrap());
+        stderr.wait_for("serving MCP over HTTP").await;
+        Mcpbox {
+            http: HttpServer {
+                child,
+                url: resource.clone(),
+                port,
+                stderr,
+            },
+            resource,
+            origin: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// A token of mcpbox's own OAuth for `user`, for `server`.
+    async fn token(&self, user: &str, server: &Mcpbox) -> String {
+        self.identity
+            .token(&format!("scope=mcp&sub={user}&aud={}", server.resource))
+            .await
+    }
+
+    /// `user`'s key, as mcpbox names callers.
+    fn principal(&self, user: &str) -> String {
+        format!("oauth:{} sub:{user}", self.identity.url)
+    }
+}
+
+/// The JSON-RPC response in a POST's answer (JSON, or the last message of an SSE stream).
+fn rpc_body(text: &str) -> Value {
+    if let Ok(value) = serde_json::from_str(text) {
+        return value;
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .rfind(|v| v.get("id").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC response in {text:?}"))
+}
+
+/// A 2026-07-28 `tools/call` of `tool` by the holder of `token`, declaring `capabilities`,
+/// with `more` params (`requestState`, `inputResponses`): the JSON-RPC response.
+async fn call_with(
+    server: &Mcpbox,
+    token: &str,
+    tool: &str,
+    arguments: Value,
+    capabilities: Value,
+    more: Value,
+) -> Value {
+    let mut params = json!({
+        "name": tool,
+        "arguments": arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        },
+    });
+    if let (Value::Object(params), Value::Object(more)) = (&mut params, more) {
+        params.extend(more);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+    let bearer = format!("Bearer {token}");
+    let mut headers = modern_call_headers(tool).to_vec();
+    headers.push(("authorization", &bearer));
+    let response = post(
+        &reqwest::Client::new(),
+        &server.http.url,
+        &headers,
+        &body.to_string(),
+    )
+    .await;
+    rpc_body(&response.text().await.unwrap())
+}
+
+/// [`call_with`] for a client that cannot open URLs (no elicitation).
+async fn call(server: &Mcpbox, token: &str, tool: &str, arguments: Value) -> Value {
+    call_with(server, token, tool, arguments, json!({}), json!({})).await
+}
+
+/// A tool result's text (its text blocks joined) and whether it is an error.
+fn result_text(response: &Value) -> (String, bool) {
+    let result = &response["result"];
+    assert!(result.is_object(), "not a result: {response}");
+    let text = result["content"]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    (text, result["isError"] == true)
+}
+
+/// A successful tool call's text.
+async fn ok_text(server: &Mcpbox, token: &str, tool: &str, arguments: Value) -> String {
+    let response = call(server, token, tool, arguments).await;
+    let (text, error) = result_text(&response);
+    assert!(!error, "{tool} failed: {response}");
+    text
+}
+
+/// The link URL (`…/oauth/link/start?ticket=…`) in a text.
+fn link_url(text: &str) -> String {
+    let at = text
+        .find("/oauth/link/start?ticket=")
+        .unwrap_or_else(|| panic!("no link URL in {text:?}"));
+    let start = text[..at].rfind("http").expect("the URL's scheme");
+    let end = text[at..]
+        .find(|c: char| c.is_whitespace() || "\"'<>)]".contains(c))
+        .map_or(text.len(), |n| at + n);
+    text[start..end].trim_end_matches(['.', ',']).to_owned()
+}
+
+/// Whether `server` lists `provider` as linked for the holder of `token`
+/// (`mcpbox_linked_accounts`).
+async fn is_linked(server: &Mcpbox, token: &str, provider: &str) -> bool {
+    let response = call(server, token, "mcpbox_linked_accounts", json!({})).await;
+    let (text, error) = result_text(&response);
+    assert!(!error, "{response}");
+    let listing = match &response["result"]["structuredContent"] {
+        Value::Null => serde_json::from_str(&text).unwrap_or(Value::Null),
+        structured => structured.clone(),
+    };
+    let mut entries = Vec::new();
+    collect_provider_entries(&listing, provider, &mut entries);
+    entries
+        .iter()
+        .any(|e| e.get("linked").is_none_or(|l| l != false))
+}
+
+fn collect_provider_entries(value: &Value, provider: &str, out: &mut Vec<Value>) {
+    match value {
+        Value::Object(map) => {
+            if map.get("provider").and_then(Value::as_str) == Some(provider) {
+                out.push(value.clone());
+            }
+            map.values()
+                .for_each(|v| collect_provider_entries(v, provider, out));
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|v| collect_provider_entries(v, provider, out)),
+        _ => {}
+    }
+}
+
+async fn unlink(server: &Mcpbox, token: &str, provider: &str) {
+    let response = call(
+        server,
+        token,
+        "mcpbox_unlink_account",
+        json!({ "provider": provider }),
+    )
+    .await;
+    assert!(!result_text(&response).1, "{response}");
+}
+
+/// The official Python SDK's client (`tests/python/link_client.py`) as `user`, answering a
+/// link request per `mode`, calling each `[tool, arguments]` of `calls`: its events.
+async fn python_client(
+    server: &Mcpbox,
+    token: &str,
+    user: &str,
+    mode: &str,
+    calls: Value,
+) -> Vec<Value> {
+    let python = tokio::task::spawn_blocking(|| tools::python(&[SDK]))
+        .await
+        .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/link_client.py");
+    let output = tokio::time::timeout(
+        STEP * 3,
+        Command::new(python)
+            .arg(&script)
+            .args([
+                server.http.url.as_str(),
+                token,
+                user,
+                mode,
+                &calls.to_string(),
+            ])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the Python client finishes in time")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        output.status.success() && events.last().is_some_and(|e| e["event"] == "done"),
+        "the Python client failed:\n{stdout}\n{}\nmcpbox:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        server.http.stderr.text()
+    );
+    events
+}
+
+fn events_of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+/// `user` links GitHub through the Python client while calling `tool`; the call's result.
+async fn link_through_client(
+    server: &Mcpbox,
+    token: &str,
+    user: &str,
+    tool: &str,
+    arguments: Value,
+) -> Value {
+    let events = python_client(server, token, user, "accept", json!([[tool, arguments]])).await;
+    let asked = events_of(&events, "elicitation");
+    assert_eq!(asked.len(), 1, "asked once: {events:?}");
+    assert_eq!(asked[0]["mode"], "url", "{events:?}");
+    let browser = events_of(&events, "browser");
+    assert_eq!(browser[0]["status"], 200, "{events:?}");
+    assert!(
+        browser[0]["url"]
+            .as_str()
+            .unwrap()
+            .contains("/oauth/link/callback?"),
+        "{events:?}"
+    );
+    let result = events_of(&events, "result");
+    assert_eq!(result.len(), 1, "{events:?}");
+    result[0].clone()
+}
+
+/// A browser of one user: its own cookies, `X-Test-User` on every request (the provider
+/// signs that user in), redirects taken one at a time.
+struct Browser {
+    user: String,
+    cookies: Vec<(String, String)>,
+    http: reqwest::Client,
+}
+
+impl Browser {
+    fn new(user: &str) -> Self {
+        Self {
+            user: user.to_owned(),
+            cookies: Vec::new(),
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+        }
+    }
+
+    /// `GET url`: the status, the `Location` and the body; cookies set are kept.
+    async fn get(&mut self, url: &str) -> (u16, Option<String>, String) {
+        let mut request = self.http.get(url).header("x-test-user", &self.user);
+        if !self.cookies.is_empty() {
+            let jar: Vec<String> = self
+                .cookies
+                .iter()
+                .map(|(n, v)| format!("{n}={v}"))
+                .collect();
+            request = request.header("cookie", jar.join("; "));
+        }
+        let response = request.send().await.unwrap();
+        for value in response.headers().get_all("set-cookie") {
+            let pair = value
+                .to_str()
+                .unwrap()
+                .split(';')
+                .next()
+                .unwrap_or_default();
+            if let Some((name, value)) = pair.split_once('=') {
+                self.cookies.retain(|(n, _)| n != name.trim());
+                self.cookies
+                    .push((name.trim().to_owned(), value.trim().to_owned()));
+            }
+        }
+        let status = response.status().as_u16();
+        let location = response
+            .headers()
+            .get("location")
+            .map(|l| l.to_str().unwrap().to_owned());
+        (status, location, response.text().await.unwrap())
+    }
+
+    /// Open a link URL and authorize at the provider: the callback URL the provider sends
+    /// the browser back to (not yet followed).
+    async fn authorize(&mut self, start: &str) -> String {
+        let (status, location, body) = self.get(start).await;
+        assert_eq!(status, 302, "start: {body}");
+        let at_provider = location.expect("start redirects to the provider");
+        assert!(
+            at_provider.contains("code_challenge=")
+                && at_provider.contains("code_challenge_method=S256"),
+            "PKCE S256: {at_provider}"
+        );
+        assert!(
+            self.cookies.iter().any(|(n, _)| n == "mcpbox_link"),
+            "start sets the flow's cookie: {:?}",
+            self.cookies
+        );
+        let (status, location, body) = self.get(&at_provider).await;
+        assert_eq!(status, 302, "authorize: {body}");
+        let callback = location.expect("the provider redirects back");
+        assert!(callback.contains("/oauth/link/callback?"), "{callback}");
+        callback
+    }
+
+    /// Open `url` and follow every redirect: the last status and body.
+    async fn open(&mut self, url: &str) -> (u16, String) {
+        let mut current = url.to_owned();
+        for _ in 0..10 {
+            let (status, location, body) = self.get(&current).await;
+            match location {
+                Some(next) if (300..400).contains(&status) => current = next,
+                _ => return (status, body),
+            }
+        }
+        panic!("too many redirects from {url}");
+    }
+}
+
+/// `url` with its query parameter `name` set to `value`.
+fn with_param(url: &str, name: &str, value: &str) -> String {
+    let mut parsed = url::Url::parse(url).unwrap();
+    let pairs: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter(|(n, _)| n != name)
+        .map(|(n, v)| (n.into_owned(), v.into_owned()))
+        .collect();
+    parsed
+        .query_pairs_mut()
+        .clear()
+        .extend_pairs(pairs)
+        .append_pair(name, value);
+    parsed.to_string()
+}
+
+/// Nothing in `haystack` holds any of `tokens`.
+fn assert_holds_none(what: &str, haystack: &[u8], tokens: &[String]) {
+    assert!(!tokens.is_empty(), "no tokens to look for");
+    for token in tokens {
+        assert!(
+            !haystack.windows(token.len()).any(|w| w == token.as_bytes()),
+            "{what} holds an issued token"
+        );
+    }
+}
+
+fn issues_of(user: &str) -> Value {
+    json!({"owner": format!("{user}-org"), "repo": format!("{user}-repo")})
+}
+
+/// Every token ever issued is absent from the mcpbox logs.
+async fn assert_logs_clean(setup: &Setup, servers: &[&Mcpbox]) {
+    let issued = setup.provider.issued().await;
+    for server in servers {
+        assert_holds_none(
+            "mcpbox's log",
+            server.http.stderr.text().as_bytes(),
+            &issued,
+        );
+    }
+    if let Ok(audit) = std::fs::read(setup.audit_log()) {
+        assert_holds_none("the audit log", &audit, &issued);
+    }
+}
+
+/// Alice and bob each link their own account; their calls, interleaved, each carry their own
+/// token and never the other's.
+#[tokio::test]
+async fn each_user_gets_their_own_token() {
+    let setup = Setup::new("").await;
+    let server = setup.serve(&[]).await;
+    let alice = setup.token("alice", &server).await;
+    let bob = setup.token("bob", &server).await;
+
+    for (user, token) in [("alice", &alice), ("bob", &bob)] {
+        let events = python_client(
+            &server,
+            token,
+            user,
+            "accept",
+            json!([["list_issues", issues_of(user)]]),
+        )
+        .await;
+        let asked = events_of(&events, "elicitation");
+        assert_eq!(asked.len(), 1, "{events:?}");
+        let url = asked[0]["url"].as_str().unwrap();
+        assert!(
+            url.starts_with(&format!("{}/oauth/link/start?ticket=", server.origin)),
+            "{url}"
+        );
+        let result = &events_of(&events, "result")[0];
+        assert_eq!(result["isError"], false, "{events:?}");
+        assert!(
+            result["text"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("Issue 1 of {user}-org/{user}-repo")),
+            "{result}"
+        );
+        // mcpbox says the link is complete, for the elicitation it asked.
+        let complete = events_of(&events, "notification");
+        assert_eq!(
+            complete[0]["params"]["elicitationId"], asked[0]["elicitationId"],
+            "{events:?}"
+        );
+    }
+    for _ in 0..3 {
+        ok_text(&server, &alice, "list_issues", issues_of("alice")).await;
+        ok_text(&server, &bob, "list_issues", issues_of("bob")).await;
+    }
+
+    let stats = setup.provider.stats().await;
+    assert_eq!(stats["users"], json!(["alice", "bob"]), "{stats}");
+    let seen = setup.api.seen_at("/repos/");
+    assert_eq!(seen.len(), 8, "two linked calls and six more: {seen:?}");
+    let tokens = setup.provider.access_tokens().await;
+    for request in &seen {
+        let user = if request.path.contains("alice-repo") {
+            "alice"
+        } else {
+            "bob"
+        };
+        assert_eq!(request.sub.as_deref(), Some(user), "{request:?}");
+        let own = &tokens[usize::from(user == "bob")];
+        assert_eq!(
+            request.authorization.as_deref(),
+            Some(format!("Bearer {own}").as_str()),
+            "{request:?}"
+        );
+    }
+    assert!(is_linked(&server, &alice, "github").await);
+    assert!(is_linked(&server, &bob, "github").await);
+    assert_logs_clean(&setup, &[&server]).await;
+}
+
+/// A user who declines (or dismisses) the link request links nothing: the provider issues no
+/// token, the API is never called, and the tool answers as the plugin answers a caller
+/// without a link.
+#[tokio::test]
+async fn decline_and_cancel_link_nothing() {
+    let setup = Setup::new("").await;
+    let server = setup.serve(&[]).await;
+    let alice = setup.token("alice", &server).await;
+    for mode in ["decline", "cancel"] {
+        let events = python_client(
+            &server,
+            &alice,
+            "alice",
+            mode,
+            json!([["list_issues", issues_of("alice")]]),
+        )
+        .await;
+        assert_eq!(events_of(&events, "elicitation").len(), 1, "{events:?}");
+        assert!(events_of(&events, "browser").is_empty(), "{events:?}");
+        let result = &events_of(&events, "result")[0];
+        assert_eq!(result["isError"], true, "{mode}: {events:?}");
+        assert_eq!(result["text"], LINK_REQUIRED, "{mode}: {events:?}");
+        assert!(!is_linked(&server, &alice, "github").await, "{mode}");
+    }
+    let stats = setup.provider.stats().await;
+    assert_eq!(stats["authorizations"], 0, "{stats}");
+    assert_eq!(stats["codes_exchanged"], 0, "{stats}");
+    assert!(setup.api.seen().is_empty(), "{:?}", setup.api.seen());
+}
+
+/// The hostile fixture, granted the fake API as a host called as the caller: it cannot set
+/// `Authorization` there itself, sees nothing of the token in what it reads, a host it may
+/// reach that is not brokered gets no token (nor does one a brokered host redirects to), and
+/// a caller without a link gets mcpbox's own 401 without the request leaving.
+#[tokio::test]
+async fn a_hostile_plugin_cannot_read_replace_or_resend_the_token() {
+    let setup = Setup::new("").await;
+    let server = setup.serve(&[]).await;
+    let alice = setup.token("alice", &server).await;
+    let bob = setup.token("bob", &server).await;
+    let plain = format!("{}/plain", setup.api.url);
+    let other = format!("{}/plain", setup.other.url);
+
+    // Alice links while the hostile plugin dumps what it sees of a brokered response.
+    let dumped =
+        link_through_client(&server, &alice, "alice", "http_dump", json!({"url": plain})).await;
+    assert_eq!(dumped["isError"], false, "{dumped}");
+    let dump: Value = serde_json::from_str(dumped["text"].as_str().unwrap()).unwrap();
+    assert_eq!(dump["status"], 200, "{dump}");
+    assert_eq!(dump["body"], "plain", "{dump}");
+    let token = setup.provider.access_tokens().await[0].clone();
+    let bearer = format!("Bearer {token}");
+    assert_eq!(
+        setup
+            .api
+            .seen_at("/plain")
+            .last()
+            .unwrap()
+            .authorization
+            .as_deref(),
+        Some(bearer.as_str()),
+        "the brokered request carried her token"
+    );
+
+    // Its own Authorization for the brokered host is refused, and never sent.
+    for name in ["Authorization", "authorization"] {
+        let response = call(
+            &server,
+            &alice,
+            "http_dump",
+            json!({"url": plain, "headers": [[name, "Bearer the-plugins-own"]]}),
+        )
+        .await;
+        let (text, error) = result_text(&response);
+        assert!(error && text.contains("denied"), "{response}");
+    }
+    assert!(
+        !setup
+            .api
+            .seen()
+            .iter()
+            .any(|s| s.authorization.as_deref() == Some("Bearer the-plugins-own")),
+        "{:?}",
+        setup.api.seen()
+    );
+
+    // A host it may reach that is not brokered: no token, only what the plugin sends.
+    let text = ok_text(&server, &alice, "http_dump", json!({"url": other})).await;
+    assert!(text.contains("\"status\":200"), "{text}");
+    ok_text(
+        &server,
+        &alice,
+        "http_dump",
+        json!({"url": other, "headers": [["Authorization", "Bearer the-plugins-own"]]}),
+    )
+    .await;
+    let at_other: Vec<Option<String>> = setup
+        .other
+        .seen()
+        .into_iter()
+        .map(|s| s.authorization)
+        .collect();
+    assert_eq!(
+        at_other,
+        [None, Some("Bearer the-plugins-own".to_owned())],
+        "the other host never sees her token"
+    );
+
+    // A redirect from the brokered host to the other: the next hop carries nothing.
+    let redirect = format!(
+        "{}/redirect?to={}",
+        setup.api.url,
+        url::form_urlencoded::byte_serialize(other.as_bytes()).collect::<String>()
+    );
+    let text = ok_text(
+        &server,
+        &alice,
+        "http_dump",
+        json!({"url": redirect, "follow": true}),
+    )
+    .await;
+    let dump: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(dump["hops"].as_array().unwrap().len(), 2, "{dump}");
+    assert_eq!(dump["body"], "plain", "{dump}");
+    assert_eq!(
+        setup
+            .api
+            .seen_at("/redirect")
+            .last()
+            .unwrap()
+            .authorization
+            .as_deref(),
+        Some(bearer.as_str())
+    );
+    assert_eq!(setup.other.seen().last().unwrap().authorization, None);
+
+    // Bob has no link and declines: the plugin sees mcpbox's 401, which never left mcpbox.
+    let before = setup.api.seen().len();
+    let events = python_client(
+        &server,
+        &bob,
+        "bob",
+        "decline",
+        json!([["http_dump", {"url": plain}]]),
+    )
+    .await;
+    let result = &events_of(&events, "result")[0];
+    let dump: Value = serde_json::from_str(result["text"].as_str().unwrap()).unwrap();
+    assert_eq!(dump["status"], 401, "{dump}");
+    assert_eq!(dump["link_required"], "github", "{dump}");
+    assert!(
+        dump["headers"].as_array().unwrap().iter().any(|h| h[0]
+            .as_str()
+            .unwrap()
+            .eq_ignore_ascii_case("mcpbox-credential")
+            && h[1].as_str().unwrap().starts_with("link-required")),
+        "{dump}"
+    );
+    assert!(
+        dump["body"]
+            .as_str()
+            .unwrap()
+            .contains("mcpbox_link_required"),
+        "{dump}"
+    );
+    assert_eq!(
+        setup.api.seen().len(),
+        before,
+        "bob's request was never sent"
+    );
+
+    // Nothing the plugin returned, nor the logs, holds a token.
+    let issued = setup.provider.issued().await;
+    assert_holds_none("a result", dumped.to_string().as_bytes(), &issued);
+    assert_holds_none("a result", text.as_bytes(), &issued);
+    assert_logs_clean(&setup, &[&server]).await;
+}
+
+/// Callbacks that do not belong to a flow mcpbox started in this browser link nothing and
+/// never spend the code: a forged state, another caller's state (from another browser), a
+/// callback replayed after it was used, and a link URL past its ticket's lifetime.
+#[tokio::test]
+async fn forged_replayed_expired_and_cross_caller_callbacks_link_nothing() {
+    let setup = Setup::new("").await;
+    let server = setup.serve(&[]).await;
+    let alice = setup.token("alice", &server).await;
+    let bob = setup.token("bob", &server).await;
+    let start_of = async |token: &str| {
+        let response = call(&server, token, "list_issues", issues_of("x")).await;
+        let (text, error) = result_text(&response);
+        assert!(error, "{response}");
+        link_url(&text)
+    };
+
+    let mut alices_browser = Browser::new("alice");
+    let callback = alices_browser.authorize(&start_of(&alice).await).await;
+    // A state mcpbox never issued, with the real code and alice's own cookie.
+    let (status, _, _) = alices_browser
+        .get(&with_param(&callback, "state", "forged-0123456789"))
+        .await;
+    assert_eq!(status, 400);
+    // Alice's callback in bob's browser (his own flow's cookie).
+    let mut bobs_browser = Browser::new("bob");
+    let (status, _, _) = bobs_browser.get(&start_of(&bob).await).await;
+    assert_eq!(status, 302);
+    let (status, _, _) = bobs_browser.get(&callback).await;
+    assert_eq!(status, 400);
+    // And with no cookie at all.
+    let (status, _, _) = Browser::new("alice").get(&callback).await;
+    assert_eq!(status, 400);
+    assert_eq!(setup.provider.stats().await["codes_exchanged"], 0);
+    assert!(!is_linked(&server, &alice, "github").await);
+    assert!(!is_linked(&server, &bob, "github").await);
+
+    // Replayed: alice links, unlinks, and the same callback URL comes again.
+    let callback = alices_browser.authorize(&start_of(&alice).await).await;
+    let (status, _, page) = alices_browser.get(&callback).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(is_linked(&server, &alice, "github").await);
+    assert_eq!(setup.provider.stats().await["codes_exchanged"], 1);
+    unlink(&server, &alice, "github").await;
+    let (status, _, _) = alices_browser.get(&callback).await;
+    assert_eq!(status, 400);
+    assert!(!is_linked(&server, &alice, "github").await);
+    assert_eq!(setup.provider.stats().await["codes_exchanged"], 1);
+
+    // Expired: a ticket of one second, opened after three.
+    let short = setup.serve(&["--link-ticket-ttl-secs", "1"]).await;
+    let alice_short = setup.token("alice", &short).await;
+    let response = call(&short, &alice_short, "list_issues", issues_of("x")).await;
+    let start = link_url(&result_text(&response).0);
+    let authorizations = setup.provider.stats().await["authorizations"].clone();
+    // The ticket's lifetime passing is what is tested.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (status, location, _) = Browser::new("alice").get(&start).await;
+    assert_eq!(status, 400);
+    assert_eq!(location, None);
+    assert_eq!(
+        setup.provider.stats().await["authorizations"],
+        authorizations
+    );
+    assert!(!is_linked(&short, &alice_short, "github").await);
+    assert_logs_clean(&setup, &[&server, &short]).await;
+}
+
+fn audit_lines(setup: &Setup) -> Vec<Value> {
+    std::fs::read_to_string(setup.audit_log())
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Tokens are refreshed before they expire (the next call carries the new one), and a
+/// refresh the provider refuses unlinks: the next call asks to link again, and the audit log
+/// says why, naming no token.
+#[tokio::test]
+async fn expiry_refresh_and_failed_refresh() {
+    let setup = Setup::new("refresh-before-secs = 1").await;
+    setup
+        .provider
+        .get(&format!("/test/expiry?secs={SHORT_LIFE_SECS}"))
+        .await;
+    let server = setup.serve(&[]).await;
+    let alice = setup.token("alice", &server).await;
+    let result =
+        link_through_client(&server, &alice, "alice", "list_issues", issues_of("alice")).await;
+    assert_eq!(result["isError"], false, "{result}");
+    // Within a second of expiry: the next call refreshes first (the token's age is the test).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    ok_text(&server, &alice, "list_issues", issues_of("alice")).await;
+    let stats = setup.provider.stats().await;
+    assert_eq!(stats["refreshes"], 1, "{stats}");
+    let tokens = setup.provider.access_tokens().await;
+    assert_eq!(tokens.len(), 2);
+    assert_eq!(
+        setup.api.seen_at("/repos/").last().unwrap().authorization,
+        Some(format!("Bearer {}", tokens[1])),
+        "the call carried the refreshed token"
+    );
+    assert!(
+        audit_lines(&setup)
+            .iter()
+            .any(|l| l["method"] == "credentials/refresh"
+                && l["principal"] == setup.principal("alice")),
+        "{:?}",
+        audit_lines(&setup)
+    );
+
+    // The user revokes mcpbox at the provider: the refresh is refused, the link removed.
+    setup.provider.get("/test/refresh-fail?on=1").await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let response = call(&server, &alice, "list_issues", issues_of("alice")).await;
+    let (text, error) = result_text(&response);
+    assert!(error, "{response}");
+    link_url(&text);
+    let stats = setup.provider.stats().await;
+    assert_eq!(stats["failed_refreshes"], 1, "{stats}");
+    assert!(!is_linked(&server, &alice, "github").await);
+    let audit = audit_lines(&setup);
+    assert!(
+        audit
+            .iter()
+            .any(|l| l["method"] == "credentials/refresh_failed"
+                && l["item"] == "github"
+                && l["principal"] == setup.principal("alice")),
+        "{audit:?}"
+    );
+    assert_eq!(
+        setup.api.seen_at("/repos/").len(),
+        2,
+        "the last call never reached the API"
+    );
+    assert_logs_clean(&setup, &[&server]).await;
+}
+
+/// Two replicas on one Redis: a link made through one serves calls on the other (the browser
+/// comes back to the public URL, on the first), eight concurrent calls past the refresh
+/// point refresh once in all, and an unlink through one is seen by the other at once.
+#[tokio::test]
+async fn replicas_share_links_and_refresh_once() {
+    let redis = tools::Redis::start();
+    let state = redis.url();
+    let setup = Setup::new("refresh-before-secs = 1").await;
+    setup
+        .provider
+        .get(&format!("/test/expiry?secs={SHORT_LIFE_SECS}"))
+        .await;
+    let port_one = free_port();
+    let public = format!("http://127.0.0.1:{port_one}");
+    let one = setup.serve_on(port_one, &["--state", &state]).await;
+    let two = setup
+        .serve(&["--state", &state, "--public-url", &public])
+        .await;
+    let alice_one = setup.token("alice", &one).await;
+    let alice_two = setup.token("alice", &two).await;
+
+    // Linked through two (the browser's callback lands on one), then used on one.
+    let events = python_client(
+        &two,
+        &alice_two,
+        "alice",
+        "accept",
+        json!([["list_issues", issues_of("alice")]]),
+    )
+    .await;
+    let browser = &events_of(&events, "browser")[0];
+    assert!(
+        browser["url"].as_str().unwrap().starts_with(&public),
+        "{events:?}"
+    );
+    assert_eq!(
+        events_of(&events, "result")[0]["isError"],
+        false,
+        "{events:?}"
+    );
+    ok_text(&one, &alice_one, "list_issues", issues_of("alice")).await;
+
+    // Past the refresh point, eight calls at once across both: one refresh.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let calls = (0..8).map(|n| {
+        let (server, token) = if n % 2 == 0 {
+            (&one, &alice_one)
+        } else {
+            (&two, &alice_two)
+        };
+        call(server, token, "list_issues", issues_of("alice"))
+    });
+    for response in futures::future::join_all(calls).await {
+        assert!(!result_text(&response).1, "{response}");
+    }
+    let stats = setup.provider.stats().await;
+    assert_eq!(stats["refreshes"], 1, "{stats}");
+    assert_eq!(stats["failed_refreshes"], 0, "{stats}");
+    let tokens = setup.provider.access_tokens().await;
+    let last_eight: Vec<Option<String>> = setup
+        .api
+        .seen_at("/repos/")
+        .into_iter()
+        .rev()
+        .take(8)
+        .map(|s| s.authorization)
+        .collect();
+    assert!(
+        last_eight
+            .iter()
+            .all(|a| a.as_deref() == Some(format!("Bearer {}", tokens[1]).as_str())),
+        "{last_eight:?}"
+    );
+
+    // Unlinked through two: one's next call needs a link.
+    unlink(&two, &alice_two, "github").await;
+    let response = call(&one, &alice_one, "list_issues", issues_of("alice")).await;
+    let (text, error) = result_text(&response);
+    assert!(error, "{response}");
+    link_url(&text);
+    assert!(!is_linked(&one, &alice_one, "github").await);
+    assert_logs_clean(&setup, &[&one, &two]).await;
+}
+
+/// Link alice and refresh her token once, so that the store has held two of each.
+async fn link_and_refresh(setup: &Setup, server: &Mcpbox) {
+    let alice = setup.token("alice", server).await;
+    let result =
+        link_through_client(server, &alice, "alice", "list_issues", issues_of("alice")).await;
+    assert_eq!(result["isError"], false, "{result}");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    ok_text(server, &alice, "list_issues", issues_of("alice")).await;
+    assert_eq!(setup.provider.stats().await["refreshes"], 1);
+}
+
+/// The embedded store's files hold no access or refresh token, only sealed records.
+#[tokio::test]
+async fn store_bytes_hold_no_token_on_disk() {
+    let setup = Setup::new("refresh-before-secs = 1").await;
+    setup
+        .provider
+        .get(&format!("/test/expiry?secs={SHORT_LIFE_SECS}"))
+        .await;
+    let state = tempfile::tempdir().unwrap();
+    let mut server = setup
+        .serve(&["--state-dir", state.path().to_str().unwrap()])
+        .await;
+    link_and_refresh(&setup, &server).await;
+    server.http.child.kill().await.unwrap();
+    server.http.child.wait().await.unwrap();
+    let mut bytes = Vec::new();
+    let mut dirs = vec![state.path().to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                bytes.extend(std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let alice = setup.principal("alice");
+    assert!(
+        bytes.windows(alice.len()).any(|w| w == alice.as_bytes()),
+        "the store holds alice's records (else this test looked in the wrong place)"
+    );
+    assert_holds_none("the embedded store", &bytes, &setup.provider.issued().await);
+}
+
+/// Redis's values (every key, `DUMP`ed) hold no access or refresh token.
+#[tokio::test]
+async fn store_bytes_hold_no_token_on_redis() {
+    let redis = tools::Redis::start();
+    let setup = Setup::new("refresh-before-secs = 1").await;
+    setup
+        .provider
+        .get(&format!("/test/expiry?secs={SHORT_LIFE_SECS}"))
+        .await;
+    let server = setup.serve(&["--state", &redis.url()]).await;
+    link_and_refresh(&setup, &server).await;
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let mut bytes = Vec::new();
+    for key in &keys {
+        bytes.extend_from_slice(key);
+        let dumped: Option<Vec<u8>> = redis::cmd("DUMP")
+            .arg(key)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        bytes.extend(dumped.unwrap_or_default());
+    }
+    assert!(
+        String::from_utf8_lossy(&bytes).contains("credentials"),
+        "Redis holds the credential records (else this test looked in the wrong place)"
+    );
+    assert_holds_none("Redis", &bytes, &setup.provider.issued().await);
+}
+
+/// A client that cannot open URLs (elicitation without `url`) gets a clear error carrying
+/// the URL; once the user has opened it, the call works.
+#[tokio::test]
+async fn client_without_url_elicitation_gets_the_url() {
+    let setup = Setup::new("").await;
+    let server = setup.serve(&[]).await;
+    let alice = setup.token("alice", &server).await;
+    let events = python_client(
+        &server,
+        &alice,
+        "alice",
+        "no-url",
+        json!([["list_issues", issues_of("alice")]]),
+    )
+    .await;
+    assert!(events_of(&events, "elicitation").is_empty(), "{events:?}");
+    let result = &events_of(&events, "result")[0];
+    assert_eq!(result["isError"], true, "{events:?}");
+    let start = link_url(result["text"].as_str().unwrap());
+    assert!(
+        start.starts_with(&format!("{}/oauth/link/start?ticket=", server.origin)),
+        "{start}"
+    );
+    let (status, page) = Browser::new("alice").open(&start).await;
+    assert_eq!(status, 200, "{page}");
+    ok_text(&server, &alice, "list_issues", issues_of("alice")).await;
+    assert_eq!(
+        setup.api.seen_at("/repos/")[0].sub.as_deref(),
+        Some("alice")
+    );
+}
+
+/// `--link-wait-secs 0` on 2025-11-25: a client declaring URL elicitation gets -32042 with
+/// the URL at once (never an `elicitation/create`), and its retry after linking works.
+#[tokio::test]
+async fn link_wait_zero_is_32042() {
+    let setup = Setup::new("").await;
+    let server = setup.serve(&["--link-wait-secs", "0"]).await;
+    let alice = setup.token("alice", &server).await;
+    let events = python_client(
+        &server,
+        &alice,
+        "alice",
+        "accept",
+        json!([["list_issues", issues_of("alice")]]),
+    )
+    .await;
+    assert!(events_of(&events, "elicitation").is_empty(), "{events:?}");
+    let error = &events_of(&events, "error")[0];
+    assert_eq!(error["code"], -32042, "{events:?}");
+    let asked = &error["data"]["elicitations"][0];
+    assert_eq!(asked["mode"], "url", "{error}");
+    assert!(
+        asked["elicitationId"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{error}"
+    );
+    let start = asked["url"].as_str().unwrap();
+    assert!(start.contains("/oauth/link/start?ticket="), "{start}");
+    let (status, page) = Browser::new("alice").open(start).await;
+    assert_eq!(status, 200, "{page}");
+    let events = python_client(
+        &server,
+        &alice,
+        "alice",
+        "decline",
+        json!([["list_issues", issues_of("alice")]]),
+    )
+    .await;
+    assert_eq!(
+        events_of(&events, "result")[0]["isError"],
+        false,
+        "{events:?}"
+    );
+}
+
+/// 2026-07-28: the link request is an input request keyed `mcpbox-link-github` in URL mode
+/// (even with `--link-wait-secs 0`, never -32042); the retry after linking completes.
+#[tokio::test]
+async fn the_2026_leg_never_emits_32042() {
+    let setup = Setup::new("").await;
+    let server = setup.serve(&["--link-wait-secs", "0"]).await;
+    let alice = setup.token("alice", &server).await;
+    let capabilities = json!({"elicitation": {"form": {}, "url": {}}});
+    let first = call_with(
+        &server,
+        &alice,
+        "list_issues",
+        issues_of("alice"),
+        capabilities.clone(),
+        json!({}),
+    )
+    .await;
+    assert!(first["error"].is_null(), "{first}");
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let request = &result["inputRequests"]["mcpbox-link-github"];
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    assert_eq!(request["params"]["mode"], "url", "{first}");
+    let start = request["params"]["url"].as_str().unwrap();
+    let (status, page) = Browser::new("alice").open(start).await;
+    assert_eq!(status, 200, "{page}");
+    let retry = call_with(
+        &server,
+        &alice,
+        "list_issues",
+        issues_of("alice"),
+        capabilities,
+        json!({
+            "requestState": result["requestState"],
+            "inputResponses": {"mcpbox-link-github": {"action": "accept"}},
+        }),
+    )
+    .await;
+    assert_eq!(retry["result"]["resultType"], "complete", "{retry}");
+    let (text, error) = result_text(&retry);
+    assert!(
+        !error && text.contains("Issue 1 of alice-org/alice-repo"),
+        "{retry}"
+    );
+    assert!(!first.to_string().contains("-32042") && !retry.to_string().contains("-32042"));
+}
+
+/// `mcpbox credentials` on Redis while mcpbox serves: `ls` lists alice's link and no token,
+/// `rm` removes it, and her next call needs a link again.
+#[tokio::test]
+async fn mcpbox_credentials_ls_rm() {
+    let redis = tools::Redis::start();
+    let state = redis.url();
+    let setup = Setup::new("").await;
+    let server = setup.serve(&["--state", &state]).await;
+    let alice = setup.token("alice", &server).await;
+    let result =
+        link_through_client(&server, &alice, "alice", "list_issues", issues_of("alice")).await;
+    assert_eq!(result["isError"], false, "{result}");
+    let key = setup.key_file();
+    let cli = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+            .arg("credentials")
+            .args(args)
+            .args([
+                "--state",
+                &state,
+                "--credentials-key-file",
+                key.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        (
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+            output.status.success(),
+        )
+    };
+    let principal = setup.principal("alice");
+    let (listing, ok) = cli(&["ls"]);
+    assert!(ok, "{listing}");
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.starts_with(&format!("{principal}\tgithub\t"))),
+        "{listing}"
+    );
+    assert_holds_none(
+        "the listing",
+        listing.as_bytes(),
+        &setup.provider.issued().await,
+    );
+    let (removed, ok) = cli(&["rm", "--principal", &principal, "--provider", "github"]);
+    assert!(ok && removed.contains('1'), "{removed}");
+    let (listing, ok) = cli(&["ls"]);
+    assert!(ok && !listing.contains(&principal), "{listing}");
+    let response = call(&server, &alice, "list_issues", issues_of("alice")).await;
+    let (text, error) = result_text(&response);
+    assert!(error, "{response}");
+    link_url(&text);
+}
+
+/// `mcpbox check` reports a plugin whose grant names a provider the configuration does not
+/// define, and fails.
+#[tokio::test]
+async fn check_reports_unknown_provider() {
+    let plugins = plugin_dir(&[("github", "github.wasm")]);
+    let files = tempfile::tempdir().unwrap();
+    let config = files.path().join("mcpbox.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "plugins = \"{}\"\n\n[plugin.github.http]\nallow = [\"api.github.com\"]\n[plugin.github.http.credentials]\n\"api.github.com\" = \"gitlab\"\n",
+            plugins.path().display()
+        ),
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+        .args(["check", "--config", config.to_str().unwrap()])
+        .env(
+            "MCPBOX_CACHE_DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
+        )
+        .output()
+        .unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!output.status.success(), "{report}");
+    assert!(
+        report.contains("provider `gitlab`") && report.contains("github"),
+        "{report}"
+    );
+}
+
+/// The GitHub plugin's tools, against the fake API, as alice: each request carries her token
+/// and the plugin's fixed headers, goes where GitHub's REST API has it, and each answer is
+/// the reduced form the original returns.
+#[tokio::test]
+async fn github_tools_act_as_the_caller() {
+    let setup = Setup::new("").await;
+    let server = setup.serve(&[]).await;
+    let alice = setup.token("alice", &server).await;
+    let listed = {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let bearer = format!("Bearer {alice}");
+        let headers = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+            ("authorization", bearer.as_str()),
+        ];
+        let response = post(&reqwest::Client::new(), &server.http.url, &headers, body).await;
+        rpc_body(&response.text().await.unwrap())
+    };
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for name in [
+        "list_issues",
+        "issue_read",
+        "issue_write",
+        "add_issue_comment",
+        "list_pull_requests",
+        "pull_request_read",
+        "mcpbox_linked_accounts",
+        "mcpbox_unlink_account",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+
+    let repo = json!({"owner": "octo-org", "repo": "hello"});
+    let with = |more: Value| {
+        let mut args = repo.clone();
+        if let (Value::Object(args), Value::Object(more)) = (&mut args, more) {
+            args.extend(more);
+        }
+        args
+    };
+    let first = link_through_client(
+        &server,
+        &alice,
+        "alice",
+        "list_issues",
+        with(json!({"state": "OPEN", "labels": ["bug"], "perPage": 2})),
+    )
+    .await;
+    assert_eq!(first["isError"], false, "{first}");
+    let listing: Value = serde_json::from_str(first["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        listing["issues"].as_array().unwrap().len(),
+        2,
+        "pull requests left out: {listing}"
+    );
+    assert_eq!(listing["issues"][0]["labels"], json!(["bug"]), "{listing}");
+    assert_eq!(listing["pageInfo"]["hasNextPage"], true, "{listing}");
+    assert_eq!(listing["pageInfo"]["endCursor"], "2", "{listing}");
+
+    let parse = |text: String| -> Value { serde_json::from_str(&text).unwrap() };
+    let issue = parse(
+        ok_text(
+            &server,
+            &alice,
+            "issue_read",
+            with(json!({"method": "get", "issue_number": 1})),
+        )
+        .await,
+    );
+    assert_eq!(issue["title"], "Issue 1 of octo-org/hello", "{issue}");
+    assert_eq!(issue["user"]["login"], "octocat", "{issue}");
+    let comments = parse(
+        ok_text(
+            &server,
+            &alice,
+            "issue_read",
+            with(json!({"method": "get_comments", "issue_number": 1})),
+        )
+        .await,
+    );
+    assert_eq!(comments[0]["body"], "Me too.", "{comments}");
+    let created = parse(
+        ok_text(
+            &server,
+            &alice,
+            "issue_write",
+            with(json!({"method": "create", "title": "New", "body": "Broken."})),
+        )
+        .await,
+    );
+    assert_eq!(
+        created["url"], "https://github.com/octo-org/hello/issues/42",
+        "{created}"
+    );
+    let commented = parse(
+        ok_text(
+            &server,
+            &alice,
+            "add_issue_comment",
+            with(json!({"issue_number": 1, "body": "Thanks"})),
+        )
+        .await,
+    );
+    assert!(
+        commented["url"].as_str().unwrap().contains("issuecomment-"),
+        "{commented}"
+    );
+    let pulls = parse(
+        ok_text(
+            &server,
+            &alice,
+            "list_pull_requests",
+            with(json!({"state": "open"})),
+        )
+        .await,
+    );
+    assert_eq!(pulls[0]["head"]["ref"], "fix", "{pulls}");
+    let pull = parse(
+        ok_text(
+            &server,
+            &alice,
+            "pull_request_read",
+            with(json!({"method": "get", "pullNumber": 7})),
+        )
+        .await,
+    );
+    assert_eq!(pull["title"], "Pull 7 of octo-org/hello", "{pull}");
+    let files = parse(
+        ok_text(
+            &server,
+            &alice,
+            "pull_request_read",
+            with(json!({"method": "get_files", "pullNumber": 7})),
+        )
+        .await,
+    );
+    assert_eq!(files[0]["filename"], "src/lib.rs", "{files}");
+
+    let seen = setup.api.seen();
+    let requests: Vec<(String, String)> = seen
+        .iter()
+        .map(|s| (s.method.clone(), s.path.clone()))
+        .collect();
+    let expected = [
+        (
+            "GET",
+            "/repos/octo-org/hello/issues?state=open&labels=bug&per_page=2&page=1",
+        ),
+        ("GET", "/repos/octo-org/hello/issues/1"),
+        ("GET", "/repos/octo-org/hello/issues/1/comments"),
+        ("POST", "/repos/octo-org/hello/issues"),
+        ("POST", "/repos/octo-org/hello/issues/1/comments"),
+        ("GET", "/repos/octo-org/hello/pulls?state=open"),
+        ("GET", "/repos/octo-org/hello/pulls/7"),
+        ("GET", "/repos/octo-org/hello/pulls/7/files"),
+    ]
+    .map(|(m, p)| (m.to_owned(), p.to_owned()));
+    assert_eq!(requests, expected);
+    let token = &setup.provider.access_tokens().await[0];
+    for request in &seen {
+        assert_eq!(
+            request.authorization.as_deref(),
+            Some(format!("Bearer {token}").as_str()),
+            "{request:?}"
+        );
+        assert_eq!(
+            request.header("user-agent"),
+            Some("mcpbox-github"),
+            "{request:?}"
+        );
+        assert_eq!(
+            request.header("accept"),
+            Some("application/vnd.github+json"),
+            "{request:?}"
+        );
+        assert_eq!(
+            request.header("x-github-api-version"),
+            Some("2022-11-28"),
+            "{request:?}"
+        );
+    }
+    let body: Value = serde_json::from_str(&seen[3].body).unwrap();
+    assert_eq!(body, json!({"title": "New", "body": "Broken."}));
+    assert_eq!(seen[3].header("content-type"), Some("application/json"));
+    let body: Value = serde_json::from_str(&seen[4].body).unwrap();
+    assert_eq!(body, json!({"body": "Thanks"}));
+    assert_logs_clean(&setup, &[&server]).await;
+}
