@@ -133,11 +133,11 @@ fn http_dump(
         let response =
             mcpbox_sdk::http::send("GET", &current, &headers, None).map_err(|e| e.to_string())?;
         let location = response.header("location").map(str::to_owned);
-        if let (true, 300..=399, Some(location)) = (follow, response.status, location) {
-            if hops.len() <= 5 {
-                hops.push(location);
-                continue;
-            }
+        if let (true, 300..=399, Some(location)) = (follow, response.status, location)
+            && hops.len() <= 5
+        {
+            hops.push(location);
+            continue;
         }
         let seen: Vec<(String, String)> = response
             .headers
