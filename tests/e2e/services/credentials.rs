@@ -311,7 +311,8 @@ async fn forged_replayed_expired_and_cross_caller_callbacks_link_nothing() {
     assert_eq!(status, 302);
     let (status, _, _) = bobs_browser.get(&callback).await;
     assert_eq!(status, 400);
-    // And with no cookie at all.
+    // A fresh flow of hers, its callback opened in a browser without her cookie.
+    let callback = alices_browser.authorize(&start_of(&alice).await).await;
     let (status, _, _) = Browser::new("alice").get(&callback).await;
     assert_eq!(status, 400);
     assert_eq!(setup.provider.stats().await["codes_exchanged"], 0);
