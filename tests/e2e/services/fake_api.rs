@@ -109,7 +109,7 @@ async fn handle(
         .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
     seen.lock().unwrap().push(Seen {
         method: method.to_string(),
-        path: path.clone(),
+        path,
         sub: authorization.as_deref().and_then(sub_of),
         authorization: authorization.clone(),
         headers: headers
@@ -131,7 +131,7 @@ async fn handle(
             let to = query
                 .split('&')
                 .find_map(|p| p.strip_prefix("to="))
-                .map(|t| url_decode(t))
+                .map(url_decode)
                 .unwrap_or_default();
             (StatusCode::FOUND, [("location", to)], "").into_response()
         }
