@@ -709,12 +709,10 @@ async fn mcpbox_credentials_ls_rm() {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
             .arg("credentials")
             .args(args)
-            .args([
-                "--state",
-                &state,
-                "--credentials-key-file",
-                key.to_str().unwrap(),
-            ])
+            // `--state` is global, as for `mcpbox state`; the key by its variable, which
+            // holds wherever the flag is declared.
+            .args(["--state", &state])
+            .env("MCPBOX_CREDENTIALS_KEY_FILE", &key)
             .output()
             .unwrap();
         (
