@@ -8,7 +8,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
-examples=(echo-tools code-review quotes weather interactive todo sequential-thinking mcp-time memory filesystem fetch)
+examples=(echo-tools code-review quotes weather interactive todo sequential-thinking mcp-time memory filesystem fetch github)
 # Built with the examples, kept apart: the fixtures of the official conformance suite.
 conformance=(conformance)
 fixtures=()
@@ -53,7 +53,7 @@ collect "$root/target/conformance-plugins" "${conformance[@]}"
 # Manifests (grants) go beside their plugins. The filesystem server gets its sample directory
 # by absolute path, so the manifest works wherever the plugin directory is used from.
 cp "$root/plugins/echo-tools/echo_tools.toml" "$root/plugins/weather/weather.toml" "$root/plugins/todo/todo.toml" \
-  "$root/plugins/sequential-thinking/sequential_thinking.toml" "$root/plugins/time/time.toml" "$root/plugins/memory/memory.toml" "$root/plugins/fetch/fetch.toml" \
+  "$root/plugins/sequential-thinking/sequential_thinking.toml" "$root/plugins/time/time.toml" "$root/plugins/memory/memory.toml" "$root/plugins/fetch/fetch.toml" "$root/plugins/github/github.toml" \
   "$root/target/plugins/"
 rm -f "$root/target/plugins/files.wasm" "$root/target/plugins/files.toml"
 cat > "$root/target/plugins/filesystem.toml" <<TOML

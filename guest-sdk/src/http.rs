@@ -53,7 +53,103 @@ impl Response {
         serde_json::from_slice(&self.body)
             .map_err(|e| HttpError(format!("the response is not the expected JSON: {e}")))
     }
+
+    /// The first value of the header `name` (compared case-insensitively), if it is text.
+    ///
+    /// ```
+    /// # use mcpbox_sdk::http::Response;
+    /// let response = Response {
+    ///     status: 200,
+    ///     headers: vec![("Content-Type".into(), b"application/json".to_vec())],
+    ///     body: Vec::new(),
+    /// };
+    /// assert_eq!(response.header("content-type"), Some("application/json"));
+    /// assert_eq!(response.header("etag"), None);
+    /// ```
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, value)| std::str::from_utf8(value).ok())
+    }
+
+    /// The provider whose account the caller must link, when mcpbox answered a request to a
+    /// host it calls as the caller (the manifest's `[http.credentials]`) instead of sending it:
+    /// the caller has not linked that account, or the link was revoked or can no longer be
+    /// refreshed. The answer is a `401` with the header
+    /// `mcpbox-credential: link-required; provider="NAME"`; the request never left mcpbox.
+    ///
+    /// mcpbox is already asking the user to link (a URL their client opens), and runs the
+    /// call again from the start once they have: return a short error saying the account is
+    /// needed, and make brokered requests before any other side effect.
+    ///
+    /// ```
+    /// # use mcpbox_sdk::http::Response;
+    /// # use mcpbox_sdk::ToolResult;
+    /// let response = Response {
+    ///     status: 401,
+    ///     headers: vec![(
+    ///         "mcpbox-credential".into(),
+    ///         br#"link-required; provider="github""#.to_vec(),
+    ///     )],
+    ///     body: Vec::new(),
+    /// };
+    /// // In a tool: `let response = mcpbox_sdk::http::get("https://api.github.com/user")?;`
+    /// if let Some(provider) = response.link_required() {
+    ///     assert_eq!(provider, "github");
+    ///     let _ = ToolResult::error("Link your GitHub account to use this tool.");
+    /// }
+    /// // The upstream's own 401 (a bad token, say) is not mcpbox asking for a link.
+    /// let upstream = Response { status: 401, headers: Vec::new(), body: Vec::new() };
+    /// assert_eq!(upstream.link_required(), None);
+    /// ```
+    pub fn link_required(&self) -> Option<&str> {
+        let (kind, provider) = self.credential()?;
+        (self.status == 401 && kind == "link-required").then_some(provider)
+    }
+
+    /// Whether mcpbox could not get the caller's credential for a brokered host just now (the
+    /// provider could not be reached to refresh it): a `503` with the header
+    /// `mcpbox-credential: unavailable; provider="NAME"`, the request never sent. Trying
+    /// again later may work; linking again is not needed.
+    ///
+    /// ```
+    /// # use mcpbox_sdk::http::Response;
+    /// let response = Response {
+    ///     status: 503,
+    ///     headers: vec![(
+    ///         "mcpbox-credential".into(),
+    ///         br#"unavailable; provider="github""#.to_vec(),
+    ///     )],
+    ///     body: Vec::new(),
+    /// };
+    /// assert!(response.credential_unavailable());
+    /// assert_eq!(response.link_required(), None);
+    /// ```
+    pub fn credential_unavailable(&self) -> bool {
+        self.status == 503
+            && self
+                .credential()
+                .is_some_and(|(kind, _)| kind == "unavailable")
+    }
+
+    /// The `mcpbox-credential` header's kind and provider: `KIND; provider="NAME"`.
+    fn credential(&self) -> Option<(&str, &str)> {
+        let value = self.header(CREDENTIAL_HEADER)?;
+        let (kind, params) = value.split_once(';').unwrap_or((value, ""));
+        let provider = params.split(';').find_map(|param| {
+            let (name, value) = param.split_once('=')?;
+            name.trim()
+                .eq_ignore_ascii_case("provider")
+                .then(|| value.trim().trim_matches('"'))
+        })?;
+        Some((kind.trim(), provider))
+    }
 }
+
+/// The header mcpbox sets on its own answer to a request for a brokered host it did not send
+/// (see [`Response::link_required`]); a real upstream's answer never carries it.
+pub const CREDENTIAL_HEADER: &str = "mcpbox-credential";
 
 /// `GET url`.
 pub fn get(url: &str) -> Result<Response, HttpError> {

@@ -20,6 +20,7 @@ use clap::Parser;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
+mod brokered;
 mod principals;
 mod reference;
 mod scale;
@@ -100,6 +101,9 @@ enum Part {
     Principals,
     /// The reference servers' originals against their plugins.
     Reference,
+    /// A plugin's request to a host granted as the caller (the token attached) against the
+    /// same request granted plainly: embedded and Redis.
+    Brokered,
 }
 
 /// How many iterations each measurement takes.
@@ -270,6 +274,10 @@ async fn main() -> anyhow::Result<()> {
     if run(Part::Principals) {
         eprintln!("== budgets per caller (HTTP, 2026-07-28)");
         principals::principals_rows(&mut report, &bench, &sizes).await?;
+    }
+    if run(Part::Brokered) {
+        eprintln!("== brokered credentials (HTTP, 2026-07-28)");
+        brokered::brokered_rows(&mut report, &bench, &sizes).await?;
     }
     if run(Part::Scale) {
         match scale::find_haproxy() {

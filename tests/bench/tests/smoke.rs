@@ -65,6 +65,7 @@ fn every_part_of_the_benchmark_runs() {
         "Plugin state",
         "Budgets per caller: tools/call over HTTP",
         "Budgets per caller: bob's echo round trips",
+        "Brokered credentials: a plugin GET",
         "Targets met:",
     ] {
         assert!(

@@ -14,7 +14,9 @@
 //! `container`, buildah; `languages`, componentize-py (PyPI), componentize-js and Node 22
 //! (npm); `metrics`, a Prometheus server; `oauth`, an authorization server (npm's
 //! `oauth2-mock-server` on Node 22) and the official Python SDK (PyPI); `python`, the official
-//! Python SDK; `budgets_shared`, `readiness`, `state_redis` and `tasks_shared`, a `redis-server`; `registry`, a CNCF
+//! Python SDK; `budgets_shared`, `readiness`, `state_redis` and `tasks_shared`, a `redis-server`;
+//! `credentials`, npm's `oauth2-mock-server` on Node 22 (as mcpbox's own issuer and as the
+//! downstream provider), the official Python SDK and a `redis-server`; `registry`, a CNCF
 //! distribution registry (`docker-registry`, with `htpasswd` and `script` for two tests);
 //! `reference`, Node 22 and the original reference servers (npm); `scale`, `redis-server` and
 //! HAProxy; `status`, a headless chromium. Where a module of the
@@ -23,6 +25,8 @@
 mod budgets_shared;
 mod conformance;
 mod container;
+mod credentials;
+mod fake_api;
 mod languages;
 mod metrics;
 mod oauth;

@@ -16,25 +16,26 @@ use tokio::process::{Child, Command};
 use crate::support::{STEP, Stderr, mcpbox, modern_call_headers, plugin_dir, post};
 use crate::tools;
 
-const MOCK: &str = "oauth2-mock-server@9.3.0";
-const SDK: &str = "mcp==2.3.0";
+pub(super) const MOCK: &str = "oauth2-mock-server@9.3.0";
+pub(super) const SDK: &str = "mcp==2.3.0";
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
 }
 
-/// The authorization server, killed when dropped.
-struct AuthorizationServer {
-    url: String,
+/// The authorization server, killed when dropped. Also mcpbox's own OAuth in
+/// [`super::credentials`].
+pub(super) struct AuthorizationServer {
+    pub(super) url: String,
     /// Killed when dropped.
     _child: Child,
 }
 
 impl AuthorizationServer {
-    async fn start(resource: &str) -> Self {
+    pub(super) async fn start(resource: &str) -> Self {
         let prefix = tokio::task::spawn_blocking(|| tools::npm(&[MOCK]))
             .await
             .unwrap();
@@ -69,7 +70,7 @@ impl AuthorizationServer {
     }
 
     /// A token from the test route, with `query` (`scope=mcp&expires_in=-3600`, …).
-    async fn token(&self, query: &str) -> String {
+    pub(super) async fn token(&self, query: &str) -> String {
         reqwest::get(format!("{}/test/token?{query}", self.url))
             .await
             .unwrap()

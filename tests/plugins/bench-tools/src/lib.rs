@@ -5,6 +5,9 @@
 //! - `wait {ms}` sleeps on the WASI monotonic clock, then answers `waited`;
 //! - `state {text}` (only with `BENCH_STATE` set) writes the text to durable state
 //!   (`wasi:keyvalue`, bucket `default`) and reads it back, answering what it read;
+//! - `get {url}` (only with `BENCH_HTTP` set) sends `GET url` (through `wasi:http`, as the manifest grants) and answers the
+//!   body, or an error naming a status other than 200 (mcpbox-only: the native baseline has
+//!   no such tool);
 //! - `tool_0000` … : `BENCH_TOOLS` more echo tools, for measuring long lists.
 //!
 //! Every name is prefixed with `BENCH_PREFIX`, so that many copies of this one plugin can be
@@ -38,6 +41,23 @@ fn wait(args: WaitArgs) -> Result<&'static str, String> {
     Ok("waited")
 }
 
+/// Arguments of `get`.
+#[derive(Deserialize, JsonSchema)]
+struct GetArgs {
+    /// The URL to fetch.
+    url: String,
+}
+
+/// `GET url`: the body; any status but 200 (say mcpbox's own 401 for a caller who has not
+/// linked the host's provider) is an error naming it.
+fn get(GetArgs { url }: GetArgs) -> Result<String, String> {
+    let response = mcpbox_sdk::http::get(&url).map_err(|e| e.to_string())?;
+    if response.status != 200 {
+        return Err(format!("GET {url} answered {}", response.status));
+    }
+    Ok(response.text())
+}
+
 /// One set and one get of the same key: the round trip a stateful tool pays.
 fn state(EchoArgs { text }: EchoArgs) -> Result<String, StateError> {
     let store = Store::open_default()?;
@@ -64,6 +84,12 @@ impl Plugin for BenchTools {
                 Tool::new(format!("{prefix}wait"), "Sleep for `ms` milliseconds").read_only(true),
                 wait,
             );
+        if std::env::var_os("BENCH_HTTP").is_some() {
+            tools.add(
+                Tool::new(format!("{prefix}get"), "GET a URL and answer its body").read_only(true),
+                get,
+            );
+        }
         if std::env::var_os("BENCH_STATE").is_some() {
             tools.add(
                 Tool::new(

@@ -103,6 +103,60 @@ fn http_get(Url { url }: Url) -> Result<String, String> {
 }
 
 #[derive(Deserialize, JsonSchema)]
+struct Request {
+    url: String,
+    /// Headers to send, `[name, value]` each (say, an `Authorization` of the plugin's own).
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    /// Follow redirects (up to 5), each hop a request of its own with the same headers.
+    #[serde(default)]
+    follow: bool,
+}
+
+/// Send `GET url` with the plugin's own headers, and answer everything the plugin can see of
+/// the (last) response, as JSON: status, every header, the body, and the URL of each hop. For
+/// a host mcpbox calls as the caller, what this shows is all a plugin could leak.
+fn http_dump(
+    Request {
+        url,
+        headers,
+        follow,
+    }: Request,
+) -> Result<String, String> {
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let mut hops = vec![url];
+    loop {
+        let current = hops.last().cloned().unwrap_or_default();
+        let response =
+            mcpbox_sdk::http::send("GET", &current, &headers, None).map_err(|e| e.to_string())?;
+        let location = response.header("location").map(str::to_owned);
+        if let (true, 300..=399, Some(location)) = (follow, response.status, location)
+            && hops.len() <= 5
+        {
+            hops.push(location);
+            continue;
+        }
+        let seen: Vec<(String, String)> = response
+            .headers
+            .iter()
+            .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
+            .collect();
+        return Ok(mcpbox_sdk::serde_json::json!({
+            "status": response.status,
+            "headers": seen,
+            "link_required": response.link_required(),
+            "credential_unavailable": response.credential_unavailable(),
+            "body": response.text(),
+            "hops": hops,
+        })
+        .to_string());
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
 struct Count {
     count: u64,
 }
@@ -215,6 +269,13 @@ impl Plugin for Hostile {
                 tcp_connect,
             )
             .add(Tool::new("http_get", "Fetch a URL"), http_get)
+            .add(
+                Tool::new(
+                    "http_dump",
+                    "GET a URL with headers of the plugin's own; answer the whole response",
+                ),
+                http_dump,
+            )
             .add(
                 Tool::new("sleep_forever", "Wait in a host call forever"),
                 sleep_forever,
