@@ -10,6 +10,7 @@
 //! Uses: `audit`, `auth`, `catalog`, `config`, `credentials`, `engine`, `kv`, `metrics`, `pages`, `policy`,
 //! `principal`, `registry`, `server`, `transport`, `watch`.
 
+mod brokered;
 mod settings;
 
 use std::sync::Arc;
@@ -222,9 +223,13 @@ impl Host {
             ),
             None => None,
         };
-        // The integrator's spot: hand `credentials` to the engine (its HTTP gate asks the
-        // broker for each caller's token) and to the plugin set (the link flow and the host's
-        // tools) through their traits, here, before any plugin loads.
+        // Before any plugin loads: the engine's HTTP gate asks the broker for each caller's
+        // token, and the plugin set links accounts and serves the host's own tools with it.
+        if let Some(broker) = &credentials {
+            let brokered = Arc::new(brokered::Brokered(Arc::clone(broker)));
+            engine.set_credentials(Arc::clone(&brokered) as Arc<dyn crate::engine::CredentialSource>);
+            plugins.use_linker(brokered, broker.link_wait());
+        }
         Ok(Self {
             settings,
             engine,
