@@ -718,6 +718,7 @@ impl crate::credentials::CredentialEvents for AuditedCredentials {
             fuel: None,
             request_id: serde_json::Value::Null,
             trace_id: None,
+            cut: std::collections::BTreeMap::new(),
         });
     }
 }
