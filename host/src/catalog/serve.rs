@@ -259,12 +259,7 @@ impl Backend for PluginSet {
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
         ctx.bind_plugin(plugin.component_digest())?;
         let links = LinkSlot::default();
-        let host = ClientBridge::linking(
-            plugin,
-            ctx.clone(),
-            self.hub.clone(),
-            links.clone(),
-        );
+        let host = ClientBridge::linking(plugin, ctx.clone(), self.hub.clone(), links.clone());
         let request = Request::Prompt;
         let outcome = match plugin.get_prompt(&entry.own, &arguments, host).await {
             Ok(Ok(messages)) => convert::prompt_result(&entry.description, &messages)
@@ -326,12 +321,7 @@ impl Backend for PluginSet {
         caller_may_use(&ctx, plugin, gate)?;
         ctx.bind_plugin(plugin.component_digest())?;
         let links = LinkSlot::default();
-        let host = ClientBridge::linking(
-            plugin,
-            ctx.clone(),
-            self.hub.clone(),
-            links.clone(),
-        );
+        let host = ClientBridge::linking(plugin, ctx.clone(), self.hub.clone(), links.clone());
         let request = Request::Resource(uri);
         let outcome = match plugin.read_resource(uri, host).await {
             Ok(Ok(contents)) => convert::read_result(&contents)

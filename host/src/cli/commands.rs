@@ -145,7 +145,7 @@ pub(super) async fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(dir) = serve.plugins.as_deref().filter(|dir| dir.is_dir()) {
         let missing = missing_config(file, dir, serve, &secrets).await;
-        failed = !missing.is_empty();
+        failed |= !missing.is_empty();
         for line in missing {
             report.push_str(&format!("\nerror: {line}"));
         }
@@ -189,7 +189,8 @@ fn credential_problems(
 }
 
 /// The configuration keys of the plugins in `dir` that have no value with `secrets` (by key
-/// and source, never a value), one line per plugin.
+/// and source, never a value), and the providers their `[http.credentials]` name that the
+/// configuration does not define (such a plugin does not load): one line per plugin and kind.
 async fn missing_config(
     file: &ConfigFile,
     dir: &Path,
@@ -218,15 +219,28 @@ async fn missing_config(
         let Ok(policy) = crate::watch::policy_of(&source, serve.limits.limits()) else {
             continue;
         };
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let missing = crate::policy::config::missing(&policy.config, secrets);
         if !missing.is_empty() {
-            let name = path.file_stem().map(|s| s.to_string_lossy().into_owned());
             out.push(format!(
-                "plugin `{}`: [config] keys without a value: {} (add them to the secrets file, \
+                "plugin `{name}`: [config] keys without a value: {} (add them to the secrets file, \
                  set the variables, or mark them optional = true)",
-                name.unwrap_or_default(),
                 missing.join(", ")
             ));
+        }
+        let providers = serve.providers();
+        for grant in &policy.credentials {
+            if providers.get(&grant.provider).is_none() {
+                out.push(format!(
+                    "plugin `{name}`: [http.credentials] calls {} as the caller through provider \
+                     `{}`, which the configuration does not define (add [providers.{}]); the \
+                     plugin would not load",
+                    grant.host, grant.provider, grant.provider
+                ));
+            }
         }
     }
     out

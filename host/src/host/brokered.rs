@@ -75,7 +75,11 @@ impl Linker for Brokered {
                 url: prompt.url.clone(),
                 message: prompt.message.clone(),
             };
-            match self.0.wait_linked(caller_key, provider, &prompt, deadline).await {
+            match self
+                .0
+                .wait_linked(caller_key, provider, &prompt, deadline)
+                .await
+            {
                 credentials::WaitOutcome::Linked => WaitOutcome::Linked,
                 credentials::WaitOutcome::Pending => WaitOutcome::Pending,
                 credentials::WaitOutcome::Failed(why) => WaitOutcome::Failed(why),
@@ -103,7 +107,11 @@ impl Linker for Brokered {
         })
     }
 
-    fn unlink<'a>(&'a self, caller_key: &'a str, provider: &'a str) -> Fut<'a, Result<bool, String>> {
+    fn unlink<'a>(
+        &'a self,
+        caller_key: &'a str,
+        provider: &'a str,
+    ) -> Fut<'a, Result<bool, String>> {
         Box::pin(async move {
             self.0
                 .unlink(caller_key, provider, UnlinkedBy::User)

@@ -227,7 +227,8 @@ impl Host {
         // token, and the plugin set links accounts and serves the host's own tools with it.
         if let Some(broker) = &credentials {
             let brokered = Arc::new(brokered::Brokered(Arc::clone(broker)));
-            engine.set_credentials(Arc::clone(&brokered) as Arc<dyn crate::engine::CredentialSource>);
+            engine
+                .set_credentials(Arc::clone(&brokered) as Arc<dyn crate::engine::CredentialSource>);
             plugins.use_linker(brokered, broker.link_wait());
         }
         Ok(Self {

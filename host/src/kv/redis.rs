@@ -696,6 +696,10 @@ impl StateStore for RedisStore {
                     })
                     .await?;
                 keys.sort();
+                if keys.is_empty() {
+                    // A bucket whose keys were all deleted: an empty pipeline is an error.
+                    continue;
+                }
                 let mut pipe = redis::pipe();
                 for key in &keys {
                     pipe.cmd("HSTRLEN").arg(&name).arg(key);
