@@ -44,7 +44,7 @@ impl ClientBridge {
         hub: EventHub,
         links: LinkSlot,
     ) -> Arc<dyn CallHost> {
-        Self::new(
+        Self::named(
             plugin.name().clone(),
             plugin.policy().keeps_callers_apart(),
             ctx,
@@ -55,7 +55,7 @@ impl ClientBridge {
 
     /// The bridge for a call into the plugin named `plugin`, whose resource updates are for
     /// the caller alone when `updates_for_caller`.
-    pub fn new(
+    pub fn named(
         plugin: PluginName,
         updates_for_caller: bool,
         ctx: RequestContext,

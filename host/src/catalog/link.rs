@@ -486,8 +486,13 @@ mod tests {
 
         async fn call_tool(&self, _: &str, _: &RawValue, ctx: RequestContext) -> MethodResult {
             let run = |slot: LinkSlot| {
-                let host =
-                    ClientBridge::new("github".into(), false, ctx.clone(), self.hub.clone(), slot);
+                let host = ClientBridge::named(
+                    "github".into(),
+                    false,
+                    ctx.clone(),
+                    self.hub.clone(),
+                    slot,
+                );
                 async move {
                     self.runs.fetch_add(1, Ordering::SeqCst);
                     if self.linker.opened.load(Ordering::SeqCst) {
@@ -509,7 +514,7 @@ mod tests {
             ctx: RequestContext,
         ) -> MethodResult {
             let links = LinkSlot::default();
-            let host = ClientBridge::new(
+            let host = ClientBridge::named(
                 "github".into(),
                 false,
                 ctx.clone(),

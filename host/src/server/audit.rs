@@ -355,7 +355,7 @@ mod tests {
             principal: format!("oauth:https://idp sub:{long}"),
             client: Some(long.clone()),
             item: Some(long.clone()),
-            request_id: serde_json::json!(long.clone()),
+            request_id: serde_json::json!(long),
             ..record()
         }
         .into_line();
