@@ -221,6 +221,8 @@ fn write_files(bench: &Bench, provider: u16) -> anyhow::Result<Files> {
         &config,
         format!(
             "[tokens.bench]\nsha256 = \"{digest:x}\"\n\n\
+             [budgets.principal.\"token:bench\"]\ncalls = 100000\n\
+             request_bytes = 1073741824\nrate = 1e9\nburst = 1e9\n\n\
              [providers.bench]\n\
              authorization-endpoint = \"http://127.0.0.1:{provider}/authorize\"\n\
              token-endpoint = \"http://127.0.0.1:{provider}/token\"\n\
