@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context as _;
 use clap::Subcommand;
 
 use super::Outcome;
@@ -30,6 +31,11 @@ pub struct CredentialsArgs {
     /// link was made and expires.
     #[arg(long, env = "MCPBOX_CREDENTIALS_KEY_FILE", value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
     pub credentials_key_file: Option<PathBuf>,
+
+    /// The audit log (as `serve --audit-log`): `rm` appends a `credentials/unlink` record for
+    /// each link it removes (client `mcpbox credentials rm`).
+    #[arg(long, env = "MCPBOX_AUDIT_LOG", value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
+    pub audit_log: Option<PathBuf>,
 }
 
 /// `mcpbox credentials` actions.
@@ -135,6 +141,9 @@ pub(super) async fn credentials_command(args: CredentialsArgs) -> anyhow::Result
             for (caller, provider) in &links {
                 if remove_link(&state, caller, provider).await? {
                     tracing::info!(caller, provider, by = "operator", "credentials/unlink");
+                    if let Some(path) = &args.audit_log {
+                        audit_unlink(path, caller, provider)?;
+                    }
                     removed += 1;
                 }
             }
@@ -146,6 +155,37 @@ pub(super) async fn credentials_command(args: CredentialsArgs) -> anyhow::Result
         output: Some(output),
         failed: false,
     })
+}
+
+/// Append the operator's removal of `caller`'s link to `provider` to the audit log at `path`
+/// (created owner-only, as `serve` creates it): the record `serve` writes for an unlink, with
+/// `mcpbox credentials rm` as the client.
+fn audit_unlink(path: &std::path::Path, caller: &str, provider: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let line = crate::server::AuditRecord {
+        time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        principal: caller.to_owned(),
+        client: Some("mcpbox credentials rm".to_owned()),
+        method: "credentials/unlink".to_owned(),
+        plugin: None,
+        item: Some(provider.to_owned()),
+        outcome: "ok",
+        code: None,
+        duration_ms: 0.0,
+        fuel: None,
+        request_id: serde_json::Value::Null,
+        trace_id: None,
+        cut: std::collections::BTreeMap::new(),
+    }
+    .into_line();
+    options
+        .open(path)
+        .and_then(|mut file| file.write_all(line.as_bytes()))
+        .with_context(|| format!("cannot append to the audit log {}", path.display()))
 }
 
 /// The links matching `principal` and `provider` (either absent: any).
@@ -182,6 +222,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let state_dir = dir.path().join("state");
         let key_file = dir.path().join("key");
+        let audit = dir.path().join("audit.jsonl");
         let key = Key::generate().expect("key");
         std::fs::write(&key_file, &key).expect("write");
         {
@@ -227,6 +268,7 @@ mod tests {
                 state: None,
             },
             credentials_key_file: key.then(|| key_file.clone()),
+            audit_log: Some(audit.clone()),
         };
         let run = |args| async move {
             credentials_command(args)
@@ -276,6 +318,34 @@ mod tests {
         assert!(
             removed.starts_with("removed 2 linked accounts"),
             "{removed}"
+        );
+        let records: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+            .expect("the audit log")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        let unlinked: Vec<(&str, &str, &str)> = records
+            .iter()
+            .map(|r| {
+                (
+                    r["method"].as_str().unwrap_or_default(),
+                    r["principal"].as_str().unwrap_or_default(),
+                    r["item"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            unlinked,
+            [
+                ("credentials/unlink", "token:alice", "github"),
+                ("credentials/unlink", "token:bob", "github"),
+            ]
+        );
+        assert_eq!(records[0]["client"], "mcpbox credentials rm");
+        assert!(
+            !std::fs::read_to_string(&audit)
+                .expect("read")
+                .contains("secret-")
         );
         let left = run(args(
             CredentialsAction::Ls {
