@@ -210,6 +210,7 @@ async fn missing_config(
         .filter(|path| path.extension().is_some_and(|e| e == "wasm"))
         .collect();
     files.sort();
+    let providers = serve.providers();
     let mut out = Vec::new();
     for path in files {
         let trust = crate::registry::trust::Trust::default();
@@ -231,7 +232,6 @@ async fn missing_config(
                 missing.join(", ")
             ));
         }
-        let providers = serve.providers();
         for grant in &policy.credentials {
             if providers.get(&grant.provider).is_none() {
                 out.push(format!(

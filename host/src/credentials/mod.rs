@@ -53,6 +53,13 @@ pub const START_PATH: &str = "/oauth/link/start";
 pub const CALLBACK_PATH: &str = "/oauth/link/callback";
 /// The longest an authorization flow (the time between start and callback) may take.
 const FLOW_TTL: Duration = Duration::from_secs(600);
+/// The most flows one link request may start on this replica: each visit of its start URL
+/// keeps a flow in the state store until it expires, and the route is public, so whoever
+/// holds the URL could otherwise fill the store with them.
+pub const MAX_STARTS_PER_TICKET: u32 = 16;
+/// The most link requests whose starts this replica counts at once (more are refused until
+/// some expire).
+const MAX_COUNTED_TICKETS: usize = 65_536;
 /// How often [`Broker::wait_linked`] reads the ticket (a callback on another replica is seen
 /// this late at most).
 const WAIT_POLL: Duration = Duration::from_millis(250);
@@ -211,6 +218,9 @@ pub enum CallbackError {
     /// The flow was used already, or the request is no longer pending.
     #[error("This link was used already. Start again from your MCP client.")]
     Used,
+    /// The link request's start URL was opened more than [`MAX_STARTS_PER_TICKET`] times.
+    #[error("This link was opened too many times. Start again from your MCP client.")]
+    TooManyStarts,
     /// The callback came to a browser other than the one that started the flow.
     #[error(
         "This sign-in was started in another browser. Open the link from your MCP client in this browser."
@@ -234,6 +244,9 @@ impl CallbackError {
             Self::Invalid => "an unknown or malformed ticket or state".to_owned(),
             Self::Expired => "expired".to_owned(),
             Self::Used => "used already".to_owned(),
+            Self::TooManyStarts => {
+                format!("its start URL was opened more than {MAX_STARTS_PER_TICKET} times")
+            }
             Self::OtherBrowser => "the callback came to another browser".to_owned(),
             Self::Declined => "declined at the provider".to_owned(),
             Self::Provider(why) | Self::Internal(why) => why.clone(),
@@ -280,6 +293,8 @@ pub struct Broker {
     flights: Flights,
     /// Waiters for a ticket on this replica, woken at once by its callback.
     waiters: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
+    /// The flows each link request started on this replica, and when it expires.
+    starts: Mutex<HashMap<String, (u32, u64)>>,
 }
 
 impl fmt::Debug for Broker {
@@ -325,6 +340,7 @@ impl Broker {
             settings,
             events,
             flights: Mutex::new(HashMap::new()),
+            starts: Mutex::new(HashMap::new()),
             waiters: Mutex::new(HashMap::new()),
         })
     }
@@ -540,6 +556,23 @@ impl Broker {
         }
     }
 
+    /// Count one more flow started for `ticket` on this replica, refusing past
+    /// [`MAX_STARTS_PER_TICKET`] (counts of expired tickets are forgotten).
+    fn count_start(&self, ticket: &str, now: u64) -> Result<(), CallbackError> {
+        let mut starts = self.starts.lock().unwrap_or_else(PoisonError::into_inner);
+        starts.retain(|_, (_, expires)| *expires > now);
+        if !starts.contains_key(ticket) && starts.len() >= MAX_COUNTED_TICKETS {
+            return Err(CallbackError::TooManyStarts);
+        }
+        let expires = expiry_of(ticket).unwrap_or(now);
+        let (count, _) = starts.entry(ticket.to_owned()).or_insert((0, expires));
+        if *count >= MAX_STARTS_PER_TICKET {
+            return Err(CallbackError::TooManyStarts);
+        }
+        *count += 1;
+        Ok(())
+    }
+
     /// `/oauth/link/start?ticket=T`: a new authorization flow for the pending request `T`
     /// (each visit makes its own, so a link preview does not use the request up).
     pub async fn start(&self, ticket: &str) -> Result<StartRedirect, CallbackError> {
@@ -555,6 +588,7 @@ impl Broker {
         if found.status != TicketStatus::Pending {
             return Err(CallbackError::Used);
         }
+        self.count_start(ticket, now)?;
         let provider = self.provider(&found.provider)?;
         let endpoints =
             self.tokens.endpoints(provider).await.map_err(|e| {

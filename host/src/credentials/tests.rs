@@ -808,3 +808,23 @@ async fn an_issuers_endpoints_are_discovered_once_by_rfc_8414_then_oidc() {
         "looked up once, RFC 8414's place first"
     );
 }
+
+/// Each visit of a link request's start URL keeps a flow in the store until it expires: past
+/// `MAX_STARTS_PER_TICKET` visits the URL is refused, and nothing more is kept.
+#[tokio::test]
+async fn a_start_url_opened_over_and_over_is_refused_past_its_bound() {
+    let setup = setup().await;
+    let broker = setup.broker(Arc::new(Recorder::default()));
+    let prompt = broker
+        .begin_link("token:alice", "fake", Some("github"))
+        .await
+        .expect("begin");
+    for _ in 0..crate::credentials::MAX_STARTS_PER_TICKET {
+        broker.start(&ticket(&prompt)).await.expect("start");
+    }
+    let refused = broker.start(&ticket(&prompt)).await.expect_err("refused");
+    assert!(
+        matches!(refused, CallbackError::TooManyStarts),
+        "{refused:?}"
+    );
+}
