@@ -242,6 +242,7 @@ mod tests {
                         display_name: "GitHub".to_owned(),
                         linked_at_ms: 1_800_000_000_000,
                         expires_at_ms: Some(1_800_028_800_000),
+                        scopes: Vec::new(),
                         refreshable: true,
                     }]
                 } else {

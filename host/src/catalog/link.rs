@@ -35,45 +35,9 @@ use serde_json::{Value, json};
 use super::failure::{PluginFailure, Request};
 use crate::server::{INPUT_KEY_META, MethodResult, RequestContext, ServerRequest};
 
-/// A link for the caller to open: the URL of mcpbox's start page for it, and the id the
-/// elicitation that shows it is known by.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkPrompt {
-    /// The provider.
-    pub provider: String,
-    /// The elicitation's id (2025-11-25), the same while the link is pending.
-    pub elicitation_id: String,
-    /// Where the user starts linking.
-    pub url: String,
-    /// What to tell the user.
-    pub message: String,
-}
-
-/// How waiting for a link ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WaitOutcome {
-    /// The caller's account is linked.
-    Linked,
-    /// Not yet: the deadline came first.
-    Pending,
-    /// The link failed (denied at the provider, expired, the exchange failed): why.
-    Failed(String),
-}
-
-/// One of the caller's links, as the caller may see it (never a token).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkSummary {
-    /// The provider.
-    pub provider: String,
-    /// Its name for people.
-    pub display_name: String,
-    /// When it was linked, in ms since the Unix epoch.
-    pub linked_at_ms: u64,
-    /// When its token expires, in ms since the Unix epoch (`None`: it does not say).
-    pub expires_at_ms: Option<u64>,
-    /// Whether it can be refreshed without the user.
-    pub refreshable: bool,
-}
+// The link's plain data are the credentials room's own: one definition for the broker, the
+// link flow and the host's tools.
+pub use crate::credentials::{LinkPrompt, LinkSummary, WaitOutcome};
 
 type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -414,6 +378,7 @@ mod tests {
                         display_name: "GitHub".to_owned(),
                         linked_at_ms: 1_800_000_000_000,
                         expires_at_ms: None,
+                        scopes: Vec::new(),
                         refreshable: true,
                     }]
                 } else {

@@ -18,7 +18,7 @@
 //! Built on `engine`, `policy`, `protocol` and `server` (for the backend interface), with `kv`
 //! (the call ledger, the store on the status page) and `registry::trust`.
 //!
-//! Uses: `engine`, `kv`, `metrics`, `policy`, `principal`, `protocol`, `registry`, `server`,
+//! Uses: `credentials` (the link's plain data), `engine`, `kv`, `metrics`, `policy`, `principal`, `protocol`, `registry`, `server`,
 //! `skills`.
 
 mod bridge;

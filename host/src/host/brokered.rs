@@ -1,5 +1,5 @@
 //! The credentials broker as the engine and the catalog see it: the one adapter that turns
-//! [`Broker`]'s own types into the engine's [`CredentialSource`] (the HTTP gate asks it for
+//! [`Broker`] into the engine's [`CredentialSource`] (the HTTP gate asks it for
 //! each caller's token) and the catalog's [`Linker`] (the link flow and the host's own tools).
 //! Neither room knows the broker; the composition root hands this to both.
 //!
@@ -47,17 +47,10 @@ impl Linker for Brokered {
         plugin: Option<&'a str>,
     ) -> Fut<'a, Result<LinkPrompt, String>> {
         Box::pin(async move {
-            let prompt = self
-                .0
+            self.0
                 .begin_link(caller_key, provider, plugin)
                 .await
-                .map_err(|e| e.to_string())?;
-            Ok(LinkPrompt {
-                provider: prompt.provider,
-                elicitation_id: prompt.elicitation_id,
-                url: prompt.url,
-                message: prompt.message,
-            })
+                .map_err(|e| e.to_string())
         })
     }
 
@@ -68,43 +61,11 @@ impl Linker for Brokered {
         prompt: &'a LinkPrompt,
         deadline: tokio::time::Instant,
     ) -> Fut<'a, WaitOutcome> {
-        Box::pin(async move {
-            let prompt = credentials::LinkPrompt {
-                provider: prompt.provider.clone(),
-                elicitation_id: prompt.elicitation_id.clone(),
-                url: prompt.url.clone(),
-                message: prompt.message.clone(),
-            };
-            match self
-                .0
-                .wait_linked(caller_key, provider, &prompt, deadline)
-                .await
-            {
-                credentials::WaitOutcome::Linked => WaitOutcome::Linked,
-                credentials::WaitOutcome::Pending => WaitOutcome::Pending,
-                credentials::WaitOutcome::Failed(why) => WaitOutcome::Failed(why),
-            }
-        })
+        Box::pin(self.0.wait_linked(caller_key, provider, prompt, deadline))
     }
 
     fn links_of<'a>(&'a self, caller_key: &'a str) -> Fut<'a, Result<Vec<LinkSummary>, String>> {
-        Box::pin(async move {
-            let links = self
-                .0
-                .links_of(caller_key)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(links
-                .into_iter()
-                .map(|link| LinkSummary {
-                    provider: link.provider,
-                    display_name: link.display_name,
-                    linked_at_ms: link.linked_at_ms,
-                    expires_at_ms: link.expires_at_ms,
-                    refreshable: link.refreshable,
-                })
-                .collect())
-        })
+        Box::pin(async move { self.0.links_of(caller_key).await.map_err(|e| e.to_string()) })
     }
 
     fn unlink<'a>(
