@@ -133,6 +133,28 @@ impl Response {
                 .is_some_and(|(kind, _)| kind == "unavailable")
     }
 
+    /// Why mcpbox answered in place of the service (a [`Self::link_required`] or
+    /// [`Self::credential_unavailable`] answer): the `message` of its JSON body, which names
+    /// the provider and the reason (never a token). `None` for a service's own answer.
+    ///
+    /// ```
+    /// # use mcpbox_sdk::http::Response;
+    /// let response = Response {
+    ///     status: 503,
+    ///     headers: vec![(
+    ///         "mcpbox-credential".into(),
+    ///         "unavailable; provider=\"github\"".into(),
+    ///     )],
+    ///     body: br#"{"error":"mcpbox_credential_unavailable","message":"the provider refused"}"#.to_vec(),
+    /// };
+    /// assert_eq!(response.credential_message().as_deref(), Some("the provider refused"));
+    /// ```
+    pub fn credential_message(&self) -> Option<String> {
+        self.credential()?;
+        let body: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
+        body.get("message")?.as_str().map(str::to_owned)
+    }
+
     /// The `mcpbox-credential` header's kind and provider: `KIND; provider="NAME"`.
     fn credential(&self) -> Option<(&str, &str)> {
         let value = self.header(CREDENTIAL_HEADER)?;

@@ -69,6 +69,9 @@ pub enum AuthError {
 
 #[derive(Debug, Deserialize)]
 struct Claims {
+    /// When the token expires (seconds since the epoch; required, so always there).
+    #[serde(default)]
+    exp: u64,
     sub: Option<String>,
     scope: Option<String>,
     scp: Option<Vec<String>>,
@@ -84,6 +87,25 @@ struct Claims {
 struct ServerMetadata {
     issuer: Option<String>,
     jwks_uri: String,
+}
+
+/// A token [`Verifier::verify_token`] accepted.
+pub struct Verified<'a> {
+    /// Who presented it.
+    pub caller: Principal,
+    /// The token itself (for the credentials broker only; never logged).
+    pub token: &'a str,
+    /// When it expires, in milliseconds since the epoch.
+    pub expires_at_ms: u64,
+}
+
+impl std::fmt::Debug for Verified<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verified")
+            .field("caller", &self.caller.key())
+            .field("expires_at_ms", &self.expires_at_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Checks access tokens; cheap to share.
@@ -181,6 +203,17 @@ impl Verifier {
     /// Check the `Authorization` header's bearer token; the caller it names, with the scopes
     /// it grants.
     pub async fn verify(&self, authorization: Option<&str>) -> Result<Principal, AuthError> {
+        self.verify_token(authorization)
+            .await
+            .map(|verified| verified.caller)
+    }
+
+    /// [`Self::verify`], also giving the token and when it expires (for the credentials broker,
+    /// which may exchange it at a downstream provider: RFC 8693).
+    pub async fn verify_token<'a>(
+        &self,
+        authorization: Option<&'a str>,
+    ) -> Result<Verified<'a>, AuthError> {
         let token = authorization
             .and_then(|v| {
                 v.strip_prefix("Bearer ")
@@ -243,7 +276,11 @@ impl Verifier {
                 missing.into_iter().map(str::to_owned).collect(),
             ));
         }
-        Ok(caller)
+        Ok(Verified {
+            caller,
+            token,
+            expires_at_ms: data.claims.exp.saturating_mul(1000),
+        })
     }
 
     /// The cached key for `kid` usable with `alg`.

@@ -763,7 +763,19 @@ impl ServeArgs {
         if !missing.is_empty() {
             anyhow::bail!("{} (--secrets)", missing.join("; "));
         }
-        let Some((current, previous)) = self.credentials_key(secrets)? else {
+        if let Some(problem) = providers.exchange_problem(self.has_oauth()) {
+            anyhow::bail!("{problem}");
+        }
+        let key = match self.credentials_key(secrets)? {
+            Some(key) => Some(key),
+            // Exchanged tokens are held in memory only: nothing is sealed, so no key is needed.
+            None if providers.iter().all(|p| p.exchange().is_some()) => Some((
+                crate::credentials::Key::parse(&crate::credentials::Key::generate()?)?,
+                None,
+            )),
+            None => None,
+        };
+        let Some((current, previous)) = key else {
             anyhow::bail!(
                 "the configuration file names providers ([providers.NAME]) but no credentials key \
                  seals their tokens: give --credentials-key-file PATH (MCPBOX_CREDENTIALS_KEY_FILE; \
@@ -922,6 +934,11 @@ impl ServeArgs {
             "each named caller's budget (the local user and --auth-token have none unless named)"
         );
         config
+    }
+
+    /// Whether mcpbox serves HTTP with its own OAuth (callers sign in with access tokens).
+    pub fn has_oauth(&self) -> bool {
+        self.http.is_some() && self.oauth_issuer.is_some() && self.oauth_resource.is_some()
     }
 
     /// The HTTP listener's settings.

@@ -175,8 +175,10 @@ fn credential_problems(
         .collect();
     report.push_str(&format!("\nproviders: {}", names.join(", ")));
     let mut problems = providers.missing_secrets(|name| secrets.get(name, None).is_some());
+    problems.extend(providers.exchange_problem(serve.has_oauth()));
     match serve.credentials_key(secrets) {
         Ok(Some(_)) => {}
+        Ok(None) if providers.iter().all(|p| p.exchange().is_some()) => {}
         Ok(None) => problems.push(
             "providers are configured but no credentials key seals their tokens: give \
              --credentials-key-file PATH (`mcpbox credentials keygen` makes a key), or a \

@@ -38,6 +38,10 @@ pub enum CredentialEvent {
     RefreshFailed(String),
     /// A link was removed.
     Unlinked(UnlinkedBy),
+    /// A caller's sign-in token was exchanged for a provider's token (RFC 8693).
+    Exchanged,
+    /// An exchange failed (why).
+    ExchangeFailed(String),
 }
 
 impl CredentialEvent {
@@ -49,20 +53,27 @@ impl CredentialEvent {
             Self::Refreshed => "credentials/refresh",
             Self::RefreshFailed(_) => "credentials/refresh_failed",
             Self::Unlinked(_) => "credentials/unlink",
+            Self::Exchanged => "credentials/exchange",
+            Self::ExchangeFailed(_) => "credentials/exchange_failed",
         }
     }
 
     /// Whether it is a success (`ok`) or not (`error`).
     pub fn is_ok(&self) -> bool {
-        !matches!(self, Self::LinkFailed(_) | Self::RefreshFailed(_))
+        !matches!(
+            self,
+            Self::LinkFailed(_) | Self::RefreshFailed(_) | Self::ExchangeFailed(_)
+        )
     }
 
     /// Why, for a failure (or who, for an unlink).
     pub fn reason(&self) -> Option<&str> {
         match self {
-            Self::LinkFailed(why) | Self::RefreshFailed(why) => Some(why),
+            Self::LinkFailed(why) | Self::RefreshFailed(why) | Self::ExchangeFailed(why) => {
+                Some(why)
+            }
             Self::Unlinked(by) => Some(by.as_str()),
-            Self::Linked | Self::Refreshed => None,
+            Self::Linked | Self::Refreshed | Self::Exchanged => None,
         }
     }
 }

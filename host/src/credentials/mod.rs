@@ -11,7 +11,8 @@
 //! and users and operators list and remove links ([`Broker::links_of`], [`Broker::unlink`]).
 //! Its parts, each in a file: the configured providers (`provider`), the operator's key and
 //! the cipher (`cipher`), the sealed records in the state store (`store`), the provider's
-//! endpoints as a client (`token`), the lookup with its refresh (`refresh`), and the events
+//! endpoints as a client (`token`), the lookup with its refresh (`refresh`), RFC 8693 token
+//! exchange for providers behind mcpbox's own identity provider (`exchange`), and the events
 //! for the audit log (`events`).
 //!
 //! A token never reaches a log line, an error, an event or a page: it is held in
@@ -22,6 +23,7 @@
 
 pub mod cipher;
 pub mod events;
+mod exchange;
 pub mod provider;
 mod refresh;
 pub mod store;
@@ -38,7 +40,7 @@ use zeroize::Zeroizing;
 
 pub use self::cipher::{Cipher, CipherError, Key};
 pub use self::events::{CredentialEvent, CredentialEvents, EventRecord, LogOnly, UnlinkedBy};
-pub use self::provider::{ClientAuth, Provider, ProviderName, Providers};
+pub use self::provider::{ClientAuth, Exchange, Grant, Provider, ProviderName, Providers};
 pub use self::store::{CREDENTIALS_SPACE, CredentialStore, LinkRecord};
 use self::store::{Flow, FlowLookup, Ticket, TicketStatus, expiring_key, expiry_of};
 use self::token::{TokenClient, TokenError, base64url, random_bytes};
@@ -87,6 +89,12 @@ pub enum CredentialError {
         /// Why.
         error: TokenError,
     },
+    /// The provider exchanges sign-in tokens (RFC 8693): there is nothing to link.
+    #[error(
+        "provider `{0}` exchanges the caller's sign-in token to mcpbox (token exchange): \
+         there is no account to link"
+    )]
+    NotLinkable(String),
     /// The provider's client secret is not in the secrets file (any more).
     #[error("provider `{provider}`: its client secret `{secret}` is not in the secrets file")]
     MissingSecret {
@@ -295,6 +303,10 @@ pub struct Broker {
     waiters: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
     /// The flows each link request started on this replica, and when it expires.
     starts: Mutex<HashMap<String, (u32, u64)>>,
+    /// Whether any provider exchanges tokens (RFC 8693).
+    exchanging: bool,
+    /// Callers' sign-in tokens and the tokens exchanged for them.
+    exchanges: exchange::Exchanges,
 }
 
 impl fmt::Debug for Broker {
@@ -333,6 +345,8 @@ impl Broker {
         events: Arc<dyn CredentialEvents>,
     ) -> Result<Self, String> {
         Ok(Self {
+            exchanging: providers.any_exchange(),
+            exchanges: exchange::Exchanges::default(),
             providers,
             store: CredentialStore::new(state, Arc::new(cipher)),
             tokens: TokenClient::new()?,
@@ -437,6 +451,9 @@ impl Broker {
         plugin: Option<&str>,
     ) -> Result<LinkPrompt, CredentialError> {
         let configured = self.provider(provider)?;
+        if configured.exchange().is_some() {
+            return Err(CredentialError::NotLinkable(provider.to_owned()));
+        }
         let now = now_ms();
         self.sweep(now).await;
         let pending = match self.store.pending(caller_key, provider).await {
@@ -611,7 +628,12 @@ impl Broker {
         self.store
             .put_flow(&expiring_key(expires, &sha256_hex(&state)), &flow)
             .await?;
-        let mut location = endpoints.authorization.clone();
+        let Some(mut location) = endpoints.authorization.clone() else {
+            return Err(CallbackError::Provider(format!(
+                "provider `{}` names no authorization endpoint",
+                provider.name
+            )));
+        };
         {
             let mut query = location.query_pairs_mut();
             query
@@ -802,6 +824,7 @@ impl Broker {
         provider: &str,
         by: UnlinkedBy,
     ) -> Result<bool, CredentialError> {
+        self.exchanges.forget(caller_key, provider);
         let record = match self.store.get_link(caller_key, provider).await {
             Ok(found) => found.map(|(_, record)| record),
             Err(CredentialError::Sealed(e)) => {

@@ -1,6 +1,8 @@
 //! The downstream OAuth providers the operator configured (`[providers.NAME]` tables of the
 //! configuration file): their names, endpoints (given, or discovered from an issuer's metadata
-//! lazily and kept), client, scopes and the header their tokens travel in. Parsing refuses an
+//! lazily and kept), client, scopes, the header their tokens travel in, and how a caller gets a
+//! token there ([`Grant`]: linking their account, or exchanging their sign-in token to mcpbox,
+//! RFC 8693). Parsing refuses an
 //! unknown key, an endpoint that is not `https://` (a loopback host is the one, documented,
 //! exception: for tests), a header that cannot carry a credential, and a client secret
 //! written in the file (it is named from the secrets file instead).
@@ -59,8 +61,8 @@ pub enum ClientAuth {
 /// A provider's endpoints, known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explicit {
-    /// Where the user authorizes.
-    pub authorization: Url,
+    /// Where the user authorizes (`None`: a token-exchange provider, which has no use for it).
+    pub authorization: Option<Url>,
     /// Where codes and refresh tokens are exchanged.
     pub token: Url,
     /// Where tokens are revoked (RFC 7009), if the provider has such an endpoint.
@@ -88,6 +90,32 @@ pub enum Endpoints {
     },
 }
 
+/// The token type RFC 8693 names an OAuth access token by.
+pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+
+/// How a caller comes to hold a token at a provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grant {
+    /// The caller links their account once, in their browser (authorization code with PKCE);
+    /// mcpbox keeps the tokens and refreshes them.
+    AuthorizationCode,
+    /// The provider exchanges the caller's own access token to mcpbox (from mcpbox's OAuth) for
+    /// one of its own (RFC 8693), at each need; nothing is linked or kept beyond the token's
+    /// life.
+    TokenExchange(Exchange),
+}
+
+/// An RFC 8693 token exchange's parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchange {
+    /// The `audience` asked for (the service the token is for, as the provider names it).
+    pub audience: Option<String>,
+    /// The `resource` asked for (RFC 8707: the service's URI).
+    pub resource: Option<Url>,
+    /// The `requested_token_type`; `None`: the provider's default (an access token).
+    pub requested_token_type: Option<String>,
+}
+
 /// One downstream provider.
 #[derive(Debug)]
 pub struct Provider {
@@ -95,6 +123,8 @@ pub struct Provider {
     pub name: ProviderName,
     /// Its name for people (pages and messages); the name if not set.
     pub display_name: String,
+    /// How a caller gets a token there.
+    pub grant: Grant,
     /// Its endpoints.
     pub endpoints: Endpoints,
     /// mcpbox's client id at the provider.
@@ -146,9 +176,18 @@ const RESERVED_PARAMS: &[&str] = &[
     "code_challenge_method",
 ];
 
-const KEYS: &str = "display-name, authorization-endpoint, token-endpoint, issuer, \
+const KEYS: &str = "display-name, grant, authorization-endpoint, token-endpoint, issuer, \
                     revocation-endpoint, client-id, client-secret, client-auth, scopes, \
-                    authorize-params, header, scheme, refresh-before-secs";
+                    authorize-params, audience, resource, requested-token-type, header, scheme, \
+                    refresh-before-secs";
+
+/// The keys only a provider of one grant has, and which grant that is.
+const LINK_ONLY: &[&str] = &[
+    "authorization-endpoint",
+    "authorize-params",
+    "revocation-endpoint",
+];
+const EXCHANGE_ONLY: &[&str] = &["audience", "resource", "requested-token-type"];
 
 impl Providers {
     /// No providers.
@@ -171,6 +210,27 @@ impl Providers {
             providers.insert(provider.name.clone(), Arc::new(provider));
         }
         Ok(Self(providers))
+    }
+
+    /// Whether any provider exchanges callers' sign-in tokens (so the HTTP edge must hand
+    /// them to the broker).
+    pub fn any_exchange(&self) -> bool {
+        self.iter().any(|p| p.exchange().is_some())
+    }
+
+    /// Why the providers cannot serve when mcpbox has no OAuth of its own over HTTP
+    /// (`has_oauth` false): a token-exchange provider exchanges the token each caller signed in
+    /// to mcpbox with, so without one it could never act.
+    pub fn exchange_problem(&self, has_oauth: bool) -> Option<String> {
+        let provider = self.iter().find(|p| p.exchange().is_some())?;
+        (!has_oauth).then(|| {
+            format!(
+                "provider `{}` has grant = \"token-exchange\": it exchanges the OAuth access \
+                 token each caller signed in to mcpbox with (RFC 8693), so mcpbox must serve \
+                 HTTP with its own OAuth (--http with --oauth-issuer and --oauth-resource)",
+                provider.name
+            )
+        })
     }
 
     /// Whether none is configured.
@@ -214,6 +274,14 @@ impl Providers {
 }
 
 impl Provider {
+    /// The exchange's parameters, if the provider exchanges tokens.
+    pub fn exchange(&self) -> Option<&Exchange> {
+        match &self.grant {
+            Grant::TokenExchange(exchange) => Some(exchange),
+            Grant::AuthorizationCode => None,
+        }
+    }
+
     /// The header value's prefix for a token: `Bearer ` (with its space), or nothing.
     pub fn scheme_prefix(&self) -> String {
         self.scheme
@@ -245,9 +313,56 @@ fn parse_provider(name: &str, entry: toml::Value) -> Result<Provider, String> {
     let mut header = http::header::AUTHORIZATION;
     let mut scheme = Some("Bearer".to_owned());
     let mut refresh_before = Duration::from_secs(60);
+    let mut exchanging = false;
+    let mut exchange = Exchange {
+        audience: None,
+        resource: None,
+        requested_token_type: None,
+    };
     for (key, value) in &entry {
         match key.as_str() {
             "display-name" => display_name = Some(string(key, value)?),
+            "grant" => {
+                exchanging = match string(key, value)?.as_str() {
+                    "authorization-code" => false,
+                    "token-exchange" => true,
+                    other => {
+                        return Err(format!(
+                            "`grant` is \"authorization-code\" (users link their accounts) or \
+                             \"token-exchange\" (RFC 8693: their sign-in token to mcpbox is \
+                             exchanged), not \"{other}\""
+                        ));
+                    }
+                };
+            }
+            "audience" => {
+                let audience = string(key, value)?;
+                if audience.is_empty() {
+                    return Err("`audience` must not be empty".to_owned());
+                }
+                exchange.audience = Some(audience);
+            }
+            "resource" => {
+                let text = string(key, value)?;
+                let url = Url::parse(&text)
+                    .map_err(|e| format!("`resource`: `{text}` is not a URI: {e}"))?;
+                if url.fragment().is_some() {
+                    return Err(format!(
+                        "`resource`: `{text}` has a fragment (RFC 8707 refuses one)"
+                    ));
+                }
+                exchange.resource = Some(url);
+            }
+            "requested-token-type" => {
+                let text = string(key, value)?;
+                if !text.starts_with("urn:") {
+                    return Err(format!(
+                        "`requested-token-type`: `{text}` is not a token type URI (such as \
+                         {ACCESS_TOKEN_TYPE})"
+                    ));
+                }
+                exchange.requested_token_type = Some(text);
+            }
             "authorization-endpoint" => authorization = Some(endpoint(key, &string(key, value)?)?),
             "token-endpoint" => token = Some(endpoint(key, &string(key, value)?)?),
             "issuer" => issuer = Some(endpoint(key, &string(key, value)?)?),
@@ -328,11 +443,27 @@ fn parse_provider(name: &str, entry: toml::Value) -> Result<Provider, String> {
             }
         }
     }
+    let wrong: &[&str] = if exchanging { LINK_ONLY } else { EXCHANGE_ONLY };
+    if let Some(key) = wrong.iter().find(|k| entry.contains_key(**k)) {
+        return Err(if exchanging {
+            format!(
+                "`{key}` is for a provider users link their accounts at; this one has \
+                 grant = \"token-exchange\""
+            )
+        } else {
+            format!("`{key}` is for a provider with grant = \"token-exchange\"")
+        });
+    }
     let endpoints = match (authorization, token, issuer) {
         (Some(authorization), Some(token), None) => Endpoints::Explicit(Explicit {
-            authorization,
+            authorization: Some(authorization),
             token,
             revocation,
+        }),
+        (None, Some(token), None) if exchanging => Endpoints::Explicit(Explicit {
+            authorization: None,
+            token,
+            revocation: None,
         }),
         (None, None, Some(issuer)) => Endpoints::Issuer {
             issuer,
@@ -342,6 +473,13 @@ fn parse_provider(name: &str, entry: toml::Value) -> Result<Provider, String> {
         (_, _, Some(_)) => {
             return Err(
                 "give `issuer` or both `authorization-endpoint` and `token-endpoint`, not both"
+                    .to_owned(),
+            );
+        }
+        _ if exchanging => {
+            return Err(
+                "give `token-endpoint`, or `issuer` (its metadata names it): the exchange is \
+                 asked for there"
                     .to_owned(),
             );
         }
@@ -357,6 +495,11 @@ fn parse_provider(name: &str, entry: toml::Value) -> Result<Provider, String> {
     Ok(Provider {
         display_name: display_name.unwrap_or_else(|| name.to_string()),
         name,
+        grant: if exchanging {
+            Grant::TokenExchange(exchange)
+        } else {
+            Grant::AuthorizationCode
+        },
         endpoints,
         client_id,
         client_secret,
@@ -518,6 +661,75 @@ authorize-params = { allow_signup = "false" }
                 .unwrap_or_default();
         assert_eq!(name.as_deref(), Some("GitHub"));
         assert!(message.contains("not a provider name"), "{message}");
+    }
+
+    #[test]
+    fn a_token_exchange_provider_needs_only_its_token_endpoint() {
+        let providers = parse(
+            "[providers.jira]\ngrant = \"token-exchange\"\n\
+             token-endpoint = \"https://idp.example/oauth/token\"\nclient-id = \"mcpbox\"\n\
+             client-secret = { secret = \"idp\" }\naudience = \"jira\"\n\
+             resource = \"https://jira.example/\"\nscopes = [\"read:jira-work\"]\n",
+        )
+        .expect("parses");
+        let jira = providers.get("jira").expect("jira");
+        assert_eq!(
+            jira.exchange(),
+            Some(&Exchange {
+                audience: Some("jira".to_owned()),
+                resource: Some(Url::parse("https://jira.example/").expect("url")),
+                requested_token_type: None,
+            })
+        );
+        assert!(matches!(
+            &jira.endpoints,
+            Endpoints::Explicit(Explicit {
+                authorization: None,
+                ..
+            })
+        ));
+        assert!(providers.any_exchange());
+        assert!(providers.exchange_problem(true).is_none());
+        assert!(
+            providers
+                .exchange_problem(false)
+                .is_some_and(|m| m.contains("provider `jira` has grant = \"token-exchange\""))
+        );
+        assert!(!parse(GITHUB).expect("parses").any_exchange());
+    }
+
+    #[test]
+    fn a_grant_refuses_the_other_grants_keys() {
+        let exchange = "[providers.x]\ngrant = \"token-exchange\"\nclient-id = \"c\"\n";
+        assert!(
+            error(&format!(
+                "{exchange}token-endpoint = \"https://a/t\"\nauthorization-endpoint = \"https://a/a\"\n"
+            ))
+            .contains("`authorization-endpoint` is for a provider users link their accounts at")
+        );
+        assert!(error(exchange).contains("give `token-endpoint`, or `issuer`"));
+        assert!(
+            error("[providers.x]\nissuer = \"https://a\"\nclient-id = \"c\"\naudience = \"y\"\n")
+                .contains("`audience` is for a provider with grant = \"token-exchange\"")
+        );
+        assert!(
+            error(
+                "[providers.x]\nissuer = \"https://a\"\nclient-id = \"c\"\ngrant = \"password\"\n"
+            )
+            .contains("not \"password\"")
+        );
+        assert!(
+            error(&format!(
+                "{exchange}issuer = \"https://a\"\nrequested-token-type = \"jwt\"\n"
+            ))
+            .contains("not a token type URI")
+        );
+        assert!(
+            error(&format!(
+                "{exchange}issuer = \"https://a\"\nresource = \"https://r/#f\"\n"
+            ))
+            .contains("has a fragment")
+        );
     }
 
     #[test]

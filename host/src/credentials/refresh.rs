@@ -76,6 +76,9 @@ impl Broker {
         caller: &str,
         provider: &Provider,
     ) -> Result<TokenLookup, CredentialError> {
+        if let Some(exchange) = provider.exchange() {
+            return self.exchanged_token(caller, provider, exchange).await;
+        }
         let name = provider.name.as_str();
         let found = match self.store.get_link(caller, name).await {
             Err(CredentialError::Sealed(e)) => {

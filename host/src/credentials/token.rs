@@ -12,7 +12,9 @@ use sha2::{Digest as _, Sha256};
 use url::Url;
 use zeroize::Zeroizing;
 
-use super::provider::{ClientAuth, Endpoints, Explicit, Provider, endpoint, metadata_urls};
+use super::provider::{
+    ACCESS_TOKEN_TYPE, ClientAuth, Endpoints, Exchange, Explicit, Provider, endpoint, metadata_urls,
+};
 
 /// How long one request to a provider may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -95,7 +97,8 @@ pub struct TokenClient {
 #[derive(serde::Deserialize)]
 struct Metadata {
     issuer: String,
-    authorization_endpoint: String,
+    #[serde(default)]
+    authorization_endpoint: Option<String>,
     token_endpoint: String,
     #[serde(default)]
     revocation_endpoint: Option<String>,
@@ -212,7 +215,10 @@ impl TokenClient {
                 endpoint(key, text).map_err(|m| TokenError::Malformed(format!("{url}: {m}")))
             };
             return Ok(Explicit {
-                authorization: check("authorization_endpoint", &metadata.authorization_endpoint)?,
+                authorization: match &metadata.authorization_endpoint {
+                    Some(text) => Some(check("authorization_endpoint", text)?),
+                    None => None,
+                },
                 token: check("token_endpoint", &metadata.token_endpoint)?,
                 revocation: match &metadata.revocation_endpoint {
                     Some(text) => Some(check("revocation_endpoint", text)?),
@@ -268,6 +274,39 @@ impl TokenClient {
             ],
         )
         .await
+    }
+
+    /// Exchange `subject_token` (an access token to mcpbox) for one of `provider`'s (RFC 8693).
+    pub async fn exchange(
+        &self,
+        provider: &Provider,
+        secret: Option<&str>,
+        subject_token: &str,
+        exchange: &Exchange,
+    ) -> Result<TokenSet, TokenError> {
+        let token = self.endpoints(provider).await?.token.clone();
+        let scope = provider.scopes.join(" ");
+        let mut params = vec![
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:token-exchange",
+            ),
+            ("subject_token", subject_token),
+            ("subject_token_type", ACCESS_TOKEN_TYPE),
+        ];
+        if let Some(kind) = &exchange.requested_token_type {
+            params.push(("requested_token_type", kind));
+        }
+        if let Some(audience) = &exchange.audience {
+            params.push(("audience", audience));
+        }
+        if let Some(resource) = &exchange.resource {
+            params.push(("resource", resource.as_str()));
+        }
+        if !scope.is_empty() {
+            params.push(("scope", &scope));
+        }
+        self.token_request(provider, secret, &token, &params).await
     }
 
     /// Revoke `token` (RFC 7009) if the provider has a revocation endpoint: `Ok(false)` if it

@@ -122,7 +122,8 @@ pub const CREDENTIAL_HEADER: &str = "mcpbox-credential";
 pub enum Synthetic {
     /// 401: the caller has not linked an account with the provider (or has no identity).
     LinkRequired,
-    /// 503: the provider cannot be reached to refresh the caller's token.
+    /// 503: the caller's token cannot be had just now (the provider cannot be reached to
+    /// refresh it, or refused to exchange the caller's sign-in); the body's `message` says why.
     Unavailable,
 }
 

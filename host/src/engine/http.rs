@@ -306,9 +306,7 @@ pub(super) async fn as_the_caller(
             Brokered::Answer(synthetic(
                 Synthetic::Unavailable,
                 provider,
-                &format!(
-                    "`{provider}` cannot be reached to refresh the caller's credential; try again later"
-                ),
+                &format!("the caller's credential for `{provider}` cannot be had just now: {why}"),
             ))
         }
     }

@@ -661,7 +661,13 @@ async fn start_credentials(
         Some(sink) => Arc::new(AuditedCredentials(Arc::clone(sink))),
         None => Arc::new(crate::credentials::LogOnly),
     };
-    let names: Vec<String> = providers.iter().map(|p| p.name.to_string()).collect();
+    let names: Vec<String> = providers
+        .iter()
+        .map(|p| match p.exchange() {
+            Some(_) => format!("{} (token exchange)", p.name),
+            None => p.name.to_string(),
+        })
+        .collect();
     let broker = crate::credentials::Broker::new(
         providers,
         cipher,
@@ -679,7 +685,8 @@ async fn start_credentials(
     tracing::info!(
         providers = %names.join(", "),
         redirect_uri = %broker.redirect_uri(),
-        "per-user credentials: callers link their accounts; tokens are sealed in the state store"
+        "per-user credentials: callers link their accounts (tokens sealed in the state store) \
+         or have their sign-in exchanged (tokens held in memory)"
     );
     if let Some(listener) = stdio_listener {
         let serving = Arc::clone(&broker);

@@ -32,8 +32,8 @@ const HEADERS: [(&str, &str); 3] = [
 /// What a tool answers when the caller has not linked their GitHub account (mcpbox is asking
 /// them to, and runs the call again once they have).
 pub const LINK_REQUIRED: &str = "Link your GitHub account to use this tool.";
-const UNAVAILABLE: &str = "GitHub could not be reached to renew your linked account's access \
-                           just now; try again in a moment.";
+const UNAVAILABLE: &str = "mcpbox could not get your access to GitHub just now; try again in a \
+                           moment, or sign in again.";
 
 /// A failure, as the text of an `isError` result.
 type Failure = String;
@@ -82,7 +82,10 @@ impl Api {
             return Err(LINK_REQUIRED.to_owned());
         }
         if response.credential_unavailable() {
-            return Err(UNAVAILABLE.to_owned());
+            return Err(match response.credential_message() {
+                Some(why) => format!("{UNAVAILABLE} ({why})"),
+                None => UNAVAILABLE.to_owned(),
+            });
         }
         if response.status >= 400 {
             return Err(format!(

@@ -16,6 +16,7 @@
 //! request takes each revision's form (URL elicitation, -32042, the 2026 input request, or a
 //! clear error carrying the URL), over HTTP and over stdio (a loopback callback listener).
 
+mod exchange;
 mod harness;
 
 use std::path::Path;

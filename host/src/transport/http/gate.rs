@@ -5,15 +5,16 @@
 //! like the other mirror headers (400 with -32020), `Host` and `Origin` name this server or
 //! an allowed one (403, DNS rebinding), the static bearer token matches (401 with
 //! `WWW-Authenticate`), and with OAuth the JWT is valid (401, or 503 when the issuer's keys
-//! cannot be fetched). A refused POST's body is read and thrown away (holding nothing), so the
+//! cannot be fetched; a valid one is handed to the credentials broker, when a provider
+//! exchanges callers' sign-in tokens). A refused POST's body is read and thrown away (holding nothing), so the
 //! client reads the refusal; an admitted one's is read by [`super::budget`], inside the gate,
 //! charged to its caller. Who is calling travels to the handler as [`Admitted`] (an OAuth
 //! token's subject, a static token's name, or the local user); the session checks that
 //! caller's scopes against the plugin each request reaches, and the handler answers a refusal
 //! with [`App::scope_refusal`] (403 `insufficient_scope`).
 //!
-//! Depends on `auth` (OAuth tokens), `principal` (static tokens, callers) and `protocol` (error
-//! codes); knows nothing of sessions or plugins.
+//! Depends on `auth` (OAuth tokens), `credentials` (the subject tokens it keeps), `principal`
+//! (static tokens, callers) and `protocol` (error codes); knows nothing of sessions or plugins.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -97,8 +98,18 @@ impl<B: Backend> App<B> {
         let authorization = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        match verifier.verify(authorization).await {
-            Ok(caller) => Ok(caller),
+        match verifier.verify_token(authorization).await {
+            Ok(verified) => {
+                // A provider may exchange it for a token of its own (RFC 8693).
+                if let Some(broker) = &self.config.credentials {
+                    broker.remember_subject(
+                        verified.caller.key(),
+                        verified.token,
+                        verified.expires_at_ms,
+                    );
+                }
+                Ok(verified.caller)
+            }
             Err(error) => Err(Box::new(oauth_refusal(verifier, &error))),
         }
     }

@@ -119,7 +119,7 @@ pub(super) struct Mcpbox {
     pub(super) origin: String,
 }
 
-fn private_file(path: &Path, text: &str) {
+pub(super) fn private_file(path: &Path, text: &str) {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
