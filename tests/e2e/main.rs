@@ -41,6 +41,7 @@ mod golden;
 mod hardening;
 mod http;
 mod languages;
+mod listings;
 mod loading;
 mod metrics;
 mod modern;

@@ -9,6 +9,7 @@
 //! `server`, `skills`, `telemetry`, `transport`, `watch`.
 
 mod args;
+mod bundle;
 mod commands;
 mod credentials;
 mod log_line;
@@ -106,6 +107,10 @@ pub enum Command {
     /// Make a key pair for signing (cosign's format): `PREFIX.key`, encrypted with
     /// `COSIGN_PASSWORD`, and `PREFIX.pub`.
     Keygen(KeygenArgs),
+    /// Write an MCP Bundle's directory (`.mcpb`, manifest 0.4): this mcpbox and chosen
+    /// plugins, asking the user for the folders to grant; `npx @anthropic-ai/mcpb pack DIR`
+    /// makes the file a desktop client installs with a click.
+    Bundle(bundle::BundleArgs),
     /// Put a directory of Agent Skills into a plugin component (any language's; the Rust
     /// SDK's `skills!` does it at build time), replacing the skills it carried, and say what
     /// mcpbox will serve of them.
@@ -324,6 +329,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         #[cfg(not(feature = "registry"))]
         Command::Keygen(_) => anyhow::bail!(crate::registry::not_built("keygen")),
         Command::Skills(args) => return self::commands::skills(&args),
+        Command::Bundle(args) => return self::bundle::bundle(&args),
         Command::Credentials(args) => {
             let outcome = runtime.block_on(self::credentials::credentials_command(args));
             runtime.shutdown_timeout(Duration::from_millis(100));

@@ -65,7 +65,7 @@ fn the_container_image_builds_and_serves_a_plugin() {
             "--type",
             "image",
             "--format",
-            "{{.OCIv1.Config.User}} {{.OCIv1.Config.Env}} {{.OCIv1.Config.Entrypoint}}",
+            "{{.OCIv1.Config.User}} {{.OCIv1.Config.Env}} {{.OCIv1.Config.Entrypoint}} {{.OCIv1.Config.Labels}}",
             &image,
         ]),
         "buildah inspect",
@@ -79,6 +79,16 @@ fn the_container_image_builds_and_serves_a_plugin() {
         "{config}"
     );
     assert!(config.contains("[/mcpbox]"), "{config}");
+    // The MCP Registry's ownership label names the server as host/deploy/server.json does.
+    let listing: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("host/deploy/server.json")).unwrap(),
+    )
+    .unwrap();
+    let label = format!(
+        "io.modelcontextprotocol.server.name:{}",
+        listing["name"].as_str().unwrap()
+    );
+    assert!(config.contains(&label), "{label} in {config}");
 
     let container = ok(&buildah(&["from", &image]), "buildah from");
     // The plugin directory, as a volume would hold it (bind mounts need more than chroot

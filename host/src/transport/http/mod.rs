@@ -222,6 +222,18 @@ fn router<B: Backend>(app: &Arc<App<B>>) -> Router {
             "/.well-known/mcp/server-card.json",
             get(ops::server_card::<B>).options(ops::server_card_preflight),
         )
+        .route(
+            "/mcp/server-card",
+            get(ops::hosted_server_card::<B>).options(ops::server_card_preflight),
+        )
+        .route(
+            "/.well-known/ai-catalog.json",
+            get(ops::ai_catalog::<B>).options(ops::server_card_preflight),
+        )
+        .route(
+            "/.well-known/mcp/catalog.json",
+            get(ops::mcp_catalog::<B>).options(ops::server_card_preflight),
+        )
         .route("/", post(ops::not_the_endpoint));
     let public = match &app.config.credentials {
         Some(broker) => public.merge(link::routes().with_state(Arc::clone(broker))),

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::gate::Admitted;
 use super::reply::{plain, rpc_error};
-use super::{MCP_PATH, Shared};
+use super::{App, MCP_PATH, Shared};
 use crate::protocol::error::INVALID_REQUEST;
 use crate::server::{Backend, ListKind};
 
@@ -126,16 +126,15 @@ const CARD_SCHEMA: &str =
 /// The most pages of one list the server card reads.
 const CARD_MAX_PAGES: usize = 100;
 
-/// The MCP server card (SEP-2127's draft), public at `/.well-known/mcp/server-card`: who this
-/// server is, where and how to connect (both transports, the protocol revisions, whether a
-/// token is needed), its capabilities, and, when anyone may connect without a token, its
-/// tools, prompts and resources (with authentication they are left out: what a caller sees
-/// depends on who it is, and the card says nothing about any caller). `application/json`,
-/// readable from any origin (`GET` only), cacheable for the lists' `ttlMs`.
-pub(super) async fn server_card<B: Backend>(
-    State(app): Shared<B>,
-    headers: axum::http::HeaderMap,
-) -> Response {
+/// The media type of a server card (the discovery draft's).
+const CARD_TYPE: &str = "application/mcp-server-card+json";
+
+/// The MCP server card (SEP-2127's draft): who this server is, where and how to connect (both
+/// transports, the protocol revisions, whether a token is needed), its capabilities, and, when
+/// anyone may connect without a token, its tools, prompts and resources (with authentication
+/// they are left out: what a caller sees depends on who it is, and the card says nothing about
+/// any caller). Returns the card and the MCP endpoint's URL.
+fn card<B: Backend>(app: &App<B>, headers: &axum::http::HeaderMap) -> (serde_json::Value, String) {
     let authority = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -199,31 +198,129 @@ pub(super) async fn server_card<B: Backend>(
             card[key] = serde_json::Value::Array(all_items(&*app.backend, kind, field, &caller));
         }
     }
+    (card, endpoint)
+}
+
+/// A discovery document as the draft asks it served: readable from any origin (`GET` only),
+/// cacheable for the lists' `ttlMs`, with an `ETag` (its SHA-256) that a matching
+/// `If-None-Match` turns into 304.
+fn discovery<B: Backend>(
+    app: &App<B>,
+    headers: &axum::http::HeaderMap,
+    media_type: &str,
+    body: String,
+) -> Response {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(body.as_bytes());
+    let etag = format!("\"{}\"", hex::encode(&digest[..16]));
     let max_age = app.config.modern.list_ttl_ms / 1000;
+    let fresh = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|tag| tag.trim() == etag || tag.trim() == "*")
+        });
+    let common = [
+        (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*".to_owned()),
+        (header::ACCESS_CONTROL_ALLOW_METHODS, "GET".to_owned()),
+        (
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            "Content-Type, If-None-Match".to_owned(),
+        ),
+        (header::ACCESS_CONTROL_EXPOSE_HEADERS, "ETag".to_owned()),
+        (header::CACHE_CONTROL, format!("public, max-age={max_age}")),
+        (header::ETAG, etag),
+    ];
+    if fresh {
+        return (StatusCode::NOT_MODIFIED, common).into_response();
+    }
     (
-        [
-            (header::CONTENT_TYPE, "application/json".to_owned()),
-            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*".to_owned()),
-            (header::ACCESS_CONTROL_ALLOW_METHODS, "GET".to_owned()),
-            (
-                header::ACCESS_CONTROL_ALLOW_HEADERS,
-                "Content-Type".to_owned(),
-            ),
-            (header::CACHE_CONTROL, format!("public, max-age={max_age}")),
-        ],
-        card.to_string(),
+        common,
+        [(header::CONTENT_TYPE, media_type.to_owned())],
+        body,
     )
         .into_response()
 }
 
-/// The server card's answer to a browser's preflight: `GET` from anywhere.
+/// The server card where the discovery draft now puts it, `<endpoint>/server-card`
+/// (`/mcp/server-card`), as `application/mcp-server-card+json`.
+pub(super) async fn hosted_server_card<B: Backend>(
+    State(app): Shared<B>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let (card, _) = card(&app, &headers);
+    discovery(&app, &headers, CARD_TYPE, card.to_string())
+}
+
+/// The server card at its earlier paths, `/.well-known/mcp/server-card` (and `.json`), as
+/// `application/json`: kept for clients that read it there.
+pub(super) async fn server_card<B: Backend>(
+    State(app): Shared<B>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let (card, _) = card(&app, &headers);
+    discovery(&app, &headers, "application/json", card.to_string())
+}
+
+/// The one catalog entry: this server's card, by its URL.
+fn catalog_entry(name: &str, endpoint: &str) -> serde_json::Value {
+    let (publisher, server) = name.split_once('/').unwrap_or(("localhost", name));
+    // `com.example.mcp` → `mcp.example.com`, the publisher's domain.
+    let domain: Vec<&str> = publisher.split('.').rev().collect();
+    serde_json::json!({
+        "identifier": format!("urn:air:{}:mcp:{server}", domain.join(".")),
+        "type": CARD_TYPE,
+        "url": format!("{endpoint}/server-card"),
+    })
+}
+
+/// The AI Catalog the discovery draft reads at `/.well-known/ai-catalog.json`
+/// (`application/ai-catalog+json`): one entry, this server's card.
+pub(super) async fn ai_catalog<B: Backend>(
+    State(app): Shared<B>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let (card, endpoint) = card(&app, &headers);
+    let name = card["name"].as_str().unwrap_or("localhost/mcpbox");
+    let catalog = serde_json::json!({
+        "specVersion": "1.0",
+        "entries": [catalog_entry(name, &endpoint)],
+    });
+    discovery(
+        &app,
+        &headers,
+        "application/ai-catalog+json",
+        catalog.to_string(),
+    )
+}
+
+/// The MCP Catalog of the draft before the AI Catalog replaced it, at
+/// `/.well-known/mcp/catalog.json` (`specVersion` `draft`): the same entry.
+pub(super) async fn mcp_catalog<B: Backend>(
+    State(app): Shared<B>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let (card, endpoint) = card(&app, &headers);
+    let name = card["name"].as_str().unwrap_or("localhost/mcpbox");
+    let catalog = serde_json::json!({
+        "specVersion": "draft",
+        "entries": [catalog_entry(name, &endpoint)],
+    });
+    discovery(&app, &headers, "application/json", catalog.to_string())
+}
+
+/// The discovery documents' answer to a browser's preflight: `GET` from anywhere.
 pub(super) async fn server_card_preflight() -> Response {
     (
         StatusCode::NO_CONTENT,
         [
             (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
             (header::ACCESS_CONTROL_ALLOW_METHODS, "GET"),
-            (header::ACCESS_CONTROL_ALLOW_HEADERS, "Content-Type"),
+            (
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                "Content-Type, If-None-Match",
+            ),
         ],
     )
         .into_response()
@@ -272,7 +369,15 @@ fn all_items<B: Backend>(
 
 #[cfg(test)]
 mod tests {
-    use super::card_name;
+    use super::{card_name, catalog_entry};
+
+    #[test]
+    fn a_catalog_entry_names_the_publisher_by_domain_and_points_at_the_card() {
+        let entry = catalog_entry("com.example.mcp/mcpbox", "https://mcp.example.com/mcp");
+        assert_eq!(entry["identifier"], "urn:air:mcp.example.com:mcp:mcpbox");
+        assert_eq!(entry["type"], "application/mcp-server-card+json");
+        assert_eq!(entry["url"], "https://mcp.example.com/mcp/server-card");
+    }
 
     #[test]
     fn the_card_is_named_in_reverse_dns() {
