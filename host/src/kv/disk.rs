@@ -500,4 +500,21 @@ mod tests {
         let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
         super::super::suite::caller_spaces(&store).await;
     }
+
+    /// Single-process latency of `set`, `get` and `increment` on the debug build (a
+    /// measurement for BENCHMARKS.md, not a check): `cargo test -p mcpbox --lib
+    /// kv::disk::tests::latency -- --ignored --nocapture`. The database is under `target/`,
+    /// on the disk the state directory would be on (not a tmpfs).
+    #[tokio::test(flavor = "multi_thread")]
+    #[ignore = "a measurement, run by hand"]
+    #[expect(clippy::print_stderr, reason = "the measurement's report")]
+    async fn latency() {
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-state");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(base).unwrap();
+        let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
+        for (op, p50, p99) in super::super::suite::latency(&store, 2000).await {
+            eprintln!("{FILE_NAME} {op}: p50 {p50:.1} µs, p99 {p99:.1} µs");
+        }
+    }
 }
