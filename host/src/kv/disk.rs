@@ -484,19 +484,16 @@ impl StateStore for DiskStore {
     ) -> BoxFuture<'a, Result<Vec<(String, Usage)>, KvError>> {
         let (from, to) = callers_range(plugin);
         let path = Arc::clone(&self.path);
-        let rows = {
-            let (from, to) = (from.clone(), to.clone());
-            self.read(move |connection| {
-                let mut statement = connection.prepare_cached(
-                    "SELECT space, bytes, keys FROM usage WHERE space >= ?1 AND space < ?2
-                     ORDER BY space",
-                )?;
-                let rows = statement.query_map(params![from.as_bytes(), to.as_bytes()], |row| {
-                    Ok((row.get::<_, Vec<u8>>(0)?, (row.get(1)?, row.get(2)?)))
-                })?;
-                rows.collect::<Result<Vec<_>, _>>()
-            })
-        };
+        let rows = self.read(|connection| {
+            let mut statement = connection.prepare_cached(
+                "SELECT space, bytes, keys FROM usage WHERE space >= ?1 AND space < ?2
+                 ORDER BY space",
+            )?;
+            let rows = statement.query_map(params![from.as_bytes(), to.as_bytes()], |row| {
+                Ok((row.get::<_, Vec<u8>>(0)?, (row.get(1)?, row.get(2)?)))
+            })?;
+            rows.collect::<Result<Vec<_>, _>>()
+        });
         Box::pin(async move {
             let mut out = Vec::new();
             for (space, row) in rows.await? {
