@@ -19,11 +19,14 @@
 //! Writes run on tokio's blocking pool, one at a time in a process (its one writer
 //! connection, behind an async lock). Reads run on the calling thread, each on a connection of
 //! its own from a small pool: in WAL mode a reader sees the last commit and waits on no
-//! writer, and it is served from the page cache once warm, so a hand-off to the blocking pool
-//! would cost more than the read.
+//! writer (only, rarely, on a process recovering the log after a crash), and it is served from
+//! the page cache once warm, so a hand-off to the blocking pool would cost more than the read.
+//! The operator's `mcpbox state` reads and clears the same way while servers run.
 //!
-//! The state directory is created mode 0700 and the database 0600 (SQLite gives the log and
-//! its index the database's mode). The file an earlier mcpbox kept (`state.redb`, which one
+//! WAL needs memory shared by the processes, so the state directory must be on a local file
+//! system (a database that cannot enter WAL mode is refused at open, saying so). The
+//! directory is created mode 0700 and the database 0600 (SQLite gives the log and its index
+//! the database's mode). The file an earlier mcpbox kept (`state.redb`, which one
 //! process held at a time) is imported once, when the database is first opened ([`import`]).
 
 mod import;
