@@ -55,6 +55,7 @@ mod sandbox;
 mod services;
 mod skills;
 mod state;
+mod state_shared;
 mod status;
 mod support;
 mod surface;

@@ -6,8 +6,8 @@
 //! buckets and keys cannot escape, quotas with clear errors, and 64 concurrent increments that
 //! lose no update), [`paging_suite`] (paging by key, counters, failed writes) and the to-do
 //! example listing over a thousand items. Around them: state surviving a restart, a hot reload
-//! and `kill -9`; a second process on the same state directory; and the operator's
-//! `mcpbox state` command.
+//! and `kill -9`, and the operator's `mcpbox state` command. Several processes on one state
+//! directory: `state_shared`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use crate::support::{Client, Raw, STEP, call, connect, example_plugins, plugin_d
 
 /// A plugin directory with the probe under `names`, each granted `default` and `shared` with
 /// small quotas, plus one probe (`ungranted`) without a manifest.
-fn probe_dir(names: &[&str]) -> tempfile::TempDir {
+pub(crate) fn probe_dir(names: &[&str]) -> tempfile::TempDir {
     let mut plugins: Vec<(&str, String)> = names
         .iter()
         .map(|name| ("kv_probe", format!("{name}.wasm")))
@@ -358,7 +358,7 @@ async fn state_survives_restart_reload_and_kill_9() {
     assert_eq!(todo_items(&client).await, ["one", "two", "three"]);
     client.service.cancel().await.unwrap();
 
-    // The operator's view, once no server holds the database.
+    // The operator's view.
     let store = ["--state-dir", state.to_str().unwrap()];
     let state_cli = |args: &[&str]| crate::support::state_cli(args, &store);
     // The example keeps each caller's items apart: the local user's are theirs.
@@ -390,30 +390,6 @@ async fn state_survives_restart_reload_and_kill_9() {
 }
 
 #[tokio::test]
-async fn a_second_process_on_the_same_state_dir_gets_a_clear_error() {
-    let plugins = todo_dir();
-    let state = crate::support::fresh_state_dir();
-    let args = ["--state-dir", state.to_str().unwrap()];
-    let first = connect(plugins.path(), &args).await;
-    assert!(!kv(&first, "add", json!({"text": "one"})).await.1);
-    let second = connect(plugins.path(), &args).await;
-    let (text, error) = kv(&second, "add", json!({"text": "two"})).await;
-    assert!(
-        error && text.contains("in use by another mcpbox process"),
-        "{text}"
-    );
-    // It keeps serving, and recovers once the first lets go.
-    first.service.cancel().await.unwrap();
-    eventually(
-        || async { !kv(&second, "add", json!({"text": "two"})).await.1 },
-        "the second process opens the database after the first exits",
-    )
-    .await;
-    assert_eq!(todo_items(&second).await, ["one", "two"]);
-    second.service.cancel().await.unwrap();
-}
-
-#[tokio::test]
 async fn grants_are_logged_at_load() {
     let plugins = todo_dir();
     let client = connect(plugins.path(), &[]).await;
@@ -436,7 +412,7 @@ async fn no_state_is_created_until_a_plugin_uses_it() {
     client.list_all_tools().await.unwrap();
     assert!(!Path::new(&state).exists());
     assert!(!kv(&client, "add", json!({"text": "x"})).await.1);
-    assert!(state.join("state.redb").exists());
+    assert!(state.join("state.sqlite").exists());
     client.service.cancel().await.unwrap();
 }
 

@@ -1,21 +1,41 @@
-//! The embedded backend: one `redb` database file in the state directory.
+//! The embedded backend: one SQLite database in the state directory, in WAL mode, which every
+//! mcpbox process of the user may have open at once (two desktop clients that each start
+//! mcpbox over stdio share one state, with nothing lost).
 //!
-//! Entries are keyed by the tuple (plugin, bucket, key), so a namespace is a key prefix the
-//! database compares field by field: no string a plugin passes can reach into another
-//! plugin's range. Each plugin's usage is a row beside its entries, updated in the same write
-//! transaction, so quotas hold exactly. Transactions commit with `Durability::Immediate`
-//! (fsync before `commit` returns): a write acknowledged to a plugin survives `kill -9`.
+//! Entries are rows keyed by (plugin, bucket, key): three BLOB columns, compared byte by byte
+//! (the order `list-keys` pages in). A namespace and a bucket are found by equality on their
+//! own columns, never by a prefix of one concatenated string, so no string a plugin passes can
+//! reach into another plugin's range. Each namespace's usage is a row beside its entries,
+//! updated in the same transaction, so quotas hold exactly.
 //!
-//! redb is synchronous; writes (each with its `fsync`) run on tokio's blocking pool, reads on
-//! the calling thread (they wait on no writer, and are served from redb's cache). redb admits
-//! one writer at a time, which serialises read-modify-write operations (`increment`, `swap`)
-//! for free. The file is locked while open: a second mcpbox on the same directory gets a clear
-//! error (give it its own `--state-dir`, or share state through Redis).
+//! Every write is one `BEGIN IMMEDIATE` transaction: it takes the database's one write lock
+//! before it reads, so a read-modify-write (`increment`, `swap`, a quota check, the host key
+//! made once) reads the last commit of every process, and no other writer, in this process
+//! or another, comes between its read and its write. A writer that finds the lock held waits
+//! for it ([`BUSY_TIMEOUT`]). Commits are `synchronous = FULL`: the write-ahead log is fsynced
+//! before `COMMIT` returns, so a write acknowledged to a plugin survives `kill -9` and power
+//! loss. A write that fails rolls back whole.
+//!
+//! Writes run on tokio's blocking pool, one at a time in a process (its one writer
+//! connection, behind an async lock). Reads run on the calling thread, each on a connection of
+//! its own from a small pool: in WAL mode a reader sees the last commit and waits on no
+//! writer (only, rarely, on a process recovering the log after a crash), and it is served from
+//! the page cache once warm, so a hand-off to the blocking pool would cost more than the read.
+//! The operator's `mcpbox state` reads and clears the same way while servers run.
+//!
+//! WAL needs memory shared by the processes, so the state directory must be on a local file
+//! system (a database that cannot enter WAL mode is refused at open, saying so). The
+//! directory is created mode 0700 and the database 0600 (SQLite gives the log and its index
+//! the database's mode). The file an earlier mcpbox kept (`state.redb`, which one
+//! process held at a time) is imported once, when the database is first opened ([`import`]).
 
-use std::path::PathBuf;
+mod import;
+
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, params};
 
 use super::{
     BoxFuture, EntryInfo, KeyPage, KvError, LIST_PAGE_KEYS, Quota, StateStore, Usage, add_counter,
@@ -23,77 +43,146 @@ use super::{
 };
 
 /// The database's file name in the state directory.
-pub const FILE_NAME: &str = "state.redb";
+pub const FILE_NAME: &str = "state.sqlite";
 
-/// (plugin, bucket, key) → value.
-const ENTRIES: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("entries");
-/// namespace → (bytes, keys). A plugin's own row counts its callers' namespaces too.
-const USAGE: TableDefinition<&str, (u64, u64)> = TableDefinition::new("usage");
-/// The host's own values (the key of callers' ids).
-const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// How long a statement waits for a lock another connection holds (another process's write
+/// transaction, or a checkpoint) before it fails as unavailable. A write transaction holds the
+/// lock for one read-modify-write and its fsync: milliseconds.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Idle read connections kept for the next reads; more are opened while more reads run at
+/// once, and closed after.
+const IDLE_READERS: usize = 4;
+
+/// The tables, made once. Names are BLOBs, compared with `memcmp` (byte order, a shorter name
+/// before its extensions), and `STRICT` refuses a name bound as text by mistake.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS entries (
+    plugin BLOB NOT NULL,
+    bucket BLOB NOT NULL,
+    key BLOB NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (plugin, bucket, key)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS usage (
+    space BLOB NOT NULL PRIMARY KEY,
+    bytes INTEGER NOT NULL,
+    keys INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT NOT NULL PRIMARY KEY,
+    value BLOB NOT NULL
+) STRICT, WITHOUT ROWID;
+";
+
+/// The name of the host key's row in `meta` (the key of callers' ids).
+const HOST_KEY: &str = "caller-id-key";
 
 /// The embedded database.
 pub struct DiskStore {
-    db: Arc<Database>,
+    /// The one connection this process writes with.
+    writer: Arc<tokio::sync::Mutex<Connection>>,
+    /// Idle connections to read with.
+    readers: std::sync::Mutex<Vec<Connection>>,
     path: Arc<PathBuf>,
 }
 
 impl DiskStore {
-    /// Open (or create) the database in `dir`, creating the directory (mode 0700) if needed.
+    /// Open (or create) the database in `dir`, creating the directory (mode 0700) if needed,
+    /// and import the state an earlier mcpbox kept there, if not done yet.
     pub async fn open(dir: PathBuf) -> Result<Self, KvError> {
         let path = dir.join(FILE_NAME);
         let shown = path.clone();
-        let db = tokio::task::spawn_blocking(move || {
+        let writer = tokio::task::spawn_blocking(move || {
             create_private_dir(&dir)?;
-            let db = Database::create(&path).map_err(|e| match e {
-                redb::DatabaseError::DatabaseAlreadyOpen => KvError::Unavailable(format!(
-                    "{} is in use by another mcpbox process; give each process its own \
-                     --state-dir, or let them share state through --state redis://…",
+            let mut writer = connect(&path, true)?;
+            let mode: String = writer
+                .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+                .map_err(|e| failed(&path, &e))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(KvError::Unavailable(format!(
+                    "cannot open {} in WAL mode (it stays in `{mode}` mode): the state \
+                     directory must be on a local file system",
                     path.display()
-                )),
-                other => KvError::Unavailable(format!("cannot open {}: {other}", path.display())),
-            })?;
-            // Both tables exist from the start, so readers never meet a missing table.
-            let txn = db.begin_write().map_err(backend)?;
-            txn.open_table(ENTRIES).map_err(backend)?;
-            txn.open_table(USAGE).map_err(backend)?;
-            txn.open_table(META).map_err(backend)?;
-            txn.commit().map_err(backend)?;
-            Ok::<_, KvError>(db)
+                )));
+            }
+            let imported = initialise(&mut writer, &dir, &path)?;
+            if let Some(imported) = imported {
+                tracing::info!(
+                    from = %dir.join(import::FILE_NAME).display(),
+                    into = %path.display(),
+                    entries = imported.entries,
+                    namespaces = imported.spaces,
+                    "imported the plugin state of the earlier state file; it is left in place, \
+                     unused (delete it once this version is kept)"
+                );
+            }
+            Ok::<_, KvError>(writer)
         })
         .await
         .map_err(|e| KvError::Backend(format!("the open task failed: {e}")))??;
         Ok(Self {
-            db: Arc::new(db),
+            writer: Arc::new(tokio::sync::Mutex::new(writer)),
+            readers: std::sync::Mutex::new(Vec::new()),
             path: Arc::new(shown),
         })
     }
 
-    /// Run `work` on the blocking pool with the database.
-    fn blocking<'a, T: Send + 'static>(
+    /// Run `work` in one write transaction (`BEGIN IMMEDIATE`) on the blocking pool, and
+    /// commit it if it returns `Ok`; an `Err` rolls it back.
+    fn write<'a, T: Send + 'static>(
         &'a self,
-        work: impl FnOnce(&Database) -> Result<T, KvError> + Send + 'static,
+        work: impl FnOnce(&Transaction<'_>) -> Result<T, KvError> + Send + 'static,
     ) -> BoxFuture<'a, Result<T, KvError>> {
-        let db = Arc::clone(&self.db);
+        let writer = Arc::clone(&self.writer);
         let path = Arc::clone(&self.path);
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || work(&db))
-                .await
-                .map_err(|e| {
-                    KvError::Backend(format!("a task on {} failed: {e}", path.display()))
-                })?
+            let mut connection = writer.lock_owned().await;
+            tokio::task::spawn_blocking(move || {
+                let txn = connection
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(|e| failed(&path, &e))?;
+                let answer = work(&txn)?;
+                txn.commit().map_err(|e| failed(&path, &e))?;
+                Ok(answer)
+            })
+            .await
+            .map_err(|e| {
+                KvError::Backend(format!("a task on {} failed: {e}", self.path.display()))
+            })?
         })
     }
 
-    /// Run a read with the database on the calling thread. A read takes no lock a writer
-    /// holds (redb's readers see the last commit) and is served from redb's page cache once
-    /// warm, so a hand-off to the blocking pool (tens of µs) would cost more than the read;
-    /// a read that misses the cache waits on one page from the local disk.
+    /// Run a read on the calling thread, with an idle read connection or a new one.
     fn read<'a, T: Send + 'static>(
         &'a self,
-        work: impl FnOnce(&Database) -> Result<T, KvError> + Send + 'static,
+        work: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
     ) -> BoxFuture<'a, Result<T, KvError>> {
-        Box::pin(std::future::ready(work(&self.db)))
+        Box::pin(std::future::ready(self.with_reader(work)))
+    }
+
+    fn with_reader<T>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
+    ) -> Result<T, KvError> {
+        let idle = self
+            .readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        let connection = match idle {
+            Some(connection) => connection,
+            None => connect(&self.path, false)?,
+        };
+        let answer = work(&connection).map_err(|e| failed(&self.path, &e));
+        let mut readers = self
+            .readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if readers.len() < IDLE_READERS {
+            readers.push(connection);
+        }
+        answer
     }
 
     /// A read-modify-write of one key in one write transaction: `change` gets the current
@@ -107,41 +196,36 @@ impl DiskStore {
         change: impl FnOnce(Option<&[u8]>) -> Result<(Option<Vec<u8>>, T), KvError> + Send + 'static,
     ) -> BoxFuture<'_, Result<T, KvError>> {
         let (plugin, bucket, key) = (plugin.to_owned(), bucket.to_owned(), key.to_owned());
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(backend)?;
-            let answer = {
-                let mut entries = txn.open_table(ENTRIES).map_err(backend)?;
-                let mut usage_table = txn.open_table(USAGE).map_err(backend)?;
-                let old = entries
-                    .get((plugin.as_str(), bucket.as_str(), key.as_str()))
-                    .map_err(backend)?
-                    .map(|guard| guard.value().to_vec());
-                let (new, answer) = change(old.as_deref())?;
-                let Some(new) = new else {
-                    return Ok(answer);
-                };
-                let lengths = (old.as_ref().map(|v| v.len() as u64), new.len() as u64);
-                let usage = read_usage(&usage_table, &plugin)?;
-                let (after, total) = usages_after(&plugin, &key, lengths, quota, usage, |owner| {
-                    read_usage(&usage_table, owner)
-                })?;
-                entries
-                    .insert(
-                        (plugin.as_str(), bucket.as_str(), key.as_str()),
-                        new.as_slice(),
-                    )
-                    .map_err(backend)?;
-                usage_table
-                    .insert(plugin.as_str(), (after.bytes, after.keys))
-                    .map_err(backend)?;
-                if let Some((owner, after)) = total {
-                    usage_table
-                        .insert(owner, (after.bytes, after.keys))
-                        .map_err(backend)?;
-                }
-                answer
+        let path = Arc::clone(&self.path);
+        self.write(move |txn| {
+            let sql = |e: rusqlite::Error| failed(&path, &e);
+            let old = value_of(txn, &plugin, &bucket, &key).map_err(sql)?;
+            let (new, answer) = change(old.as_deref())?;
+            let Some(new) = new else {
+                return Ok(answer);
             };
-            txn.commit().map_err(backend)?;
+            let lengths = (old.as_ref().map(|v| v.len() as u64), new.len() as u64);
+            let usage = read_usage(txn, &plugin, &path)?;
+            let (after, total) = usages_after(&plugin, &key, lengths, quota, usage, |owner| {
+                read_usage(txn, owner, &path)
+            })?;
+            txn.prepare_cached(
+                "INSERT INTO entries (plugin, bucket, key, value) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (plugin, bucket, key) DO UPDATE SET value = excluded.value",
+            )
+            .and_then(|mut statement| {
+                statement.execute(params![
+                    plugin.as_bytes(),
+                    bucket.as_bytes(),
+                    key.as_bytes(),
+                    new
+                ])
+            })
+            .map_err(sql)?;
+            write_usage(txn, &plugin, Some(after), &path)?;
+            if let Some((owner, after)) = total {
+                write_usage(txn, owner, Some(after), &path)?;
+            }
             Ok(answer)
         })
     }
@@ -154,15 +238,7 @@ impl StateStore for DiskStore {
         bucket: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<Option<Vec<u8>>, KvError>> {
-        let (plugin, bucket, key) = (plugin.to_owned(), bucket.to_owned(), key.to_owned());
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
-            let entries = txn.open_table(ENTRIES).map_err(backend)?;
-            Ok(entries
-                .get((plugin.as_str(), bucket.as_str(), key.as_str()))
-                .map_err(backend)?
-                .map(|guard| guard.value().to_vec()))
-        })
+        self.read(move |connection| value_of(connection, plugin, bucket, key))
     }
 
     fn set<'a>(
@@ -183,28 +259,40 @@ impl StateStore for DiskStore {
         key: &'a str,
     ) -> BoxFuture<'a, Result<(), KvError>> {
         let (plugin, bucket, key) = (plugin.to_owned(), bucket.to_owned(), key.to_owned());
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(backend)?;
-            {
-                let mut entries = txn.open_table(ENTRIES).map_err(backend)?;
-                let removed = entries
-                    .remove((plugin.as_str(), bucket.as_str(), key.as_str()))
-                    .map_err(backend)?
-                    .map(|guard| guard.value().len() as u64);
-                let Some(size) = removed else {
-                    return Ok(());
-                };
-                let mut usage_table = txn.open_table(USAGE).map_err(backend)?;
-                let freed = Usage {
-                    bytes: size + key.len() as u64,
-                    keys: 1,
-                };
-                release(&mut usage_table, &plugin, freed)?;
-                if let Some(owner) = owner_of(&plugin) {
-                    release(&mut usage_table, owner, freed)?;
-                }
+        let path = Arc::clone(&self.path);
+        self.write(move |txn| {
+            let sql = |e: rusqlite::Error| failed(&path, &e);
+            let size: Option<i64> = txn
+                .prepare_cached(
+                    "SELECT length(value) FROM entries WHERE plugin = ?1 AND bucket = ?2 AND key = ?3",
+                )
+                .and_then(|mut statement| {
+                    statement
+                        .query_row(
+                            params![plugin.as_bytes(), bucket.as_bytes(), key.as_bytes()],
+                            |row| row.get(0),
+                        )
+                        .optional()
+                })
+                .map_err(sql)?;
+            let Some(size) = size else {
+                return Ok(());
+            };
+            txn.prepare_cached(
+                "DELETE FROM entries WHERE plugin = ?1 AND bucket = ?2 AND key = ?3",
+            )
+            .and_then(|mut statement| {
+                statement.execute(params![plugin.as_bytes(), bucket.as_bytes(), key.as_bytes()])
+            })
+            .map_err(sql)?;
+            let freed = Usage {
+                bytes: size.unsigned_abs() + key.len() as u64,
+                keys: 1,
+            };
+            release(txn, &plugin, freed, &path)?;
+            if let Some(owner) = owner_of(&plugin) {
+                release(txn, owner, freed, &path)?;
             }
-            txn.commit().map_err(backend)?;
             Ok(())
         })
     }
@@ -215,8 +303,17 @@ impl StateStore for DiskStore {
         bucket: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<bool, KvError>> {
-        let get = self.get(plugin, bucket, key);
-        Box::pin(async move { Ok(get.await?.is_some()) })
+        self.read(move |connection| {
+            connection
+                .prepare_cached(
+                    "SELECT 1 FROM entries WHERE plugin = ?1 AND bucket = ?2 AND key = ?3",
+                )?
+                .exists(params![
+                    plugin.as_bytes(),
+                    bucket.as_bytes(),
+                    key.as_bytes()
+                ])
+        })
     }
 
     fn list_keys<'a>(
@@ -225,34 +322,56 @@ impl StateStore for DiskStore {
         bucket: &'a str,
         after: Option<&'a str>,
     ) -> BoxFuture<'a, Result<KeyPage, KvError>> {
-        use std::ops::Bound;
-        let (plugin, bucket) = (plugin.to_owned(), bucket.to_owned());
-        let after = after.map(str::to_owned);
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
-            let entries = txn.open_table(ENTRIES).map_err(backend)?;
-            // Exactly this bucket's entries after the cursor (keys come in byte order):
-            // whatever the cursor, nothing outside the bucket is visited.
-            let end = successor(&bucket);
-            let start = match &after {
-                Some(after) => Bound::Excluded((plugin.as_str(), bucket.as_str(), after.as_str())),
-                None => Bound::Included((plugin.as_str(), bucket.as_str(), "")),
-            };
-            let range = (start, Bound::Excluded((plugin.as_str(), end.as_str(), "")));
-            let mut keys = Vec::new();
-            let mut more = false;
-            for entry in entries.range(range).map_err(backend)? {
-                let (k, _) = entry.map_err(backend)?;
-                let (p, b, key) = k.value();
-                if p != plugin || b != bucket {
-                    break;
+        // One more than a page, to know whether there are more.
+        let limit = i64::try_from(LIST_PAGE_KEYS + 1).unwrap_or(i64::MAX);
+        let path = Arc::clone(&self.path);
+        let listed = self.read(move |connection| {
+            // Exactly this bucket's keys after the cursor, in byte order: whatever the cursor,
+            // nothing outside the bucket is visited.
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            match after {
+                Some(after) => {
+                    let mut statement = connection.prepare_cached(
+                        "SELECT key FROM entries WHERE plugin = ?1 AND bucket = ?2 AND key > ?3
+                         ORDER BY key LIMIT ?4",
+                    )?;
+                    let rows = statement.query_map(
+                        params![
+                            plugin.as_bytes(),
+                            bucket.as_bytes(),
+                            after.as_bytes(),
+                            limit
+                        ],
+                        |row| row.get(0),
+                    )?;
+                    for row in rows {
+                        keys.push(row?);
+                    }
                 }
-                if keys.len() == LIST_PAGE_KEYS {
-                    more = true;
-                    break;
+                None => {
+                    let mut statement = connection.prepare_cached(
+                        "SELECT key FROM entries WHERE plugin = ?1 AND bucket = ?2
+                         ORDER BY key LIMIT ?3",
+                    )?;
+                    let rows = statement.query_map(
+                        params![plugin.as_bytes(), bucket.as_bytes(), limit],
+                        |row| row.get(0),
+                    )?;
+                    for row in rows {
+                        keys.push(row?);
+                    }
                 }
-                keys.push(key.to_owned());
             }
+            Ok(keys)
+        });
+        Box::pin(async move {
+            let mut keys = listed
+                .await?
+                .into_iter()
+                .map(|key| text(key, &path))
+                .collect::<Result<Vec<_>, _>>()?;
+            let more = keys.len() > LIST_PAGE_KEYS;
+            keys.truncate(LIST_PAGE_KEYS);
             let cursor = if more { keys.last().cloned() } else { None };
             Ok(KeyPage { keys, cursor })
         })
@@ -267,7 +386,7 @@ impl StateStore for DiskStore {
         unsigned: bool,
         quota: Quota,
     ) -> BoxFuture<'a, Result<i64, KvError>> {
-        // A refusal returns before the write: the transaction is dropped, nothing is written.
+        // A refusal returns before the write: the transaction rolls back, nothing is written.
         self.update(plugin, bucket, key, quota, move |old| {
             let sum = add_counter(parse_counter(old)?, delta, unsigned)?;
             Ok((Some(sum.to_string().into_bytes()), sum))
@@ -292,87 +411,72 @@ impl StateStore for DiskStore {
     }
 
     fn entries<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<Vec<EntryInfo>, KvError>> {
-        let plugin = plugin.to_owned();
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
-            let entries = txn.open_table(ENTRIES).map_err(backend)?;
-            let mut out = Vec::new();
-            let end = successor(&plugin);
-            for entry in entries
-                .range((plugin.as_str(), "", "")..(end.as_str(), "", ""))
-                .map_err(backend)?
-            {
-                let (k, v) = entry.map_err(backend)?;
-                let (p, bucket, key) = k.value();
-                if p != plugin {
-                    break;
-                }
-                out.push(EntryInfo {
-                    bucket: bucket.to_owned(),
-                    key: key.to_owned(),
-                    size: v.value().len() as u64,
-                });
-            }
-            Ok(out)
+        let path = Arc::clone(&self.path);
+        let listed = self.read(move |connection| {
+            let mut statement = connection.prepare_cached(
+                "SELECT bucket, key, length(value) FROM entries WHERE plugin = ?1
+                 ORDER BY bucket, key",
+            )?;
+            let rows = statement.query_map(params![plugin.as_bytes()], |row| {
+                Ok((
+                    row.get::<_, Vec<u8>>(0)?,
+                    row.get::<_, Vec<u8>>(1)?,
+                    row.get::<_, i64>(2)?,
+                ))
+            })?;
+            rows.collect::<Result<Vec<_>, _>>()
+        });
+        Box::pin(async move {
+            listed
+                .await?
+                .into_iter()
+                .map(|(bucket, key, size)| {
+                    Ok(EntryInfo {
+                        bucket: text(bucket, &path)?,
+                        key: text(key, &path)?,
+                        size: size.unsigned_abs(),
+                    })
+                })
+                .collect()
         })
     }
 
     fn usage<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<Usage, KvError>> {
-        let plugin = plugin.to_owned();
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
-            let usage = txn.open_table(USAGE).map_err(backend)?;
-            Ok(usage
-                .get(plugin.as_str())
-                .map_err(backend)?
-                .map(|guard| {
-                    let (bytes, keys) = guard.value();
-                    Usage { bytes, keys }
-                })
-                .unwrap_or_default())
+        let path = Arc::clone(&self.path);
+        let row = self.read(move |connection| usage_row(connection, plugin));
+        Box::pin(async move {
+            row.await?
+                .map_or(Ok(Usage::default()), |row| to_usage(row, &path))
         })
     }
 
     fn clear<'a>(&'a self, plugin: &'a str) -> BoxFuture<'a, Result<u64, KvError>> {
         let plugin = plugin.to_owned();
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(backend)?;
-            let mut removed = 0u64;
-            {
-                let mut entries = txn.open_table(ENTRIES).map_err(backend)?;
-                let mut usage = txn.open_table(USAGE).map_err(backend)?;
-                let end = successor(&plugin);
-                entries
-                    .retain_in(
-                        (plugin.as_str(), "", "")..(end.as_str(), "", ""),
-                        |(p, _, _), _| {
-                            let mine = p == plugin;
-                            removed += u64::from(mine);
-                            !mine
-                        },
-                    )
-                    .map_err(backend)?;
-                let held = read_usage(&usage, &plugin)?;
-                usage.remove(plugin.as_str()).map_err(backend)?;
-                match owner_of(&plugin) {
-                    // One caller's data: the plugin's total goes down by what it held.
-                    Some(owner) => release(&mut usage, owner, held)?,
-                    // A plugin's data: every caller's namespace in it goes too.
-                    None => {
-                        let (from, to) = callers_range(&plugin);
-                        entries
-                            .retain_in((from.as_str(), "", "")..(to.as_str(), "", ""), |_, _| {
-                                removed += 1;
-                                false
-                            })
-                            .map_err(backend)?;
-                        usage
-                            .retain_in(from.as_str()..to.as_str(), |_, _| false)
-                            .map_err(backend)?;
-                    }
+        let path = Arc::clone(&self.path);
+        self.write(move |txn| {
+            let sql = |e: rusqlite::Error| failed(&path, &e);
+            let mut removed = txn
+                .prepare_cached("DELETE FROM entries WHERE plugin = ?1")
+                .and_then(|mut statement| statement.execute(params![plugin.as_bytes()]))
+                .map_err(sql)? as u64;
+            let held = read_usage(txn, &plugin, &path)?;
+            write_usage(txn, &plugin, None, &path)?;
+            match owner_of(&plugin) {
+                // One caller's data: the plugin's total goes down by what it held.
+                Some(owner) => release(txn, owner, held, &path)?,
+                // A plugin's data: every caller's namespace in it goes too.
+                None => {
+                    let (from, to) = callers_range(&plugin);
+                    let range = params![from.as_bytes(), to.as_bytes()];
+                    removed += txn
+                        .prepare_cached("DELETE FROM entries WHERE plugin >= ?1 AND plugin < ?2")
+                        .and_then(|mut statement| statement.execute(range))
+                        .map_err(sql)? as u64;
+                    txn.prepare_cached("DELETE FROM usage WHERE space >= ?1 AND space < ?2")
+                        .and_then(|mut statement| statement.execute(range))
+                        .map_err(sql)?;
                 }
             }
-            txn.commit().map_err(backend)?;
             Ok(removed)
         })
     }
@@ -381,17 +485,24 @@ impl StateStore for DiskStore {
         &'a self,
         plugin: &'a str,
     ) -> BoxFuture<'a, Result<Vec<(String, Usage)>, KvError>> {
-        let plugin = plugin.to_owned();
-        self.read(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
-            let usage = txn.open_table(USAGE).map_err(backend)?;
-            let (from, to) = callers_range(&plugin);
+        let (from, to) = callers_range(plugin);
+        let path = Arc::clone(&self.path);
+        let rows = self.read(|connection| {
+            let mut statement = connection.prepare_cached(
+                "SELECT space, bytes, keys FROM usage WHERE space >= ?1 AND space < ?2
+                 ORDER BY space",
+            )?;
+            let rows = statement.query_map(params![from.as_bytes(), to.as_bytes()], |row| {
+                Ok((row.get::<_, Vec<u8>>(0)?, (row.get(1)?, row.get(2)?)))
+            })?;
+            rows.collect::<Result<Vec<_>, _>>()
+        });
+        Box::pin(async move {
             let mut out = Vec::new();
-            for row in usage.range(from.as_str()..to.as_str()).map_err(backend)? {
-                let (space, value) = row.map_err(backend)?;
-                let (bytes, keys) = value.value();
-                if let Some(id) = space.value().strip_prefix(from.as_str()) {
-                    out.push((id.to_owned(), Usage { bytes, keys }));
+            for (space, row) in rows.await? {
+                let space = text(space, &path)?;
+                if let Some(id) = space.strip_prefix(from.as_str()) {
+                    out.push((id.to_owned(), to_usage(row, &path)?));
                 }
             }
             Ok(out)
@@ -399,76 +510,212 @@ impl StateStore for DiskStore {
     }
 
     fn host_key(&self) -> BoxFuture<'_, Result<[u8; 32], KvError>> {
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(backend)?;
-            let key = {
-                let mut meta = txn.open_table(META).map_err(backend)?;
-                let stored = meta
-                    .get(HOST_KEY)
-                    .map_err(backend)?
-                    .and_then(|guard| <[u8; 32]>::try_from(guard.value()).ok());
-                match stored {
-                    Some(key) => key,
-                    None => {
-                        let key = super::random_key();
-                        meta.insert(HOST_KEY, key.as_slice()).map_err(backend)?;
-                        key
-                    }
-                }
-            };
-            txn.commit().map_err(backend)?;
+        // Made once, by whichever process asks first: the check and the insert are one write
+        // transaction, so two processes asking at once agree on one key.
+        let stored = self.with_reader(|connection| meta_value(connection, HOST_KEY));
+        if let Ok(Some(key)) = stored.as_ref().map(|v| v.as_deref().and_then(as_key)) {
+            return Box::pin(std::future::ready(Ok(key)));
+        }
+        let path = Arc::clone(&self.path);
+        self.write(move |txn| {
+            let stored = meta_value(txn, HOST_KEY).map_err(|e| failed(&path, &e))?;
+            if let Some(key) = stored.as_deref().and_then(as_key) {
+                return Ok(key);
+            }
+            let key = super::random_key();
+            txn.execute(
+                "INSERT INTO meta (name, value) VALUES (?1, ?2)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                params![HOST_KEY, key.as_slice()],
+            )
+            .map_err(|e| failed(&path, &e))?;
             Ok(key)
         })
     }
 }
 
-/// The name of the host key's row in [`META`].
-const HOST_KEY: &str = "caller-id-key";
+/// The host key as stored, if it is one.
+fn as_key(value: &[u8]) -> Option<[u8; 32]> {
+    <[u8; 32]>::try_from(value).ok()
+}
+
+/// Open a connection to `path` (creating the file with `create`), waiting up to
+/// [`BUSY_TIMEOUT`] for locks, every commit fsynced.
+fn connect(path: &Path, create: bool) -> Result<Connection, KvError> {
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let connection = Connection::open_with_flags(path, flags)
+        .map_err(|e| KvError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+    make_private(path)?;
+    connection
+        .busy_timeout(BUSY_TIMEOUT)
+        .and_then(|()| connection.pragma_update(None, "synchronous", "FULL"))
+        // After a checkpoint, the log is cut back to this size (it is reused, not regrown).
+        .and_then(|()| connection.pragma_update(None, "journal_size_limit", 8 << 20))
+        .map_err(|e| failed(path, &e))?;
+    Ok(connection)
+}
+
+/// Make the tables, and import the earlier state file's content if that was never done, in
+/// one write transaction: a second process opening the store at the same time waits for it,
+/// then finds the import done.
+fn initialise(
+    connection: &mut Connection,
+    dir: &Path,
+    path: &Path,
+) -> Result<Option<import::Imported>, KvError> {
+    let sql = |e: rusqlite::Error| failed(path, &e);
+    let txn = connection
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(sql)?;
+    txn.execute_batch(SCHEMA).map_err(sql)?;
+    let imported = import::once(&txn, &dir.join(import::FILE_NAME), path)?;
+    txn.commit().map_err(sql)?;
+    Ok(imported)
+}
+
+/// The value at (plugin, bucket, key).
+fn value_of(
+    connection: &Connection,
+    plugin: &str,
+    bucket: &str,
+    key: &str,
+) -> Result<Option<Vec<u8>>, rusqlite::Error> {
+    connection
+        .prepare_cached("SELECT value FROM entries WHERE plugin = ?1 AND bucket = ?2 AND key = ?3")?
+        .query_row(
+            params![plugin.as_bytes(), bucket.as_bytes(), key.as_bytes()],
+            |row| row.get(0),
+        )
+        .optional()
+}
+
+/// A row of `meta`.
+fn meta_value(connection: &Connection, name: &str) -> Result<Option<Vec<u8>>, rusqlite::Error> {
+    connection
+        .prepare_cached("SELECT value FROM meta WHERE name = ?1")?
+        .query_row(params![name], |row| row.get(0))
+        .optional()
+}
+
+/// The usage row of `space` as stored: (bytes, keys).
+fn usage_row(connection: &Connection, space: &str) -> Result<Option<(i64, i64)>, rusqlite::Error> {
+    connection
+        .prepare_cached("SELECT bytes, keys FROM usage WHERE space = ?1")?
+        .query_row(params![space.as_bytes()], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .optional()
+}
 
 /// The usage row of `space` (nothing stored: zero).
-fn read_usage(
-    table: &impl ReadableTable<&'static str, (u64, u64)>,
+fn read_usage(connection: &Connection, space: &str, path: &Path) -> Result<Usage, KvError> {
+    usage_row(connection, space)
+        .map_err(|e| failed(path, &e))?
+        .map_or(Ok(Usage::default()), |row| to_usage(row, path))
+}
+
+/// Store the usage row of `space` (`None`: remove it).
+fn write_usage(
+    connection: &Connection,
     space: &str,
-) -> Result<Usage, KvError> {
-    Ok(table
-        .get(space)
-        .map_err(backend)?
-        .map(|guard| {
-            let (bytes, keys) = guard.value();
-            Usage { bytes, keys }
-        })
-        .unwrap_or_default())
+    usage: Option<Usage>,
+    path: &Path,
+) -> Result<(), KvError> {
+    let done = match usage {
+        Some(usage) => {
+            let number = |n: u64| {
+                i64::try_from(n).map_err(|_| {
+                    KvError::Backend(format!("a usage of {n} does not fit in {}", path.display()))
+                })
+            };
+            let (bytes, keys) = (number(usage.bytes)?, number(usage.keys)?);
+            connection
+                .prepare_cached(
+                    "INSERT INTO usage (space, bytes, keys) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (space) DO UPDATE SET bytes = excluded.bytes, keys = excluded.keys",
+                )
+                .and_then(|mut statement| statement.execute(params![space.as_bytes(), bytes, keys]))
+        }
+        None => connection
+            .prepare_cached("DELETE FROM usage WHERE space = ?1")
+            .and_then(|mut statement| statement.execute(params![space.as_bytes()])),
+    };
+    done.map(drop).map_err(|e| failed(path, &e))
 }
 
 /// Take `freed` off the usage row of `space` ([`released`]: a caller's empty row goes).
-fn release(
-    table: &mut redb::Table<&'static str, (u64, u64)>,
-    space: &str,
-    freed: Usage,
-) -> Result<(), KvError> {
-    match released(space, read_usage(table, space)?, freed) {
-        Some(left) => table
-            .insert(space, (left.bytes, left.keys))
-            .map_err(backend)?,
-        None => table.remove(space).map_err(backend)?,
-    };
+fn release(connection: &Connection, space: &str, freed: Usage, path: &Path) -> Result<(), KvError> {
+    let held = read_usage(connection, space, path)?;
+    write_usage(connection, space, released(space, held, freed), path)
+}
+
+/// A usage row as stored, as a [`Usage`]: never negative.
+fn to_usage((bytes, keys): (i64, i64), path: &Path) -> Result<Usage, KvError> {
+    match (u64::try_from(bytes), u64::try_from(keys)) {
+        (Ok(bytes), Ok(keys)) => Ok(Usage { bytes, keys }),
+        _ => Err(KvError::Backend(format!(
+            "{} holds a negative usage ({bytes} bytes, {keys} keys)",
+            path.display()
+        ))),
+    }
+}
+
+/// A name as stored (always written from a `&str`) back as text.
+fn text(bytes: Vec<u8>, path: &Path) -> Result<String, KvError> {
+    String::from_utf8(bytes)
+        .map_err(|_| KvError::Backend(format!("{} holds a name that is not UTF-8", path.display())))
+}
+
+/// A SQLite failure on `path`, as a [`KvError`]: a lock another process held for longer than
+/// [`BUSY_TIMEOUT`] makes the store unavailable for now; anything else is a backend failure.
+fn failed(path: &Path, error: &rusqlite::Error) -> KvError {
+    match error.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => KvError::Unavailable(format!(
+            "{} was locked by another connection for over {} s ({error}); try again",
+            path.display(),
+            BUSY_TIMEOUT.as_secs()
+        )),
+        _ => KvError::Backend(format!("{}: {error}", path.display())),
+    }
+}
+
+/// Make the database, its log and the log's index readable by this user only. SQLite creates
+/// the database as the umask allows and gives the other two the database's mode; the mode is
+/// set by path (`chmod`), never through a descriptor of our own, whose closing would drop the
+/// locks SQLite holds on the file.
+fn make_private(path: &Path) -> Result<(), KvError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mut names = vec![path.to_owned()];
+        for suffix in ["-wal", "-shm"] {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            names.push(PathBuf::from(name));
+        }
+        for name in names {
+            let Ok(metadata) = std::fs::metadata(&name) else {
+                continue;
+            };
+            if metadata.permissions().mode() & 0o077 != 0 {
+                std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600)).map_err(
+                    |e| {
+                        KvError::Unavailable(format!("cannot make {} private: {e}", name.display()))
+                    },
+                )?;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
     Ok(())
 }
 
-/// The first string greater than `s`: `s` followed by NUL. Tuples compare field by field, so
-/// `(…, s, k) < (…, successor(s), "")` for every `k`, and no other name falls in between: the
-/// exclusive upper bound of the entries whose field is exactly `s`.
-fn successor(s: &str) -> String {
-    format!("{s}\0")
-}
-
-/// Any redb failure, as a backend error.
-fn backend(error: impl Into<redb::Error>) -> KvError {
-    KvError::Backend(error.into().to_string())
-}
-
 /// Create `dir` (and its parents) readable by this user only.
-fn create_private_dir(dir: &std::path::Path) -> Result<(), KvError> {
+fn create_private_dir(dir: &Path) -> Result<(), KvError> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -486,18 +733,224 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "test code")]
 
     use super::*;
+    use crate::kv::suite;
 
     #[tokio::test]
     async fn pages_and_listings_stay_inside_their_namespace() {
         let dir = tempfile::tempdir().unwrap();
         let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
-        super::super::suite::namespaces(&store).await;
+        suite::namespaces(&store).await;
     }
 
     #[tokio::test]
     async fn callers_spaces_count_against_their_quota_and_the_plugins_total() {
         let dir = tempfile::tempdir().unwrap();
         let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
-        super::super::suite::caller_spaces(&store).await;
+        suite::caller_spaces(&store).await;
+    }
+
+    /// Stores opened at once on one fresh directory stand for processes (SQLite locks each
+    /// connection apart, in one process as across several): all open, agree on one host key,
+    /// lose no increment, and hold one quota exactly.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn several_stores_on_one_directory_share_it_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let stores: Vec<DiskStore> =
+            futures::future::join_all((0..4).map(|_| DiskStore::open(dir.path().join("state"))))
+                .await
+                .into_iter()
+                .collect::<Result<_, _>>()
+                .unwrap();
+        let keys = futures::future::join_all(stores.iter().map(StateStore::host_key)).await;
+        let first = *keys[0].as_ref().unwrap();
+        assert!(keys.iter().all(|key| key.as_ref().unwrap() == &first));
+
+        let quota = Quota::default();
+        let increments = stores.iter().flat_map(|store| {
+            (0..50).map(move |_| store.increment("p", "b", "n", 1, false, quota))
+        });
+        let mut sums: Vec<i64> = futures::future::join_all(increments)
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        sums.sort_unstable();
+        assert_eq!(sums, (1..=200).collect::<Vec<_>>());
+
+        let tight = Quota {
+            max_keys: 30,
+            ..Quota::default()
+        };
+        let names: Vec<(usize, String)> = (0..80).map(|n| (n % 4, format!("k{n}"))).collect();
+        let sets = names
+            .iter()
+            .map(|(s, key)| stores[*s].set("q", "b", key, b"v".to_vec(), tight));
+        let results: Vec<_> = futures::future::join_all(sets).await;
+        assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 30);
+        assert!(results.iter().filter_map(|r| r.as_ref().err()).all(|e| {
+            e.to_string()
+                .starts_with("quota exceeded: plugin `q` would hold 31 keys")
+        }));
+        for store in &stores {
+            assert_eq!(store.usage("q").await.unwrap().keys, 30);
+            assert_eq!(store.entries("q").await.unwrap().len(), 30);
+        }
+    }
+
+    /// The directory is the user's own, and so are the database and its log.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_files_are_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let store = DiskStore::open(state.clone()).await.unwrap();
+        store
+            .set("p", "b", "k", b"v".to_vec(), Quota::default())
+            .await
+            .unwrap();
+        let mode = |name: &str| {
+            std::fs::metadata(state.join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode(""), 0o700);
+        for name in [FILE_NAME, "state.sqlite-wal", "state.sqlite-shm"] {
+            assert_eq!(mode(name), 0o600, "{name}");
+        }
+    }
+
+    /// Write `dir/state.redb` as the earlier mcpbox did: an entry of a plugin, one of a
+    /// caller, their usage rows and the host key.
+    fn earlier_state(dir: &Path, value: &[u8]) {
+        use import::{ENTRIES, META, USAGE};
+        let db = redb::Database::create(dir.join(import::FILE_NAME)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut entries = txn.open_table(ENTRIES).unwrap();
+            entries.insert(("todo", "default", "k"), value).unwrap();
+            entries
+                .insert(("todo/c1", "default", "item:1"), b"one".as_slice())
+                .unwrap();
+            let mut usage = txn.open_table(USAGE).unwrap();
+            usage
+                .insert("todo", (2 + value.len() as u64 + 9, 2))
+                .unwrap();
+            usage.insert("todo/c1", (9, 1)).unwrap();
+            let mut meta = txn.open_table(META).unwrap();
+            meta.insert(HOST_KEY, [7u8; 32].as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_earlier_state_file_is_imported_once_and_left_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        earlier_state(dir.path(), b"v");
+        let before = std::fs::read(dir.path().join(import::FILE_NAME)).unwrap();
+        // Two stores opening at once: one imports, the other finds it done.
+        let (one, two) = tokio::join!(
+            DiskStore::open(dir.path().to_owned()),
+            DiskStore::open(dir.path().to_owned())
+        );
+        let (one, two) = (one.unwrap(), two.unwrap());
+        for store in [&one, &two] {
+            assert_eq!(
+                store.get("todo", "default", "k").await.unwrap(),
+                Some(b"v".to_vec())
+            );
+            assert_eq!(
+                store.get("todo/c1", "default", "item:1").await.unwrap(),
+                Some(b"one".to_vec())
+            );
+            assert_eq!(
+                store.usage("todo").await.unwrap(),
+                Usage { bytes: 12, keys: 2 }
+            );
+            assert_eq!(
+                store.callers("todo").await.unwrap(),
+                [("c1".to_owned(), Usage { bytes: 9, keys: 1 })]
+            );
+            assert_eq!(store.host_key().await.unwrap(), [7u8; 32]);
+        }
+        let marker = one
+            .with_reader(|c| meta_value(c, "redb-import"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(marker).unwrap(),
+            "imported 2 entries and 2 usage rows from state.redb"
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join(import::FILE_NAME)).unwrap(),
+            before,
+            "the earlier file is left as it was"
+        );
+        // Quotas go on from the imported usage.
+        one.delete("todo/c1", "default", "item:1").await.unwrap();
+        assert_eq!(
+            one.usage("todo").await.unwrap(),
+            Usage { bytes: 3, keys: 1 }
+        );
+        assert!(one.callers("todo").await.unwrap().is_empty());
+        drop((one, two));
+
+        // Opened again, even with the old file changed since, nothing is imported twice.
+        std::fs::remove_file(dir.path().join(import::FILE_NAME)).unwrap();
+        earlier_state(dir.path(), b"changed");
+        let again = DiskStore::open(dir.path().to_owned()).await.unwrap();
+        assert_eq!(
+            again.get("todo", "default", "k").await.unwrap(),
+            Some(b"v".to_vec())
+        );
+        assert_eq!(
+            again.get("todo/c1", "default", "item:1").await.unwrap(),
+            None
+        );
+    }
+
+    /// An earlier file that another process still holds is not skipped: the open fails,
+    /// saying why, and the import happens on the next open once it is let go.
+    #[tokio::test]
+    async fn an_earlier_state_file_in_use_is_imported_once_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        earlier_state(dir.path(), b"v");
+        let held = redb::Database::open(dir.path().join(import::FILE_NAME)).unwrap();
+        let error = DiskStore::open(dir.path().to_owned())
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains(
+                "(the state an earlier mcpbox kept) is held by a process of that version"
+            ),
+            "{error}"
+        );
+        drop(held);
+        let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
+        assert_eq!(
+            store.get("todo", "default", "k").await.unwrap(),
+            Some(b"v".to_vec())
+        );
+    }
+
+    /// Single-process latency of `set`, `get` and `increment` on the debug build (a
+    /// measurement for BENCHMARKS.md, not a check): `cargo test -p mcpbox --lib
+    /// kv::disk::tests::latency -- --ignored --nocapture`. The database is under `target/`,
+    /// on the disk the state directory would be on (not a tmpfs).
+    #[tokio::test(flavor = "multi_thread")]
+    #[ignore = "a measurement, run by hand"]
+    #[expect(clippy::print_stderr, reason = "the measurement's report")]
+    async fn latency() {
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-state");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(base).unwrap();
+        let store = DiskStore::open(dir.path().to_owned()).await.unwrap();
+        for (op, p50, p99) in suite::latency(&store, 2000).await {
+            eprintln!("{FILE_NAME} {op}: p50 {p50:.1} µs, p99 {p99:.1} µs");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Durable plugin state: the key-value store behind `wasi:keyvalue`, one namespace per plugin.
 //!
-//! Owns the [`StateStore`] trait and its implementations: an embedded database on disk
-//! (`disk`, the default: a single process needs no server), Redis (`redis`, for replicas that
+//! Owns the [`StateStore`] trait and its implementations: an embedded SQLite database on disk
+//! (`disk`, the default: it needs no server, and every mcpbox process of the user on one
+//! machine may have it open at once), Redis (`redis`, for replicas on several machines that
 //! share state), and maps in memory (`memory`, for plugins whose state need not outlive the
 //! process: `in-memory = true`); the [`StateService`] that opens the configured one on first
 //! use; and the
@@ -651,8 +652,8 @@ impl StateService {
         &self.config
     }
 
-    /// Whether the store can serve: a Redis store must answer `PING`; the embedded store is
-    /// opened on first use by the one process that owns it, so it is always ready.
+    /// Whether the store can serve: a Redis store must answer `PING`; the embedded store is a
+    /// local file, opened on first use, so it is always ready.
     /// The outcome is remembered for [`StateService::last_problem`].
     pub async fn health(&self) -> Result<(), KvError> {
         let outcome = match &self.config {
@@ -670,7 +671,7 @@ impl StateService {
         outcome
     }
 
-    /// Whether the store is shared between processes (Redis), so its health is worth
+    /// Whether the store is a server shared over the network (Redis), so its health is worth
     /// watching: the embedded store is always ready.
     pub fn is_shared(&self) -> bool {
         matches!(self.config, StateConfig::Redis(_))

@@ -143,3 +143,38 @@ pub async fn caller_spaces(store: &dyn StateStore) {
     let key = store.host_key().await.unwrap();
     assert_eq!(store.host_key().await.unwrap(), key);
 }
+
+/// The latency of `set`, `get` and `increment`, one call at a time on one key each, `rounds`
+/// times after as many warm-up calls: each operation's (name, p50, p99), in µs. A measurement
+/// (`disk::tests::latency`), not a check.
+#[doc(hidden)]
+pub async fn latency(store: &dyn StateStore, rounds: usize) -> Vec<(&'static str, f64, f64)> {
+    use std::time::Instant;
+    let quota = Quota::default();
+    let mut out = Vec::new();
+    for op in ["set", "get", "increment"] {
+        let mut times = Vec::with_capacity(rounds);
+        for round in 0..2 * rounds {
+            let start = Instant::now();
+            match op {
+                "set" => store
+                    .set("bench", "b", "k", round.to_string().into_bytes(), quota)
+                    .await
+                    .map(drop),
+                "get" => store.get("bench", "b", "k").await.map(drop),
+                _ => store
+                    .increment("bench", "b", "n", 1, false, quota)
+                    .await
+                    .map(drop),
+            }
+            .unwrap();
+            if round >= rounds {
+                times.push(start.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let at = |percent: usize| times[(times.len() - 1) * percent / 100];
+        out.push((op, at(50), at(99)));
+    }
+    out
+}

@@ -56,7 +56,7 @@ pub async fn brokered_rows(
     let embedded_arg = embedded.to_string_lossy().into_owned();
     let redis = RedisServer::start().await?;
     let mut stores = vec![(
-        "embedded (redb)",
+        "embedded (SQLite, WAL)",
         vec!["--state-dir", embedded_arg.as_str()],
     )];
     match &redis {

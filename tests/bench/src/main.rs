@@ -1229,7 +1229,7 @@ async fn state_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> anyhow
     .await?;
     for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
         report.push(Row::new(
-            format!("embedded (redb, fsync per write), {name}"),
+            format!("embedded (SQLite WAL, fsync per write), {name}"),
             "µs",
             Some(percentile(&echo, p)),
             percentile(&disk, p),
