@@ -2,8 +2,8 @@
 //! state store: `ls` (who linked which provider; with the key, when, until when, and whether
 //! it refreshes), `rm` (unlink one caller, or everyone, from one provider or all), and
 //! `keygen` (a new credentials key). Names are readable without the key (only the values are
-//! sealed); no command ever prints a token. The embedded store is locked by a serving mcpbox,
-//! as for `mcpbox state`: against a running host use Redis, or the users' own MCP tools.
+//! sealed); no command ever prints a token. Like `mcpbox state`, it may run beside serving
+//! mcpbox processes (the embedded store admits several; Redis is shared anyway).
 
 use std::path::PathBuf;
 
