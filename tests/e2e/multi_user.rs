@@ -252,19 +252,30 @@ async fn two_callers_each_have_an_id_state_and_secrets_of_their_own() {
     let (shout, error) = tool(&bob, "shout", json!({"text": "still here"})).await;
     assert!(!error && shout.contains("STILL HERE"), "{shout}");
 
-    // No secret's value reaches the log, the status page or the metrics.
-    let status = reqwest::get(server.url.replace("/mcp", "/status"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let metrics = reqwest::get(server.url.replace("/mcp", "/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    // No secret's value reaches the log, the status page or the metrics: the real page and
+    // the real metrics, read as an admitted caller.
+    let read = async |path: &str| {
+        let response = reqwest::Client::new()
+            .get(server.url.replace("/mcp", path))
+            .bearer_auth(BOB)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, 200, "{path}: {text}");
+        text
+    };
+    let status = read("/").await;
+    assert!(
+        status.contains("caller_probe") && status.contains("config_get"),
+        "not the status page:\n{status}"
+    );
+    let metrics = read("/metrics").await;
+    assert!(
+        metrics.contains(r#"mcpbox_plugin_calls_total{plugin="caller_probe""#),
+        "not the metrics:\n{metrics}"
+    );
     for (what, text) in [
         ("the log", server.stderr.text()),
         ("the status page", status),
