@@ -38,6 +38,24 @@ pub fn example_plugins() -> &'static Path {
     })
 }
 
+/// Put `bytes` at `dir/file_name` the way a deploy should: written aside, then renamed into
+/// place, so the host never sees half a file.
+pub fn install(dir: &Path, file_name: &str, bytes: &[u8]) {
+    let temporary = dir.join(format!(".{file_name}.tmp"));
+    std::fs::write(&temporary, bytes).unwrap();
+    std::fs::rename(&temporary, dir.join(file_name)).unwrap();
+}
+
+/// Wait (a [`STEP`] at most) until `check` holds: for an event the host reports (a metric, a
+/// listing, a count), never for time to pass. Fails naming `what` never happened.
+pub async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F, what: &str) {
+    let deadline = tokio::time::Instant::now() + STEP;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The test fixture plugins (`tests/plugins/`), built for wasm32-wasip2.
 pub fn test_plugins() -> PathBuf {
     example_plugins().with_file_name("test-plugins")
@@ -490,6 +508,9 @@ pub struct RecordingClient {
     pub events: Arc<Mutex<Vec<(String, Value)>>>,
     /// What it answers `roots/list` with (a test may change it, then tell the server).
     pub roots: Arc<Mutex<Value>>,
+    /// When set, a sampling request is answered only once every party to the barrier got
+    /// one (a step at most): proof that that many calls are in flight together.
+    sampling_gate: Option<Arc<tokio::sync::Barrier>>,
 }
 
 impl RecordingClient {
@@ -506,7 +527,15 @@ impl RecordingClient {
             roots: Arc::new(Mutex::new(
                 serde_json::json!({"roots": [{"uri": "file:///work", "name": "work"}]}),
             )),
+            sampling_gate: None,
         }
+    }
+
+    /// The same client, answering sampling only once `gate`'s every party has a sampling
+    /// request of its own (give the clients of calls that must overlap one barrier).
+    pub fn sampling_together(mut self, gate: Arc<tokio::sync::Barrier>) -> Self {
+        self.sampling_gate = Some(gate);
+        self
     }
 
     /// The same client, answering `roots/list` with these roots.
@@ -555,6 +584,14 @@ impl rmcp::ClientHandler for RecordingClient {
         _: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
         self.record("sampling", json(&params));
+        if let Some(gate) = &self.sampling_gate
+            && tokio::time::timeout(STEP, gate.wait()).await.is_err()
+        {
+            return Err(rmcp::ErrorData::internal_error(
+                "the other calls' sampling requests never came: the calls were not in flight together",
+                None,
+            ));
+        }
         Ok(serde_json::from_value(serde_json::json!({
             "role": "assistant",
             "content": {"type": "text", "text": "a short summary"},
