@@ -126,5 +126,6 @@ fn mcpbox_new_refuses_bad_names_and_existing_directories() {
     std::fs::create_dir(parent.path().join("taken")).unwrap();
     std::fs::write(parent.path().join("taken/file"), "x").unwrap();
     let output = new(&["taken"]);
+    assert!(!output.status.success(), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("already exists and is not empty"));
 }
