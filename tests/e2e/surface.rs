@@ -246,10 +246,12 @@ async fn a_call_that_ignores_cancellation_is_interrupted_after_a_grace_period() 
         )
         .unwrap();
         let mut raw = Raw::initialized(dir.path(), &["--max-instances", "1"]).await;
-        raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"spin"}}"#)
+        // Cancelled once its progress report says it spins (cancelled before it starts, it
+        // would never run).
+        raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"spin_reported","_meta":{"progressToken":"p"}}}"#)
             .await;
-        // Cancelled once it runs (cancelled before it starts, it would never run).
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let first = raw.recv().await;
+        assert_eq!(first["method"], "notifications/progress", "{first}");
         raw.send(
             br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
         )
