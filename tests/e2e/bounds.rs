@@ -349,8 +349,9 @@ async fn memory_per_request_stays_a_small_multiple_of_its_size() {
         mib(after),
         mib(size)
     );
-    // Eight requests at once may cost at most a small multiple of their size...
-    assert!(peak.saturating_sub(before) < 16 * 8 * size, "{report}");
+    // Eight requests at once may cost at most a small multiple of their size (2.4 times,
+    // measured on the development machine, 2026-11-29)...
+    assert!(peak.saturating_sub(before) < 4 * 8 * size, "{report}");
     // ...and memory goes back near where it was.
     assert!(after.saturating_sub(before) < 4 * size, "{report}");
 }

@@ -481,11 +481,13 @@ async fn memory_bombs_leave_no_memory_behind() {
             "{text}"
         );
     }
+    // A slot keeps at most 1 MiB resident after its call (SECURITY.md): eight bombs of 128
+    // MiB leave the host a few MiB larger at most (0.5 MiB measured, 2026-11-29), not 128.
     let after = rss(&raw);
     assert!(
-        after < before + (64 << 20),
-        "eight memory bombs left the host {} MiB larger",
-        (after - before) >> 20
+        after < before + (4 << 20),
+        "eight memory bombs left the host {} KiB larger",
+        after.saturating_sub(before) >> 10
     );
 }
 
