@@ -298,11 +298,16 @@ async fn mcpbox_skills_packs_any_component_and_a_reload_tells_clients_what_chang
     // extension.
     let (report, ok) = pack(&plugin, None);
     assert!(ok && report.contains("0 skill(s)"), "{report}");
+    let deadline = tokio::time::Instant::now() + crate::support::STEP;
     loop {
         let (list, _) = ask(&mut raw, 8, "skills/list", json!({})).await;
         if result(&list)["skills"] == json!([]) {
             break;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the skills were still served: {list}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     raw.assert_alive(9).await;
