@@ -583,15 +583,16 @@ async fn descriptor_hogs_do_not_starve_other_plugins() {
 #[tokio::test]
 async fn a_slow_reload_does_not_hold_up_another() {
     let dir = tempfile::tempdir().unwrap();
+    let gate = crate::support::slow_list_gate(dir.path());
     let client = RecordingClient::new(&json!({}));
     let (service, log) = connect_logged(dir.path(), &[], client.clone()).await;
+    log.wait_for("watching the plugin directory").await;
     install(
         dir.path(),
         "slow_list.wasm",
         &wasm(&test_plugins(), "slow_list"),
     );
-    log.wait_for("watching the plugin directory").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    crate::support::slow_list_listing(gate.path()).await;
     install(
         dir.path(),
         "echo_tools.wasm",
@@ -608,6 +609,7 @@ async fn a_slow_reload_does_not_hold_up_another() {
         .collect();
     assert!(names.contains(&"echo".to_owned()), "{names:?}");
     assert!(!names.contains(&"slow_tool".to_owned()), "{names:?}");
+    std::fs::write(gate.path().join("open"), b"").unwrap();
     client.wait_for("tools/list_changed", 2).await;
     let tools = service.list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "slow_tool"));
@@ -618,11 +620,13 @@ async fn a_plugin_added_while_the_directory_loads_is_served() {
     // The slow plugin holds the startup load for two seconds (the listing wait); a plugin
     // installed meanwhile, after the directory was read, arrives through the watcher, which
     // is made beside the load (made after it, it missed such a change for good).
+    // (It says when the load lists it: the directory was read by then.)
     let dir = plugin_dir(&[("slow_list", "slow_list.wasm")]);
+    let gate = crate::support::slow_list_gate(dir.path());
     let client = RecordingClient::new(&json!({}));
     let path = dir.path().to_owned();
     let connecting = tokio::spawn(async move { connect_logged(&path, &[], client).await });
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    crate::support::slow_list_listing(gate.path()).await;
     install(
         dir.path(),
         "echo_tools.wasm",
@@ -644,6 +648,7 @@ async fn readiness_waits_for_late_plugins_and_health_does_not() {
         ("slow_list", "slow_list.wasm"),
         ("echo_tools", "echo_tools.wasm"),
     ]);
+    let gate = crate::support::slow_list_gate(dir.path());
     let server = crate::support::HttpServer::start(dir.path(), &["--auth-token", "secret"]).await;
     let base = server.url.trim_end_matches("/mcp").to_owned();
     let client = reqwest::Client::new();
@@ -658,6 +663,7 @@ async fn readiness_waits_for_late_plugins_and_health_does_not() {
             .unwrap()
             .contains("1 plugins still loading")
     );
+    std::fs::write(gate.path().join("open"), b"").unwrap();
     server.stderr.wait_for("loaded (late) plugin").await;
     // The plugin is logged as it is published; its load drops its readiness guard right
     // after, a moment later.

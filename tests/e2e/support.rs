@@ -56,6 +56,30 @@ pub async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F, 
     }
 }
 
+/// A gate for `slow_list` in plugin directory `dir`: a directory granted to it as `/gate`,
+/// where it says it is listing (`listing`) and waits for the test to write `open`.
+pub fn slow_list_gate(dir: &Path) -> tempfile::TempDir {
+    let gate = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.join("slow_list.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/gate\"\nmode = \"read-write\"\n",
+            gate.path()
+        ),
+    )
+    .unwrap();
+    gate
+}
+
+/// Wait until `slow_list` says it is being listed.
+pub async fn slow_list_listing(gate: &Path) {
+    eventually(
+        || async { gate.join("listing").exists() },
+        "slow_list being listed",
+    )
+    .await;
+}
+
 /// The test fixture plugins (`tests/plugins/`), built for wasm32-wasip2.
 pub fn test_plugins() -> PathBuf {
     example_plugins().with_file_name("test-plugins")
