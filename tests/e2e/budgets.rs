@@ -107,11 +107,7 @@ async fn page(client: &reqwest::Client, port: u16, path: &str) -> String {
 /// The value of the metric line starting with `name` (labels included).
 async fn metric(client: &reqwest::Client, port: u16, name: &str) -> f64 {
     let text = page(client, port, "/metrics").await;
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in the metrics"))
+    crate::support::metric_value(&text, name).unwrap_or_else(|| panic!("no {name} in the metrics"))
 }
 
 /// Wait (a step at most) until `calls` plugin calls of budgeted callers are running.
@@ -123,7 +119,7 @@ async fn running_calls(client: &reqwest::Client, port: u16, calls: u32) {
     }
 }
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+use crate::support::INITIALIZE;
 
 /// Open a 2025-11-25 session as `token`: the response.
 async fn initialize(client: &reqwest::Client, url: &str, token: &str) -> reqwest::Response {
@@ -437,11 +433,7 @@ async fn the_local_user_has_a_budget_only_when_named() {
 /// The value of the metric line starting with `name`, or 0 when there is none yet.
 async fn metric_or_zero(client: &reqwest::Client, port: u16, name: &str) -> f64 {
     let text = page(client, port, "/metrics").await;
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    crate::support::metric_value(&text, name).unwrap_or(0.0)
 }
 
 /// Wait (a step at most) until `done` holds of the metrics.

@@ -8,18 +8,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::install;
 use crate::support::{
     Raw, RecordingClient, call, connect_logged, example_plugins, plugin_dir, test_plugins,
     tool_text,
 };
 
 /// Replace `file_name` in `dir` atomically (write a hidden file, rename it into place).
-fn install(dir: &Path, file_name: &str, bytes: &[u8]) {
-    let temporary = dir.join(format!(".{file_name}.tmp"));
-    std::fs::write(&temporary, bytes).unwrap();
-    std::fs::rename(&temporary, dir.join(file_name)).unwrap();
-}
-
 fn wasm(dir: &Path, plugin: &str) -> Vec<u8> {
     std::fs::read(dir.join(format!("{plugin}.wasm"))).unwrap()
 }
@@ -757,27 +752,8 @@ async fn fifos_under_plugin_names_are_refused_and_loading_goes_on() {
 }
 
 /// Append a `mcpbox-skills` custom section holding `payload` to a component.
-fn with_skills_section(mut wasm: Vec<u8>, payload: &[u8]) -> Vec<u8> {
-    fn leb128(out: &mut Vec<u8>, mut value: usize) {
-        loop {
-            let byte = u8::try_from(value & 0x7f).unwrap();
-            value >>= 7;
-            if value == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let name = b"mcpbox-skills";
-    let mut body = Vec::new();
-    leb128(&mut body, name.len());
-    body.extend_from_slice(name);
-    body.extend_from_slice(payload);
-    wasm.push(0);
-    leb128(&mut wasm, body.len());
-    wasm.extend_from_slice(&body);
-    wasm
+fn with_skills_section(wasm: Vec<u8>, payload: &[u8]) -> Vec<u8> {
+    crate::support::with_custom_section(wasm, "mcpbox-skills", payload)
 }
 
 /// A plugin's skill path and front matter reach the log escaped: a newline (or NUL, or

@@ -297,10 +297,7 @@ async fn metrics_at(url: &str) -> String {
 }
 
 fn counter(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
+    crate::support::metric_value(metrics, series).unwrap_or(0.0)
 }
 
 /// Calls in quick succession run on instances prepared ahead of them (spares,
@@ -476,10 +473,7 @@ async fn a_missing_or_exposed_secret_is_reported_by_name() {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
             .args(["check", "--config", config.to_str().unwrap()])
             .envs(extra.chunks(2).map(|kv| (kv[0], kv[1])))
-            .env(
-                "MCPBOX_CACHE_DIR",
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-            )
+            .envs(crate::support::test_cache())
             .output()
             .unwrap();
         (
@@ -506,10 +500,7 @@ async fn a_missing_or_exposed_secret_is_reported_by_name() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
         .args(["inspect", dir.path().to_str().unwrap(), "--secrets"])
         .arg(&secrets)
-        .env(
-            "MCPBOX_CACHE_DIR",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-        )
+        .envs(crate::support::test_cache())
         .output()
         .unwrap();
     let shown = String::from_utf8_lossy(&output.stdout);

@@ -19,7 +19,7 @@ async fn bound_address(stderr: &Stderr) -> String {
         .to_owned()
 }
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#;
+use crate::support::INITIALIZE;
 
 #[tokio::test]
 async fn health_and_readiness_answer_while_plugins_load() {

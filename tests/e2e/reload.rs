@@ -27,15 +27,7 @@ fn wasm(plugin: &str) -> Vec<u8> {
 /// The same component with a custom section appended: new bytes, identical behaviour (a
 /// rebuild that changed nothing a client can see).
 fn rebuilt(bytes: &[u8], tag: u8) -> Vec<u8> {
-    let name = b"mcpbox-test";
-    let payload = [tag; 8];
-    let mut out = bytes.to_vec();
-    out.push(0); // custom section
-    out.push(u8::try_from(1 + name.len() + payload.len()).unwrap());
-    out.push(u8::try_from(name.len()).unwrap());
-    out.extend_from_slice(name);
-    out.extend_from_slice(&payload);
-    out
+    crate::support::with_custom_section(bytes.to_vec(), "mcpbox-test", &[tag; 8])
 }
 
 /// Put a plugin in place the way operators should: write a temporary file, then rename it.

@@ -154,6 +154,60 @@ pub fn token_config(dir: &Path, tokens: &[(&str, &str, &[&str])], rest: &str) ->
 /// every run and a test then spent 40 s compiling one in a debug build.
 pub const TEST_CACHE_MAX_MIB: &str = "8192";
 
+/// The environment that points an `mcpbox` a test starts at the compiled-plugin cache the
+/// tests share (`target/test-cache/`, up to [`TEST_CACHE_MAX_MIB`]), away from the user's own.
+pub fn test_cache() -> [(&'static str, std::ffi::OsString); 2] {
+    [
+        (
+            "MCPBOX_CACHE_DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/test-cache")
+                .into_os_string(),
+        ),
+        ("MCPBOX_CACHE_MAX_MIB", TEST_CACHE_MAX_MIB.into()),
+    ]
+}
+
+/// A 2025-11-25 `initialize` request (id 1, no capabilities).
+pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}"#;
+
+/// `wasm` (a component) with a custom section `name` holding `payload` appended: another
+/// build of the same plugin (new bytes, new digest, the same behaviour), or a section the
+/// host reads (`mcpbox-skills`).
+pub fn with_custom_section(mut wasm: Vec<u8>, name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb128(out: &mut Vec<u8>, mut value: usize) {
+        loop {
+            let byte = u8::try_from(value & 0x7f).unwrap();
+            value >>= 7;
+            if value == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut body = Vec::new();
+    leb128(&mut body, name.len());
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
+    wasm.push(0);
+    leb128(&mut wasm, body.len());
+    wasm.extend_from_slice(&body);
+    wasm
+}
+
+/// The value of the first sample in a Prometheus exposition of `series` (a name, with its
+/// labels where they matter, or the start of them), if there is one.
+pub fn metric_value(exposition: &str, series: &str) -> Option<f64> {
+    exposition.lines().find_map(|line| {
+        let rest = line.strip_prefix(series)?;
+        if !rest.starts_with([' ', '{']) {
+            return None;
+        }
+        rest.rsplit(' ').next()?.parse().ok()
+    })
+}
+
 /// `mcpbox serve --plugins <dir> <extra…>`, with piped stdio. Unless `extra` says where,
 /// plugin state goes to a fresh directory of its own.
 pub fn mcpbox(dir: &Path, extra: &[&str]) -> Command {
@@ -167,12 +221,7 @@ pub fn mcpbox(dir: &Path, extra: &[&str]) -> Command {
         .arg(dir)
         .args(extra)
         .env_remove("MCPBOX_LOG")
-        // A cache of compiled plugins shared by the tests, away from the user's own.
-        .env(
-            "MCPBOX_CACHE_DIR",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-        )
-        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
+        .envs(test_cache())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
