@@ -1,6 +1,9 @@
 //! Shared test support: building the example plugins (once per test run, with the same
 //! script operators use), plugin directories, and starting the real `mcpbox` binary either
-//! under the official rmcp client or as a raw line-by-line session.
+//! under the official rmcp client or as a raw line-by-line session; and what tests share to
+//! wait on events rather than time (`eventually`, the log and client recorders, the
+//! `slow_list` gate, calls held in flight together) and to build their inputs (`install`,
+//! `with_custom_section`, `INITIALIZE`, the compiled-plugin cache's environment).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
