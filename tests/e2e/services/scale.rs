@@ -328,7 +328,8 @@ async fn start_with_retries(client: &reqwest::Client, url: &str) -> Legacy {
 }
 
 /// Whether `error` (as `modern` and `Legacy` report them) is how a call in flight on a killed
-/// replica fails through HAProxy: the balancer's 502/503/504, or the connection cut.
+/// replica fails through HAProxy: the balancer's 502/503/504, or the connection (or a
+/// session's event stream) cut.
 fn balancer_failure(error: &str) -> bool {
     let status = error.strip_prefix("initialize: ").unwrap_or(error);
     ["502", "503", "504"]
@@ -337,6 +338,7 @@ fn balancer_failure(error: &str) -> bool {
         || error.contains("error sending request")
         || error.contains("connection closed")
         || error.contains("error decoding response body")
+        || error == "the stream ended without a response"
 }
 
 /// What a load run lets clients retry.
