@@ -12,11 +12,7 @@ async fn call(args: &[&str]) -> (Value, Output) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
         .arg("call")
         .args(args)
-        .env(
-            "MCPBOX_CACHE_DIR",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-        )
-        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
+        .envs(crate::support::test_cache())
         .env_remove("MCPBOX_LOG")
         .output()
         .await
@@ -72,11 +68,7 @@ async fn inspect(path: &Path) -> Value {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
         .arg("inspect")
         .arg(path)
-        .env(
-            "MCPBOX_CACHE_DIR",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-        )
-        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
+        .envs(crate::support::test_cache())
         .output()
         .await
         .unwrap();

@@ -124,14 +124,8 @@ async fn a_reload_refuses_answers_to_the_old_plugins_questions() {
 
     // Another build of the plugin: the same component with a custom section appended.
     let file = dir.path().join("interactive.wasm");
-    let mut wasm = std::fs::read(&file).unwrap();
-    let name = b"mcpbox-test";
-    wasm.extend_from_slice(&[
-        0,
-        u8::try_from(name.len() + 1).unwrap(),
-        u8::try_from(name.len()).unwrap(),
-    ]);
-    wasm.extend_from_slice(name);
+    let wasm =
+        crate::support::with_custom_section(std::fs::read(&file).unwrap(), "mcpbox-test", &[]);
     let staged = dir.path().join(".interactive.tmp");
     std::fs::write(&staged, &wasm).unwrap();
     std::fs::rename(&staged, &file).unwrap();
@@ -349,8 +343,9 @@ async fn memory_per_request_stays_a_small_multiple_of_its_size() {
         mib(after),
         mib(size)
     );
-    // Eight requests at once may cost at most a small multiple of their size...
-    assert!(peak.saturating_sub(before) < 16 * 8 * size, "{report}");
+    // Eight requests at once may cost at most a small multiple of their size (2.4 times,
+    // measured on the development machine, 2026-11-29)...
+    assert!(peak.saturating_sub(before) < 4 * 8 * size, "{report}");
     // ...and memory goes back near where it was.
     assert!(after.saturating_sub(before) < 4 * size, "{report}");
 }
@@ -429,7 +424,7 @@ async fn request_bytes_in_flight_are_bounded() {
     assert_eq!(status, 200, "{answer}");
 }
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}"#;
+use crate::support::INITIALIZE;
 
 async fn metric(client: &reqwest::Client, port: u16, name: &str) -> f64 {
     let text = client
@@ -440,11 +435,7 @@ async fn metric(client: &reqwest::Client, port: u16, name: &str) -> f64 {
         .text()
         .await
         .unwrap();
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+    crate::support::metric_value(&text, name).unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }
 
 /// Open the standalone stream of session `id`: while it is open, something is in flight on

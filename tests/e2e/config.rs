@@ -235,11 +235,7 @@ async fn serve(
         .args(extra)
         .env_remove("MCPBOX_LOG")
         .env("MCPBOX_STATE_DIR", fresh_state_dir())
-        .env(
-            "MCPBOX_CACHE_DIR",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-        )
-        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
+        .envs(crate::support::test_cache())
         .kill_on_drop(true);
     for (name, value) in env {
         command.env(name, value);

@@ -6,8 +6,9 @@
 //! everything up to the reply is recorded, so the order is deterministic. Requests mcpbox sends
 //! the client (sampling, elicitation, roots) are answered with canned results.
 //!
-//! To accept a deliberate wire change, run with `MCPBOX_UPDATE_GOLDEN=1` and review the diff:
-//! a golden file changes only where the spec for that revision says so.
+//! To accept a deliberate wire change, run with `MCPBOX_BLESS=1` (as for `CLI.md`, see
+//! `docs`; the older name `MCPBOX_UPDATE_GOLDEN=1` still works) and review the diff: a golden
+//! file changes only where the spec for that revision says so.
 
 use std::path::{Path, PathBuf};
 
@@ -101,14 +102,14 @@ impl Finished {
                 format!("{l}\n")
             })
             .collect::<String>();
-        if std::env::var_os("MCPBOX_UPDATE_GOLDEN").is_some() {
+        if blessing() {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, &actual).unwrap();
             return;
         }
         let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
             panic!(
-                "read {}: {e} (run with MCPBOX_UPDATE_GOLDEN=1 to create it)",
+                "read {}: {e} (run with MCPBOX_BLESS=1 to create it)",
                 path.display()
             )
         });
@@ -306,4 +307,11 @@ async fn the_2026_07_28_wire_matches_the_golden_file() {
     assert!(status.success());
     lines.extend(rest.into_iter().map(|m| json!({ "recv": m })));
     Transcript::from_lines(lines).check("2026-07-28", "stdio");
+}
+
+/// Whether this run rewrites the golden files: `MCPBOX_BLESS=1`, the name TESTING.md gives
+/// (or the older `MCPBOX_UPDATE_GOLDEN`, set to anything).
+fn blessing() -> bool {
+    std::env::var_os("MCPBOX_BLESS").is_some_and(|value| value == "1")
+        || std::env::var_os("MCPBOX_UPDATE_GOLDEN").is_some()
 }

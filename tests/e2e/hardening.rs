@@ -8,18 +8,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::install;
 use crate::support::{
     Raw, RecordingClient, call, connect_logged, example_plugins, plugin_dir, test_plugins,
     tool_text,
 };
 
 /// Replace `file_name` in `dir` atomically (write a hidden file, rename it into place).
-fn install(dir: &Path, file_name: &str, bytes: &[u8]) {
-    let temporary = dir.join(format!(".{file_name}.tmp"));
-    std::fs::write(&temporary, bytes).unwrap();
-    std::fs::rename(&temporary, dir.join(file_name)).unwrap();
-}
-
 fn wasm(dir: &Path, plugin: &str) -> Vec<u8> {
     std::fs::read(dir.join(format!("{plugin}.wasm"))).unwrap()
 }
@@ -89,14 +84,22 @@ async fn a_newcomer_never_takes_a_served_name_whatever_its_file_name() {
         "a_impostor.wasm",
         &wasm(example_plugins(), "echo_tools"),
     );
-    let warning = client.wait_for("log", 1).await;
-    let text = warning[0]["data"].as_str().unwrap();
-    assert!(
-        text.contains(
-            "refused tool `echo` of plugin `a_impostor`: the name is served by plugin `echo_tools`"
-        ) || text.contains("of plugin `a_impostor`: the name is served by plugin `echo_tools`"),
-        "{text}"
-    );
+    // One warning per refused tool, each naming the tool, the newcomer and the holder.
+    let warnings = client.wait_for("log", 4).await;
+    let mut texts: Vec<&str> = warnings
+        .iter()
+        .map(|w| w["data"].as_str().unwrap_or_default())
+        .collect();
+    texts.sort_unstable();
+    let expected: Vec<String> = ["divide", "echo", "show_content", "sum"]
+        .iter()
+        .map(|tool| {
+            format!(
+                "refused tool `{tool}` of plugin `a_impostor`: the name is served by plugin `echo_tools`"
+            )
+        })
+        .collect();
+    assert_eq!(texts, expected, "{warnings:?}");
     log.wait_for("added plugin").await;
     let added = log
         .text()
@@ -310,11 +313,15 @@ async fn floods_of_notifications_are_rate_limited_and_coalesced() {
         .await
         .unwrap();
     assert_eq!(tool_text(&result).0, "flooded");
+    let relisting = std::time::Instant::now();
     let result = service
         .call_tool(call("relist_flood", json!({"count": 10000})))
         .await
         .unwrap();
     assert_eq!(tool_text(&result).0, "flooded");
+    // `changing` describes itself anew on every listing: each re-read is a real change, so at
+    // least one is announced, and at most one per 50 ms while the flood lasts.
+    client.wait_for("tools/list_changed", 1).await;
     let result = service
         .call_tool(call("log_flood", json!({"path": "2", "count": 100})))
         .await
@@ -326,7 +333,11 @@ async fn floods_of_notifications_are_rate_limited_and_coalesced() {
     let updates = client.events("resources/updated").len();
     assert!((1..=120).contains(&updates), "{updates} resource updates");
     let changes = client.events("tools/list_changed").len();
-    assert!(changes <= 200, "{changes} list changes for 10,000 requests");
+    let most = relisting.elapsed().as_secs_f64() / 0.05 + 2.0;
+    assert!(
+        changes >= 1 && changes as f64 <= most,
+        "{changes} list changes for 10,000 requests (at most {most:.0})"
+    );
     let logs = client.events("log");
     let bytes: usize = logs.iter().map(|l| l.to_string().len()).sum();
     assert!(logs.len() <= 110, "{} log messages", logs.len());
@@ -341,6 +352,7 @@ async fn floods_of_notifications_are_rate_limited_and_coalesced() {
 async fn progress_floods_are_rate_limited() {
     let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
     let mut raw = Raw::initialized(dir.path(), &[]).await;
+    let started = std::time::Instant::now();
     raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"progress_flood","arguments":{"count":100000},"_meta":{"progressToken":"p"}}}"#)
         .await;
     let mut progress = 0;
@@ -353,9 +365,13 @@ async fn progress_floods_are_rate_limited() {
         assert_eq!(message["method"], "notifications/progress");
         progress += 1;
     }
+    // The burst of 50, then at most 20 a second over the call's time (and the latest value
+    // once the flood ends), however long the call took.
+    let most = 50.0 + 20.0 * started.elapsed().as_secs_f64() + 2.0;
     assert!(
-        (1..=200).contains(&progress),
-        "{progress} progress notifications"
+        progress >= 50 && f64::from(progress) <= most,
+        "{progress} progress notifications (at most {most:.0} in {:?})",
+        started.elapsed()
     );
 }
 
@@ -460,11 +476,13 @@ async fn memory_bombs_leave_no_memory_behind() {
             "{text}"
         );
     }
+    // A slot keeps at most 1 MiB resident after its call (SECURITY.md): eight bombs of 128
+    // MiB leave the host a few MiB larger at most (0.5 MiB measured, 2026-11-29), not 128.
     let after = rss(&raw);
     assert!(
-        after < before + (64 << 20),
-        "eight memory bombs left the host {} MiB larger",
-        (after - before) >> 20
+        after < before + (4 << 20),
+        "eight memory bombs left the host {} KiB larger",
+        after.saturating_sub(before) >> 10
     );
 }
 
@@ -506,7 +524,6 @@ async fn an_over_long_request_line_is_answered_with_its_id() {
             .contains("--max-message-bytes")
     );
     raw.assert_alive(43).await;
-    let _ = test_plugins();
 }
 
 #[tokio::test]
@@ -561,15 +578,16 @@ async fn descriptor_hogs_do_not_starve_other_plugins() {
 #[tokio::test]
 async fn a_slow_reload_does_not_hold_up_another() {
     let dir = tempfile::tempdir().unwrap();
+    let gate = crate::support::slow_list_gate(dir.path());
     let client = RecordingClient::new(&json!({}));
     let (service, log) = connect_logged(dir.path(), &[], client.clone()).await;
+    log.wait_for("watching the plugin directory").await;
     install(
         dir.path(),
         "slow_list.wasm",
         &wasm(&test_plugins(), "slow_list"),
     );
-    log.wait_for("watching the plugin directory").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    crate::support::slow_list_listing(gate.path()).await;
     install(
         dir.path(),
         "echo_tools.wasm",
@@ -586,6 +604,7 @@ async fn a_slow_reload_does_not_hold_up_another() {
         .collect();
     assert!(names.contains(&"echo".to_owned()), "{names:?}");
     assert!(!names.contains(&"slow_tool".to_owned()), "{names:?}");
+    std::fs::write(gate.path().join("open"), b"").unwrap();
     client.wait_for("tools/list_changed", 2).await;
     let tools = service.list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "slow_tool"));
@@ -596,11 +615,13 @@ async fn a_plugin_added_while_the_directory_loads_is_served() {
     // The slow plugin holds the startup load for two seconds (the listing wait); a plugin
     // installed meanwhile, after the directory was read, arrives through the watcher, which
     // is made beside the load (made after it, it missed such a change for good).
+    // (It says when the load lists it: the directory was read by then.)
     let dir = plugin_dir(&[("slow_list", "slow_list.wasm")]);
+    let gate = crate::support::slow_list_gate(dir.path());
     let client = RecordingClient::new(&json!({}));
     let path = dir.path().to_owned();
     let connecting = tokio::spawn(async move { connect_logged(&path, &[], client).await });
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    crate::support::slow_list_listing(gate.path()).await;
     install(
         dir.path(),
         "echo_tools.wasm",
@@ -622,6 +643,7 @@ async fn readiness_waits_for_late_plugins_and_health_does_not() {
         ("slow_list", "slow_list.wasm"),
         ("echo_tools", "echo_tools.wasm"),
     ]);
+    let gate = crate::support::slow_list_gate(dir.path());
     let server = crate::support::HttpServer::start(dir.path(), &["--auth-token", "secret"]).await;
     let base = server.url.trim_end_matches("/mcp").to_owned();
     let client = reqwest::Client::new();
@@ -636,6 +658,7 @@ async fn readiness_waits_for_late_plugins_and_health_does_not() {
             .unwrap()
             .contains("1 plugins still loading")
     );
+    std::fs::write(gate.path().join("open"), b"").unwrap();
     server.stderr.wait_for("loaded (late) plugin").await;
     // The plugin is logged as it is published; its load drops its readiness guard right
     // after, a moment later.
@@ -729,27 +752,8 @@ async fn fifos_under_plugin_names_are_refused_and_loading_goes_on() {
 }
 
 /// Append a `mcpbox-skills` custom section holding `payload` to a component.
-fn with_skills_section(mut wasm: Vec<u8>, payload: &[u8]) -> Vec<u8> {
-    fn leb128(out: &mut Vec<u8>, mut value: usize) {
-        loop {
-            let byte = u8::try_from(value & 0x7f).unwrap();
-            value >>= 7;
-            if value == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let name = b"mcpbox-skills";
-    let mut body = Vec::new();
-    leb128(&mut body, name.len());
-    body.extend_from_slice(name);
-    body.extend_from_slice(payload);
-    wasm.push(0);
-    leb128(&mut wasm, body.len());
-    wasm.extend_from_slice(&body);
-    wasm
+fn with_skills_section(wasm: Vec<u8>, payload: &[u8]) -> Vec<u8> {
+    crate::support::with_custom_section(wasm, "mcpbox-skills", payload)
 }
 
 /// A plugin's skill path and front matter reach the log escaped: a newline (or NUL, or

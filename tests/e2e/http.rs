@@ -1,6 +1,7 @@
 //! The HTTP transports, end to end: rmcp's Streamable HTTP client for what clients do, raw
 //! HTTP for the rules a well-behaved client never tests (headers, sessions, resumption).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -69,11 +70,18 @@ async fn raw_session(server: &HttpServer) -> String {
 
 #[tokio::test]
 async fn several_sessions_work_at_once_and_each_hears_of_plugin_changes() {
-    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let dir = plugin_dir(&[
+        ("echo_tools", "echo_tools.wasm"),
+        ("interactive", "interactive.wasm"),
+    ]);
     let server = HttpServer::start(dir.path(), &[]).await;
+    // Each session's call asks its client for a sample, and no client answers before all
+    // three have been asked: the three calls are in flight together, or the test fails.
+    let together = Arc::new(tokio::sync::Barrier::new(3));
     let mut clients = Vec::new();
     for _ in 0..3 {
-        let recorder = RecordingClient::new(&json!({}));
+        let recorder =
+            RecordingClient::new(&json!({"sampling": {}})).sampling_together(Arc::clone(&together));
         clients.push((server.connect(recorder.clone(), None).await, recorder));
     }
     let calls = clients
@@ -82,12 +90,29 @@ async fn several_sessions_work_at_once_and_each_hears_of_plugin_changes() {
         .map(|(i, (service, _))| async move {
             let text = format!("session {i}");
             let result = service
-                .call_tool(call("echo", json!({ "text": text })))
+                .call_tool(call("summarize", json!({ "text": text })))
                 .await
                 .unwrap();
-            assert_eq!(tool_text(&result), (text, false));
+            assert_eq!(
+                tool_text(&result),
+                ("Summary: a short summary".to_owned(), false)
+            );
         });
-    futures_join_all(calls).await;
+    futures::future::join_all(calls).await;
+    for (i, (_, recorder)) in clients.iter().enumerate() {
+        let asked = recorder.events("sampling");
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        let prompt = asked[0]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(prompt.ends_with(&format!("session {i}")), "{prompt}");
+    }
+    let result = clients[0]
+        .0
+        .call_tool(call("echo", json!({"text": "still here"})))
+        .await
+        .unwrap();
+    assert_eq!(tool_text(&result), ("still here".to_owned(), false));
 
     std::fs::copy(
         example_plugins().join("quotes.wasm"),
@@ -103,13 +128,6 @@ async fn several_sessions_work_at_once_and_each_hears_of_plugin_changes() {
         recorder.wait_for("resources/list_changed", 1).await;
         assert_eq!(service.list_all_resources().await.unwrap().len(), 2);
         assert!(recorder.events("tools/list_changed").is_empty());
-    }
-}
-
-async fn futures_join_all<F: Future<Output = ()>>(futures: impl Iterator<Item = F>) {
-    let handles: Vec<_> = futures.collect();
-    for future in handles {
-        future.await;
     }
 }
 

@@ -28,8 +28,7 @@ pub(crate) fn run_in(dir: &Path, command: &[&str], path_dirs: &[PathBuf]) -> Str
         .current_dir(dir)
         .env("PATH", path_with(&dirs))
         .env("MCPBOX_STATE_DIR", crate::support::fresh_state_dir())
-        .env("MCPBOX_CACHE_DIR", root().join("target/test-cache"))
-        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
+        .envs(crate::support::test_cache())
         .envs(crate::support::THROWAWAY_BUILD)
         .output()
         .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
@@ -126,5 +125,6 @@ fn mcpbox_new_refuses_bad_names_and_existing_directories() {
     std::fs::create_dir(parent.path().join("taken")).unwrap();
     std::fs::write(parent.path().join("taken/file"), "x").unwrap();
     let output = new(&["taken"]);
+    assert!(!output.status.success(), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("already exists and is not empty"));
 }

@@ -252,19 +252,30 @@ async fn two_callers_each_have_an_id_state_and_secrets_of_their_own() {
     let (shout, error) = tool(&bob, "shout", json!({"text": "still here"})).await;
     assert!(!error && shout.contains("STILL HERE"), "{shout}");
 
-    // No secret's value reaches the log, the status page or the metrics.
-    let status = reqwest::get(server.url.replace("/mcp", "/status"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let metrics = reqwest::get(server.url.replace("/mcp", "/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    // No secret's value reaches the log, the status page or the metrics: the real page and
+    // the real metrics, read as an admitted caller.
+    let read = async |path: &str| {
+        let response = reqwest::Client::new()
+            .get(server.url.replace("/mcp", path))
+            .bearer_auth(BOB)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, 200, "{path}: {text}");
+        text
+    };
+    let status = read("/").await;
+    assert!(
+        status.contains("caller_probe") && status.contains("config_get"),
+        "not the status page:\n{status}"
+    );
+    let metrics = read("/metrics").await;
+    assert!(
+        metrics.contains(r#"mcpbox_plugin_calls_total{plugin="caller_probe""#),
+        "not the metrics:\n{metrics}"
+    );
     for (what, text) in [
         ("the log", server.stderr.text()),
         ("the status page", status),
@@ -286,10 +297,7 @@ async fn metrics_at(url: &str) -> String {
 }
 
 fn counter(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
+    crate::support::metric_value(metrics, series).unwrap_or(0.0)
 }
 
 /// Calls in quick succession run on instances prepared ahead of them (spares,
@@ -465,10 +473,7 @@ async fn a_missing_or_exposed_secret_is_reported_by_name() {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
             .args(["check", "--config", config.to_str().unwrap()])
             .envs(extra.chunks(2).map(|kv| (kv[0], kv[1])))
-            .env(
-                "MCPBOX_CACHE_DIR",
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-            )
+            .envs(crate::support::test_cache())
             .output()
             .unwrap();
         (
@@ -495,10 +500,7 @@ async fn a_missing_or_exposed_secret_is_reported_by_name() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
         .args(["inspect", dir.path().to_str().unwrap(), "--secrets"])
         .arg(&secrets)
-        .env(
-            "MCPBOX_CACHE_DIR",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-        )
+        .envs(crate::support::test_cache())
         .output()
         .unwrap();
     let shown = String::from_utf8_lossy(&output.stdout);
@@ -902,7 +904,28 @@ async fn an_instance_is_kept_only_while_healthy_and_small() {
     )
     .unwrap();
     let state = tempfile::tempdir().unwrap();
-    let client = connect(dir.path(), &["--state-dir", state.path().to_str().unwrap()]).await;
+    let client = connect(
+        dir.path(),
+        &[
+            "--state-dir",
+            state.path().to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    )
+    .await;
+    let metrics_url = client.stderr.metrics_url().await;
+    // What the host decided about each instance, as it reports it: kept after a call (counted
+    // before the call's answer goes), used by the next, or expired (too old to use).
+    let outcomes = async || {
+        let text = metrics_at(&metrics_url).await;
+        ["kept", "used", "expired"].map(|o| {
+            counter(
+                &text,
+                &format!("mcpbox_kept_instances_total{{outcome=\"{o}\"}}"),
+            )
+        })
+    };
     let run = async |name: &'static str, arguments: Value| {
         let result = tokio::time::timeout(STEP, client.call_tool(call(name, arguments)))
             .await
@@ -917,36 +940,64 @@ async fn an_instance_is_kept_only_while_healthy_and_small() {
             .as_u64()
             .unwrap()
     };
-    let first = calls().await;
-    assert_eq!(calls().await, first + 1, "the instance was not kept");
+    // `name` runs; the host keeps its instance or not, as `kept` says. Kept, the next call
+    // runs on it (the count climbs from `after`), unless the host reports it too old to use
+    // (expired: then that call starts afresh), so no check passes because time went by.
+    let step = async |name: &'static str, arguments: Value, kept: bool, after: u64| {
+        let [kept_before, ..] = outcomes().await;
+        let (text, error) = run(name, arguments).await;
+        let [kept_after, used_before, expired_before] = outcomes().await;
+        assert_eq!(
+            kept_after - kept_before,
+            if kept { 1.0 } else { 0.0 },
+            "{name} (kept: {kept}): {text}"
+        );
+        // `whoami` counts itself: where the next count climbs from.
+        let after = if name == "whoami" {
+            serde_json::from_str::<Value>(&text).unwrap()["calls_in_this_instance"]
+                .as_u64()
+                .unwrap()
+        } else {
+            after
+        };
+        let next = calls().await;
+        let [_, used, expired] = outcomes().await;
+        if kept && used > used_before {
+            assert_eq!(
+                next,
+                after + 1,
+                "{name}: the kept instance was not the one used"
+            );
+        } else {
+            assert!(
+                !kept || expired > expired_before,
+                "{name}: kept but neither used nor expired"
+            );
+            assert_eq!(
+                next, 1,
+                "{name}: the next call did not find a fresh instance"
+            );
+        }
+        (text, error, next)
+    };
+
+    calls().await;
+    step("whoami", json!({}), true, 0).await;
 
     // A call that panicked: its instance is gone.
-    let (text, error) = run("fail", json!({})).await;
+    let (text, error, _) = step("fail", json!({}), false, 0).await;
     assert!(error && text.contains("asked to fail"), "{text}");
-    assert_eq!(calls().await, 1, "an instance that panicked was kept");
 
     // 8 MiB held (under a quarter of 64 MiB): kept. 24 MiB more: not kept.
-    let (text, error) = run("hold", json!({"count": 8})).await;
+    let (text, error, _) = step("hold", json!({"count": 8}), true, 1).await;
     assert!(!error, "{text}");
-    assert_eq!(calls().await, 2, "a small instance was not kept");
-    let (text, error) = run("hold", json!({"count": 24})).await;
+    let (text, error, _) = step("hold", json!({"count": 24}), false, 0).await;
     assert!(!error, "{text}");
-    assert_eq!(
-        calls().await,
-        1,
-        "an instance past a quarter of its memory limit was kept"
-    );
 
     // 10 handles leaked: kept. 70 (past a quarter of a call's 256): not kept.
-    let (text, error) = run("leak_buckets", json!({"count": 10})).await;
+    let (text, error, _) = step("leak_buckets", json!({"count": 10}), true, 1).await;
     assert!(!error, "{text}");
-    assert_eq!(
-        calls().await,
-        2,
-        "an instance holding 10 handles was not kept"
-    );
-    let (text, error) = run("leak_buckets", json!({"count": 70})).await;
+    let (text, error, _) = step("leak_buckets", json!({"count": 70}), false, 0).await;
     assert!(!error, "{text}");
-    assert_eq!(calls().await, 1, "an instance holding 80 handles was kept");
     client.service.cancel().await.unwrap();
 }

@@ -3,8 +3,6 @@
 //! tools, prompts and resources, from its manifest or its `[plugin.NAME]` section, live, shown
 //! by `inspect`; `check` reports sections naming no plugin and listed names no plugin offers.
 
-use std::path::Path;
-
 use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
 use serde_json::{Value, json};
 
@@ -17,11 +15,7 @@ fn run(args: &[&str]) -> (bool, String, String) {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
         .args(args)
         .env_remove("MCPBOX_LOG")
-        .env(
-            "MCPBOX_CACHE_DIR",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-        )
-        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
+        .envs(crate::support::test_cache())
         .output()
         .expect("run mcpbox");
     (

@@ -19,7 +19,7 @@ async fn bound_address(stderr: &Stderr) -> String {
         .to_owned()
 }
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#;
+use crate::support::INITIALIZE;
 
 #[tokio::test]
 async fn health_and_readiness_answer_while_plugins_load() {
@@ -29,6 +29,8 @@ async fn health_and_readiness_answer_while_plugins_load() {
         ("slow_list", "slow_list.wasm"),
         ("echo_tools", "echo_tools.wasm"),
     ]);
+    // It lists only once the gate is opened below: until then it is still loading.
+    let gate = crate::support::slow_list_gate(dir.path());
     let mut child = mcpbox(
         dir.path(),
         &["--http", "127.0.0.1:0", "--auth-token", "secret"],
@@ -75,6 +77,7 @@ async fn health_and_readiness_answer_while_plugins_load() {
             .contains("1 plugins still loading")
     );
 
+    std::fs::write(gate.path().join("open"), b"").unwrap();
     stderr.wait_for("loaded (late) plugin").await;
     // The log line and the probe see the same event from two tasks: the probe may trail the
     // line by a moment, never by long.

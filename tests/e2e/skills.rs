@@ -298,11 +298,16 @@ async fn mcpbox_skills_packs_any_component_and_a_reload_tells_clients_what_chang
     // extension.
     let (report, ok) = pack(&plugin, None);
     assert!(ok && report.contains("0 skill(s)"), "{report}");
+    let deadline = tokio::time::Instant::now() + crate::support::STEP;
     loop {
         let (list, _) = ask(&mut raw, 8, "skills/list", json!({})).await;
         if result(&list)["skills"] == json!([]) {
             break;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the skills were still served: {list}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     raw.assert_alive(9).await;
@@ -313,15 +318,12 @@ async fn a_hostile_skills_section_is_refused_and_the_plugin_keeps_serving() {
     let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
     let plugin = dir.path().join("echo_tools.wasm");
     // A section by hand, as a hostile build could write it: a path climbing out of the tree.
-    let mut wasm = std::fs::read(&plugin).unwrap();
     let payload = br#"{"version":1,"files":[{"path":"x/../../etc/passwd","text":"root"}]}"#;
-    let name = b"mcpbox-skills";
-    let mut body = vec![u8::try_from(name.len()).unwrap()];
-    body.extend_from_slice(name);
-    body.extend_from_slice(payload);
-    wasm.push(0);
-    wasm.push(u8::try_from(body.len()).unwrap());
-    wasm.extend_from_slice(&body);
+    let wasm = crate::support::with_custom_section(
+        std::fs::read(&plugin).unwrap(),
+        "mcpbox-skills",
+        payload,
+    );
     std::fs::write(&plugin, &wasm).unwrap();
 
     let mut raw = Raw::initialized(dir.path(), &[]).await;
@@ -337,8 +339,8 @@ async fn a_hostile_skills_section_is_refused_and_the_plugin_keeps_serving() {
     assert!(
         !std::fs::read(&plugin)
             .unwrap()
-            .windows(name.len())
-            .any(|w| w == name),
+            .windows(b"mcpbox-skills".len())
+            .any(|w| w == b"mcpbox-skills"),
         "the section is gone"
     );
     // Not a component at all: a clear error, the file untouched.

@@ -10,7 +10,6 @@
 //! directory: `state_shared`.
 
 use std::path::Path;
-use std::time::Duration;
 
 use futures::future::join_all;
 use serde_json::{Value, json};
@@ -297,14 +296,7 @@ async fn the_disk_backend_passes_the_suite() {
     backend_suite(&["--state-dir", dir.to_str().unwrap()]).await;
 }
 
-/// Wait until `check` holds, retrying every 100 ms for at most one step.
-pub(crate) async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F, what: &str) {
-    let deadline = tokio::time::Instant::now() + STEP;
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+pub(crate) use crate::support::eventually;
 
 pub(crate) fn todo_dir() -> tempfile::TempDir {
     let dir = plugin_dir(&[("todo", "todo.wasm")]);

@@ -1,6 +1,9 @@
 //! Shared test support: building the example plugins (once per test run, with the same
 //! script operators use), plugin directories, and starting the real `mcpbox` binary either
-//! under the official rmcp client or as a raw line-by-line session.
+//! under the official rmcp client or as a raw line-by-line session; and what tests share to
+//! wait on events rather than time (`eventually`, the log and client recorders, the
+//! `slow_list` gate, calls held in flight together) and to build their inputs (`install`,
+//! `with_custom_section`, `INITIALIZE`, the compiled-plugin cache's environment).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -36,6 +39,48 @@ pub fn example_plugins() -> &'static Path {
         );
         PathBuf::from(String::from_utf8(output.stdout).expect("utf-8 path").trim())
     })
+}
+
+/// Put `bytes` at `dir/file_name` the way a deploy should: written aside, then renamed into
+/// place, so the host never sees half a file.
+pub fn install(dir: &Path, file_name: &str, bytes: &[u8]) {
+    let temporary = dir.join(format!(".{file_name}.tmp"));
+    std::fs::write(&temporary, bytes).unwrap();
+    std::fs::rename(&temporary, dir.join(file_name)).unwrap();
+}
+
+/// Wait (a [`STEP`] at most) until `check` holds: for an event the host reports (a metric, a
+/// listing, a count), never for time to pass. Fails naming `what` never happened.
+pub async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F, what: &str) {
+    let deadline = tokio::time::Instant::now() + STEP;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A gate for `slow_list` in plugin directory `dir`: a directory granted to it as `/gate`,
+/// where it says it is listing (`listing`) and waits for the test to write `open`.
+pub fn slow_list_gate(dir: &Path) -> tempfile::TempDir {
+    let gate = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.join("slow_list.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/gate\"\nmode = \"read-write\"\n",
+            gate.path()
+        ),
+    )
+    .unwrap();
+    gate
+}
+
+/// Wait until `slow_list` says it is being listed.
+pub async fn slow_list_listing(gate: &Path) {
+    eventually(
+        || async { gate.join("listing").exists() },
+        "slow_list being listed",
+    )
+    .await;
 }
 
 /// The test fixture plugins (`tests/plugins/`), built for wasm32-wasip2.
@@ -112,6 +157,60 @@ pub fn token_config(dir: &Path, tokens: &[(&str, &str, &[&str])], rest: &str) ->
 /// every run and a test then spent 40 s compiling one in a debug build.
 pub const TEST_CACHE_MAX_MIB: &str = "8192";
 
+/// The environment that points an `mcpbox` a test starts at the compiled-plugin cache the
+/// tests share (`target/test-cache/`, up to [`TEST_CACHE_MAX_MIB`]), away from the user's own.
+pub fn test_cache() -> [(&'static str, std::ffi::OsString); 2] {
+    [
+        (
+            "MCPBOX_CACHE_DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/test-cache")
+                .into_os_string(),
+        ),
+        ("MCPBOX_CACHE_MAX_MIB", TEST_CACHE_MAX_MIB.into()),
+    ]
+}
+
+/// A 2025-11-25 `initialize` request (id 1, no capabilities).
+pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}"#;
+
+/// `wasm` (a component) with a custom section `name` holding `payload` appended: another
+/// build of the same plugin (new bytes, new digest, the same behaviour), or a section the
+/// host reads (`mcpbox-skills`).
+pub fn with_custom_section(mut wasm: Vec<u8>, name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb128(out: &mut Vec<u8>, mut value: usize) {
+        loop {
+            let byte = u8::try_from(value & 0x7f).unwrap();
+            value >>= 7;
+            if value == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut body = Vec::new();
+    leb128(&mut body, name.len());
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
+    wasm.push(0);
+    leb128(&mut wasm, body.len());
+    wasm.extend_from_slice(&body);
+    wasm
+}
+
+/// The value of the first sample in a Prometheus exposition of `series` (a name, with its
+/// labels where they matter, or the start of them), if there is one.
+pub fn metric_value(exposition: &str, series: &str) -> Option<f64> {
+    exposition.lines().find_map(|line| {
+        let rest = line.strip_prefix(series)?;
+        if !rest.starts_with([' ', '{']) {
+            return None;
+        }
+        rest.rsplit(' ').next()?.parse().ok()
+    })
+}
+
 /// `mcpbox serve --plugins <dir> <extra…>`, with piped stdio. Unless `extra` says where,
 /// plugin state goes to a fresh directory of its own.
 pub fn mcpbox(dir: &Path, extra: &[&str]) -> Command {
@@ -125,12 +224,7 @@ pub fn mcpbox(dir: &Path, extra: &[&str]) -> Command {
         .arg(dir)
         .args(extra)
         .env_remove("MCPBOX_LOG")
-        // A cache of compiled plugins shared by the tests, away from the user's own.
-        .env(
-            "MCPBOX_CACHE_DIR",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-        )
-        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
+        .envs(test_cache())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -490,6 +584,9 @@ pub struct RecordingClient {
     pub events: Arc<Mutex<Vec<(String, Value)>>>,
     /// What it answers `roots/list` with (a test may change it, then tell the server).
     pub roots: Arc<Mutex<Value>>,
+    /// When set, a sampling request is answered only once every party to the barrier got
+    /// one (a step at most): proof that that many calls are in flight together.
+    sampling_gate: Option<Arc<tokio::sync::Barrier>>,
 }
 
 impl RecordingClient {
@@ -506,7 +603,15 @@ impl RecordingClient {
             roots: Arc::new(Mutex::new(
                 serde_json::json!({"roots": [{"uri": "file:///work", "name": "work"}]}),
             )),
+            sampling_gate: None,
         }
+    }
+
+    /// The same client, answering sampling only once `gate`'s every party has a sampling
+    /// request of its own (give the clients of calls that must overlap one barrier).
+    pub fn sampling_together(mut self, gate: Arc<tokio::sync::Barrier>) -> Self {
+        self.sampling_gate = Some(gate);
+        self
     }
 
     /// The same client, answering `roots/list` with these roots.
@@ -555,6 +660,14 @@ impl rmcp::ClientHandler for RecordingClient {
         _: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
         self.record("sampling", json(&params));
+        if let Some(gate) = &self.sampling_gate
+            && tokio::time::timeout(STEP, gate.wait()).await.is_err()
+        {
+            return Err(rmcp::ErrorData::internal_error(
+                "the other calls' sampling requests never came: the calls were not in flight together",
+                None,
+            ));
+        }
         Ok(serde_json::from_value(serde_json::json!({
             "role": "assistant",
             "content": {"type": "text", "text": "a short summary"},

@@ -455,8 +455,7 @@ async fn answers_are_checked_kept_one_by_one_and_never_reach_a_replaced_plugin()
     alice.until(&id, &["input_required"]).await;
     // Another build: the same code with one more custom section (a new digest).
     let wasm = dir.path().join("conformance.wasm");
-    let mut bytes = std::fs::read(&wasm).unwrap();
-    bytes.extend_from_slice(&[0x00, 0x06, 0x04, b'n', b'e', b'x', b't', 0x01]);
+    let bytes = crate::support::with_custom_section(std::fs::read(&wasm).unwrap(), "next", &[1]);
     let staged = dir.path().join("conformance.wasm.new");
     std::fs::write(&staged, bytes).unwrap();
     std::fs::rename(&staged, &wasm).unwrap();

@@ -228,6 +228,20 @@ impl Redis {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// The keys matching `pattern` (`KEYS`, asked with Debian's `redis-cli`, which comes with
+    /// the server).
+    pub fn keys(&self, pattern: &str) -> Vec<String> {
+        let output = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "--raw", "KEYS", pattern])
+            .output()
+            .expect("run redis-cli");
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|line| !line.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Kill the server (as a crash would).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

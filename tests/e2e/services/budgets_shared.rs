@@ -21,7 +21,7 @@ fn config(dir: &Path) -> std::path::PathBuf {
 }
 
 const ECHO: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+use crate::support::INITIALIZE;
 
 async fn echo(client: &reqwest::Client, url: &str, token: &str) -> u16 {
     let auth = format!("Bearer {token}");

@@ -19,7 +19,6 @@
 mod exchange;
 mod harness;
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -766,10 +765,7 @@ async fn check_reports_unknown_provider() {
     .unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
         .args(["check", "--config", config.to_str().unwrap()])
-        .env(
-            "MCPBOX_CACHE_DIR",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-        )
+        .envs(crate::support::test_cache())
         .output()
         .unwrap();
     let report = format!(

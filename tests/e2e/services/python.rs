@@ -25,11 +25,7 @@ async fn drive(python: &Path, mode: &str, target: &[&str], dir: &Path) {
         .arg(&script)
         .args(["--mode", mode])
         .args(target)
-        .env(
-            "MCPBOX_CACHE_DIR",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
-        )
-        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
+        .envs(crate::support::test_cache())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)

@@ -2,8 +2,6 @@
 //! (stateless tools serve on, stateful calls fail clearly, the metric and the status page show
 //! the store down), and all is well again once it is back.
 
-use std::time::Duration;
-
 use serde_json::json;
 
 use crate::support::{HttpServer, STEP, call, example_plugins, plugin_dir, tool_text};
@@ -24,14 +22,7 @@ async fn store_up(client: &reqwest::Client, base: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Wait until `check` holds, retrying every 100 ms for at most one step.
-async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F, what: &str) {
-    let deadline = tokio::time::Instant::now() + STEP;
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+use crate::support::eventually;
 
 #[tokio::test]
 async fn a_state_store_outage_keeps_replicas_ready() {

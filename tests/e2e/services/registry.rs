@@ -877,25 +877,11 @@ async fn https_is_the_default_and_a_private_ca_is_trusted_through_ssl_cert_file(
 
 /// A component of more than a megabyte: echo_tools with a 3 MiB custom section appended.
 fn large_component(dir: &Path) -> PathBuf {
-    fn leb128(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = u8::try_from(n & 0x7f).unwrap();
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let mut wasm = std::fs::read(component("echo_tools")).unwrap();
-    let mut body = Vec::new();
-    leb128(7, &mut body);
-    body.extend_from_slice(b"padding");
-    body.extend(std::iter::repeat_n(0u8, 3 * 1024 * 1024));
-    wasm.push(0);
-    leb128(body.len(), &mut wasm);
-    wasm.extend_from_slice(&body);
+    let wasm = crate::support::with_custom_section(
+        std::fs::read(component("echo_tools")).unwrap(),
+        "padding",
+        &vec![0u8; 3 * 1024 * 1024],
+    );
     let file = dir.join("large.wasm");
     std::fs::write(&file, wasm).unwrap();
     file

@@ -12,8 +12,10 @@
 //! At most once (#24): HAProxy keeps a request's `X-Request-Id` across its retries and replaces
 //! the client's; with `--call-id-header`, a replica killed during 1,000 `add` calls of the
 //! to-do example leaves no item stored twice (without it: 1–4 in 3 of 3 runs), and every call
-//! that failed failed with a clear error; an id names one call, read-only tools are not
-//! recorded, and without the option the header means nothing.
+//! that failed was in flight on the killed replica and failed clearly (-32030, or the
+//! balancer's 5xx); a retry whose first run died with its replica mid-call is refused with
+//! -32030 and not run again; an id names one call, read-only tools are not recorded, and
+//! without the option the header means nothing.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -309,20 +311,34 @@ fn pid(server: &HttpServer) -> i32 {
     i32::try_from(server.child.id().expect("running")).unwrap()
 }
 
-/// A new session, retried (as a client would) while the balancer has no replica to offer.
+/// A new session, retried (as a client would) while the balancer has no replica to offer:
+/// only the balancer's own 502/503 (no replica to take it) is retried; anything else fails.
 async fn start_with_retries(client: &reqwest::Client, url: &str) -> Legacy {
     let mut attempt = 0;
     loop {
         match Legacy::start(client, url).await {
             Ok(session) => return session,
-            Err(e) if attempt < 10 => {
+            Err(e) if attempt < 10 && balancer_failure(&e) => {
                 attempt += 1;
-                let _ = e;
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
             Err(e) => panic!("no new session after {attempt} attempts: {e}"),
         }
     }
+}
+
+/// Whether `error` (as `modern` and `Legacy` report them) is how a call in flight on a killed
+/// replica fails through HAProxy: the balancer's 502/503/504, or the connection (or a
+/// session's event stream) cut.
+fn balancer_failure(error: &str) -> bool {
+    let status = error.strip_prefix("initialize: ").unwrap_or(error);
+    ["502", "503", "504"]
+        .iter()
+        .any(|code| status.starts_with(code))
+        || error.contains("error sending request")
+        || error.contains("connection closed")
+        || error.contains("error decoding response body")
+        || error == "the stream ended without a response"
 }
 
 /// What a load run lets clients retry.
@@ -337,20 +353,31 @@ enum Retry {
     All,
 }
 
+/// What a load run saw: how many legacy sessions had to start again, and every failed attempt
+/// that was retried (what failed, and how).
+struct Loaded {
+    restarts: usize,
+    failed: Vec<(String, String)>,
+}
+
 /// `calls` echo calls from `tasks` clients at once, half 2026-07-28, half legacy sessions,
-/// retrying what `retry` allows. Returns how many legacy sessions had to start again.
-async fn load(
+/// retrying what `retry` allows; `during` runs beside them and may wait on `done`, the count
+/// of calls answered so far.
+async fn load<F: Future<Output = ()>>(
     url: &str,
     tasks: usize,
     calls: usize,
     retry: Retry,
-    during: impl Future<Output = ()>,
-) -> usize {
+    during: impl FnOnce(Arc<AtomicUsize>) -> F,
+) -> Loaded {
     let client = reqwest::Client::builder().timeout(STEP).build().unwrap();
     let restarts = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut set = tokio::task::JoinSet::new();
     for task in 0..tasks {
         let (client, url, restarts) = (client.clone(), url.to_owned(), Arc::clone(&restarts));
+        let (done, failed) = (Arc::clone(&done), Arc::clone(&failed));
         let per_task = calls / tasks;
         set.spawn(async move {
             if task % 2 == 0 {
@@ -362,12 +389,13 @@ async fn load(
                             Ok(()) => break,
                             Err(e) if retry == Retry::All && attempt < 5 => {
                                 attempt += 1;
-                                let _ = e;
+                                failed.lock().unwrap().push((text.clone(), e));
                                 tokio::time::sleep(Duration::from_millis(100)).await;
                             }
                             Err(e) => panic!("2026-07-28 call {text} failed: {e}"),
                         }
                     }
+                    done.fetch_add(1, Ordering::Relaxed);
                 }
             } else {
                 let mut session = Legacy::start(&client, &url)
@@ -389,12 +417,14 @@ async fn load(
                                     restarts.fetch_add(1, Ordering::Relaxed);
                                     session = start_with_retries(&client, &url).await;
                                 } else {
+                                    failed.lock().unwrap().push((text.clone(), e));
                                     tokio::time::sleep(Duration::from_millis(100)).await;
                                 }
                             }
                             Err(e) => panic!("legacy call {text} failed: {e}"),
                         }
                     }
+                    done.fetch_add(1, Ordering::Relaxed);
                 }
             }
         });
@@ -404,8 +434,21 @@ async fn load(
             done.expect("a client task");
         }
     };
-    tokio::join!(waiting, during);
-    restarts.load(Ordering::Relaxed)
+    tokio::join!(waiting, during(done));
+    let failed = std::mem::take(&mut *failed.lock().unwrap());
+    Loaded {
+        restarts: restarts.load(Ordering::Relaxed),
+        failed,
+    }
+}
+
+/// Wait (a step at most) until `done` calls of a load run are answered.
+async fn answered(done: &AtomicUsize, calls: usize) {
+    let deadline = tokio::time::Instant::now() + STEP;
+    while done.load(Ordering::Relaxed) < calls {
+        assert!(tokio::time::Instant::now() < deadline, "the calls stalled");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -505,8 +548,8 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
     drop(streams);
 
     // 10,000 calls at 64 in flight, 2026-07-28 and legacy, no failure and no retry.
-    let restarts = load(&lb.url, 64, 10_000, Retry::Never, async {}).await;
-    assert_eq!(restarts, 0);
+    let run = load(&lb.url, 64, 10_000, Retry::Never, async |_| {}).await;
+    assert_eq!((run.restarts, run.failed.len()), (0, 0));
 
     // A counter incremented through every replica ends exact.
     let increments = (0..512).map(|_| {
@@ -541,8 +584,8 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
     // SIGTERM on replica 3 in the middle of a run: no call fails (its legacy sessions start
     // again elsewhere, as the transport says they must).
     let r3_pid = pid(&r3);
-    load(&lb.url, 32, 2_000, Retry::Sessions, async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    let run = load(&lb.url, 32, 2_000, Retry::Sessions, async move |done| {
+        answered(&done, 500).await;
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(r3_pid).unwrap(),
             rustix::process::Signal::TERM,
@@ -550,6 +593,7 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
         .unwrap();
     })
     .await;
+    assert!(run.failed.is_empty(), "{:?}", run.failed);
     let mut r3 = r3;
     let status = tokio::time::timeout(STEP, r3.child.wait())
         .await
@@ -557,11 +601,12 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
         .unwrap();
     assert!(status.success(), "replica 3 stopped cleanly: {status}");
 
-    // SIGKILL on replica 2 mid-run: only what was in flight on it fails; retries succeed, and
-    // its legacy sessions get 404 and start again.
+    // SIGKILL on replica 2 mid-run: only what was in flight on it fails, as the balancer's
+    // 502/503/504 or a cut connection (at most one call per client, each client having one
+    // in flight); retries succeed, and its legacy sessions get 404 and start again.
     let r2_pid = pid(&r2);
-    let restarts = load(&lb.url, 32, 3_000, Retry::All, async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    let run = load(&lb.url, 32, 3_000, Retry::All, async move |done| {
+        answered(&done, 750).await;
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(r2_pid).unwrap(),
             rustix::process::Signal::KILL,
@@ -570,8 +615,20 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
     })
     .await;
     assert!(
-        restarts > 0,
+        run.restarts > 0,
         "sessions on the killed replica had to start again"
+    );
+    assert!(
+        run.failed.iter().all(|(_, e)| balancer_failure(e)),
+        "failures other than the killed replica's: {:?}",
+        run.failed
+    );
+    let calls: std::collections::HashSet<&str> =
+        run.failed.iter().map(|(call, _)| call.as_str()).collect();
+    assert!(
+        calls.len() <= 32,
+        "more calls failed than were in flight: {:?}",
+        run.failed
     );
     // The survivor still serves, through the balancer.
     modern_echo(&client, &lb.url, "after").await.unwrap();
@@ -721,9 +778,15 @@ async fn a_call_retried_by_the_balancer_after_a_replica_died_runs_at_most_once()
             }
         }
     }
-    // A failure is a clear error, never a hang (add_item refuses timeouts).
-    for (_, why) in &failures {
-        assert!(!why.is_empty(), "{summary}");
+    // Only calls in flight on the killed replica fail (at most one per client), and each
+    // clearly: its retry refused with -32030 (it may have run; it is not run again), or the
+    // balancer's 502/503/504 or a cut connection. Never a hang (add_item refuses timeouts).
+    assert!(failures.len() <= CLIENTS, "{summary}");
+    for (text, why) in &failures {
+        assert!(
+            not_run_again(why) || balancer_failure(why),
+            "{text} failed unclearly: {why}\n{summary}"
+        );
     }
     // The numbers, for the issue (visible with --nocapture).
     #[expect(clippy::print_stderr, reason = "the measured numbers, for the issue")]
@@ -733,6 +796,18 @@ async fn a_call_retried_by_the_balancer_after_a_replica_died_runs_at_most_once()
     drop(lb);
     drop(r1);
     drop(r3);
+}
+
+/// Whether `why` (a failed `add`, as `add_item` reports it) is the refusal of a retry whose
+/// first run may have happened: -32030, naming the request, ending in the promise.
+fn not_run_again(why: &str) -> bool {
+    let Ok(answer) = serde_json::from_str::<Value>(why) else {
+        return false;
+    };
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    answer["error"]["code"] == -32030
+        && message.starts_with("request ")
+        && message.ends_with("; it was not run again")
 }
 
 /// A 2026-07-28 `tools/call` straight to a replica, naming `id` in `X-Request-Id` (as the
@@ -954,4 +1029,72 @@ async fn haproxy_keeps_the_request_id_across_its_retries() {
         "one id across retries: {seen:?}"
     );
     drop(lb);
+}
+
+/// #24 (point 3), the failure a balancer's retry meets when the replica that ran the first
+/// attempt died mid-call: -32030, once the dead replica's lease on the record has lapsed, and
+/// the call is not run again (a run would wait in the plugin for the tool's time limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_whose_first_run_died_with_its_replica_fails_with_32030() {
+    let redis = Redis::start();
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    std::fs::write(
+        dir.path().join("hostile.toml"),
+        "[limits]\ntimeout-ms = 60000\n",
+    )
+    .unwrap();
+    let first = once_replica(dir.path(), &redis.url(), &CALL_ID).await;
+    let second = once_replica(dir.path(), &redis.url(), &CALL_ID).await;
+    let client = reqwest::Client::builder().timeout(STEP).build().unwrap();
+
+    // The first attempt waits in a host call for ever on the first replica (its connection
+    // is cut when the replica dies).
+    let running = {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"sleep_forever","arguments":{{}},{META}}}}}"#
+        );
+        let request = client
+            .post(&first.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "sleep_forever")
+            .header("x-request-id", "lost-1")
+            .body(body);
+        tokio::spawn(async move { request.send().await.map(|r| r.status()) })
+    };
+    // It runs once its record is in the ledger (the claim comes before the plugin runs).
+    let deadline = tokio::time::Instant::now() + STEP;
+    while redis.keys("mcpbox:call:lost-1").is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first attempt was never recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid(&first)).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+
+    // The balancer's retry, on the other replica: refused, not run.
+    let (status, retry) = tokio::time::timeout(
+        STEP,
+        call_with_id(&client, &second.url, "lost-1", "sleep_forever", "{}"),
+    )
+    .await
+    .expect("the retry was answered, not run");
+    assert_eq!(retry["error"]["code"], -32030, "{status} {retry}");
+    assert_eq!(
+        retry["error"]["message"],
+        "request lost-1: this call may already have run on a replica that went away; it was not run again",
+        "{retry}"
+    );
+    assert!(
+        running.await.unwrap().is_err(),
+        "the first attempt was answered"
+    );
+    drop(second);
 }

@@ -53,7 +53,8 @@ async fn replicas_share_redis_and_survive_it_going_away() {
         "{listing}"
     );
 
-    // Redis goes away in the middle of a call: the call fails clearly, naming Redis.
+    // Redis goes away in the middle of a call (once the call's increments show in Redis): the
+    // call fails clearly, naming Redis, after some increments and before the last.
     let (interrupted, ()) = tokio::join!(
         kv(
             &one,
@@ -61,13 +62,24 @@ async fn replicas_share_redis_and_survive_it_going_away() {
             json!({"op": "increments", "key": "n", "delta": 100_000_000})
         ),
         async {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            eventually(
+                || async { !redis.keys("mcpbox:kv:5:alpha:*").is_empty() },
+                "the call's increments reached Redis",
+            )
+            .await;
             redis.stop();
         }
     );
     let (text, error) = interrupted;
+    assert!(error && text.contains("Redis at 127.0.0.1"), "{text}");
+    let done: u64 = text
+        .split("after ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not 'after N increments: …': {text}"));
     assert!(
-        error && text.contains("increments: ") && text.contains("Redis at 127.0.0.1"),
+        (1..100_000_000).contains(&done) && text.contains(" increments: "),
         "{text}"
     );
     // And between calls: they fail clearly and quickly; the host keeps serving.

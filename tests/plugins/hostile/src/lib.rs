@@ -242,6 +242,16 @@ impl Plugin for Hostile {
         tools
             .add(Tool::new("spin", "Loop forever"), spin)
             .add(
+                Tool::new(
+                    "spin_reported",
+                    "Report progress once (the sign it runs), then loop forever",
+                ),
+                |args: NoArgs| {
+                    host::progress(0.0, None, Some("spinning"));
+                    spin(args)
+                },
+            )
+            .add(
                 Tool::new("recurse", "Recurse until the stack runs out"),
                 |_: NoArgs| recurse(0).to_string(),
             )
