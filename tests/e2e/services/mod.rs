@@ -23,6 +23,7 @@
 //! same name sits beside this one, the tests of that area that need none of this are there.
 
 mod budgets_shared;
+mod bundle;
 mod conformance;
 mod container;
 mod credentials;
