@@ -240,6 +240,14 @@ pub struct InspectArgs {
     /// never shown.
     #[arg(long, env = "MCPBOX_SECRETS", value_name = "PATH")]
     pub secrets: Option<PathBuf>,
+    /// Grant a plugin a directory, as `serve --grant` does (repeatable).
+    #[arg(
+        long,
+        env = "MCPBOX_GRANT",
+        value_name = "PLUGIN:dir=PATH[:ro]",
+        value_delimiter = '\n'
+    )]
+    pub grant: Vec<crate::policy::CommandLineGrant>,
 }
 
 /// Arguments of `mcpbox skills`.
@@ -488,6 +496,18 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_CONFIG", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub config: Option<PathBuf>,
 
+    /// Grant a plugin a directory without editing its manifest: `PLUGIN:dir=PATH`
+    /// (read-write), `PLUGIN:dir=PATH:ro` or `:rw` (repeatable; the environment variable holds
+    /// several, one a line). Within the directories the plugin's manifest grants, if it names
+    /// any that exist (only narrower: inside one, no wider a mode); those replace them.
+    #[arg(
+        long,
+        env = "MCPBOX_GRANT",
+        value_name = "PLUGIN:dir=PATH[:ro]",
+        value_delimiter = '\n'
+    )]
+    pub grant: Vec<crate::policy::CommandLineGrant>,
+
     /// The configuration file as read (set by [`Cli::load`]).
     #[arg(skip)]
     pub loaded_config: Option<Arc<ConfigFile>>,
@@ -682,7 +702,10 @@ impl ServeArgs {
             secrets: Arc::new(crate::policy::config::SecretsCell::new(secrets)),
             spares: self.spare_instances,
         };
-        let sections = Arc::new(self.sections(&plugin_dir));
+        let sections = Arc::new(
+            self.sections(&plugin_dir)
+                .with_grants(self.grants(&plugin_dir)),
+        );
         let trust = self.trust(&plugin_dir);
         let transport = match &self.http {
             Some(address) => Transport::Http(Box::new(self.http_settings(address)?)),
@@ -845,6 +868,32 @@ impl ServeArgs {
             }
         }
         Sections::new(config.path().to_owned(), config.sections().clone())
+    }
+
+    /// `--grant`, each logged (and warned about when it names no plugin in `dir`).
+    fn grants(&self, dir: &Path) -> crate::policy::CommandLineGrants {
+        for grant in &self.grant {
+            let mode = match grant.writable {
+                Some(true) => "read-write",
+                Some(false) => "read-only",
+                None => "the manifest's mode, else read-write",
+            };
+            tracing::info!(
+                plugin = %grant.plugin,
+                dir = %grant.dir.display(),
+                mode,
+                "granted on the command line (within the manifest's directories, if it grants any)"
+            );
+            if !dir.join(format!("{}.wasm", grant.plugin)).exists() {
+                tracing::warn!(
+                    "{} names no plugin in {}: there is no {}.wasm (yet)",
+                    grant.flag(),
+                    dir.display(),
+                    grant.plugin
+                );
+            }
+        }
+        crate::policy::CommandLineGrants::new(self.grant.iter().cloned())
     }
 
     /// The signature policy of the configuration file, and the lock file of `dir`, announced.

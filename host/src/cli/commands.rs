@@ -197,10 +197,11 @@ async fn missing_config(
     serve: &ServeArgs,
     secrets: &crate::policy::Secrets,
 ) -> Vec<String> {
-    let sections = Arc::new(Sections::new(
-        file.path().to_owned(),
-        file.sections().clone(),
-    ));
+    let sections = Arc::new(
+        Sections::new(file.path().to_owned(), file.sections().clone()).with_grants(
+            crate::policy::CommandLineGrants::new(serve.grant.iter().cloned()),
+        ),
+    );
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -264,10 +265,11 @@ async fn plugin_warnings(
             ));
         }
     }
-    let sections = Arc::new(Sections::new(
-        file.path().to_owned(),
-        file.sections().clone(),
-    ));
+    let sections = Arc::new(
+        Sections::new(file.path().to_owned(), file.sections().clone()).with_grants(
+            crate::policy::CommandLineGrants::new(serve.grant.iter().cloned()),
+        ),
+    );
     let cache_dir = if serve.no_cache {
         None
     } else {

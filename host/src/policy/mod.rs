@@ -10,6 +10,7 @@
 //!
 //! Uses: nothing else in the crate.
 
+mod command_line;
 pub mod config;
 mod locate;
 mod manifest;
@@ -21,10 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use command_line::{CommandLineGrant, CommandLineGrants};
 pub use config::{ConfigKey, ConfigSource, SecretValue, Secrets};
 pub use locate::key_at;
 pub use manifest::{
-    PolicyError, check_sections, load_manifest, manifest_path, parse_manifest, parse_section,
+    PolicyError, check_sections, load_manifest, manifest_path, parse_manifest,
+    parse_manifest_granting, parse_section, parse_section_granting,
 };
 pub use name::PluginName;
 
@@ -516,10 +519,12 @@ fn resolve(manifest: &Path, path: &Path) -> PathBuf {
 
 /// The `[plugin.NAME]` sections of the configuration file, as TOML text by plugin name,
 /// shared by loading and hot reload (which swaps them in when the file changes). A plugin
-/// with a section is governed by it, not by a manifest beside it.
+/// with a section is governed by it, not by a manifest beside it. The command line's grants
+/// (`--grant`, which do not change while mcpbox runs) travel with them.
 #[derive(Debug, Default)]
 pub struct Sections {
     current: arc_swap::ArcSwap<SectionMap>,
+    grants: CommandLineGrants,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -533,7 +538,20 @@ impl Sections {
     pub fn new(file: PathBuf, texts: std::collections::BTreeMap<String, String>) -> Self {
         Self {
             current: arc_swap::ArcSwap::from_pointee(SectionMap { file, texts }),
+            grants: CommandLineGrants::default(),
         }
+    }
+
+    /// These sections, with the command line's grants `grants`.
+    #[must_use]
+    pub fn with_grants(mut self, grants: CommandLineGrants) -> Self {
+        self.grants = grants;
+        self
+    }
+
+    /// The command line's grants.
+    pub fn grants(&self) -> &CommandLineGrants {
+        &self.grants
     }
 
     /// The configuration file and the section of plugin `name`, if it has one.

@@ -19,7 +19,8 @@ use crate::registry::trust::{Provenance, Trust, TrustError};
 use sha2::{Digest as _, Sha256};
 
 use crate::policy::{
-    Limits, Policy, PolicyError, Sections, manifest_path, parse_manifest, parse_section,
+    CommandLineGrant, Limits, Policy, PolicyError, Sections, manifest_path,
+    parse_manifest_granting, parse_section_granting,
 };
 
 /// Why the plugin directory itself could not be read.
@@ -368,6 +369,8 @@ pub struct PluginSource {
     /// the component loads.
     seen: Option<(Identity, std::time::SystemTime)>,
     policy: Option<PolicyText>,
+    /// The command line's grants of the plugin (`--grant`), usually none.
+    grants: Vec<CommandLineGrant>,
     /// SHA-256 of the component alone: the key of its compiled form in the cache.
     component_digest: [u8; 32],
     /// SHA-256 of the component's digest and the policy text: equal digests mean nothing
@@ -477,11 +480,17 @@ fn read_source_with(
         }
         None => {}
     }
+    let grants = sections.grants().of(name).to_vec();
+    for grant in &grants {
+        hasher.update([1]);
+        hasher.update(grant.to_string().as_bytes());
+    }
     Ok(PluginSource {
         file: file.to_owned(),
         wasm,
         seen,
         policy,
+        grants,
         component_digest,
         digest: hasher.finalize().into(),
         provenance,
@@ -526,13 +535,23 @@ async fn list_plugin(compiled: Compiled) -> Result<LoadedPlugin, FileError> {
 /// The policy a plugin's files give it: its section of the configuration file, its manifest,
 /// or none (no capabilities, `limits`).
 pub fn policy_of(source: &PluginSource, limits: Limits) -> Result<Policy, PolicyError> {
+    let grants = &source.grants;
     Ok(match &source.policy {
-        Some(PolicyText::Manifest(path, text)) => parse_manifest(path, text, limits)?,
-        Some(PolicyText::Section(config, name, text)) => parse_section(config, name, text, limits)
-            .map_err(|e| match std::fs::read_to_string(config) {
-                Ok(file_text) => e.in_file(&file_text),
-                Err(_) => e,
-            })?,
+        Some(PolicyText::Manifest(path, text)) => {
+            parse_manifest_granting(path, text, limits, grants)?
+        }
+        Some(PolicyText::Section(config, name, text)) => {
+            parse_section_granting(config, name, text, limits, grants).map_err(|e| {
+                match std::fs::read_to_string(config) {
+                    Ok(file_text) => e.in_file(&file_text),
+                    Err(_) => e,
+                }
+            })?
+        }
+        // No manifest: the command line's grants alone, as an empty manifest with them.
+        None if !grants.is_empty() => {
+            parse_manifest_granting(&manifest_path(&source.file), "", limits, grants)?
+        }
         None => Policy::deny_all(limits),
     })
 }
