@@ -197,3 +197,106 @@ async fn a_malformed_grant_is_refused_at_start() {
         "{stderr}"
     );
 }
+
+/// A plugin that does not load, beside one that does.
+fn with_a_broken_plugin() -> tempfile::TempDir {
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    std::fs::write(dir.path().join("broken.wasm"), b"not wasm").unwrap();
+    dir
+}
+
+/// The warning a client gets about `broken.wasm` in `dir`: its name, its file and why.
+fn assert_names_the_broken_plugin(data: &str, dir: &Path) {
+    let file = dir.canonicalize().unwrap().join("broken.wasm");
+    assert!(
+        data.starts_with(&format!("skipped plugin `broken` ({}): ", file.display()))
+            && data.contains("not a WebAssembly file")
+            && data.ends_with("; it is not loaded"),
+        "{data}"
+    );
+}
+
+/// A client that connects hears of a plugin skipped at startup: a `notifications/message` at
+/// warning after `initialized`, without asking for logs (over stdio, and over HTTP with a
+/// 2025-11-25 session); a 2026-07-28 client on `server/discover` when its `logLevel` takes
+/// warnings.
+#[tokio::test]
+async fn clients_that_connect_hear_of_a_skipped_plugin() {
+    let dir = with_a_broken_plugin();
+    let client = connect_with(dir.path(), &[], RecordingClient::new(&json!({}))).await;
+    let logs = client.service().wait_for("log", 1).await;
+    assert_eq!(logs[0]["level"], "warning", "{logs:?}");
+    assert_eq!(logs[0]["logger"], "mcpbox");
+    assert_names_the_broken_plugin(logs[0]["data"].as_str().unwrap(), dir.path());
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 4);
+    client.cancel().await.unwrap();
+
+    let server = crate::support::HttpServer::start(dir.path(), &[]).await;
+    let client = server.connect(RecordingClient::new(&json!({})), None).await;
+    let logs = client.service().wait_for("log", 1).await;
+    assert_eq!(logs[0]["level"], "warning", "{logs:?}");
+    assert_names_the_broken_plugin(logs[0]["data"].as_str().unwrap(), dir.path());
+    client.cancel().await.unwrap();
+
+    let http = reqwest::Client::new();
+    let discover = |level: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/logLevel":"{level}"}}}}}}"#
+        )
+    };
+    let headers = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "server/discover"),
+    ];
+    let response = crate::support::post(&http, &server.url, &headers, &discover("warning")).await;
+    let mut events = crate::support::SseReader::new(response);
+    let (_, log) = events.next_json().await.expect("a log message first");
+    assert_eq!(log["method"], "notifications/message", "{log}");
+    assert_eq!(log["params"]["level"], "warning");
+    assert_names_the_broken_plugin(log["params"]["data"].as_str().unwrap(), dir.path());
+    let (_, result) = events.next_json().await.expect("then the result");
+    assert_eq!(result["id"], 1, "{result}");
+    // A level above warning: the result alone, as plain JSON.
+    let response = crate::support::post(&http, &server.url, &headers, &discover("error")).await;
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["id"], 1, "{body}");
+}
+
+/// A 2025-11-25 client that set a level above warning before `initialized` hears nothing of
+/// it; the report is sent once.
+#[tokio::test]
+async fn a_client_that_asked_for_errors_only_is_not_told() {
+    let dir = with_a_broken_plugin();
+    let mut raw = crate::support::Raw::start(dir.path(), &[]);
+    let reply = raw
+        .request(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#)
+        .await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    let reply = raw
+        .request(
+            r#"{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"error"}}"#,
+        )
+        .await;
+    assert_eq!(reply["id"], 1, "{reply}");
+    raw.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let reply = raw
+        .request(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
+        .await;
+    assert_eq!(reply["id"], 2, "no warning before the answer: {reply}");
+    // Asking for warnings later tells it then, once.
+    raw.send(
+        br#"{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"warning"}}"#,
+    )
+    .await;
+    let log = raw.recv().await;
+    assert_eq!(log["method"], "notifications/message", "{log}");
+    assert_names_the_broken_plugin(log["params"]["data"].as_str().unwrap(), dir.path());
+    assert_eq!(raw.recv().await["id"], 3);
+    let reply = raw
+        .request(
+            r#"{"jsonrpc":"2.0","id":4,"method":"logging/setLevel","params":{"level":"debug"}}"#,
+        )
+        .await;
+    assert_eq!(reply["id"], 4, "once: {reply}");
+}

@@ -256,6 +256,14 @@ impl Peer {
         level.rank() >= minimum
     }
 
+    /// Whether the host's startup warnings (plugins skipped, names refused) go to the client
+    /// when it connects: unless it set a level above warning. (Before a client sets a level
+    /// the server chooses what to send; a plugin it will not find is worth telling.)
+    pub fn wants_startup_warnings(&self) -> bool {
+        let minimum = self.log_level.load(Ordering::Relaxed);
+        minimum == 0 || LogLevel::Warning.rank() >= minimum
+    }
+
     /// Route a response from the client to the request of ours it answers. Returns whether
     /// one was waiting.
     pub fn deliver(&self, id: &RequestId, outcome: Result<Box<RawValue>, ErrorObject>) -> bool {

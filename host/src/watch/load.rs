@@ -323,8 +323,9 @@ pub async fn load_prefetched(
             Ok((file, Err(error))) => {
                 skipped += 1;
                 tracing::error!(file = %file.display(), "skipped plugin: {error}");
+                let name = file.file_stem().unwrap_or_default().to_string_lossy();
                 problems.push(format!(
-                    "skipped plugin {}: {error}; it is not loaded",
+                    "skipped plugin `{name}` ({}): {error}; it is not loaded",
                     file.display()
                 ));
             }
