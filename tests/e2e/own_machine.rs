@@ -300,3 +300,89 @@ async fn a_client_that_asked_for_errors_only_is_not_told() {
         .await;
     assert_eq!(reply["id"], 4, "once: {reply}");
 }
+
+/// One thought in `service`'s session: the history's length and branches it reports.
+async fn think<H: rmcp::ClientHandler>(
+    service: &rmcp::service::RunningService<rmcp::RoleClient, H>,
+    branch: &str,
+) -> (Value, Value) {
+    let mut arguments = json!({"thought": "a step", "nextThoughtNeeded": true,
+        "thoughtNumber": 1, "totalThoughts": 3});
+    if !branch.is_empty() {
+        arguments["branchFromThought"] = json!(1);
+        arguments["branchId"] = json!(branch);
+    }
+    let Value::Object(arguments) = arguments else {
+        unreachable!()
+    };
+    let result = service
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("sequentialthinking").with_arguments(arguments),
+        )
+        .await
+        .unwrap();
+    let recorded = crate::support::json(&result)["structuredContent"].clone();
+    (
+        recorded["thoughtHistoryLength"].clone(),
+        recorded["branches"].clone(),
+    )
+}
+
+/// The sequential-thinking plugin beside its own manifest (`caller-scope = "session"`).
+fn sequential_thinking() -> tempfile::TempDir {
+    let dir = plugin_dir(&[("sequential_thinking", "sequential_thinking.wasm")]);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../plugins/sequential-thinking/sequential_thinking.toml"),
+        dir.path().join("sequential_thinking.toml"),
+    )
+    .unwrap();
+    dir
+}
+
+/// Sequential-thinking's history is each client session's own (`caller-scope = "session"`),
+/// as the original's is each process's: two HTTP clients without tokens (the one local
+/// caller) each see only their own thoughts, a session's state is dropped when it ends, and
+/// over stdio one client keeps its history as before.
+#[tokio::test]
+async fn each_client_session_thinks_alone() {
+    let dir = sequential_thinking();
+    let server =
+        crate::support::HttpServer::start(dir.path(), &["--log", "info,mcpbox::kv=debug"]).await;
+    assert!(
+        server
+            .stderr
+            .text()
+            .contains("(each client session's own: at most 64 KiB, 2 keys)"),
+        "the grant is shown: {}",
+        server.stderr.text()
+    );
+    let first = server.connect(RecordingClient::new(&json!({})), None).await;
+    let second = server.connect(RecordingClient::new(&json!({})), None).await;
+    assert_eq!(think(&first, "").await, (json!(1), json!([])));
+    assert_eq!(think(&first, "idea").await, (json!(2), json!(["idea"])));
+    assert_eq!(think(&second, "").await, (json!(1), json!([])));
+    assert_eq!(think(&first, "").await, (json!(3), json!(["idea"])));
+    assert_eq!(think(&second, "").await, (json!(2), json!([])));
+    // Ending a session drops its state (the client deletes its session as it closes).
+    first.cancel().await.unwrap();
+    server
+        .stderr
+        .wait_for_count("dropped the session's own state", 1)
+        .await;
+    second.cancel().await.unwrap();
+    server
+        .stderr
+        .wait_for_count("dropped the session's own state", 2)
+        .await;
+    let third = server.connect(RecordingClient::new(&json!({})), None).await;
+    assert_eq!(think(&third, "").await, (json!(1), json!([])));
+    third.cancel().await.unwrap();
+
+    // Over stdio: one client, one history, as before.
+    let client = connect_with(dir.path(), &[], RecordingClient::new(&json!({}))).await;
+    assert_eq!(think(&client, "").await, (json!(1), json!([])));
+    assert_eq!(think(&client, "b").await, (json!(2), json!(["b"])));
+    assert_eq!(think(&client, "").await, (json!(3), json!(["b"])));
+    client.cancel().await.unwrap();
+}

@@ -352,6 +352,11 @@ pub struct KvGrant {
     /// Kept in this process's memory instead of the state store (`in-memory = true`): gone
     /// when mcpbox stops, and not shared with other replicas.
     pub in_memory: bool,
+    /// Its caller buckets are each client session's own (`caller-scope = "session"`), kept in
+    /// memory and dropped when the session ends: as an original that keeps state per process
+    /// keeps it per client. A request outside any session (a 2026-07-28 request over HTTP)
+    /// gets its caller's.
+    pub per_session: bool,
 }
 
 impl KvGrant {
@@ -491,8 +496,13 @@ impl fmt::Display for GrantSummary<'_> {
             ));
             if !kv.caller_buckets.is_empty() {
                 parts.push(format!(
-                    "keyvalue caller buckets [{}] (each caller's own: at most {} KiB, {} keys)",
+                    "keyvalue caller buckets [{}] (each {}'s own: at most {} KiB, {} keys)",
                     kv.caller_buckets.join(", "),
+                    if kv.per_session {
+                        "client session"
+                    } else {
+                        "caller"
+                    },
                     kv.caller_max_bytes >> 10,
                     kv.caller_max_keys
                 ));

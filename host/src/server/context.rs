@@ -357,6 +357,26 @@ pub struct RequestContext {
     /// The request runs as a task (the tasks extension): where its latest progress message
     /// goes, for the task's `statusMessage`.
     task: Option<TaskProgress>,
+    /// The client session it came in (none: a 2026-07-28 request over HTTP, which has none).
+    session: Option<SessionId>,
+}
+
+/// A client session of this process (stdio's one, or an HTTP session made by `initialize`):
+/// unique for the life of the process, never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionId(u64);
+
+impl SessionId {
+    /// A fresh id.
+    pub fn next() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The id as a number.
+    pub fn get(self) -> u64 {
+        self.0
+    }
 }
 
 /// The latest progress message of a call run as a task.
@@ -381,6 +401,7 @@ impl RequestContext {
             caller,
             audit: Arc::default(),
             task: None,
+            session: None,
         }
     }
 
@@ -429,6 +450,17 @@ impl RequestContext {
     /// this caller's.
     pub fn caller(&self) -> &Principal {
         &self.caller
+    }
+
+    /// The client session the request came in, if any.
+    pub fn session(&self) -> Option<SessionId> {
+        self.session
+    }
+
+    /// This context, for a request that came in `session`.
+    pub(super) fn with_session(mut self, session: Option<SessionId>) -> Self {
+        self.session = session;
+        self
     }
 
     /// This context, for a request the balancer gave `call_id`.

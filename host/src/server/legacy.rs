@@ -137,7 +137,8 @@ impl<B: Backend> Session<B> {
             caller,
         )
         .with_call_id(call_id)
-        .with_audit(audit);
+        .with_audit(audit)
+        .with_session(self.id());
         let outcome = self
             .legacy_outcome(request.body, &request.method, &ctx)
             .await;

@@ -140,6 +140,7 @@ impl<B: Backend> Session<B> {
             )
             .with_call_id(call_id.clone())
             .with_audit(Arc::clone(&audit))
+            .with_session(self.id())
         };
         let outcome = match body {
             ClientRequest::Listen(p) => {

@@ -59,6 +59,8 @@ pub struct BucketRef {
     name: Arc<str>,
     /// A caller bucket: its writes count against the caller's quotas and the plugin's total.
     caller: bool,
+    /// A session-scoped caller bucket: in that session's own store (`kv::session_store`).
+    session: Option<u64>,
 }
 
 /// A compare-and-swap in progress: the key, and its value when the handle was made.
@@ -82,6 +84,8 @@ pub struct KeyValueCtx {
     denial_logged: bool,
     /// The earlier draft's numeric `list-keys` cursors this call was handed.
     draft_cursors: draft::DraftCursors,
+    /// The client session the call came in (none: outside any session).
+    session: Option<u64>,
 }
 
 impl KeyValueCtx {
@@ -102,7 +106,16 @@ impl KeyValueCtx {
             denied,
             denial_logged: false,
             draft_cursors: draft::DraftCursors::default(),
+            session: None,
         }
+    }
+
+    /// This state access, for a call that came in client session `session`: a grant's
+    /// session-scoped caller buckets are that session's own.
+    #[must_use]
+    pub fn in_session(mut self, session: Option<u64>) -> Self {
+        self.session = session;
+        self
     }
 
     /// The quota of the plugin's shared buckets, and of one caller's own.
@@ -246,12 +259,19 @@ impl KeyValueView<'_> {
             }
             return Err(store::Error::AccessDenied);
         }
+        // Outside any session (a 2026-07-28 request over HTTP), the caller's own.
+        let session = ctx
+            .grant
+            .as_ref()
+            .filter(|grant| own && grant.per_session)
+            .and(ctx.session);
         self.table
             .push(Bucket {
                 target: BucketRef {
                     space,
                     name: identifier.into(),
                     caller: own,
+                    session,
                 },
             })
             .map_err(|e| store::Error::Other(format!("cannot open another bucket handle: {e}")))
@@ -326,8 +346,11 @@ struct KvCall {
 }
 
 impl KvCall {
-    /// The backend, as a WIT error when it cannot be opened.
-    async fn backend(&self) -> Result<Arc<dyn kv::StateStore>, store::Error> {
+    /// The backend of `bucket`, as a WIT error when it cannot be opened.
+    async fn backend(&self, bucket: &BucketRef) -> Result<Arc<dyn kv::StateStore>, store::Error> {
+        if let Some(session) = bucket.session {
+            return Ok(kv::session_store(session));
+        }
         self.service
             .store(self.in_memory)
             .await
@@ -358,7 +381,7 @@ impl KvCall {
 
     async fn get(&self, bucket: &BucketRef, key: &str) -> Result<Option<Vec<u8>>, store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .get(&bucket.space, &bucket.name, key)
             .await
@@ -367,7 +390,7 @@ impl KvCall {
 
     async fn set(&self, bucket: &BucketRef, key: &str, value: Vec<u8>) -> Result<(), store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .set(
                 &bucket.space,
@@ -382,7 +405,7 @@ impl KvCall {
 
     async fn delete(&self, bucket: &BucketRef, key: &str) -> Result<(), store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .delete(&bucket.space, &bucket.name, key)
             .await
@@ -391,7 +414,7 @@ impl KvCall {
 
     async fn exists(&self, bucket: &BucketRef, key: &str) -> Result<bool, store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .exists(&bucket.space, &bucket.name, key)
             .await
@@ -406,7 +429,7 @@ impl KvCall {
         if let Some(after) = after {
             check_cursor(after).map_err(store::Error::from)?;
         }
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .list_keys(&bucket.space, &bucket.name, after)
             .await
@@ -422,7 +445,7 @@ impl KvCall {
         unsigned: bool,
     ) -> Result<i64, store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .increment(
                 &bucket.space,
@@ -445,7 +468,7 @@ impl KvCall {
         value: Vec<u8>,
     ) -> Result<Option<Option<Vec<u8>>>, store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         let swapped = backend
             .swap(
                 &bucket.space,

@@ -34,6 +34,8 @@ pub(super) struct KeyValueTable {
     caller_max_keys: Option<u64>,
     #[serde(default)]
     in_memory: bool,
+    /// Whose `caller-buckets` are: `"caller"` (the default) or `"session"`.
+    caller_scope: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -270,8 +272,29 @@ pub(super) fn keyvalue(file: &Path, table: KeyValueTable) -> Result<KvGrant, Pol
         bounded(file, &format!("keyvalue.{key}"), value, max)
             .map(|v| v.map_or(default, |v| v * unit))
     };
+    let per_session = match table.caller_scope.as_deref() {
+        None | Some("caller") => false,
+        Some("session") => true,
+        Some(_) => {
+            return Err(PolicyError::at(
+                file,
+                "keyvalue.caller-scope",
+                "caller-scope is \"caller\" (each caller's own buckets, the default) or \
+                 \"session\" (each client session's own, kept in memory and dropped when the \
+                 session ends)",
+            ));
+        }
+    };
+    if per_session && table.caller_buckets.is_empty() {
+        return Err(PolicyError::at(
+            file,
+            "keyvalue.caller-scope",
+            "caller-scope applies to caller-buckets, and none are granted",
+        ));
+    }
     Ok(KvGrant {
         in_memory: table.in_memory,
+        per_session,
         buckets: table.buckets,
         caller_buckets: table.caller_buckets,
         caller_max_bytes: sized(
@@ -652,6 +675,19 @@ mod tests {
         let e = error("[keyvalue]\nbuckets = [\"a\"]\nmax-value-kb = 1\n");
         assert!(e.contains("unknown field `max-value-kb`"), "{e}");
         assert!(error("[keyvalue]\nquota-kib = 1\n").contains("grant at least one bucket"));
+        let text = "[keyvalue]\ncaller-buckets = [\"t\"]\ncaller-scope = \"session\"\n";
+        let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+        assert!(policy.keyvalue.unwrap().per_session);
+        let text = "[keyvalue]\ncaller-buckets = [\"t\"]\ncaller-scope = \"caller\"\n";
+        let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+        assert!(!policy.keyvalue.unwrap().per_session);
+        let e = error("[keyvalue]\ncaller-buckets = [\"t\"]\ncaller-scope = \"process\"\n");
+        assert!(
+            e.contains("keyvalue.caller-scope") && e.contains("\"session\""),
+            "{e}"
+        );
+        let e = error("[keyvalue]\nbuckets = [\"t\"]\ncaller-scope = \"session\"\n");
+        assert!(e.contains("none are granted"), "{e}");
         let e = error("[keyvalue]\nbuckets = [\"a\"]\ncaller-buckets = [\"a\"]\n");
         assert!(
             e.contains("keyvalue.caller-buckets[0]") && e.contains("twice"),
