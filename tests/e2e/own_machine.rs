@@ -386,3 +386,130 @@ async fn each_client_session_thinks_alone() {
     assert_eq!(think(&client, "").await, (json!(3), json!(["b"])));
     client.cancel().await.unwrap();
 }
+
+/// `mcpbox serve` with no `--plugins` (the environment or a configuration file names them).
+fn serve_without_plugin_flags() -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"));
+    command
+        .arg("serve")
+        .env("MCPBOX_STATE_DIR", crate::support::fresh_state_dir())
+        .env_remove("MCPBOX_LOG")
+        .env_remove("MCPBOX_PLUGINS")
+        .env(
+            "MCPBOX_CACHE_DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
+        )
+        .env("MCPBOX_CACHE_MAX_MIB", crate::support::TEST_CACHE_MAX_MIB)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+/// The names of the tools `client` lists, sorted.
+async fn tool_names<H: rmcp::ClientHandler>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, H>,
+) -> Vec<String> {
+    let mut names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Several plugin directories (`--plugins A --plugins B`): every plugin of both is served and
+/// each directory is watched; a name is the first directory's (a plugin of the same name in a
+/// later one is skipped, with an error naming both files, told to clients too), and when the
+/// first's file goes, the later one's takes the name.
+#[tokio::test]
+async fn several_plugin_directories_are_served_and_watched_and_the_first_claims_a_name() {
+    let first = plugin_dir(&[("echo_tools", "echo_tools.wasm"), ("quotes", "quotes.wasm")]);
+    let second = plugin_dir(&[("echo_tools", "echo_tools.wasm"), ("time", "time.wasm")]);
+    let a = first.path().canonicalize().unwrap().display().to_string();
+    let b = second.path().canonicalize().unwrap().display().to_string();
+    let (client, stderr) = connect_command(
+        mcpbox(first.path(), &["--plugins", &b]),
+        RecordingClient::new(&json!({})),
+    )
+    .await;
+    let clash = format!(
+        "skipped plugin `echo_tools` ({b}/echo_tools.wasm): the name is taken by \
+         {a}/echo_tools.wasm, in an earlier plugin directory (the first directory given wins); \
+         rename one of them"
+    );
+    let logs = client.service().wait_for("log", 1).await;
+    assert_eq!(logs[0]["data"], clash.as_str(), "{logs:?}");
+    assert!(stderr.text().contains(&clash), "{}", stderr.text());
+    let names = tool_names(&client).await;
+    assert!(
+        names.contains(&"echo".to_owned()) && names.contains(&"get_current_time".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        stderr.text().contains(&format!("file={a}/echo_tools.wasm")),
+        "{}",
+        stderr.text()
+    );
+
+    // The second directory is watched: a plugin put there is served.
+    let before = names.len();
+    std::fs::copy(
+        crate::support::example_plugins().join("memory.wasm"),
+        second.path().join("memory.wasm"),
+    )
+    .unwrap();
+    client.service().wait_for("tools/list_changed", 1).await;
+    let names = tool_names(&client).await;
+    assert!(
+        names.len() > before && names.contains(&"create_entities".to_owned()),
+        "{names:?}"
+    );
+    // The first's echo_tools goes: the second's takes the name, and its tools stay.
+    std::fs::remove_file(first.path().join("echo_tools.wasm")).unwrap();
+    stderr.wait_for(&format!("file={b}/echo_tools.wasm")).await;
+    assert!(tool_names(&client).await.contains(&"echo".to_owned()));
+    client.cancel().await.unwrap();
+}
+
+/// `MCPBOX_PLUGINS` holds several directories separated as PATH is, and a configuration
+/// file's `plugins` may be a list (relative to the file).
+#[tokio::test]
+async fn several_plugin_directories_from_the_environment_and_the_configuration_file() {
+    let first = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let second = plugin_dir(&[("time", "time.wasm")]);
+    let mut command = serve_without_plugin_flags();
+    command.env(
+        "MCPBOX_PLUGINS",
+        format!("{}:{}", first.path().display(), second.path().display()),
+    );
+    let (client, _stderr) = connect_command(command, RecordingClient::new(&json!({}))).await;
+    let from_environment = tool_names(&client).await;
+    assert!(
+        from_environment.contains(&"echo".to_owned()),
+        "{from_environment:?}"
+    );
+    client.cancel().await.unwrap();
+
+    let config_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        config_dir.path().join("mcpbox.toml"),
+        format!(
+            "plugins = [\"{}\", \"{}\"]\n",
+            first.path().display(),
+            second.path().display()
+        ),
+    )
+    .unwrap();
+    let mut command = serve_without_plugin_flags();
+    command
+        .arg("--config")
+        .arg(config_dir.path().join("mcpbox.toml"));
+    let (client, _stderr) = connect_command(command, RecordingClient::new(&json!({}))).await;
+    assert_eq!(tool_names(&client).await, from_environment);
+    client.cancel().await.unwrap();
+}

@@ -352,6 +352,9 @@ pub struct CallArgs {
     pub secrets: Option<PathBuf>,
 }
 
+/// What separates directories in a list of them, as in `PATH`.
+const PATH_LIST_SEPARATOR: char = if cfg!(windows) { ';' } else { ':' };
+
 /// Arguments of `mcpbox serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -484,10 +487,19 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_SESSION_IDLE_SECS", default_value_t = 1800)]
     pub session_idle_secs: u64,
 
-    /// The directory of plugins (`*.wasm` components) to serve (required here, in the
-    /// environment, or in the configuration file).
-    #[arg(long, env = "MCPBOX_PLUGINS", value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
-    pub plugins: Option<PathBuf>,
+    /// A directory of plugins (`*.wasm` components) to serve (required here, in the
+    /// environment, or in the configuration file). Repeatable, each watched: a plugin's name is
+    /// the first directory's that holds it (a plugin of the same name in a later one is
+    /// skipped, with an error naming both files). The environment variable holds several
+    /// separated as PATH is (`:`, or `;` on Windows).
+    #[arg(
+        long,
+        env = "MCPBOX_PLUGINS",
+        value_name = "DIR",
+        value_hint = clap::ValueHint::DirPath,
+        value_delimiter = PATH_LIST_SEPARATOR
+    )]
+    pub plugins: Vec<PathBuf>,
 
     /// Read options and plugin sections from this TOML file (reference:
     /// `host/deploy/mcpbox.toml`);
@@ -671,20 +683,29 @@ impl ServeArgs {
     /// Check these arguments as a whole and turn them into the settings `serve` runs with:
     /// every bad combination is refused here, before anything binds a port or loads a plugin.
     pub fn settings(&self) -> anyhow::Result<ServeSettings> {
-        let Some(plugin_dir) = &self.plugins else {
+        if self.plugins.is_empty() {
             anyhow::bail!(
                 "no plugin directory: give --plugins DIR, set MCPBOX_PLUGINS, or set `plugins` in \
                  the configuration file"
             );
-        };
+        }
         // Raised before the bounds are set: the listen-stream budget keeps a share of it.
         crate::host::raise_open_file_limit();
         let modern = Arc::new(self.modern()?);
         let call_ledger = call_ledger(self)?;
         // Canonical, so that file events (absolute paths) match the loaded plugins' files.
-        let plugin_dir = std::fs::canonicalize(plugin_dir).with_context(|| {
-            format!("cannot read the plugin directory {}", plugin_dir.display())
-        })?;
+        let mut plugin_dirs: Vec<PathBuf> = Vec::with_capacity(self.plugins.len());
+        for dir in &self.plugins {
+            let canonical = std::fs::canonicalize(dir)
+                .with_context(|| format!("cannot read the plugin directory {}", dir.display()))?;
+            if plugin_dirs.contains(&canonical) {
+                anyhow::bail!(
+                    "the plugin directory {} is given twice (--plugins, MCPBOX_PLUGINS or `plugins`)",
+                    dir.display()
+                );
+            }
+            plugin_dirs.push(canonical);
+        }
         let cache_dir = if self.no_cache {
             None
         } else {
@@ -703,10 +724,10 @@ impl ServeArgs {
             spares: self.spare_instances,
         };
         let sections = Arc::new(
-            self.sections(&plugin_dir)
-                .with_grants(self.grants(&plugin_dir)),
+            self.sections(&plugin_dirs)
+                .with_grants(self.grants(&plugin_dirs)),
         );
-        let trust = self.trust(&plugin_dir);
+        let trust = self.trust(&plugin_dirs);
         let transport = match &self.http {
             Some(address) => Transport::Http(Box::new(self.http_settings(address)?)),
             None => Transport::Stdio(StdioConfig {
@@ -715,7 +736,7 @@ impl ServeArgs {
             }),
         };
         Ok(ServeSettings {
-            plugin_dir,
+            plugin_dirs,
             runtime,
             limits: self.limits.limits(),
             timeout_ms: self.limits.timeout_ms,
@@ -847,8 +868,8 @@ impl ServeArgs {
     }
 
     /// The configuration file's `[plugin.NAME]` sections, warning of those that name no
-    /// plugin in `dir` (yet).
-    fn sections(&self, dir: &Path) -> Sections {
+    /// plugin in `dirs` (yet).
+    fn sections(&self, dirs: &[PathBuf]) -> Sections {
         let Some(config) = &self.loaded_config else {
             return Sections::default();
         };
@@ -859,19 +880,19 @@ impl ServeArgs {
             "read the configuration file"
         );
         for name in config.sections().keys() {
-            if !dir.join(format!("{name}.wasm")).exists() {
+            if !holds_plugin(dirs, name) {
                 tracing::warn!(
                     config = %config.path().display(),
                     "[plugin.{name}] names no plugin in {}: there is no {name}.wasm (yet)",
-                    dir.display()
+                    shown(dirs)
                 );
             }
         }
         Sections::new(config.path().to_owned(), config.sections().clone())
     }
 
-    /// `--grant`, each logged (and warned about when it names no plugin in `dir`).
-    fn grants(&self, dir: &Path) -> crate::policy::CommandLineGrants {
+    /// `--grant`, each logged (and warned about when it names no plugin in `dirs`).
+    fn grants(&self, dirs: &[PathBuf]) -> crate::policy::CommandLineGrants {
         for grant in &self.grant {
             let mode = match grant.writable {
                 Some(true) => "read-write",
@@ -884,11 +905,11 @@ impl ServeArgs {
                 mode,
                 "granted on the command line (within the manifest's directories, if it grants any)"
             );
-            if !dir.join(format!("{}.wasm", grant.plugin)).exists() {
+            if !holds_plugin(dirs, &grant.plugin) {
                 tracing::warn!(
                     "{} names no plugin in {}: there is no {}.wasm (yet)",
                     grant.flag(),
-                    dir.display(),
+                    shown(dirs),
                     grant.plugin
                 );
             }
@@ -896,8 +917,9 @@ impl ServeArgs {
         crate::policy::CommandLineGrants::new(self.grant.iter().cloned())
     }
 
-    /// The signature policy of the configuration file, and the lock file of `dir`, announced.
-    fn trust(&self, dir: &Path) -> Trust {
+    /// The signature policy of the configuration file, and the lock files of `dirs`,
+    /// announced.
+    fn trust(&self, dirs: &[PathBuf]) -> Trust {
         let trust = Trust::new(
             self.loaded_config
                 .as_ref()
@@ -913,12 +935,14 @@ impl ServeArgs {
                 );
             }
         }
-        let lock = dir.join(crate::registry::lock::LOCK_FILE);
-        if lock.exists() {
-            tracing::info!(
-                lock = %lock.display(),
-                "checking components against the lock file before loading them"
-            );
+        for dir in dirs {
+            let lock = dir.join(crate::registry::lock::LOCK_FILE);
+            if lock.exists() {
+                tracing::info!(
+                    lock = %lock.display(),
+                    "checking components against the lock file before loading them"
+                );
+            }
         }
         trust
     }
@@ -1045,6 +1069,20 @@ impl ServeArgs {
             ..ModernSettings::default()
         })
     }
+}
+
+/// Whether one of `dirs` holds the plugin `name` (`name.wasm`).
+pub(super) fn holds_plugin(dirs: &[PathBuf], name: &str) -> bool {
+    dirs.iter()
+        .any(|dir| dir.join(format!("{name}.wasm")).exists())
+}
+
+/// `dirs`, for messages: `a, b`.
+pub(super) fn shown(dirs: &[PathBuf]) -> String {
+    dirs.iter()
+        .map(|dir| dir.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A `--call-id-header`: an HTTP header name.

@@ -68,11 +68,10 @@ pub enum FileError {
     Changed,
 }
 
-/// The `*.wasm` files in `dir`, sorted by name (the order in which names are claimed), and
-/// the manifests (`*.toml`) with no `*.wasm` of the same name beside them: each of those is
-/// warned about (a typo in a file name would otherwise leave a plugin without the grants meant
-/// for it). One pass over the directory, with blocking calls: it runs before anything serves,
-/// or on a blocking thread.
+/// The `*.wasm` files in `dir`, sorted by name, and the manifests (`*.toml`) with no `*.wasm`
+/// of the same name beside them: each of those is warned about (a typo in a file name would
+/// otherwise leave a plugin without the grants meant for it). One pass over the directory,
+/// with blocking calls: it runs before anything serves, or on a blocking thread.
 fn list_directory(dir: &Path) -> Result<(Vec<PathBuf>, Vec<String>), DirectoryError> {
     let error = |source| DirectoryError {
         dir: dir.to_owned(),
@@ -115,6 +114,46 @@ fn list_directory(dir: &Path) -> Result<(Vec<PathBuf>, Vec<String>), DirectoryEr
     }
     orphans.sort();
     Ok((files, orphans))
+}
+
+/// The plugins of every directory of `dirs`, in order: a plugin's name is claimed by the
+/// first directory that holds `NAME.wasm`; a plugin of the same name in a later directory is
+/// not loaded, and named as a problem with both files (as are manifests with no plugin).
+fn list_directories(dirs: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>), DirectoryError> {
+    let mut claimed: std::collections::BTreeMap<String, PathBuf> = Default::default();
+    let mut problems = Vec::new();
+    for dir in dirs {
+        let (files, orphans) = list_directory(dir)?;
+        problems.extend(orphans);
+        for file in files {
+            let name = file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            match claimed.get(&name) {
+                Some(first) => {
+                    let problem = shadowed(&name, &file, first);
+                    tracing::error!(file = %file.display(), "{problem}");
+                    problems.push(problem);
+                }
+                None => {
+                    claimed.insert(name, file);
+                }
+            }
+        }
+    }
+    Ok((claimed.into_values().collect(), problems))
+}
+
+/// Why `file`, a plugin named `name`, is not loaded: `first`, in an earlier plugin directory,
+/// has the name.
+pub fn shadowed(name: &str, file: &Path, first: &Path) -> String {
+    format!(
+        "skipped plugin `{name}` ({}): the name is taken by {}, in an earlier plugin directory \
+         (the first directory given wins); rename one of them",
+        file.display(),
+        first.display()
+    )
 }
 
 /// A plugin file being read (by [`read_source`]) on a blocking thread.
@@ -202,17 +241,17 @@ struct Listing {
 /// is called. Start-up calls it before it makes the engine, so that reading the plugins and
 /// making the engine overlap (BENCHMARKS.md, start-up).
 pub struct Prefetched {
-    dir: PathBuf,
+    dirs: Vec<PathBuf>,
     listed: Result<Listing, DirectoryError>,
 }
 
-/// Start reading every plugin in `dir` (see [`Prefetched`]). Must be called within the
-/// Tokio runtime.
-pub fn prefetch(dir: &Path, sections: &Arc<Sections>, trust: &Trust) -> Prefetched {
+/// Start reading every plugin in `dirs` (see [`Prefetched`]; a name is the first
+/// directory's that has it). Must be called within the Tokio runtime.
+pub fn prefetch(dirs: &[PathBuf], sections: &Arc<Sections>, trust: &Trust) -> Prefetched {
     // Sized here, before the engine is made on a thread pinned to one CPU for the while.
     READING.semaphore();
     COMPILING.semaphore();
-    let listed = list_directory(dir).map(|(files, orphans)| Listing {
+    let listed = list_directories(dirs).map(|(files, orphans)| Listing {
         files: files
             .into_iter()
             .map(|file| {
@@ -223,7 +262,7 @@ pub fn prefetch(dir: &Path, sections: &Arc<Sections>, trust: &Trust) -> Prefetch
         orphans,
     });
     Prefetched {
-        dir: dir.to_owned(),
+        dirs: dirs.to_vec(),
         listed,
     }
 }
@@ -258,7 +297,12 @@ pub async fn load_directory(
     sections: &Arc<Sections>,
     trust: &Trust,
 ) -> Result<LoadedDirectory, DirectoryError> {
-    load_prefetched(runtime, prefetch(dir, sections, trust), limits).await
+    load_prefetched(
+        runtime,
+        prefetch(&[dir.to_owned()], sections, trust),
+        limits,
+    )
+    .await
 }
 
 /// [`load_directory`], for a directory whose reading [`prefetch`] started.
@@ -267,14 +311,20 @@ pub async fn load_prefetched(
     prefetched: Prefetched,
     limits: Limits,
 ) -> Result<LoadedDirectory, DirectoryError> {
-    let Prefetched { dir, listed } = prefetched;
+    let Prefetched { dirs, listed } = prefetched;
     let Listing {
         files,
         orphans: mut problems,
     } = listed?;
     if files.is_empty() {
-        tracing::warn!(dir = %dir.display(), "no plugins (*.wasm files) in the plugin directory");
+        let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        tracing::warn!(dir = %dirs.join(", "), "no plugins (*.wasm files) in the plugin directory");
     }
+    // Plugins of a name an earlier directory took: skipped (each is among the problems).
+    let mut skipped = problems
+        .iter()
+        .filter(|p| p.starts_with("skipped plugin"))
+        .count();
     let mut compiled = Vec::with_capacity(files.len());
     let mut tasks: Vec<LateLoad> = files
         .into_iter()
@@ -309,7 +359,6 @@ pub async fn load_prefetched(
     let deadline = tokio::time::Instant::now() + STARTUP_LISTING_WAIT;
     let mut loaded = Vec::with_capacity(tasks.len());
     let mut late = Vec::new();
-    let mut skipped = 0;
     for mut task in tasks.drain(..) {
         let joined = match tokio::time::timeout_at(deadline, &mut task).await {
             Ok(joined) => joined,
@@ -671,6 +720,36 @@ mod tests {
             .expect("the reading ran to its end")
             .expect("the file was read");
         assert_eq!(source.wasm.as_deref(), Some(&b"not a component"[..]));
+    }
+
+    /// Several directories: a name is the first one's; a later plugin of the same name is
+    /// skipped, named with the file that has the name.
+    #[test]
+    fn the_first_directory_claims_a_name() {
+        let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for (dir, name) in [(&first, "a"), (&first, "b"), (&second, "b"), (&second, "c")] {
+            std::fs::write(dir.path().join(format!("{name}.wasm")), b"x").unwrap();
+        }
+        let dirs = [first.path().to_owned(), second.path().to_owned()];
+        let (files, problems) = list_directories(&dirs).unwrap();
+        assert_eq!(
+            files,
+            [
+                first.path().join("a.wasm"),
+                first.path().join("b.wasm"),
+                second.path().join("c.wasm")
+            ]
+        );
+        assert_eq!(
+            problems,
+            [shadowed(
+                "b",
+                &second.path().join("b.wasm"),
+                &first.path().join("b.wasm")
+            )]
+        );
+        let (files, _) = list_directories(&[dirs[1].clone(), dirs[0].clone()]).unwrap();
+        assert!(files.contains(&second.path().join("b.wasm")), "{files:?}");
     }
 
     /// A file known by sight, with the digest its line gives.
