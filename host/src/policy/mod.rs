@@ -1,7 +1,8 @@
 //! Per-plugin policy: the limits each call runs under, the capabilities the operator granted,
 //! and which of its items are served under what names ([`Naming`]), read from a manifest
 //! beside the plugin (`weather.wasm` → `weather.toml`) or from the plugin's `[plugin.NAME]`
-//! section of the configuration file, and validated.
+//! section of the configuration file, with the command line's grants within it
+//! ([`CommandLineGrant`], `--grant`), and validated.
 //!
 //! Depends on nothing else in the crate. Deny by default: a plugin without a manifest gets the
 //! default limits and no capabilities at all. Every key is checked; an unknown key, a bad

@@ -8,6 +8,11 @@
 //! watched from before that pass ([`DirectoryWatch`], beside it), and then the same reloader
 //! puts the changes into effect ([`Reloader::watch`]), those made during the pass among them.
 //!
+//! There may be several plugin directories (`--plugins A --plugins B`), each watched: a
+//! plugin's name is the first directory's that holds `NAME.wasm`; a plugin of the same name in
+//! a later one is skipped with an error naming both files, and takes the name when the
+//! first's file goes.
+//!
 //! Built on `catalog` (publishing catalogs), `engine`, `policy`, `config` and
 //! `registry::trust` (lock entries and signatures are checked on every load); of the protocol
 //! and the sessions it knows only the events it announces (`server::ServerEvent`, a log

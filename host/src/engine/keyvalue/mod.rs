@@ -5,7 +5,10 @@
 //! The interface is linked for every plugin, so any component that imports it loads; what a
 //! call may do is decided here. `open` succeeds only for a bucket the plugin's manifest grants
 //! (`[keyvalue] buckets`), and every operation addresses the backend as (this plugin, that
-//! bucket, key): the plugin name comes from the host, never from the guest. Every failure is
+//! bucket, key): the plugin name comes from the host, never from the guest. A grant's caller
+//! buckets are the caller's own namespace, or with `caller-scope = "session"` that namespace
+//! in the store of the client session the call came in (`kv::session_store`, dropped when
+//! the session ends; a call outside any session gets its caller's). Every failure is
 //! an `error` value the guest sees, never a trap, and a refusal is also logged once per call
 //! so the operator learns which grant is missing.
 //!
