@@ -513,3 +513,67 @@ async fn several_plugin_directories_from_the_environment_and_the_configuration_f
     assert_eq!(tool_names(&client).await, from_environment);
     client.cancel().await.unwrap();
 }
+
+/// `--grant-dirs PLUGIN DIR…`: a list of folders passed as arguments of their own (as an MCP
+/// bundle passes a `multiple` directory setting), in the command line or the configuration
+/// file; an empty list grants nothing (and the template's missing folders skip the plugin).
+#[tokio::test]
+async fn a_list_of_folders_is_granted_by_one_flag() {
+    let dir = filesystem_with_template();
+    let (_root, notes, archive) = picked();
+    let archive_ro = format!("{archive}:ro");
+    let client = connect_with(
+        dir.path(),
+        &[
+            "--grant-dirs",
+            "filesystem",
+            &notes,
+            &archive_ro,
+            "--no-watch",
+        ],
+        RecordingClient::new(&json!({})),
+    )
+    .await;
+    assert_eq!(
+        call(&client, "list_allowed_directories", json!({})).await,
+        (format!("Allowed directories:\n{notes}\n{archive}"), false)
+    );
+    let (text, failed) = call(
+        &client,
+        "write_file",
+        json!({"path": format!("{archive}/x.txt"), "content": "no"}),
+    )
+    .await;
+    assert!(failed, "read-only: {text}");
+    client.cancel().await.unwrap();
+
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("mcpbox.toml");
+    std::fs::write(
+        &config,
+        format!("grant-dirs = [\"filesystem\", \"{notes}\"]\n"),
+    )
+    .unwrap();
+    let client = connect_with(
+        dir.path(),
+        &["--config", config.to_str().unwrap()],
+        RecordingClient::new(&json!({})),
+    )
+    .await;
+    assert_eq!(
+        call(&client, "list_allowed_directories", json!({})).await,
+        (format!("Allowed directories:\n{notes}"), false)
+    );
+    client.cancel().await.unwrap();
+
+    let (client, stderr) = connect_command(
+        mcpbox(dir.path(), &["--grant-dirs", "filesystem", "--no-watch"]),
+        RecordingClient::new(&json!({})),
+    )
+    .await;
+    assert!(client.list_all_tools().await.unwrap().is_empty());
+    stderr
+        .wait_for("dirs[0].host: cannot use directory /home/me/notes")
+        .await;
+    client.cancel().await.unwrap();
+}

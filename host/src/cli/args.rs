@@ -520,6 +520,13 @@ pub struct ServeArgs {
     )]
     pub grant: Vec<crate::policy::CommandLineGrant>,
 
+    /// Grant one plugin several directories: `--grant-dirs PLUGIN DIR…` (once), each DIR as
+    /// `--grant PLUGIN:dir=DIR` takes it (`:ro` allowed), none at all granting nothing. For a
+    /// client that passes a list of folders as arguments of their own (an MCP bundle's
+    /// `multiple` directory setting); the values end at the next flag.
+    #[arg(long, num_args = 1.., value_names = ["PLUGIN", "DIR"], action = clap::ArgAction::Set)]
+    pub grant_dirs: Vec<String>,
+
     /// The configuration file as read (set by [`Cli::load`]).
     #[arg(skip)]
     pub loaded_config: Option<Arc<ConfigFile>>,
@@ -725,7 +732,7 @@ impl ServeArgs {
         };
         let sections = Arc::new(
             self.sections(&plugin_dirs)
-                .with_grants(self.grants(&plugin_dirs)),
+                .with_grants(self.grants(&plugin_dirs)?),
         );
         let trust = self.trust(&plugin_dirs);
         let transport = match &self.http {
@@ -891,9 +898,25 @@ impl ServeArgs {
         Sections::new(config.path().to_owned(), config.sections().clone())
     }
 
-    /// `--grant`, each logged (and warned about when it names no plugin in `dirs`).
-    fn grants(&self, dirs: &[PathBuf]) -> crate::policy::CommandLineGrants {
-        for grant in &self.grant {
+    /// `--grant` and `--grant-dirs`, in that order.
+    pub fn all_grants(&self) -> anyhow::Result<Vec<crate::policy::CommandLineGrant>> {
+        let mut grants = self.grant.clone();
+        if let Some((plugin, dirs)) = self.grant_dirs.split_first() {
+            for dir in dirs {
+                let grant = format!("{plugin}:dir={dir}")
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--grant-dirs {plugin} {dir}: {e}"))?;
+                grants.push(grant);
+            }
+        }
+        Ok(grants)
+    }
+
+    /// `--grant` and `--grant-dirs`, each logged (and warned about when it names no plugin in
+    /// `dirs`).
+    fn grants(&self, dirs: &[PathBuf]) -> anyhow::Result<crate::policy::CommandLineGrants> {
+        let grants = self.all_grants()?;
+        for grant in &grants {
             let mode = match grant.writable {
                 Some(true) => "read-write",
                 Some(false) => "read-only",
@@ -914,7 +937,7 @@ impl ServeArgs {
                 );
             }
         }
-        crate::policy::CommandLineGrants::new(self.grant.iter().cloned())
+        Ok(crate::policy::CommandLineGrants::new(grants))
     }
 
     /// The signature policy of the configuration file, and the lock files of `dirs`,

@@ -207,7 +207,7 @@ async fn missing_config(
 ) -> Vec<String> {
     let sections = Arc::new(
         Sections::new(file.path().to_owned(), file.sections().clone()).with_grants(
-            crate::policy::CommandLineGrants::new(serve.grant.iter().cloned()),
+            crate::policy::CommandLineGrants::new(serve.all_grants().unwrap_or_default()),
         ),
     );
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -275,7 +275,7 @@ async fn plugin_warnings(
     }
     let sections = Arc::new(
         Sections::new(file.path().to_owned(), file.sections().clone()).with_grants(
-            crate::policy::CommandLineGrants::new(serve.grant.iter().cloned()),
+            crate::policy::CommandLineGrants::new(serve.all_grants().unwrap_or_default()),
         ),
     );
     let cache_dir = if serve.no_cache {
