@@ -420,6 +420,12 @@ impl ConfigFile {
                 }
                 continue;
             }
+            // A flag taking several values at once (`grant-dirs`): one flag, its values after it.
+            if arg.get_num_args().is_some_and(|n| n.max_values() > 1) {
+                out.push(OsString::from(format!("--{key}")));
+                out.extend(values.into_iter().map(OsString::from));
+                continue;
+            }
             for value in values {
                 let value = if is_path(arg) {
                     self.relative_to_file(&value)
@@ -512,6 +518,11 @@ fn flag_values(arg: &clap::Arg, value: &toml::Value) -> Result<Vec<String>, Stri
             )),
         },
         ArgAction::Append => match value {
+            toml::Value::Array(items) => items.iter().map(scalar).collect(),
+            single => Ok(vec![scalar(single)?]),
+        },
+        // A flag taking several values at once (`grant-dirs`).
+        _ if arg.get_num_args().is_some_and(|n| n.max_values() > 1) => match value {
             toml::Value::Array(items) => items.iter().map(scalar).collect(),
             single => Ok(vec![scalar(single)?]),
         },

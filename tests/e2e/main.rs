@@ -47,6 +47,7 @@ mod metrics;
 mod modern;
 mod multi_user;
 mod naming;
+mod own_machine;
 mod principals;
 mod readiness;
 mod registry;

@@ -111,6 +111,10 @@ impl CallHost for ClientBridge {
         self.ctx.in_task()
     }
 
+    fn session(&self) -> Option<u64> {
+        self.ctx.session().map(crate::server::SessionId::get)
+    }
+
     fn request(
         &self,
         request: HostRequest,

@@ -155,19 +155,38 @@ impl PluginSet {
         lock(&self.plugins).values().cloned().collect()
     }
 
+    /// Put `plugin`, from `file`, in place of the plugin from `old` (the same plugin, moved to
+    /// another plugin directory), in one swap, as [`PluginSet::update`] does: its names never
+    /// go missing meanwhile.
+    pub fn replace(&self, old: &Path, file: &Path, plugin: Arc<LoadedPlugin>) -> Names {
+        self.change(file, |plugins| {
+            plugins.remove(old);
+            plugins.insert(file.to_owned(), plugin);
+        })
+    }
+
     /// Put `plugin` in place of whatever was loaded from its file (or remove what was loaded
     /// from `file`, for `None`), publish the new catalog, and announce the lists that changed
     /// and the names newly refused. Returns how many names the plugin from `file` now serves.
     /// Calls in flight keep the catalog they started with.
     pub fn update(&self, file: &Path, plugin: Option<Arc<LoadedPlugin>>) -> Names {
-        let (old, new) = self.publish(|plugins| match plugin {
+        self.change(file, |plugins| match plugin {
             Some(plugin) => {
                 plugins.insert(file.to_owned(), plugin);
             }
             None => {
                 plugins.remove(file);
             }
-        });
+        })
+    }
+
+    /// Make `change`, publish, announce, and count the names of the plugin from `file`.
+    fn change(
+        &self,
+        file: &Path,
+        change: impl FnOnce(&mut BTreeMap<PathBuf, Arc<LoadedPlugin>>),
+    ) -> Names {
+        let (old, new) = self.publish(change);
         self.announce_lists(&old, &new);
         let known: HashSet<&Refusal> = old.refusals().iter().collect();
         for refusal in new.refusals().iter().filter(|r| !known.contains(r)) {

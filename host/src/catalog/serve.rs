@@ -120,6 +120,11 @@ impl Backend for PluginSet {
         PluginSet::startup_problems(self)
     }
 
+    fn session_ended(&self, session: crate::server::SessionId) {
+        // Plugins' session-scoped state (`caller-scope = "session"`) goes with the session.
+        crate::kv::end_session(session.get());
+    }
+
     fn required_scopes(&self, request: &ClientRequest) -> Vec<String> {
         owner(&self.catalog(), request)
             .and_then(|(_, gate)| gate.as_deref().map(<[String]>::to_vec))

@@ -240,6 +240,14 @@ pub struct InspectArgs {
     /// never shown.
     #[arg(long, env = "MCPBOX_SECRETS", value_name = "PATH")]
     pub secrets: Option<PathBuf>,
+    /// Grant a plugin a directory, as `serve --grant` does (repeatable).
+    #[arg(
+        long,
+        env = "MCPBOX_GRANT",
+        value_name = "PLUGIN:dir=PATH[:ro]",
+        value_delimiter = '\n'
+    )]
+    pub grant: Vec<crate::policy::CommandLineGrant>,
 }
 
 /// Arguments of `mcpbox skills`.
@@ -343,6 +351,9 @@ pub struct CallArgs {
     #[arg(long, env = "MCPBOX_SECRETS", value_name = "PATH")]
     pub secrets: Option<PathBuf>,
 }
+
+/// What separates directories in a list of them, as in `PATH`.
+const PATH_LIST_SEPARATOR: char = if cfg!(windows) { ';' } else { ':' };
 
 /// Arguments of `mcpbox serve`.
 #[derive(Debug, clap::Args)]
@@ -476,10 +487,19 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_SESSION_IDLE_SECS", default_value_t = 1800)]
     pub session_idle_secs: u64,
 
-    /// The directory of plugins (`*.wasm` components) to serve (required here, in the
-    /// environment, or in the configuration file).
-    #[arg(long, env = "MCPBOX_PLUGINS", value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
-    pub plugins: Option<PathBuf>,
+    /// A directory of plugins (`*.wasm` components) to serve (required here, in the
+    /// environment, or in the configuration file). Repeatable, each watched: a plugin's name is
+    /// the first directory's that holds it (a plugin of the same name in a later one is
+    /// skipped, with an error naming both files). The environment variable holds several
+    /// separated as PATH is (`:`, or `;` on Windows).
+    #[arg(
+        long,
+        env = "MCPBOX_PLUGINS",
+        value_name = "DIR",
+        value_hint = clap::ValueHint::DirPath,
+        value_delimiter = PATH_LIST_SEPARATOR
+    )]
+    pub plugins: Vec<PathBuf>,
 
     /// Read options and plugin sections from this TOML file (reference:
     /// `host/deploy/mcpbox.toml`);
@@ -487,6 +507,25 @@ pub struct ServeArgs {
     /// changes.
     #[arg(long, env = "MCPBOX_CONFIG", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub config: Option<PathBuf>,
+
+    /// Grant a plugin a directory without editing its manifest: `PLUGIN:dir=PATH`
+    /// (read-write), `PLUGIN:dir=PATH:ro` or `:rw` (repeatable; the environment variable holds
+    /// several, one a line). Within the directories the plugin's manifest grants, if it names
+    /// any that exist (only narrower: inside one, no wider a mode); those replace them.
+    #[arg(
+        long,
+        env = "MCPBOX_GRANT",
+        value_name = "PLUGIN:dir=PATH[:ro]",
+        value_delimiter = '\n'
+    )]
+    pub grant: Vec<crate::policy::CommandLineGrant>,
+
+    /// Grant one plugin several directories: `--grant-dirs PLUGIN DIR…` (once), each DIR as
+    /// `--grant PLUGIN:dir=DIR` takes it (`:ro` allowed), none at all granting nothing. For a
+    /// client that passes a list of folders as arguments of their own (an MCP bundle's
+    /// `multiple` directory setting); the values end at the next flag.
+    #[arg(long, num_args = 1.., value_names = ["PLUGIN", "DIR"], action = clap::ArgAction::Set)]
+    pub grant_dirs: Vec<String>,
 
     /// The configuration file as read (set by [`Cli::load`]).
     #[arg(skip)]
@@ -651,20 +690,29 @@ impl ServeArgs {
     /// Check these arguments as a whole and turn them into the settings `serve` runs with:
     /// every bad combination is refused here, before anything binds a port or loads a plugin.
     pub fn settings(&self) -> anyhow::Result<ServeSettings> {
-        let Some(plugin_dir) = &self.plugins else {
+        if self.plugins.is_empty() {
             anyhow::bail!(
                 "no plugin directory: give --plugins DIR, set MCPBOX_PLUGINS, or set `plugins` in \
                  the configuration file"
             );
-        };
+        }
         // Raised before the bounds are set: the listen-stream budget keeps a share of it.
         crate::host::raise_open_file_limit();
         let modern = Arc::new(self.modern()?);
         let call_ledger = call_ledger(self)?;
         // Canonical, so that file events (absolute paths) match the loaded plugins' files.
-        let plugin_dir = std::fs::canonicalize(plugin_dir).with_context(|| {
-            format!("cannot read the plugin directory {}", plugin_dir.display())
-        })?;
+        let mut plugin_dirs: Vec<PathBuf> = Vec::with_capacity(self.plugins.len());
+        for dir in &self.plugins {
+            let canonical = std::fs::canonicalize(dir)
+                .with_context(|| format!("cannot read the plugin directory {}", dir.display()))?;
+            if plugin_dirs.contains(&canonical) {
+                anyhow::bail!(
+                    "the plugin directory {} is given twice (--plugins, MCPBOX_PLUGINS or `plugins`)",
+                    dir.display()
+                );
+            }
+            plugin_dirs.push(canonical);
+        }
         let cache_dir = if self.no_cache {
             None
         } else {
@@ -682,8 +730,11 @@ impl ServeArgs {
             secrets: Arc::new(crate::policy::config::SecretsCell::new(secrets)),
             spares: self.spare_instances,
         };
-        let sections = Arc::new(self.sections(&plugin_dir));
-        let trust = self.trust(&plugin_dir);
+        let sections = Arc::new(
+            self.sections(&plugin_dirs)
+                .with_grants(self.grants(&plugin_dirs)?),
+        );
+        let trust = self.trust(&plugin_dirs);
         let transport = match &self.http {
             Some(address) => Transport::Http(Box::new(self.http_settings(address)?)),
             None => Transport::Stdio(StdioConfig {
@@ -692,7 +743,7 @@ impl ServeArgs {
             }),
         };
         Ok(ServeSettings {
-            plugin_dir,
+            plugin_dirs,
             runtime,
             limits: self.limits.limits(),
             timeout_ms: self.limits.timeout_ms,
@@ -836,8 +887,8 @@ impl ServeArgs {
     }
 
     /// The configuration file's `[plugin.NAME]` sections, warning of those that name no
-    /// plugin in `dir` (yet).
-    fn sections(&self, dir: &Path) -> Sections {
+    /// plugin in `dirs` (yet).
+    fn sections(&self, dirs: &[PathBuf]) -> Sections {
         let Some(config) = &self.loaded_config else {
             return Sections::default();
         };
@@ -848,19 +899,62 @@ impl ServeArgs {
             "read the configuration file"
         );
         for name in config.sections().keys() {
-            if !dir.join(format!("{name}.wasm")).exists() {
+            if !holds_plugin(dirs, name) {
                 tracing::warn!(
                     config = %config.path().display(),
                     "[plugin.{name}] names no plugin in {}: there is no {name}.wasm (yet)",
-                    dir.display()
+                    shown(dirs)
                 );
             }
         }
         Sections::new(config.path().to_owned(), config.sections().clone())
     }
 
-    /// The signature policy of the configuration file, and the lock file of `dir`, announced.
-    fn trust(&self, dir: &Path) -> Trust {
+    /// `--grant` and `--grant-dirs`, in that order.
+    pub fn all_grants(&self) -> anyhow::Result<Vec<crate::policy::CommandLineGrant>> {
+        let mut grants = self.grant.clone();
+        if let Some((plugin, dirs)) = self.grant_dirs.split_first() {
+            for dir in dirs {
+                let grant = format!("{plugin}:dir={dir}")
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--grant-dirs {plugin} {dir}: {e}"))?;
+                grants.push(grant);
+            }
+        }
+        Ok(grants)
+    }
+
+    /// `--grant` and `--grant-dirs`, each logged (and warned about when it names no plugin in
+    /// `dirs`).
+    fn grants(&self, dirs: &[PathBuf]) -> anyhow::Result<crate::policy::CommandLineGrants> {
+        let grants = self.all_grants()?;
+        for grant in &grants {
+            let mode = match grant.writable {
+                Some(true) => "read-write",
+                Some(false) => "read-only",
+                None => "the manifest's mode, else read-write",
+            };
+            tracing::info!(
+                plugin = %grant.plugin,
+                dir = %grant.dir.display(),
+                mode,
+                "granted on the command line (within the manifest's directories, if it grants any)"
+            );
+            if !holds_plugin(dirs, &grant.plugin) {
+                tracing::warn!(
+                    "{} names no plugin in {}: there is no {}.wasm (yet)",
+                    grant.flag(),
+                    shown(dirs),
+                    grant.plugin
+                );
+            }
+        }
+        Ok(crate::policy::CommandLineGrants::new(grants))
+    }
+
+    /// The signature policy of the configuration file, and the lock files of `dirs`,
+    /// announced.
+    fn trust(&self, dirs: &[PathBuf]) -> Trust {
         let trust = Trust::new(
             self.loaded_config
                 .as_ref()
@@ -876,12 +970,14 @@ impl ServeArgs {
                 );
             }
         }
-        let lock = dir.join(crate::registry::lock::LOCK_FILE);
-        if lock.exists() {
-            tracing::info!(
-                lock = %lock.display(),
-                "checking components against the lock file before loading them"
-            );
+        for dir in dirs {
+            let lock = dir.join(crate::registry::lock::LOCK_FILE);
+            if lock.exists() {
+                tracing::info!(
+                    lock = %lock.display(),
+                    "checking components against the lock file before loading them"
+                );
+            }
         }
         trust
     }
@@ -1013,6 +1109,20 @@ impl ServeArgs {
             ..ModernSettings::default()
         })
     }
+}
+
+/// Whether one of `dirs` holds the plugin `name` (`name.wasm`).
+pub(super) fn holds_plugin(dirs: &[PathBuf], name: &str) -> bool {
+    dirs.iter()
+        .any(|dir| dir.join(format!("{name}.wasm")).exists())
+}
+
+/// `dirs`, for messages: `a, b`.
+pub(super) fn shown(dirs: &[PathBuf]) -> String {
+    dirs.iter()
+        .map(|dir| dir.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A `--call-id-header`: an HTTP header name.

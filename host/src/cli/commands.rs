@@ -4,7 +4,7 @@
 //! `author`, `kv`); this module reads their arguments and shapes what they print.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -143,13 +143,21 @@ pub(super) async fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
         failed = true;
         report.push_str(&format!("\nerror: {line}"));
     }
-    if let Some(dir) = serve.plugins.as_deref().filter(|dir| dir.is_dir()) {
+    let dirs: Vec<PathBuf> = serve
+        .plugins
+        .iter()
+        .filter(|dir| dir.is_dir())
+        .cloned()
+        .collect();
+    for dir in &dirs {
         let missing = missing_config(file, dir, serve, &secrets).await;
         failed |= !missing.is_empty();
         for line in missing {
             report.push_str(&format!("\nerror: {line}"));
         }
-        report.push_str(&plugin_warnings(file, dir, serve, &secrets).await?);
+    }
+    if !dirs.is_empty() {
+        report.push_str(&plugin_warnings(file, &dirs, serve, &secrets).await?);
     }
     Ok(Outcome {
         output: Some(report),
@@ -199,10 +207,11 @@ async fn missing_config(
     serve: &ServeArgs,
     secrets: &crate::policy::Secrets,
 ) -> Vec<String> {
-    let sections = Arc::new(Sections::new(
-        file.path().to_owned(),
-        file.sections().clone(),
-    ));
+    let sections = Arc::new(
+        Sections::new(file.path().to_owned(), file.sections().clone()).with_grants(
+            crate::policy::CommandLineGrants::new(serve.all_grants().unwrap_or_default()),
+        ),
+    );
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -253,39 +262,42 @@ async fn missing_config(
 /// manifests) that their plugin does not offer (the plugins are loaded to know).
 async fn plugin_warnings(
     file: &ConfigFile,
-    dir: &Path,
+    dirs: &[PathBuf],
     serve: &ServeArgs,
     secrets: &crate::policy::Secrets,
 ) -> anyhow::Result<String> {
     let mut warnings = String::new();
     for name in file.sections().keys() {
-        if !dir.join(format!("{name}.wasm")).exists() {
+        if !super::args::holds_plugin(dirs, name) {
             warnings.push_str(&format!(
                 "\nwarning: [plugin.{name}] names no plugin in {}: there is no {name}.wasm",
-                dir.display()
+                super::args::shown(dirs)
             ));
         }
     }
-    let sections = Arc::new(Sections::new(
-        file.path().to_owned(),
-        file.sections().clone(),
-    ));
+    let sections = Arc::new(
+        Sections::new(file.path().to_owned(), file.sections().clone()).with_grants(
+            crate::policy::CommandLineGrants::new(serve.all_grants().unwrap_or_default()),
+        ),
+    );
     let cache_dir = if serve.no_cache {
         None
     } else {
         serve.cache_dir.clone()
     };
     // Loaded with the secrets `serve` would have, so plugins needing them load here too.
-    let unknown = author::unknown_listed_names(
-        dir,
-        sections,
-        serve.limits.limits(),
-        cache_dir,
-        secrets.clone(),
-    )
-    .await?;
-    for unknown in unknown {
-        warnings.push_str(&format!("\nwarning: {unknown}"));
+    for dir in dirs {
+        let unknown = author::unknown_listed_names(
+            dir,
+            Arc::clone(&sections),
+            serve.limits.limits(),
+            cache_dir.clone(),
+            secrets.clone(),
+        )
+        .await?;
+        for unknown in unknown {
+            warnings.push_str(&format!("\nwarning: {unknown}"));
+        }
     }
     Ok(warnings)
 }

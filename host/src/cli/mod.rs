@@ -356,7 +356,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                     StateConfig::default_place(),
                     args::read_secrets(args.secrets.as_deref())?,
                 ),
-                Arc::new(sections),
+                Arc::new(sections.with_grants(crate::policy::CommandLineGrants::new(args.grant))),
             ));
             runtime.shutdown_timeout(Duration::from_millis(100));
             return report.map(|report| Outcome {

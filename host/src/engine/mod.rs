@@ -116,6 +116,11 @@ pub trait CallHost: Send + Sync + 'static {
     fn in_task(&self) -> bool {
         false
     }
+    /// The client session the call came in, as a number unique in this process (`None`:
+    /// outside any session): where session-scoped caller buckets are.
+    fn session(&self) -> Option<u64> {
+        None
+    }
     /// The caller must link an account with `provider` before the call can act as them: a
     /// request of the call to a host brokered by `provider` was answered 401 by the host
     /// instead of being sent (the layer that made the call may ask the user to link, and run

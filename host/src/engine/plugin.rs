@@ -756,7 +756,8 @@ impl PluginCode {
             self.policy.keyvalue.clone(),
             identity,
             Arc::clone(&denied),
-        );
+        )
+        .in_session(host.session());
         CallContext {
             keyvalue,
             caller,

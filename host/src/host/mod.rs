@@ -145,7 +145,7 @@ impl Host {
             crate::watch::keep_known_files_in(dir);
         }
         let prefetched =
-            crate::watch::prefetch(&settings.plugin_dir, &settings.sections, &settings.trust);
+            crate::watch::prefetch(&settings.plugin_dirs, &settings.sections, &settings.trust);
         let engine = Runtime::with_start(settings.runtime.clone(), engine).await?;
         if let Some(dir) = &settings.runtime.cache_dir {
             crate::catalog::keep_schema_proofs_in(dir);
@@ -415,21 +415,17 @@ impl Startup<'_> {
             readiness,
             prefetched,
         } = self;
-        let (dir, limits, sections) = (
-            settings.plugin_dir.as_path(),
-            settings.limits,
-            &settings.sections,
-        );
+        let (dirs, limits, sections) = (&settings.plugin_dirs, settings.limits, &settings.sections);
         // The directory is watched from before the startup load (the watcher is made beside
         // it, on a blocking thread), which is the reloader's first pass; the same reloader
         // then puts the changes into effect, those made during the pass among them.
         let watch = settings.watch.then(|| {
-            let (dir, debounce) = (dir.to_owned(), settings.reload_debounce);
-            tokio::task::spawn_blocking(move || DirectoryWatch::start(&dir, debounce))
+            let (dirs, debounce) = (dirs.clone(), settings.reload_debounce);
+            tokio::task::spawn_blocking(move || DirectoryWatch::start(&dirs, debounce))
         });
         let reloader = Reloader::new(
             engine.clone(),
-            dir.to_owned(),
+            dirs.clone(),
             limits,
             Arc::clone(sections),
             settings.trust.clone(),
@@ -461,7 +457,7 @@ impl Startup<'_> {
             None => None,
         };
         tracing::info!(
-            dir = %dir.display(),
+            dir = %dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
             plugins = plugins.catalog().plugin_count(),
             fuel = limits.fuel,
             timeout_ms = settings.timeout_ms,

@@ -18,8 +18,9 @@ use crate::transport::stdio::StdioConfig;
 
 /// Everything `serve` needs, checked.
 pub struct ServeSettings {
-    /// The plugin directory, canonical (file events carry absolute paths).
-    pub plugin_dir: PathBuf,
+    /// The plugin directories, canonical (file events carry absolute paths), in order: a
+    /// plugin's name is the first one's that holds it.
+    pub plugin_dirs: Vec<PathBuf>,
     /// The wasm runtime: cache, instance pool, memory, state store.
     pub runtime: RuntimeConfig,
     /// The limits of one call into a plugin.

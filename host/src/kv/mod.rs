@@ -20,7 +20,8 @@
 //! longer than a key can be is refused. Every backend keeps counters the same way too: see
 //! `parse_counter`.
 //!
-//! Also owns the call ledger (`calls`): tool calls recorded by a balancer's request id in
+//! Also owns the stores of client sessions (`sessions`: `caller-scope = "session"`), and the
+//! call ledger (`calls`): tool calls recorded by a balancer's request id in
 //! Redis, so a retried request never runs its call twice (`--call-id-header`); the budgets
 //! replicas share (`budgets`); and the task records replicas share (`tasks`).
 //!
@@ -34,6 +35,7 @@ pub mod calls;
 mod disk;
 mod memory;
 mod redis;
+mod sessions;
 #[doc(hidden)]
 pub mod suite;
 pub mod tasks;
@@ -46,6 +48,7 @@ use std::sync::Arc;
 pub use disk::DiskStore;
 pub use memory::MemoryStore;
 pub use redis::RedisStore;
+pub use sessions::{end_session, session_store, sessions_with_state};
 
 /// A boxed future, so that [`StateStore`] is object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

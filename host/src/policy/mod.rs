@@ -1,7 +1,8 @@
 //! Per-plugin policy: the limits each call runs under, the capabilities the operator granted,
 //! and which of its items are served under what names ([`Naming`]), read from a manifest
 //! beside the plugin (`weather.wasm` → `weather.toml`) or from the plugin's `[plugin.NAME]`
-//! section of the configuration file, and validated.
+//! section of the configuration file, with the command line's grants within it
+//! ([`CommandLineGrant`], `--grant`), and validated.
 //!
 //! Depends on nothing else in the crate. Deny by default: a plugin without a manifest gets the
 //! default limits and no capabilities at all. Every key is checked; an unknown key, a bad
@@ -10,6 +11,7 @@
 //!
 //! Uses: nothing else in the crate.
 
+mod command_line;
 pub mod config;
 mod locate;
 mod manifest;
@@ -21,10 +23,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use command_line::{CommandLineGrant, CommandLineGrants};
 pub use config::{ConfigKey, ConfigSource, SecretValue, Secrets};
 pub use locate::key_at;
 pub use manifest::{
-    PolicyError, check_sections, load_manifest, manifest_path, parse_manifest, parse_section,
+    PolicyError, check_sections, load_manifest, manifest_path, parse_manifest,
+    parse_manifest_granting, parse_section, parse_section_granting,
 };
 pub use name::PluginName;
 
@@ -349,6 +353,11 @@ pub struct KvGrant {
     /// Kept in this process's memory instead of the state store (`in-memory = true`): gone
     /// when mcpbox stops, and not shared with other replicas.
     pub in_memory: bool,
+    /// Its caller buckets are each client session's own (`caller-scope = "session"`), kept in
+    /// memory and dropped when the session ends: as an original that keeps state per process
+    /// keeps it per client. A request outside any session (a 2026-07-28 request over HTTP)
+    /// gets its caller's.
+    pub per_session: bool,
 }
 
 impl KvGrant {
@@ -488,8 +497,13 @@ impl fmt::Display for GrantSummary<'_> {
             ));
             if !kv.caller_buckets.is_empty() {
                 parts.push(format!(
-                    "keyvalue caller buckets [{}] (each caller's own: at most {} KiB, {} keys)",
+                    "keyvalue caller buckets [{}] (each {}'s own: at most {} KiB, {} keys)",
                     kv.caller_buckets.join(", "),
+                    if kv.per_session {
+                        "client session"
+                    } else {
+                        "caller"
+                    },
                     kv.caller_max_bytes >> 10,
                     kv.caller_max_keys
                 ));
@@ -516,10 +530,12 @@ fn resolve(manifest: &Path, path: &Path) -> PathBuf {
 
 /// The `[plugin.NAME]` sections of the configuration file, as TOML text by plugin name,
 /// shared by loading and hot reload (which swaps them in when the file changes). A plugin
-/// with a section is governed by it, not by a manifest beside it.
+/// with a section is governed by it, not by a manifest beside it. The command line's grants
+/// (`--grant`, which do not change while mcpbox runs) travel with them.
 #[derive(Debug, Default)]
 pub struct Sections {
     current: arc_swap::ArcSwap<SectionMap>,
+    grants: CommandLineGrants,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -533,7 +549,20 @@ impl Sections {
     pub fn new(file: PathBuf, texts: std::collections::BTreeMap<String, String>) -> Self {
         Self {
             current: arc_swap::ArcSwap::from_pointee(SectionMap { file, texts }),
+            grants: CommandLineGrants::default(),
         }
+    }
+
+    /// These sections, with the command line's grants `grants`.
+    #[must_use]
+    pub fn with_grants(mut self, grants: CommandLineGrants) -> Self {
+        self.grants = grants;
+        self
+    }
+
+    /// The command line's grants.
+    pub fn grants(&self) -> &CommandLineGrants {
+        &self.grants
     }
 
     /// The configuration file and the section of plugin `name`, if it has one.

@@ -256,6 +256,14 @@ impl Peer {
         level.rank() >= minimum
     }
 
+    /// Whether the host's startup warnings (plugins skipped, names refused) go to the client
+    /// when it connects: unless it set a level above warning. (Before a client sets a level
+    /// the server chooses what to send; a plugin it will not find is worth telling.)
+    pub fn wants_startup_warnings(&self) -> bool {
+        let minimum = self.log_level.load(Ordering::Relaxed);
+        minimum == 0 || LogLevel::Warning.rank() >= minimum
+    }
+
     /// Route a response from the client to the request of ours it answers. Returns whether
     /// one was waiting.
     pub fn deliver(&self, id: &RequestId, outcome: Result<Box<RawValue>, ErrorObject>) -> bool {
@@ -349,6 +357,26 @@ pub struct RequestContext {
     /// The request runs as a task (the tasks extension): where its latest progress message
     /// goes, for the task's `statusMessage`.
     task: Option<TaskProgress>,
+    /// The client session it came in (none: a 2026-07-28 request over HTTP, which has none).
+    session: Option<SessionId>,
+}
+
+/// A client session of this process (stdio's one, or an HTTP session made by `initialize`):
+/// unique for the life of the process, never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionId(u64);
+
+impl SessionId {
+    /// A fresh id.
+    pub fn next() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The id as a number.
+    pub fn get(self) -> u64 {
+        self.0
+    }
 }
 
 /// The latest progress message of a call run as a task.
@@ -373,6 +401,7 @@ impl RequestContext {
             caller,
             audit: Arc::default(),
             task: None,
+            session: None,
         }
     }
 
@@ -421,6 +450,17 @@ impl RequestContext {
     /// this caller's.
     pub fn caller(&self) -> &Principal {
         &self.caller
+    }
+
+    /// The client session the request came in, if any.
+    pub fn session(&self) -> Option<SessionId> {
+        self.session
+    }
+
+    /// This context, for a request that came in `session`.
+    pub(super) fn with_session(mut self, session: Option<SessionId>) -> Self {
+        self.session = session;
+        self
     }
 
     /// This context, for a request the balancer gave `call_id`.

@@ -9,21 +9,39 @@ use tokio::sync::broadcast::error::RecvError;
 use super::{Backend, ChangedList, Outbound, ServerEvent, Session};
 use crate::principal::Principal;
 use crate::protocol::jsonrpc::encode_notification;
+use crate::protocol::mcp::LogLevel;
 use crate::protocol::result::{LOG_MESSAGE, LoggingMessage, RESOURCE_UPDATED, ResourceUpdated};
 
 /// Forward `session`'s share of the backend's events to `outbound` until the backend stops
 /// publishing or the client goes away. Run it beside the session, on its own task. `caller`
-/// is whose session it is: it hears only of the resource updates that caller may.
+/// is whose session it is: it hears only of the resource updates that caller may. Once the
+/// client has sent `notifications/initialized`, it is told what went wrong at startup
+/// (plugins skipped, names refused) as warnings, unless it set a level above warning.
 pub async fn forward_events<B: Backend>(
     session: &Session<B>,
     caller: &Principal,
     outbound: Outbound,
 ) {
+    let initialized = session.legacy.until_initialized();
+    tokio::pin!(initialized);
     let Some(mut events) = session.backend().events() else {
+        initialized.await;
+        send_startup_report(session, &outbound).await;
         return;
     };
+    let mut reported = false;
     loop {
-        let event = match events.recv().await {
+        let received = tokio::select! {
+            () = &mut initialized, if !reported => {
+                reported = true;
+                if !send_startup_report(session, &outbound).await {
+                    return;
+                }
+                continue;
+            }
+            received = events.recv() => received,
+        };
+        let event = match received {
             Ok(event) => event,
             Err(RecvError::Lagged(missed)) => {
                 // Too far behind to know exactly what changed: say that everything did.
@@ -48,6 +66,30 @@ pub async fn forward_events<B: Backend>(
             return;
         }
     }
+}
+
+/// Send the startup problems as warnings, once per session, if the client takes them; false
+/// once the client is gone.
+async fn send_startup_report<B: Backend>(session: &Session<B>, outbound: &Outbound) -> bool {
+    if !session.legacy.take_startup_report() {
+        return true;
+    }
+    for problem in session.backend().startup_problems() {
+        let params = LoggingMessage {
+            level: LogLevel::Warning,
+            logger: "mcpbox",
+            data: &problem,
+        };
+        let params = serde_json::value::to_raw_value(&params).ok();
+        if outbound
+            .send(encode_notification(LOG_MESSAGE, params.as_deref()))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+    }
+    true
 }
 
 /// Send what `event` means for this session; false once the client is gone.

@@ -39,8 +39,11 @@ pub struct Legacy {
     negotiated: OnceLock<Negotiated>,
     initialized: AtomicBool,
     subscriptions: Mutex<HashSet<String>>,
-    /// Whether the host's startup problems were sent (once, at the first `logging/setLevel`).
+    /// Whether the host's startup problems were sent (once: after `notifications/initialized`,
+    /// or at a `logging/setLevel` asking for warnings, whichever comes first).
     startup_reported: AtomicBool,
+    /// Woken when the client sends `notifications/initialized`.
+    initialized_signal: tokio::sync::Notify,
     /// The client's name, from `clientInfo` at `initialize` (for audit records).
     client: OnceLock<String>,
 }
@@ -70,6 +73,25 @@ impl Legacy {
             tracing::warn!("client sent notifications/initialized before initialize");
         }
         self.initialized.store(true, Ordering::Release);
+        self.initialized_signal.notify_waiters();
+    }
+
+    /// Resolves once the client has sent `notifications/initialized`.
+    pub(super) async fn until_initialized(&self) {
+        loop {
+            // Made before the check: a notification between the two still wakes it.
+            let notified = self.initialized_signal.notified();
+            if self.initialized.load(Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Whether the startup problems are to be sent now: the client takes warnings, and they
+    /// were not sent before (then they count as sent).
+    pub(super) fn take_startup_report(&self) -> bool {
+        self.peer.wants_startup_warnings() && !self.startup_reported.swap(true, Ordering::AcqRel)
     }
 
     /// Whether this session was told that `list` may change (so it expects notifications).
@@ -115,7 +137,8 @@ impl<B: Backend> Session<B> {
             caller,
         )
         .with_call_id(call_id)
-        .with_audit(audit);
+        .with_audit(audit)
+        .with_session(self.id());
         let outcome = self
             .legacy_outcome(request.body, &request.method, &ctx)
             .await;
@@ -160,9 +183,7 @@ impl<B: Backend> Session<B> {
                 self.legacy.peer().set_log_level(p.level);
                 // A client that asks for logs learns what went wrong before it connected
                 // (plugins skipped, names refused, manifests without a plugin), once.
-                if self.legacy.peer().wants_host_log(LogLevel::Warning)
-                    && !self.legacy.startup_reported.swap(true, Ordering::AcqRel)
-                {
+                if self.legacy.take_startup_report() {
                     for problem in self.backend().startup_problems() {
                         let message = LoggingMessage {
                             level: LogLevel::Warning,

@@ -48,7 +48,7 @@ pub use budget::{
     BoxFuture, Budget, BudgetConfig, BudgetPatch, BudgetUse, Budgeted, Budgets, Held, OVER_BUDGET,
     OverBudget, SharedBudgets, SharedSession,
 };
-pub use context::{Cancellation, Outbound, RequestContext, ServerRequest};
+pub use context::{Cancellation, Outbound, RequestContext, ServerRequest, SessionId};
 pub use events::forward_events;
 pub use mrtr::{INPUT_KEY_META, StateKey};
 pub use rate::{Admission, RateLimit, WarnEvery};
@@ -287,6 +287,11 @@ pub trait Backend: Send + Sync + 'static {
     /// What went wrong at startup, one message each, for clients that ask for logs.
     fn startup_problems(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// A client session ended: what the backend keeps for it alone may go.
+    fn session_ended(&self, session: SessionId) {
+        let _ = session;
     }
 
     /// The scopes a request needs beyond the server's own: those of the plugin that would

@@ -16,6 +16,7 @@ use super::{Backend, MethodOutput, TaskUse};
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::jsonrpc::encode_error;
+use crate::protocol::mcp::LogLevel;
 use crate::protocol::request::{ClientRequest, Method, TypedRequest};
 use crate::protocol::v2026::{self, CacheHints, DiscoverResult, MirrorHeaders, Refusal};
 
@@ -139,6 +140,7 @@ impl<B: Backend> Session<B> {
             )
             .with_call_id(call_id.clone())
             .with_audit(Arc::clone(&audit))
+            .with_session(self.id())
         };
         let outcome = match body {
             ClientRequest::Listen(p) => {
@@ -146,10 +148,18 @@ impl<B: Backend> Session<B> {
                     .listen(id, p.notifications, outbound, cancellation, &caller)
                     .await;
             }
-            ClientRequest::Discover => to_raw(&DiscoverResult::new(
-                self.backend().offers().modern_capabilities(),
-                settings.list_ttl_ms,
-            )),
+            ClientRequest::Discover => {
+                // What went wrong at startup (plugins skipped, names refused), as warnings on
+                // this request's stream, for a client that asked for them (`logLevel`).
+                let context = context(None);
+                for problem in self.backend().startup_problems() {
+                    context.log("mcpbox", LogLevel::Warning, &problem).await;
+                }
+                to_raw(&DiscoverResult::new(
+                    self.backend().offers().modern_capabilities(),
+                    settings.list_ttl_ms,
+                ))
+            }
             ClientRequest::GetTask(_)
             | ClientRequest::UpdateTask(_)
             | ClientRequest::CancelTask(_)

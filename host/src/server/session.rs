@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tracing::Instrument as _;
 
 use super::audit::{AuditOutcome, AuditStart};
-use super::context::{Cancellation, Outbound};
+use super::context::{Cancellation, Outbound, SessionId};
 use super::legacy::Legacy;
 use super::{Backend, MethodResult, ModernSettings, OverBudget};
 use crate::principal::Principal;
@@ -290,6 +290,21 @@ pub struct Session<B> {
     closing: watch::Sender<bool>,
     /// Counts the session in the metrics while it lives (not the stateless endpoint's).
     _open: Option<crate::metrics::GaugeGuard>,
+    /// Which client session this is (none: the stateless endpoint, which serves no session),
+    /// and the backend told when it ends.
+    ended: Option<SessionEnd>,
+}
+
+/// Tells the backend that a session ended, when the session is dropped.
+struct SessionEnd {
+    id: SessionId,
+    tell: Box<dyn Fn(SessionId) + Send + Sync>,
+}
+
+impl Drop for SessionEnd {
+    fn drop(&mut self) {
+        (self.tell)(self.id);
+    }
 }
 
 impl<B> Session<B> {
@@ -303,7 +318,6 @@ impl<B: Backend> Session<B> {
     /// A new session serving `backend`.
     pub fn new(backend: Arc<B>, mode: Mode, settings: Arc<ModernSettings>) -> Self {
         Self {
-            backend,
             mode,
             settings,
             legacy: Legacy::default(),
@@ -315,7 +329,20 @@ impl<B: Backend> Session<B> {
                 Mode::Legacy => Some(crate::metrics::metrics().session("http")),
                 Mode::Modern => None,
             },
+            ended: (mode != Mode::Modern).then(|| {
+                let backend = Arc::clone(&backend);
+                SessionEnd {
+                    id: SessionId::next(),
+                    tell: Box::new(move |id| backend.session_ended(id)),
+                }
+            }),
+            backend,
         }
+    }
+
+    /// Which client session this is (none for the stateless endpoint).
+    pub(super) fn id(&self) -> Option<SessionId> {
+        self.ended.as_ref().map(|end| end.id)
     }
 
     pub(super) fn backend(&self) -> &Arc<B> {

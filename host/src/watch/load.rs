@@ -19,7 +19,8 @@ use crate::registry::trust::{Provenance, Trust, TrustError};
 use sha2::{Digest as _, Sha256};
 
 use crate::policy::{
-    Limits, Policy, PolicyError, Sections, manifest_path, parse_manifest, parse_section,
+    CommandLineGrant, Limits, Policy, PolicyError, Sections, manifest_path,
+    parse_manifest_granting, parse_section_granting,
 };
 
 /// Why the plugin directory itself could not be read.
@@ -67,11 +68,10 @@ pub enum FileError {
     Changed,
 }
 
-/// The `*.wasm` files in `dir`, sorted by name (the order in which names are claimed), and
-/// the manifests (`*.toml`) with no `*.wasm` of the same name beside them: each of those is
-/// warned about (a typo in a file name would otherwise leave a plugin without the grants meant
-/// for it). One pass over the directory, with blocking calls: it runs before anything serves,
-/// or on a blocking thread.
+/// The `*.wasm` files in `dir`, sorted by name, and the manifests (`*.toml`) with no `*.wasm`
+/// of the same name beside them: each of those is warned about (a typo in a file name would
+/// otherwise leave a plugin without the grants meant for it). One pass over the directory,
+/// with blocking calls: it runs before anything serves, or on a blocking thread.
 fn list_directory(dir: &Path) -> Result<(Vec<PathBuf>, Vec<String>), DirectoryError> {
     let error = |source| DirectoryError {
         dir: dir.to_owned(),
@@ -114,6 +114,46 @@ fn list_directory(dir: &Path) -> Result<(Vec<PathBuf>, Vec<String>), DirectoryEr
     }
     orphans.sort();
     Ok((files, orphans))
+}
+
+/// The plugins of every directory of `dirs`, in order: a plugin's name is claimed by the
+/// first directory that holds `NAME.wasm`; a plugin of the same name in a later directory is
+/// not loaded, and named as a problem with both files (as are manifests with no plugin).
+fn list_directories(dirs: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>), DirectoryError> {
+    let mut claimed: std::collections::BTreeMap<String, PathBuf> = Default::default();
+    let mut problems = Vec::new();
+    for dir in dirs {
+        let (files, orphans) = list_directory(dir)?;
+        problems.extend(orphans);
+        for file in files {
+            let name = file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            match claimed.get(&name) {
+                Some(first) => {
+                    let problem = shadowed(&name, &file, first);
+                    tracing::error!(file = %file.display(), "{problem}");
+                    problems.push(problem);
+                }
+                None => {
+                    claimed.insert(name, file);
+                }
+            }
+        }
+    }
+    Ok((claimed.into_values().collect(), problems))
+}
+
+/// Why `file`, a plugin named `name`, is not loaded: `first`, in an earlier plugin directory,
+/// has the name.
+pub fn shadowed(name: &str, file: &Path, first: &Path) -> String {
+    format!(
+        "skipped plugin `{name}` ({}): the name is taken by {}, in an earlier plugin directory \
+         (the first directory given wins); rename one of them",
+        file.display(),
+        first.display()
+    )
 }
 
 /// A plugin file being read (by [`read_source`]) on a blocking thread.
@@ -201,17 +241,17 @@ struct Listing {
 /// is called. Start-up calls it before it makes the engine, so that reading the plugins and
 /// making the engine overlap (BENCHMARKS.md, start-up).
 pub struct Prefetched {
-    dir: PathBuf,
+    dirs: Vec<PathBuf>,
     listed: Result<Listing, DirectoryError>,
 }
 
-/// Start reading every plugin in `dir` (see [`Prefetched`]). Must be called within the
-/// Tokio runtime.
-pub fn prefetch(dir: &Path, sections: &Arc<Sections>, trust: &Trust) -> Prefetched {
+/// Start reading every plugin in `dirs` (see [`Prefetched`]; a name is the first
+/// directory's that has it). Must be called within the Tokio runtime.
+pub fn prefetch(dirs: &[PathBuf], sections: &Arc<Sections>, trust: &Trust) -> Prefetched {
     // Sized here, before the engine is made on a thread pinned to one CPU for the while.
     READING.semaphore();
     COMPILING.semaphore();
-    let listed = list_directory(dir).map(|(files, orphans)| Listing {
+    let listed = list_directories(dirs).map(|(files, orphans)| Listing {
         files: files
             .into_iter()
             .map(|file| {
@@ -222,7 +262,7 @@ pub fn prefetch(dir: &Path, sections: &Arc<Sections>, trust: &Trust) -> Prefetch
         orphans,
     });
     Prefetched {
-        dir: dir.to_owned(),
+        dirs: dirs.to_vec(),
         listed,
     }
 }
@@ -257,7 +297,12 @@ pub async fn load_directory(
     sections: &Arc<Sections>,
     trust: &Trust,
 ) -> Result<LoadedDirectory, DirectoryError> {
-    load_prefetched(runtime, prefetch(dir, sections, trust), limits).await
+    load_prefetched(
+        runtime,
+        prefetch(&[dir.to_owned()], sections, trust),
+        limits,
+    )
+    .await
 }
 
 /// [`load_directory`], for a directory whose reading [`prefetch`] started.
@@ -266,14 +311,20 @@ pub async fn load_prefetched(
     prefetched: Prefetched,
     limits: Limits,
 ) -> Result<LoadedDirectory, DirectoryError> {
-    let Prefetched { dir, listed } = prefetched;
+    let Prefetched { dirs, listed } = prefetched;
     let Listing {
         files,
         orphans: mut problems,
     } = listed?;
     if files.is_empty() {
-        tracing::warn!(dir = %dir.display(), "no plugins (*.wasm files) in the plugin directory");
+        let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        tracing::warn!(dir = %dirs.join(", "), "no plugins (*.wasm files) in the plugin directory");
     }
+    // Plugins of a name an earlier directory took: skipped (each is among the problems).
+    let mut skipped = problems
+        .iter()
+        .filter(|p| p.starts_with("skipped plugin"))
+        .count();
     let mut compiled = Vec::with_capacity(files.len());
     let mut tasks: Vec<LateLoad> = files
         .into_iter()
@@ -308,7 +359,6 @@ pub async fn load_prefetched(
     let deadline = tokio::time::Instant::now() + STARTUP_LISTING_WAIT;
     let mut loaded = Vec::with_capacity(tasks.len());
     let mut late = Vec::new();
-    let mut skipped = 0;
     for mut task in tasks.drain(..) {
         let joined = match tokio::time::timeout_at(deadline, &mut task).await {
             Ok(joined) => joined,
@@ -322,8 +372,9 @@ pub async fn load_prefetched(
             Ok((file, Err(error))) => {
                 skipped += 1;
                 tracing::error!(file = %file.display(), "skipped plugin: {error}");
+                let name = file.file_stem().unwrap_or_default().to_string_lossy();
                 problems.push(format!(
-                    "skipped plugin {}: {error}; it is not loaded",
+                    "skipped plugin `{name}` ({}): {error}; it is not loaded",
                     file.display()
                 ));
             }
@@ -368,6 +419,8 @@ pub struct PluginSource {
     /// the component loads.
     seen: Option<(Identity, std::time::SystemTime)>,
     policy: Option<PolicyText>,
+    /// The command line's grants of the plugin (`--grant`), usually none.
+    grants: Vec<CommandLineGrant>,
     /// SHA-256 of the component alone: the key of its compiled form in the cache.
     component_digest: [u8; 32],
     /// SHA-256 of the component's digest and the policy text: equal digests mean nothing
@@ -477,11 +530,17 @@ fn read_source_with(
         }
         None => {}
     }
+    let grants = sections.grants().of(name).to_vec();
+    for grant in &grants {
+        hasher.update([1]);
+        hasher.update(grant.to_string().as_bytes());
+    }
     Ok(PluginSource {
         file: file.to_owned(),
         wasm,
         seen,
         policy,
+        grants,
         component_digest,
         digest: hasher.finalize().into(),
         provenance,
@@ -526,13 +585,23 @@ async fn list_plugin(compiled: Compiled) -> Result<LoadedPlugin, FileError> {
 /// The policy a plugin's files give it: its section of the configuration file, its manifest,
 /// or none (no capabilities, `limits`).
 pub fn policy_of(source: &PluginSource, limits: Limits) -> Result<Policy, PolicyError> {
+    let grants = &source.grants;
     Ok(match &source.policy {
-        Some(PolicyText::Manifest(path, text)) => parse_manifest(path, text, limits)?,
-        Some(PolicyText::Section(config, name, text)) => parse_section(config, name, text, limits)
-            .map_err(|e| match std::fs::read_to_string(config) {
-                Ok(file_text) => e.in_file(&file_text),
-                Err(_) => e,
-            })?,
+        Some(PolicyText::Manifest(path, text)) => {
+            parse_manifest_granting(path, text, limits, grants)?
+        }
+        Some(PolicyText::Section(config, name, text)) => {
+            parse_section_granting(config, name, text, limits, grants).map_err(|e| {
+                match std::fs::read_to_string(config) {
+                    Ok(file_text) => e.in_file(&file_text),
+                    Err(_) => e,
+                }
+            })?
+        }
+        // No manifest: the command line's grants alone, as an empty manifest with them.
+        None if !grants.is_empty() => {
+            parse_manifest_granting(&manifest_path(&source.file), "", limits, grants)?
+        }
         None => Policy::deny_all(limits),
     })
 }
@@ -651,6 +720,36 @@ mod tests {
             .expect("the reading ran to its end")
             .expect("the file was read");
         assert_eq!(source.wasm.as_deref(), Some(&b"not a component"[..]));
+    }
+
+    /// Several directories: a name is the first one's; a later plugin of the same name is
+    /// skipped, named with the file that has the name.
+    #[test]
+    fn the_first_directory_claims_a_name() {
+        let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for (dir, name) in [(&first, "a"), (&first, "b"), (&second, "b"), (&second, "c")] {
+            std::fs::write(dir.path().join(format!("{name}.wasm")), b"x").unwrap();
+        }
+        let dirs = [first.path().to_owned(), second.path().to_owned()];
+        let (files, problems) = list_directories(&dirs).unwrap();
+        assert_eq!(
+            files,
+            [
+                first.path().join("a.wasm"),
+                first.path().join("b.wasm"),
+                second.path().join("c.wasm")
+            ]
+        );
+        assert_eq!(
+            problems,
+            [shadowed(
+                "b",
+                &second.path().join("b.wasm"),
+                &first.path().join("b.wasm")
+            )]
+        );
+        let (files, _) = list_directories(&[dirs[1].clone(), dirs[0].clone()]).unwrap();
+        assert!(files.contains(&second.path().join("b.wasm")), "{files:?}");
     }
 
     /// A file known by sight, with the digest its line gives.

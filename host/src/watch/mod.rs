@@ -8,6 +8,11 @@
 //! watched from before that pass ([`DirectoryWatch`], beside it), and then the same reloader
 //! puts the changes into effect ([`Reloader::watch`]), those made during the pass among them.
 //!
+//! There may be several plugin directories (`--plugins A --plugins B`), each watched: a
+//! plugin's name is the first directory's that holds `NAME.wasm`; a plugin of the same name in
+//! a later one is skipped with an error naming both files, and takes the name when the
+//! first's file goes.
+//!
 //! Built on `catalog` (publishing catalogs), `engine`, `policy`, `config` and
 //! `registry::trust` (lock entries and signatures are checked on every load); of the protocol
 //! and the sessions it knows only the events it announces (`server::ServerEvent`, a log
@@ -55,7 +60,7 @@ pub use config::{ConfigWatcher, watch_config};
 pub use known::keep_in as keep_known_files_in;
 pub use load::{
     DirectoryError, FileError, LoadedDirectory, PluginSource, Prefetched, STARTUP_LISTING_WAIT,
-    load_directory, load_prefetched, load_source, policy_of, prefetch, read_source,
+    load_directory, load_prefetched, load_source, policy_of, prefetch, read_source, shadowed,
 };
 pub use report::{Arrival, Left, LifecycleEvent, report};
 
@@ -101,21 +106,24 @@ pub struct DirectoryWatch {
 }
 
 impl DirectoryWatch {
-    /// Start watching `dir` (not its subdirectories).
-    pub fn start(dir: &Path, debounce: Duration) -> Result<Self, WatchError> {
-        let error = |source| WatchError {
-            dir: dir.to_owned(),
-            source,
+    /// Start watching each of `dirs` (not their subdirectories).
+    pub fn start(dirs: &[PathBuf], debounce: Duration) -> Result<Self, WatchError> {
+        let error = |dir: &Path| {
+            let dir = dir.to_owned();
+            move |source| WatchError { dir, source }
         };
+        let first = dirs.first().map_or(Path::new("."), PathBuf::as_path);
         let (files_tx, files) = mpsc::unbounded_channel::<DebounceEventResult>();
         let mut debouncer = new_debouncer(debounce, None, move |result| {
             let _ = files_tx.send(result);
         })
-        .map_err(error)?;
-        debouncer
-            .watch(dir, RecursiveMode::NonRecursive)
-            .map_err(error)?;
-        tracing::info!(dir = %dir.display(), debounce_ms = debounce.as_millis(), "watching the plugin directory");
+        .map_err(error(first))?;
+        for dir in dirs {
+            debouncer
+                .watch(dir, RecursiveMode::NonRecursive)
+                .map_err(error(dir))?;
+            tracing::info!(dir = %dir.display(), debounce_ms = debounce.as_millis(), "watching the plugin directory");
+        }
         Ok(Self { debouncer, files })
     }
 }
@@ -140,7 +148,8 @@ impl Watcher {
 /// What the reloader needs to load plugins.
 pub struct Reloader {
     runtime: Runtime,
-    dir: PathBuf,
+    /// The plugin directories, in order: a name is the first one's that has it.
+    dirs: Vec<PathBuf>,
     limits: Limits,
     sections: Arc<Sections>,
     trust: Trust,
@@ -187,12 +196,13 @@ fn is_change(kind: &EventKind) -> bool {
 }
 
 impl Reloader {
-    /// A reloader for `dir`, loading with `runtime`, default `limits` and the configuration's
+    /// A reloader for `dirs` (in order: a plugin's name is the first one's that holds it),
+    /// loading with `runtime`, default `limits` and the configuration's
     /// plugin `sections`, checking each component with `trust`, into `plugins`, and reading a
     /// plugin's lists again when it asks (`relists`, from the plugins' event hub).
     pub fn new(
         runtime: Runtime,
-        dir: PathBuf,
+        dirs: Vec<PathBuf>,
         limits: Limits,
         sections: Arc<Sections>,
         trust: Trust,
@@ -201,7 +211,7 @@ impl Reloader {
     ) -> Self {
         Self {
             runtime,
-            dir,
+            dirs,
             limits,
             sections,
             trust,
@@ -317,7 +327,7 @@ impl Reloader {
                         }
                         Err(errors) => {
                             for error in errors {
-                                tracing::error!(dir = %this.dir.display(), "watching the plugin directory failed: {error}");
+                                tracing::error!(dirs = ?this.dirs, "watching a plugin directory failed: {error}");
                             }
                         }
                     },
@@ -372,10 +382,14 @@ impl Reloader {
     }
 
     /// The plugin a changed path belongs to: `name` for `name.wasm`, `name.toml` or
-    /// `name.wasm.sig` in the directory (hidden and temporary files are ignored; so is the lock
-    /// file, which is read whenever a component is).
+    /// `name.wasm.sig` in one of the directories (hidden and temporary files are ignored; so
+    /// is the lock file, which is read whenever a component is).
     fn plugin_name(&self, path: &Path) -> Option<String> {
-        if path.parent() != Some(self.dir.as_path()) {
+        if !self
+            .dirs
+            .iter()
+            .any(|dir| path.parent() == Some(dir.as_path()))
+        {
             return None;
         }
         let file = path.file_name()?.to_str()?;
@@ -386,10 +400,30 @@ impl Reloader {
         (!name.is_empty() && !name.starts_with('.')).then(|| name.to_owned())
     }
 
-    /// Reload the plugin `name` from its files: add, replace, or remove it.
+    /// The file of the plugin `name`: in the first directory that holds `name.wasm` (or, when
+    /// none does, where the first directory would hold it). Those of later directories are
+    /// warned about: not loaded.
+    fn file_of(&self, name: &str) -> PathBuf {
+        let mut files = self
+            .dirs
+            .iter()
+            .map(|dir| dir.join(format!("{name}.wasm")))
+            .filter(|file| file.is_file());
+        let Some(first) = files.next() else {
+            let dir = self.dirs.first().map_or(Path::new("."), PathBuf::as_path);
+            return dir.join(format!("{name}.wasm"));
+        };
+        for later in files {
+            tracing::warn!(file = %later.display(), "{}", shadowed(name, &later, &first));
+        }
+        first
+    }
+
+    /// Reload the plugin `name` from its files: add, replace, or remove it (its file may move
+    /// to another directory: a later directory's takes the name when the earlier one's goes).
     async fn reload(&self, name: &str) {
-        let file = self.dir.join(format!("{name}.wasm"));
-        let current = self.plugins.get(&file);
+        let file = self.file_of(name);
+        let current = self.plugins.find(name);
         let fingerprint = Fingerprint::of(&file).await;
         if self.seen().get(name) == Some(&fingerprint) {
             tracing::trace!(
@@ -403,9 +437,10 @@ impl Reloader {
             Ok(source) => source,
             Err(FileError::Read(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 self.seen().remove(name);
-                if current.is_some() {
-                    self.plugins.update(&file, None);
-                    report(&self.plugins, LifecycleEvent::Removed { name, file: &file });
+                if let Some(current) = current {
+                    self.plugins.update(&current.file, None);
+                    let file = &current.file;
+                    report(&self.plugins, LifecycleEvent::Removed { name, file });
                 }
                 return;
             }
@@ -434,7 +469,12 @@ impl Reloader {
                     Arrival::Added
                 };
                 let plugin = Arc::new(plugin);
-                let names = self.plugins.update(&file, Some(Arc::clone(&plugin)));
+                // From another directory than the version it replaces: that one's file goes.
+                let moved = current.as_ref().map(|c| &c.file).filter(|f| **f != file);
+                let names = match moved {
+                    Some(old) => self.plugins.replace(old, &file, Arc::clone(&plugin)),
+                    None => self.plugins.update(&file, Some(Arc::clone(&plugin))),
+                };
                 report(
                     &self.plugins,
                     LifecycleEvent::Serving {

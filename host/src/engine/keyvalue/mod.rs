@@ -5,7 +5,10 @@
 //! The interface is linked for every plugin, so any component that imports it loads; what a
 //! call may do is decided here. `open` succeeds only for a bucket the plugin's manifest grants
 //! (`[keyvalue] buckets`), and every operation addresses the backend as (this plugin, that
-//! bucket, key): the plugin name comes from the host, never from the guest. Every failure is
+//! bucket, key): the plugin name comes from the host, never from the guest. A grant's caller
+//! buckets are the caller's own namespace, or with `caller-scope = "session"` that namespace
+//! in the store of the client session the call came in (`kv::session_store`, dropped when
+//! the session ends; a call outside any session gets its caller's). Every failure is
 //! an `error` value the guest sees, never a trap, and a refusal is also logged once per call
 //! so the operator learns which grant is missing.
 //!
@@ -59,6 +62,8 @@ pub struct BucketRef {
     name: Arc<str>,
     /// A caller bucket: its writes count against the caller's quotas and the plugin's total.
     caller: bool,
+    /// A session-scoped caller bucket: in that session's own store (`kv::session_store`).
+    session: Option<u64>,
 }
 
 /// A compare-and-swap in progress: the key, and its value when the handle was made.
@@ -82,6 +87,8 @@ pub struct KeyValueCtx {
     denial_logged: bool,
     /// The earlier draft's numeric `list-keys` cursors this call was handed.
     draft_cursors: draft::DraftCursors,
+    /// The client session the call came in (none: outside any session).
+    session: Option<u64>,
 }
 
 impl KeyValueCtx {
@@ -102,7 +109,16 @@ impl KeyValueCtx {
             denied,
             denial_logged: false,
             draft_cursors: draft::DraftCursors::default(),
+            session: None,
         }
+    }
+
+    /// This state access, for a call that came in client session `session`: a grant's
+    /// session-scoped caller buckets are that session's own.
+    #[must_use]
+    pub fn in_session(mut self, session: Option<u64>) -> Self {
+        self.session = session;
+        self
     }
 
     /// The quota of the plugin's shared buckets, and of one caller's own.
@@ -246,12 +262,19 @@ impl KeyValueView<'_> {
             }
             return Err(store::Error::AccessDenied);
         }
+        // Outside any session (a 2026-07-28 request over HTTP), the caller's own.
+        let session = ctx
+            .grant
+            .as_ref()
+            .filter(|grant| own && grant.per_session)
+            .and(ctx.session);
         self.table
             .push(Bucket {
                 target: BucketRef {
                     space,
                     name: identifier.into(),
                     caller: own,
+                    session,
                 },
             })
             .map_err(|e| store::Error::Other(format!("cannot open another bucket handle: {e}")))
@@ -326,8 +349,11 @@ struct KvCall {
 }
 
 impl KvCall {
-    /// The backend, as a WIT error when it cannot be opened.
-    async fn backend(&self) -> Result<Arc<dyn kv::StateStore>, store::Error> {
+    /// The backend of `bucket`, as a WIT error when it cannot be opened.
+    async fn backend(&self, bucket: &BucketRef) -> Result<Arc<dyn kv::StateStore>, store::Error> {
+        if let Some(session) = bucket.session {
+            return Ok(kv::session_store(session));
+        }
         self.service
             .store(self.in_memory)
             .await
@@ -358,7 +384,7 @@ impl KvCall {
 
     async fn get(&self, bucket: &BucketRef, key: &str) -> Result<Option<Vec<u8>>, store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .get(&bucket.space, &bucket.name, key)
             .await
@@ -367,7 +393,7 @@ impl KvCall {
 
     async fn set(&self, bucket: &BucketRef, key: &str, value: Vec<u8>) -> Result<(), store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .set(
                 &bucket.space,
@@ -382,7 +408,7 @@ impl KvCall {
 
     async fn delete(&self, bucket: &BucketRef, key: &str) -> Result<(), store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .delete(&bucket.space, &bucket.name, key)
             .await
@@ -391,7 +417,7 @@ impl KvCall {
 
     async fn exists(&self, bucket: &BucketRef, key: &str) -> Result<bool, store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .exists(&bucket.space, &bucket.name, key)
             .await
@@ -406,7 +432,7 @@ impl KvCall {
         if let Some(after) = after {
             check_cursor(after).map_err(store::Error::from)?;
         }
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .list_keys(&bucket.space, &bucket.name, after)
             .await
@@ -422,7 +448,7 @@ impl KvCall {
         unsigned: bool,
     ) -> Result<i64, store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         backend
             .increment(
                 &bucket.space,
@@ -445,7 +471,7 @@ impl KvCall {
         value: Vec<u8>,
     ) -> Result<Option<Option<Vec<u8>>>, store::Error> {
         check_key(key).map_err(store::Error::from)?;
-        let backend = self.backend().await?;
+        let backend = self.backend(bucket).await?;
         let swapped = backend
             .swap(
                 &bucket.space,

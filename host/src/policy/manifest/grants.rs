@@ -16,8 +16,8 @@ use serde::de::{self, MapAccess, Visitor};
 use super::{PolicyError, bounded};
 use crate::policy::config::check_name;
 use crate::policy::{
-    ConfigKey, ConfigSource, CredentialGrant, DirGrant, EnvGrant, HttpGrant, KvGrant, SecretValue,
-    resolve,
+    CommandLineGrant, ConfigKey, ConfigSource, CredentialGrant, DirGrant, EnvGrant, HttpGrant,
+    KvGrant, SecretValue, resolve,
 };
 
 #[derive(Debug, Deserialize)]
@@ -34,6 +34,8 @@ pub(super) struct KeyValueTable {
     caller_max_keys: Option<u64>,
     #[serde(default)]
     in_memory: bool,
+    /// Whose `caller-buckets` are: `"caller"` (the default) or `"session"`.
+    caller_scope: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -270,8 +272,29 @@ pub(super) fn keyvalue(file: &Path, table: KeyValueTable) -> Result<KvGrant, Pol
         bounded(file, &format!("keyvalue.{key}"), value, max)
             .map(|v| v.map_or(default, |v| v * unit))
     };
+    let per_session = match table.caller_scope.as_deref() {
+        None | Some("caller") => false,
+        Some("session") => true,
+        Some(_) => {
+            return Err(PolicyError::at(
+                file,
+                "keyvalue.caller-scope",
+                "caller-scope is \"caller\" (each caller's own buckets, the default) or \
+                 \"session\" (each client session's own, kept in memory and dropped when the \
+                 session ends)",
+            ));
+        }
+    };
+    if per_session && table.caller_buckets.is_empty() {
+        return Err(PolicyError::at(
+            file,
+            "keyvalue.caller-scope",
+            "caller-scope applies to caller-buckets, and none are granted",
+        ));
+    }
     Ok(KvGrant {
         in_memory: table.in_memory,
+        per_session,
         buckets: table.buckets,
         caller_buckets: table.caller_buckets,
         caller_max_bytes: sized(
@@ -314,46 +337,182 @@ pub(super) fn keyvalue(file: &Path, table: KeyValueTable) -> Result<KvGrant, Pol
     })
 }
 
-pub(super) fn dirs(file: &Path, tables: &[DirTable]) -> Result<Vec<DirGrant>, PolicyError> {
-    let mut guests = HashSet::new();
-    tables
-        .iter()
-        .enumerate()
-        .map(|(i, table)| {
-            let key = |field: &str| format!("dirs[{i}].{field}");
-            let host = resolve(file, &table.host);
-            let host = host.canonicalize().map_err(|e| {
-                PolicyError::at(file, key("host"), format!("cannot use directory {}: {e}", host.display()))
-            })?;
-            if !host.is_dir() {
-                return Err(PolicyError::at(file, key("host"), format!("{} is not a directory", host.display())));
-            }
-            // Without `guest`, the plugin sees the directory where the host has it (its real
-            // path), so the paths it shows are the host's.
-            let (guest, field) = match &table.guest {
-                Some(guest) => (guest.clone(), "guest"),
-                None => match host.to_str() {
-                    Some(path) => (path.to_owned(), "host"),
-                    None => {
-                        return Err(PolicyError::at(file, key("host"), format!("{} is not valid UTF-8: name a `guest` path for it", host.display())));
-                    }
-                },
+/// The `[[dirs]]` tables, with the command line's grants of the plugin (`cli`, usually none):
+/// see `policy::command_line` for how the two combine.
+pub(super) fn dirs(
+    file: &Path,
+    tables: &[DirTable],
+    cli: &[CommandLineGrant],
+) -> Result<Vec<DirGrant>, PolicyError> {
+    if cli.is_empty() {
+        let grants = tables
+            .iter()
+            .enumerate()
+            .map(|(i, table)| dir(file, i, table))
+            .collect::<Result<Vec<_>, _>>()?;
+        return unique_guests(grants).map_err(|(i, guest)| {
+            let field = if tables[i].guest.is_some() {
+                "guest"
+            } else {
+                "host"
             };
-            let path = Path::new(&guest);
-            let normal = path.is_absolute() && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-            if !normal || guest == "/" {
-                return Err(PolicyError::at(
-                    file,
-                    key(field),
-                    format!("`{guest}` must be an absolute path below `/` without `.` or `..`, such as `/data`"),
-                ));
-            }
-            if !guests.insert(guest.clone()) {
-                return Err(PolicyError::at(file, key(field), format!("`{guest}` is mapped twice")));
-            }
-            Ok(DirGrant { host, guest, writable: matches!(table.mode, DirMode::ReadWrite) })
-        })
-        .collect()
+            PolicyError::at(
+                file,
+                format!("dirs[{i}].{field}"),
+                format!("`{guest}` is mapped twice"),
+            )
+        });
+    }
+    // The manifest's directories that exist bound the command line's; those that do not
+    // (a template's) are placeholders the command line's stand in for.
+    let mut bounds = Vec::new();
+    for (i, table) in tables.iter().enumerate() {
+        if resolve(file, &table.host).exists() {
+            bounds.push(dir(file, i, table)?);
+        } else {
+            tracing::info!(
+                manifest = %file.display(),
+                dir = %table.host.display(),
+                "the manifest's directory does not exist here: the command line's grants stand in for it"
+            );
+        }
+    }
+    let grants = cli
+        .iter()
+        .map(|grant| cli_dir(grant, &bounds))
+        .collect::<Result<Vec<_>, _>>()?;
+    unique_guests(grants).map_err(|(i, guest)| {
+        PolicyError::of_flag(&cli[i].flag(), format!("`{guest}` is mapped twice"))
+    })
+}
+
+/// `grants`, unless two are seen at the same guest path: then the index of the second and
+/// the path.
+fn unique_guests(grants: Vec<DirGrant>) -> Result<Vec<DirGrant>, (usize, String)> {
+    let mut guests = HashSet::new();
+    for (i, grant) in grants.iter().enumerate() {
+        if !guests.insert(grant.guest.as_str()) {
+            return Err((i, grant.guest.clone()));
+        }
+    }
+    Ok(grants)
+}
+
+/// One `[[dirs]]` table (the `i`th), checked.
+fn dir(file: &Path, i: usize, table: &DirTable) -> Result<DirGrant, PolicyError> {
+    let key = |field: &str| format!("dirs[{i}].{field}");
+    let host = resolve(file, &table.host);
+    let host = host.canonicalize().map_err(|e| {
+        PolicyError::at(
+            file,
+            key("host"),
+            format!(
+                "cannot use directory {}: {e} (a template's directory? grant one with --grant PLUGIN:dir=PATH)",
+                host.display()
+            ),
+        )
+    })?;
+    if !host.is_dir() {
+        return Err(PolicyError::at(
+            file,
+            key("host"),
+            format!("{} is not a directory", host.display()),
+        ));
+    }
+    // Without `guest`, the plugin sees the directory where the host has it (its real path),
+    // so the paths it shows are the host's.
+    let (guest, field) = match &table.guest {
+        Some(guest) => (guest.clone(), "guest"),
+        None => (
+            guest_path(&host).map_err(|why| PolicyError::at(file, key("host"), why))?,
+            "host",
+        ),
+    };
+    check_guest(&guest).map_err(|why| PolicyError::at(file, key(field), why))?;
+    Ok(DirGrant {
+        host,
+        guest,
+        writable: matches!(table.mode, DirMode::ReadWrite),
+    })
+}
+
+/// A directory's own path as its guest path, if it is UTF-8.
+fn guest_path(host: &Path) -> Result<String, String> {
+    host.to_str().map(str::to_owned).ok_or_else(|| {
+        format!(
+            "{} is not valid UTF-8: name a `guest` path for it",
+            host.display()
+        )
+    })
+}
+
+/// A guest path: absolute, below `/`, without `.` or `..`.
+fn check_guest(guest: &str) -> Result<(), String> {
+    let path = Path::new(guest);
+    let normal = path.is_absolute()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !normal || guest == "/" {
+        return Err(format!(
+            "`{guest}` must be an absolute path below `/` without `.` or `..`, such as `/data`"
+        ));
+    }
+    Ok(())
+}
+
+/// A command-line directory, within `bounds` (the manifest's directories that exist) if there
+/// are any: inside one, its mode no wider; standing alone if there are none.
+fn cli_dir(grant: &CommandLineGrant, bounds: &[DirGrant]) -> Result<DirGrant, PolicyError> {
+    let fail = |why: String| PolicyError::of_flag(&grant.flag(), why);
+    let host = grant
+        .dir
+        .canonicalize()
+        .map_err(|e| fail(format!("cannot use directory {}: {e}", grant.dir.display())))?;
+    if !host.is_dir() {
+        return Err(fail(format!("{} is not a directory", host.display())));
+    }
+    if bounds.is_empty() {
+        let guest = guest_path(&host).map_err(fail)?;
+        check_guest(&guest).map_err(fail)?;
+        return Ok(DirGrant {
+            host,
+            guest,
+            writable: grant.writable.unwrap_or(true),
+        });
+    }
+    let Some((bound, rest)) = bounds.iter().find_map(|bound| {
+        host.strip_prefix(&bound.host)
+            .ok()
+            .map(|rest| (bound, rest))
+    }) else {
+        let granted: Vec<String> = bounds
+            .iter()
+            .map(|b| b.host.display().to_string())
+            .collect();
+        return Err(fail(format!(
+            "{} is outside the directories the plugin's manifest grants ({}): the command line \
+             may only narrow them",
+            host.display(),
+            granted.join(", ")
+        )));
+    };
+    if grant.writable == Some(true) && !bound.writable {
+        return Err(fail(format!(
+            "read-write is wider than the manifest allows: it grants {} read-only",
+            bound.host.display()
+        )));
+    }
+    let guest = match rest.to_str() {
+        Some("") => bound.guest.clone(),
+        Some(rest) => format!("{}/{rest}", bound.guest.trim_end_matches('/')),
+        None => return Err(fail(format!("{} is not valid UTF-8", host.display()))),
+    };
+    Ok(DirGrant {
+        host,
+        guest,
+        writable: grant.writable.unwrap_or(bound.writable),
+    })
 }
 
 pub(super) fn env(
@@ -516,6 +675,19 @@ mod tests {
         let e = error("[keyvalue]\nbuckets = [\"a\"]\nmax-value-kb = 1\n");
         assert!(e.contains("unknown field `max-value-kb`"), "{e}");
         assert!(error("[keyvalue]\nquota-kib = 1\n").contains("grant at least one bucket"));
+        let text = "[keyvalue]\ncaller-buckets = [\"t\"]\ncaller-scope = \"session\"\n";
+        let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+        assert!(policy.keyvalue.unwrap().per_session);
+        let text = "[keyvalue]\ncaller-buckets = [\"t\"]\ncaller-scope = \"caller\"\n";
+        let policy = load_manifest(&write(dir.path(), text), Limits::default()).unwrap();
+        assert!(!policy.keyvalue.unwrap().per_session);
+        let e = error("[keyvalue]\ncaller-buckets = [\"t\"]\ncaller-scope = \"process\"\n");
+        assert!(
+            e.contains("keyvalue.caller-scope") && e.contains("\"session\""),
+            "{e}"
+        );
+        let e = error("[keyvalue]\nbuckets = [\"t\"]\ncaller-scope = \"session\"\n");
+        assert!(e.contains("none are granted"), "{e}");
         let e = error("[keyvalue]\nbuckets = [\"a\"]\ncaller-buckets = [\"a\"]\n");
         assert!(
             e.contains("keyvalue.caller-buckets[0]") && e.contains("twice"),
@@ -595,6 +767,121 @@ mod tests {
         assert!(e.contains("named twice"), "{e}");
         let e = error("[http]\nallow = [\"a.com\"]\n[http.credentials]\n\"a.com\" = 5\n");
         assert!(e.contains("http.credentials"), "{e}");
+    }
+
+    /// The command line narrows what a manifest grants, never widens it; a manifest's
+    /// directory that does not exist here (a template's) is a placeholder it stands in for.
+    #[test]
+    fn command_line_dirs_lie_within_the_manifests_and_replace_them() {
+        use crate::policy::manifest::parse_manifest_granting;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for sub in ["ro/inner", "rw/inner", "elsewhere"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        let manifest = write(
+            &root,
+            "[[dirs]]\nhost = \"ro\"\nguest = \"/notes\"\n\
+             [[dirs]]\nhost = \"rw\"\nmode = \"read-write\"\n\
+             [[dirs]]\nhost = \"/surely/not/here\"\nmode = \"read-write\"\n",
+        );
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        let granting = |grants: &[&str]| {
+            let grants: Vec<CommandLineGrant> = grants
+                .iter()
+                .map(|g| g.replace("ROOT", root.to_str().unwrap()).parse().unwrap())
+                .collect();
+            parse_manifest_granting(&manifest, &text, Limits::default(), &grants)
+        };
+        // Inside a bound: seen below its guest path, in its mode unless narrowed.
+        let policy = granting(&[
+            "p:dir=ROOT/ro/inner",
+            "p:dir=ROOT/rw/inner:ro",
+            "p:dir=ROOT/rw",
+        ])
+        .unwrap();
+        let dirs: Vec<(PathBuf, &str, bool)> = policy
+            .dirs
+            .iter()
+            .map(|d| (d.host.clone(), d.guest.as_str(), d.writable))
+            .collect();
+        let rw = root.join("rw");
+        assert_eq!(
+            dirs,
+            [
+                (root.join("ro/inner"), "/notes/inner", false),
+                (
+                    root.join("rw/inner"),
+                    rw.join("inner").to_str().unwrap(),
+                    false
+                ),
+                (rw.clone(), rw.to_str().unwrap(), true),
+            ]
+        );
+        // Wider is refused, naming the flag: another place, or read-write in read-only.
+        let e = granting(&["p:dir=ROOT/elsewhere"]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "--grant p:dir={0}/elsewhere: {0}/elsewhere is outside the directories the \
+                 plugin's manifest grants ({0}/ro, {0}/rw): the command line may only narrow them",
+                root.display()
+            )
+        );
+        let e = granting(&["p:dir=ROOT/ro/inner:rw"])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!(
+                "--grant p:dir={0}/ro/inner:rw: read-write is wider than the manifest allows: \
+                 it grants {0}/ro read-only",
+                root.display()
+            )
+        );
+        let e = granting(&["p:dir=ROOT/missing"]).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "--grant p:dir={}/missing: cannot use directory",
+                root.display()
+            )),
+            "{e}"
+        );
+        // The template: no directory of the manifest exists, so the command line's stand alone.
+        let template = write(
+            &root,
+            "[[dirs]]\nhost = \"/home/me/notes-surely-absent\"\nmode = \"read-only\"\n",
+        );
+        let text = std::fs::read_to_string(&template).unwrap();
+        let grant: CommandLineGrant = format!("p:dir={}", root.join("elsewhere").display())
+            .parse()
+            .unwrap();
+        let policy =
+            parse_manifest_granting(&template, &text, Limits::default(), &[grant]).unwrap();
+        assert_eq!(policy.dirs.len(), 1);
+        assert_eq!(policy.dirs[0].host, root.join("elsewhere"));
+        assert!(policy.dirs[0].writable, "read-write unless :ro");
+        // Without a command-line grant, the template's missing directory is still an error.
+        let e = load_manifest(&template, Limits::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("dirs[0].host: cannot use directory")
+                && e.contains("grant one with --grant PLUGIN:dir=PATH"),
+            "{e}"
+        );
+        // No manifest at all: an empty one, with the grant.
+        let grant: CommandLineGrant = format!("p:dir={}:ro", root.join("elsewhere").display())
+            .parse()
+            .unwrap();
+        let policy =
+            parse_manifest_granting(&root.join("p.toml"), "", Limits::default(), &[grant]).unwrap();
+        assert!(!policy.dirs[0].writable);
+        // The same directory twice.
+        let e = granting(&["p:dir=ROOT/rw", "p:dir=ROOT/rw/:ro"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is mapped twice"), "{e}");
     }
 
     #[test]

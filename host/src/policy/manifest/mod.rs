@@ -87,7 +87,7 @@ use self::grants::{
 use self::limits::{LimitsTable, TasksTable, limits, tasks};
 use self::naming::{FilterTable, filter, prefix};
 use super::locate::{key_at, line_of_key};
-use super::{Instances, Limits, Naming, Policy};
+use super::{CommandLineGrant, Instances, Limits, Naming, Policy};
 
 /// Why a manifest (or a `[plugin.NAME]` section) was refused: the file, the line and the key
 /// in it, and what is wrong.
@@ -103,6 +103,16 @@ pub struct PolicyError {
 }
 
 impl PolicyError {
+    /// An error about a command-line grant (`flag`, as written): it stands where a file would.
+    fn of_flag(flag: &str, message: impl Into<String>) -> Self {
+        Self {
+            file: PathBuf::from(flag),
+            line: None,
+            key: None,
+            message: message.into(),
+        }
+    }
+
     fn at(file: &Path, key: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             file: file.to_owned(),
@@ -205,10 +215,27 @@ pub fn load_manifest(file: &Path, defaults: Limits) -> Result<Policy, PolicyErro
 /// Validate the manifest text `text`, read from `file` (which relative paths and messages
 /// refer to).
 pub fn parse_manifest(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyError> {
-    validate(file, text, defaults).map_err(|e| e.locate(text))
+    parse_manifest_granting(file, text, defaults, &[])
 }
 
-fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyError> {
+/// [`parse_manifest`], with the command line's grants of the plugin (`cli`): its directories
+/// within the manifest's, as `policy::command_line` says. A plugin without a manifest is
+/// given an empty `text`.
+pub fn parse_manifest_granting(
+    file: &Path,
+    text: &str,
+    defaults: Limits,
+    cli: &[CommandLineGrant],
+) -> Result<Policy, PolicyError> {
+    validate(file, text, defaults, cli).map_err(|e| e.locate(text))
+}
+
+fn validate(
+    file: &Path,
+    text: &str,
+    defaults: Limits,
+    cli: &[CommandLineGrant],
+) -> Result<Policy, PolicyError> {
     let manifest: Manifest = toml::from_str(text).map_err(|e| syntax_error(file, text, &e))?;
     if let Some(title) = &manifest.title
         && (title.is_empty() || title.len() > 128 || title.chars().any(char::is_control))
@@ -225,7 +252,7 @@ fn validate(file: &Path, text: &str, defaults: Limits) -> Result<Policy, PolicyE
     Ok(Policy {
         title: manifest.title,
         limits,
-        dirs: dirs(file, &manifest.dirs)?,
+        dirs: dirs(file, &manifest.dirs, cli)?,
         env: env(file, manifest.env)?,
         credentials: credentials(file, &http_grants, manifest.http.credentials)?,
         http: http_grants,
@@ -299,7 +326,22 @@ pub fn parse_section(
     text: &str,
     defaults: Limits,
 ) -> Result<Policy, PolicyError> {
-    validate(file, text, defaults).map_err(|mut e| {
+    parse_section_granting(file, name, text, defaults, &[])
+}
+
+/// [`parse_section`], with the command line's grants of the plugin (`cli`).
+pub fn parse_section_granting(
+    file: &Path,
+    name: &str,
+    text: &str,
+    defaults: Limits,
+    cli: &[CommandLineGrant],
+) -> Result<Policy, PolicyError> {
+    validate(file, text, defaults, cli).map_err(|mut e| {
+        if e.key.is_none() && e.file != file {
+            // About a command-line grant: nothing of the section to name.
+            return e;
+        }
         // Lines of the section's own text are not the file's: [`PolicyError::in_file`] finds
         // the key in the file.
         e.line = None;
