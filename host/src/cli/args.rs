@@ -384,7 +384,7 @@ pub struct ServeArgs {
     /// Plugins' secrets: a TOML file readable by its owner alone (mode 0600) whose values
     /// plugins' `[config]` keys name with `{ secret = "NAME" }`; a `[principal."KEY"]` table
     /// holds one caller's own. Read at start and again on SIGHUP.
-    #[arg(long, env = "MCPBOX_SECRETS", value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
+    #[arg(long, env = "MCPBOX_SECRETS", value_name = "PATH", value_hint = clap::ValueHint::FilePath, value_parser = path_or_none())]
     pub secrets: Option<PathBuf>,
 
     /// HTTP: require `Authorization: Bearer <TOKEN>` on every request.
@@ -497,7 +497,8 @@ pub struct ServeArgs {
         env = "MCPBOX_PLUGINS",
         value_name = "DIR",
         value_hint = clap::ValueHint::DirPath,
-        value_delimiter = PATH_LIST_SEPARATOR
+        value_delimiter = PATH_LIST_SEPARATOR,
+        value_parser = path_or_none()
     )]
     pub plugins: Vec<PathBuf>,
 
@@ -1202,4 +1203,11 @@ fn parse_origin(text: &str) -> Result<String, String> {
             "`{text}` is not an origin: expected scheme://host[:port], such as https://app.example.com"
         ))
     }
+}
+
+/// A path that may be empty (then dropped as "none" by [`super::Cli::load`]): an MCP bundle's
+/// unset setting arrives as `--plugins=`. clap's own path parser refuses an empty value.
+fn path_or_none() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::OsStringValueParser::new().map(PathBuf::from)
 }

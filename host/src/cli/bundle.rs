@@ -181,14 +181,15 @@ fn copy_executable(from: &Path, to: &Path) -> anyhow::Result<()> {
 /// The arguments the client starts mcpbox with: the bundled plugins, the user's own, the
 /// folders they picked granted to the filesystem plugin, and their secrets file.
 fn server_args(filesystem: bool) -> Vec<String> {
+    // `--flag=${…}`, one argument: a setting left unset (its default "") then arrives as an
+    // empty value, which mcpbox reads as none. (A client's resolver keeps an argument that is
+    // exactly `${user_config.KEY}` as written when the value is empty.)
     let mut args: Vec<String> = [
         "serve",
         "--plugins",
         "${__dirname}/plugins",
-        "--plugins",
-        "${user_config.plugin_dir}",
-        "--secrets",
-        "${user_config.secrets_file}",
+        "--plugins=${user_config.plugin_dir}",
+        "--secrets=${user_config.secrets_file}",
     ]
     .map(str::to_owned)
     .to_vec();

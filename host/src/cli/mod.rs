@@ -151,8 +151,24 @@ pub fn serve_command() -> clap::Command {
 impl Cli {
     /// Parse `args` (the process's arguments, program name first); for `serve --config`, read
     /// the file and fill in every option no flag or environment variable set (flag >
-    /// environment > file > default).
+    /// environment > file > default). An empty `--plugins` or `--secrets` value means none (a
+    /// desktop client passes an unset setting of an MCP bundle so).
     pub fn load(args: Vec<OsString>) -> Result<Self, ArgsError> {
+        let mut cli = Self::load_with_file(args)?;
+        if let Command::Serve(serve) = &mut cli.command {
+            serve.plugins.retain(|dir| !dir.as_os_str().is_empty());
+            if serve
+                .secrets
+                .as_ref()
+                .is_some_and(|s| s.as_os_str().is_empty())
+            {
+                serve.secrets = None;
+            }
+        }
+        Ok(cli)
+    }
+
+    fn load_with_file(args: Vec<OsString>) -> Result<Self, ArgsError> {
         use clap::{CommandFactory as _, FromArgMatches as _};
         let matches = Cli::command().try_get_matches_from(&args)?;
         let cli = Cli::from_arg_matches(&matches)?;

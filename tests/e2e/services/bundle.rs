@@ -11,7 +11,7 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use crate::support::{Raw, fresh_state_dir, plugin_dir};
+use crate::support::{Raw, example_plugins, fresh_state_dir, plugin_dir};
 use crate::tools;
 
 const MCPB: &str = "@anthropic-ai/mcpb@2.1.2";
@@ -119,6 +119,15 @@ async fn the_bundle_installs_and_serves_the_picked_folder_to_two_clients_at_once
         ("memory", "memory.wasm"),
         ("time", "time.wasm"),
     ]);
+    // With their manifests, as the quick start's directory has them: memory's grants its
+    // state, filesystem's a sample folder of this machine (which the bundle must leave out).
+    for name in ["filesystem", "memory", "time"] {
+        std::fs::copy(
+            example_plugins().join(format!("{name}.toml")),
+            plugins.path().join(format!("{name}.toml")),
+        )
+        .unwrap();
+    }
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("bundle");
     let made = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
@@ -129,15 +138,38 @@ async fn the_bundle_installs_and_serves_the_picked_folder_to_two_clients_at_once
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&made.stdout).into_owned();
-    assert!(made.status.success(), "{said}{}", String::from_utf8_lossy(&made.stderr));
+    assert!(
+        made.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     assert!(said.contains("plugins filesystem, memory, time"), "{said}");
+    assert!(
+        said.contains(
+            "left out the folders the plugins' manifests grant on this machine: filesystem (1)"
+        ),
+        "{said}"
+    );
 
-    let validated = mcpb(&prefix, &["validate", out.join("manifest.json").to_str().unwrap()]);
+    let validated = mcpb(
+        &prefix,
+        &["validate", out.join("manifest.json").to_str().unwrap()],
+    );
     assert!(validated.contains("validation passes"), "{validated}");
     let file = work.path().join("mcpbox.mcpb");
-    mcpb(&prefix, &["pack", out.to_str().unwrap(), file.to_str().unwrap()]);
+    mcpb(
+        &prefix,
+        &["pack", out.to_str().unwrap(), file.to_str().unwrap()],
+    );
     let installed: PathBuf = work.path().join("installed");
-    mcpb(&prefix, &["unpack", file.to_str().unwrap(), installed.to_str().unwrap()]);
+    mcpb(
+        &prefix,
+        &[
+            "unpack",
+            file.to_str().unwrap(),
+            installed.to_str().unwrap(),
+        ],
+    );
     {
         use std::os::unix::fs::PermissionsExt as _;
         let mode = std::fs::metadata(installed.join("server/mcpbox"))
@@ -149,7 +181,11 @@ async fn the_bundle_installs_and_serves_the_picked_folder_to_two_clients_at_once
 
     // The user picks one folder; nothing else on the disk is theirs to see.
     let notes = tempfile::tempdir().unwrap();
-    std::fs::write(notes.path().join("hello.txt"), "hello from the picked folder\n").unwrap();
+    std::fs::write(
+        notes.path().join("hello.txt"),
+        "hello from the picked folder\n",
+    )
+    .unwrap();
     let resolved = resolve(
         &prefix,
         &installed,
@@ -160,6 +196,21 @@ async fn the_bundle_installs_and_serves_the_picked_folder_to_two_clients_at_once
         installed.join("server/mcpbox").to_str().unwrap(),
         "{resolved}"
     );
+    // A user who sets nothing gets a command with nothing left unexpanded, which serves.
+    let bare = resolve(&prefix, &installed, &json!({}));
+    assert!(!bare.to_string().contains("${"), "{bare}");
+    let mut unset = start(&bare, &fresh_state_dir()).await;
+    text_of(
+        &call(
+            &mut unset,
+            1,
+            "get_current_time",
+            json!({ "timezone": "UTC" }),
+        )
+        .await,
+    );
+    drop(unset);
+
     let state = fresh_state_dir();
     let mut first = start(&resolved, &state).await;
     let mut second = start(&resolved, &state).await;
@@ -173,11 +224,19 @@ async fn the_bundle_installs_and_serves_the_picked_folder_to_two_clients_at_once
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    for tool in ["read_text_file", "list_allowed_directories", "create_entities", "get_current_time"] {
+    for tool in [
+        "read_text_file",
+        "list_allowed_directories",
+        "create_entities",
+        "get_current_time",
+    ] {
         assert!(names.contains(&tool), "{tool} in {names:?}");
     }
     let allowed = text_of(&call(&mut first, 2, "list_allowed_directories", json!({})).await);
-    assert!(allowed.contains(notes.path().to_str().unwrap()), "{allowed}");
+    assert!(
+        allowed.contains(notes.path().to_str().unwrap()),
+        "{allowed}"
+    );
     assert!(!allowed.contains("sample-data"), "{allowed}");
     let read = text_of(
         &call(
@@ -189,14 +248,38 @@ async fn the_bundle_installs_and_serves_the_picked_folder_to_two_clients_at_once
         .await,
     );
     assert_eq!(read.trim(), "hello from the picked folder");
-    let outside = call(&mut first, 3, "read_text_file", json!({ "path": "/etc/hostname" })).await;
+    let outside = call(
+        &mut first,
+        3,
+        "read_text_file",
+        json!({ "path": "/etc/hostname" }),
+    )
+    .await;
     assert_eq!(outside["result"]["isError"], true, "{outside}");
-    text_of(&call(&mut first, 4, "get_current_time", json!({ "timezone": "UTC" })).await);
+    text_of(
+        &call(
+            &mut first,
+            4,
+            "get_current_time",
+            json!({ "timezone": "UTC" }),
+        )
+        .await,
+    );
 
     // Two clients at once, one state: each adds an entity; both see both.
     let (a, b) = tokio::join!(
-        call(&mut first, 5, "create_entities", json!({"entities": [{"name": "from-first", "entityType": "note", "observations": []}]})),
-        call(&mut second, 5, "create_entities", json!({"entities": [{"name": "from-second", "entityType": "note", "observations": []}]})),
+        call(
+            &mut first,
+            5,
+            "create_entities",
+            json!({"entities": [{"name": "from-first", "entityType": "note", "observations": []}]})
+        ),
+        call(
+            &mut second,
+            5,
+            "create_entities",
+            json!({"entities": [{"name": "from-second", "entityType": "note", "observations": []}]})
+        ),
     );
     text_of(&a);
     text_of(&b);
