@@ -47,6 +47,7 @@ mod modern;
 mod multi_user;
 mod naming;
 mod principals;
+mod promises;
 mod readiness;
 mod registry;
 mod reload;

@@ -1,0 +1,137 @@
+//! Promises of SECURITY.md and OPERATING.md that no other module checked (#61), each through
+//! the real binary: each test's comment quotes the document and section that make it. The ones
+//! that need Redis are in `services::promises_redis`; what is checked below the binary (no
+//! second DNS lookup, a slow stream dropped, the rules for keeping an instance) is in the
+//! modules that own it.
+
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+use crate::support::{Client, connect, plugin_dir, tool_text};
+
+const HOSTILE_LIMITS: &str =
+    "[limits]\nfuel = 500_000_000\ntimeout-ms = 5000\nmemory-mib = 32\noutput-kib = 16\n";
+
+async fn call(client: &Client, tool: &'static str, arguments: Value) -> (String, bool) {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object")
+    };
+    let result = client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}\n{}", client.stderr.text()));
+    tool_text(&result)
+}
+
+/// SECURITY.md, "read or write files": granted directories are capabilities, with no symlink
+/// escape. A granted directory holding links out (to a file beside it, to an absolute path, to
+/// its parent, to `/etc`) gives the plugin nothing outside, to read or to write, while a link
+/// that stays inside still works. The plugin sees the directory at its real path (no `guest`),
+/// so a host that granted by path prefix rather than by capability would follow the links.
+#[tokio::test]
+async fn a_symlink_in_a_granted_directory_leads_nowhere_outside() {
+    use std::os::unix::fs::symlink;
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    let outside = tempfile::tempdir().unwrap();
+    let outside = outside.path().canonicalize().unwrap();
+    let data = outside.join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("hello.txt"), "granted").unwrap();
+    std::fs::write(outside.join("secret.txt"), "not granted").unwrap();
+    symlink("hello.txt", data.join("inside")).unwrap();
+    symlink("../secret.txt", data.join("relative")).unwrap();
+    symlink(outside.join("secret.txt"), data.join("absolute")).unwrap();
+    symlink("..", data.join("up")).unwrap();
+    symlink("/etc", data.join("etc")).unwrap();
+    std::fs::write(
+        dir.path().join("hostile.toml"),
+        format!(
+            "{HOSTILE_LIMITS}[[dirs]]\nhost = \"{}\"\nmode = \"read-write\"\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let client = connect(dir.path(), &[]).await;
+    let at = |name: &str| data.join(name).to_str().unwrap().to_owned();
+
+    assert_eq!(
+        call(&client, "read_file", json!({"path": at("inside")})).await,
+        ("granted".to_owned(), false),
+        "a link that stays inside the grant is followed"
+    );
+    for path in [
+        at("relative"),
+        at("absolute"),
+        at("up/secret.txt"),
+        at("etc/passwd"),
+    ] {
+        let (text, is_error) = call(&client, "read_file", json!({ "path": path })).await;
+        assert!(
+            is_error && text.starts_with(&format!("cannot read {path}: ")),
+            "{path} was read: {text}"
+        );
+    }
+    for path in [at("up/written.txt"), at("relative")] {
+        let (text, is_error) = call(&client, "write_file", json!({ "path": path })).await;
+        assert!(
+            is_error && text.starts_with(&format!("cannot write {path}: ")),
+            "{path} was written: {text}"
+        );
+    }
+    assert!(!outside.join("written.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        "not granted"
+    );
+    client.service.cancel().await.unwrap();
+}
+
+/// SECURITY.md, "open sockets (TCP, UDP, DNS)": UDP is denied as TCP is
+/// (`sandbox::nothing_is_reachable_without_a_grant` probes TCP), through `wasi:sockets` itself,
+/// and no datagram arrives.
+#[tokio::test]
+async fn udp_is_denied() {
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    std::fs::write(dir.path().join("hostile.toml"), HOSTILE_LIMITS).unwrap();
+    let listener = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let client = connect(dir.path(), &[]).await;
+
+    let sent = call(&client, "udp_send", json!({ "port": port })).await;
+    // The call returned: a datagram it sent on loopback would be waiting now.
+    let mut buffer = [0u8; 64];
+    assert_eq!(
+        listener.recv(&mut buffer).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::WouldBlock),
+        "a datagram arrived ({sent:?})"
+    );
+    assert_eq!(
+        sent,
+        ("cannot create a UDP socket: access-denied".to_owned(), true)
+    );
+    assert_eq!(
+        call(&client, "ok", json!({})).await,
+        ("fine".to_owned(), false)
+    );
+    client.service.cancel().await.unwrap();
+}
+
+/// SECURITY.md, "open sockets (TCP, UDP, DNS)": name lookups are denied, for a name the host
+/// itself resolves (`localhost`) as for any other.
+#[tokio::test]
+async fn name_lookups_are_denied() {
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    std::fs::write(dir.path().join("hostile.toml"), HOSTILE_LIMITS).unwrap();
+    let client = connect(dir.path(), &[]).await;
+    for name in ["localhost", "example.com"] {
+        assert_eq!(
+            call(&client, "resolve", json!({ "name": name })).await,
+            (
+                format!("cannot resolve {name}: permanent-resolver-failure"),
+                true
+            )
+        );
+    }
+    client.service.cancel().await.unwrap();
+}
