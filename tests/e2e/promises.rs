@@ -7,7 +7,7 @@
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use crate::support::{Client, connect, plugin_dir, tool_text};
+use crate::support::{Client, HttpServer, STEP, connect, plugin_dir, tool_text};
 
 const HOSTILE_LIMITS: &str =
     "[limits]\nfuel = 500_000_000\ntimeout-ms = 5000\nmemory-mib = 32\noutput-kib = 16\n";
@@ -134,4 +134,40 @@ async fn name_lookups_are_denied() {
         );
     }
     client.service.cancel().await.unwrap();
+}
+
+/// SECURITY.md, "The HTTP transport": anything but this server's own origin, `Origin: null`
+/// included (sandboxed pages, file URLs), gets 403, before a session exists.
+#[tokio::test]
+async fn an_origin_of_null_is_refused_with_403() {
+    const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let client = reqwest::Client::builder().timeout(STEP).build().unwrap();
+    let send = |origin: Option<&str>| {
+        let mut request = client
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(INIT);
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    let refused = send(Some("null")).await.unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(refused.headers().get("mcp-session-id").is_none());
+    assert_eq!(
+        refused.text().await.unwrap(),
+        "forbidden: Origin null is not allowed; to allow a browser client from it, start mcpbox with --allowed-origin null"
+    );
+    server
+        .stderr
+        .wait_for("refused a request from another origin")
+        .await;
+    // The same request with the server's own origin, or none, is served.
+    let own = format!("http://127.0.0.1:{}", server.port);
+    assert_eq!(send(Some(&own)).await.unwrap().status(), 200);
+    assert_eq!(send(None).await.unwrap().status(), 200);
 }
