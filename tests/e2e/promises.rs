@@ -4,6 +4,8 @@
 //! second DNS lookup, a slow stream dropped, the rules for keeping an instance) is in the
 //! modules that own it.
 
+use std::time::{Duration, Instant};
+
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
@@ -21,6 +23,13 @@ async fn call(client: &Client, tool: &'static str, arguments: Value) -> (String,
         .await
         .unwrap_or_else(|e| panic!("{tool}: {e}\n{}", client.stderr.text()));
     tool_text(&result)
+}
+
+/// The value of the metric series `series` (name and labels, as exposed) at `url`.
+async fn metric(url: &str, series: &str) -> Option<f64> {
+    let text = reqwest::get(url).await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// SECURITY.md, "read or write files": granted directories are capabilities, with no symlink
@@ -170,4 +179,70 @@ async fn an_origin_of_null_is_refused_with_403() {
     let own = format!("http://127.0.0.1:{}", server.port);
     assert_eq!(send(Some(&own)).await.unwrap().status(), 200);
     assert_eq!(send(None).await.unwrap().status(), 200);
+}
+
+/// OPERATING.md, "Instances kept per caller": a kept instance serves its caller's calls for at
+/// most ten seconds after it was made, and an instance whose call trapped is never used again.
+/// The plugin's `count` tool answers how many calls its instance served, so reuse is seen in
+/// the answers themselves: 1 for a fresh instance, more for a kept one.
+#[tokio::test]
+async fn a_kept_instance_serves_at_most_ten_seconds_and_never_after_a_trap() {
+    const MAX_LIFE: Duration = Duration::from_secs(10);
+    let dir = plugin_dir(&[("hostile", "hostile.wasm")]);
+    std::fs::write(
+        dir.path().join("hostile.toml"),
+        format!("instances = \"per-caller\"\n{HOSTILE_LIMITS}"),
+    )
+    .unwrap();
+    let client = connect(dir.path(), &["--metrics-addr", "127.0.0.1:0"]).await;
+    let count = async || -> u64 {
+        let (text, is_error) = call(&client, "count", json!({})).await;
+        assert!(!is_error, "{text}");
+        text.parse().unwrap()
+    };
+
+    // Calls one after another, each well within a second of the last: the instance is kept
+    // and serves the next, until it is ten seconds old. An instance is made at the latest
+    // when its first call returns, so a call it serves must start within ten seconds of that.
+    let deadline = Instant::now() + 6 * MAX_LIFE;
+    let (mut made_by, mut longest) = (Instant::now(), Duration::ZERO);
+    let mut first = true;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no instance was kept for close to ten seconds (the longest served calls for {longest:?}); too slow a machine, or no instance is kept"
+        );
+        let started = Instant::now();
+        let served = count().await;
+        if served == 1 {
+            if !first && longest >= MAX_LIFE - Duration::from_secs(2) {
+                // Replaced once it was old: what the promise is about.
+                break;
+            }
+            (made_by, longest, first) = (Instant::now(), Duration::ZERO, false);
+            continue;
+        }
+        let age = started.duration_since(made_by);
+        assert!(
+            age < MAX_LIFE,
+            "an instance served call {served} starting {age:?} after its first call returned"
+        );
+        longest = longest.max(age);
+    }
+
+    // A call that traps ends its instance: the next call gets a fresh one.
+    assert!(count().await >= 2, "the new instance is kept too");
+    let (text, is_error) = call(&client, "panic", json!({"name": "trapped"})).await;
+    assert_eq!(
+        (text.as_str(), is_error),
+        ("plugin `hostile` panicked: trapped", true)
+    );
+    assert_eq!(count().await, 1, "the instance that trapped served again");
+    let url = client.stderr.metrics_url().await;
+    assert!(
+        metric(&url, r#"mcpbox_kept_instances_total{outcome="used"}"#)
+            .await
+            .is_some_and(|used| used >= 2.0)
+    );
+    client.service.cancel().await.unwrap();
 }
