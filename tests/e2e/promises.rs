@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use crate::support::{Client, HttpServer, STEP, connect, plugin_dir, tool_text};
+use crate::support::{
+    Client, HttpServer, STEP, connect, connect_command, mcpbox, plugin_dir, tool_text,
+};
 
 const HOSTILE_LIMITS: &str =
     "[limits]\nfuel = 500_000_000\ntimeout-ms = 5000\nmemory-mib = 32\noutput-kib = 16\n";
@@ -245,4 +247,64 @@ async fn a_kept_instance_serves_at_most_ten_seconds_and_never_after_a_trap() {
             .is_some_and(|used| used >= 2.0)
     );
     client.service.cancel().await.unwrap();
+}
+
+/// OPERATING.md, "Tracing": an unreachable collector loses spans, never requests. The collector
+/// here accepts connections and never answers (the worst case: a refused connection fails at
+/// once); once the exporter is stuck on it, calls are still answered, as many as before.
+#[cfg(feature = "otel")]
+#[tokio::test]
+async fn an_unreachable_collector_loses_spans_never_requests() {
+    let collector = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", collector.local_addr().unwrap());
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let mut command = mcpbox(dir.path(), &["--otlp-endpoint", &endpoint]);
+    // Export each batch at once rather than every 5 s, and give up on one only after a minute.
+    command
+        .env("OTEL_BSP_SCHEDULE_DELAY", "10")
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")
+        .env("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "60000");
+    let (client, stderr) = connect_command(command, ()).await;
+    let echo = async |text: &str| {
+        let result = tokio::time::timeout(
+            STEP,
+            client.call_tool(crate::support::call("echo", json!({ "text": text }))),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("a call was held up by the collector:\n{}", stderr.text()))
+        .unwrap();
+        assert_eq!(tool_text(&result), (text.to_owned(), false));
+    };
+    // The plugin may be served late (startup waits 2 s for listings): wait until it is.
+    let listed = Instant::now() + STEP;
+    while !client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .any(|t| t.name == "echo")
+    {
+        assert!(
+            Instant::now() < listed,
+            "echo was never listed:\n{}",
+            stderr.text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    echo("before").await;
+    // The exporter connects and waits for an answer that never comes.
+    let (_held, _) = tokio::time::timeout(STEP, collector.accept())
+        .await
+        .expect("the exporter never tried the collector")
+        .unwrap();
+    let started = Instant::now();
+    for i in 0..20 {
+        echo(&format!("while stuck {i}")).await;
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "20 calls took {:?} with the collector stuck",
+        started.elapsed()
+    );
+    client.cancel().await.unwrap();
 }
