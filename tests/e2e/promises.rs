@@ -10,7 +10,7 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Client, HttpServer, STEP, connect, connect_command, mcpbox, plugin_dir, tool_text,
+    Client, HttpServer, Raw, STEP, connect, connect_command, mcpbox, plugin_dir, tool_text,
 };
 
 const HOSTILE_LIMITS: &str =
@@ -307,4 +307,91 @@ async fn an_unreachable_collector_loses_spans_never_requests() {
         started.elapsed()
     );
     client.cancel().await.unwrap();
+}
+
+/// OPERATING.md, "Audit log": writing never holds a request up; records the writer cannot take
+/// (at most 4,096 records and 4 MiB wait) are dropped, counted in
+/// `mcpbox_audit_records_dropped_total` and warned of. The log here is a FIFO nobody reads
+/// until the end: every record is either read from it then, or counted as dropped.
+#[tokio::test]
+async fn audit_records_the_writer_cannot_take_are_dropped_and_counted() {
+    const CALLS: usize = 5000;
+    let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
+    let logs = tempfile::tempdir().unwrap();
+    let fifo = logs.path().join("audit.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // Read-write: opening never waits for a writer, and nothing is read until the end.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let mut raw = Raw::initialized(
+        dir.path(),
+        &[
+            "--audit-log",
+            fifo.to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    )
+    .await;
+    // Unknown tools, with long names and ids: about 1.2 KiB a record, so that the queue's
+    // 4 MiB fill after some 3,500 records.
+    let long = "n".repeat(500);
+    for batch in 0..CALLS / 50 {
+        for i in 0..50 {
+            raw.send(
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":"{long}-{batch}-{i}","method":"tools/call","params":{{"name":"{long}","arguments":{{}}}}}}"#
+                )
+                .as_bytes(),
+            )
+            .await;
+        }
+        for _ in 0..50 {
+            let reply = raw.recv().await;
+            assert_eq!(reply["error"]["code"], -32602, "{reply}");
+        }
+    }
+    // Requests were never held up, and the host serves on.
+    let reply = raw
+        .request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}"#)
+        .await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"], "still here",
+        "{reply}"
+    );
+    raw.stderr
+        .wait_for("the audit log writer fell behind (or stopped): audit records were dropped")
+        .await;
+    let url = raw.stderr.metrics_url().await;
+    let dropped = metric(&url, "mcpbox_audit_records_dropped_total")
+        .await
+        .unwrap_or_else(|| panic!("no mcpbox_audit_records_dropped_total at {url}"));
+    assert!(dropped >= 1.0, "nothing was dropped");
+
+    // Every record not dropped reaches the log once it is read.
+    let total = CALLS + 1;
+    let written = total - dropped as usize;
+    let read = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead as _;
+        let mut lines = std::io::BufReader::new(reader).lines();
+        let mut read = 0;
+        while read < written {
+            let line = lines.next().expect("the log ended").unwrap();
+            assert!(line.starts_with('{'), "{line}");
+            read += 1;
+        }
+        read
+    });
+    let read = tokio::time::timeout(STEP, read)
+        .await
+        .unwrap_or_else(|_| panic!("fewer than {written} records were written ({dropped} dropped)"))
+        .unwrap();
+    assert_eq!(read + dropped as usize, total);
 }
