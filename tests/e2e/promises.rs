@@ -395,3 +395,44 @@ async fn audit_records_the_writer_cannot_take_are_dropped_and_counted() {
         .unwrap();
     assert_eq!(read + dropped as usize, total);
 }
+
+/// SECURITY.md, "Durable state": the embedded store's directory is created mode 0700 on first
+/// use (with its parents), whatever the process's umask lets through.
+#[tokio::test]
+async fn the_state_directory_is_created_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let plugins = plugin_dir(&[("kv_probe", "kv_probe.wasm")]);
+    std::fs::write(
+        plugins.path().join("kv_probe.toml"),
+        "[keyvalue]\nbuckets = [\"default\"]\n",
+    )
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join("parent/state");
+    let client = connect(plugins.path(), &["--state-dir", state.to_str().unwrap()]).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let tool = tools
+        .iter()
+        .find(|t| t.name.starts_with("kv"))
+        .unwrap_or_else(|| panic!("no kv tool in {tools:?}"))
+        .name
+        .to_string();
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new(tool.clone()).with_arguments(
+                json!({"op": "set", "key": "k", "value": "v"})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+        )
+        .await
+        .unwrap();
+    let (text, is_error) = tool_text(&result);
+    assert!(!is_error, "{tool}: {text}");
+    for dir in [&state, &home.path().join("parent")] {
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{} is mode {mode:o}", dir.display());
+    }
+    client.service.cancel().await.unwrap();
+}
