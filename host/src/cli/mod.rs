@@ -391,3 +391,6 @@ fn reported(report: Result<String, crate::registry::RegistryError>) -> anyhow::R
         failed: false,
     })
 }
+
+#[cfg(test)]
+mod tests;
