@@ -28,7 +28,7 @@ async fn call(client: &Client, tool: &'static str, arguments: Value) -> (String,
 }
 
 /// The value of the metric series `series` (name and labels, as exposed) at `url`.
-async fn metric(url: &str, series: &str) -> Option<f64> {
+async fn metric(url: &str, series: &str) -> Option<u64> {
     let text = reqwest::get(url).await.unwrap().text().await.unwrap();
     text.lines()
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
@@ -244,7 +244,7 @@ async fn a_kept_instance_serves_at_most_ten_seconds_and_never_after_a_trap() {
     assert!(
         metric(&url, r#"mcpbox_kept_instances_total{outcome="used"}"#)
             .await
-            .is_some_and(|used| used >= 2.0)
+            .is_some_and(|used| used >= 2)
     );
     client.service.cancel().await.unwrap();
 }
@@ -312,7 +312,9 @@ async fn an_unreachable_collector_loses_spans_never_requests() {
 /// OPERATING.md, "Audit log": writing never holds a request up; records the writer cannot take
 /// (at most 4,096 records and 4 MiB wait) are dropped, counted in
 /// `mcpbox_audit_records_dropped_total` and warned of. The log here is a FIFO nobody reads
-/// until the end: every record is either read from it then, or counted as dropped.
+/// until the flood is over; then exactly the records not counted as dropped come out of it,
+/// and the next call's record after them (a count too low never completes; one too high finds
+/// a flood record where the next call's should be).
 #[tokio::test]
 async fn audit_records_the_writer_cannot_take_are_dropped_and_counted() {
     const CALLS: usize = 5000;
@@ -324,7 +326,7 @@ async fn audit_records_the_writer_cannot_take_are_dropped_and_counted() {
         .status()
         .unwrap();
     assert!(made.success());
-    // Read-write: opening never waits for a writer, and nothing is read until the end.
+    // Read-write: opening never waits for a writer, and nothing is read until the flood ends.
     let reader = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -341,7 +343,7 @@ async fn audit_records_the_writer_cannot_take_are_dropped_and_counted() {
     )
     .await;
     // Unknown tools, with long names and ids: about 1.2 KiB a record, so that the queue's
-    // 4 MiB fill after some 3,500 records.
+    // 4 MiB fill after some 3,500 records. Every request is answered all the same.
     let long = "n".repeat(500);
     for batch in 0..CALLS / 50 {
         for i in 0..50 {
@@ -358,7 +360,38 @@ async fn audit_records_the_writer_cannot_take_are_dropped_and_counted() {
             assert_eq!(reply["error"]["code"], -32602, "{reply}");
         }
     }
-    // Requests were never held up, and the host serves on.
+    raw.stderr
+        .wait_for("the audit log writer fell behind (or stopped): audit records were dropped")
+        .await;
+    let url = raw.stderr.metrics_url().await;
+    let series = "mcpbox_audit_records_dropped_total";
+    let dropped = metric(&url, series)
+        .await
+        .unwrap_or_else(|| panic!("no {series} at {url}"));
+    assert!(dropped >= 1, "nothing was dropped");
+
+    // Now read: the records not dropped come out, each one of the flood's.
+    let (lines, mut records) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(reader).lines() {
+            if lines.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let mut next = async || {
+        let line = tokio::time::timeout(STEP, records.recv()).await.ok()??;
+        Some(serde_json::from_str::<Value>(&line).unwrap())
+    };
+    let written = CALLS - usize::try_from(dropped).unwrap();
+    for n in 0..written {
+        let record = next()
+            .await
+            .unwrap_or_else(|| panic!("only {n} of {written} records came ({dropped} dropped)"));
+        assert_eq!(record["item"], long.as_str(), "record {n}: {record}");
+    }
+    // The host serves on, and its next record is the one after them.
     let reply = raw
         .request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}"#)
         .await;
@@ -366,34 +399,12 @@ async fn audit_records_the_writer_cannot_take_are_dropped_and_counted() {
         reply["result"]["content"][0]["text"], "still here",
         "{reply}"
     );
-    raw.stderr
-        .wait_for("the audit log writer fell behind (or stopped): audit records were dropped")
-        .await;
-    let url = raw.stderr.metrics_url().await;
-    let dropped = metric(&url, "mcpbox_audit_records_dropped_total")
-        .await
-        .unwrap_or_else(|| panic!("no mcpbox_audit_records_dropped_total at {url}"));
-    assert!(dropped >= 1.0, "nothing was dropped");
-
-    // Every record not dropped reaches the log once it is read.
-    let total = CALLS + 1;
-    let written = total - dropped as usize;
-    let read = tokio::task::spawn_blocking(move || {
-        use std::io::BufRead as _;
-        let mut lines = std::io::BufReader::new(reader).lines();
-        let mut read = 0;
-        while read < written {
-            let line = lines.next().expect("the log ended").unwrap();
-            assert!(line.starts_with('{'), "{line}");
-            read += 1;
-        }
-        read
-    });
-    let read = tokio::time::timeout(STEP, read)
-        .await
-        .unwrap_or_else(|_| panic!("fewer than {written} records were written ({dropped} dropped)"))
-        .unwrap();
-    assert_eq!(read + dropped as usize, total);
+    let record = next().await.expect("the echo call's record");
+    assert_eq!(
+        record["item"], "echo",
+        "a record counted as dropped was written: {record}"
+    );
+    assert_eq!(metric(&url, series).await, Some(dropped));
 }
 
 /// SECURITY.md, "Durable state": the embedded store's directory is created mode 0700 on first
