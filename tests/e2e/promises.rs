@@ -1,8 +1,7 @@
 //! Promises of SECURITY.md and OPERATING.md that no other module checked (#61), each through
 //! the real binary: each test's comment quotes the document and section that make it. The ones
 //! that need Redis are in `services::promises_redis`; what is checked below the binary (no
-//! second DNS lookup, a slow stream dropped, the rules for keeping an instance) is in the
-//! modules that own it.
+//! second DNS lookup, the rules for keeping an instance) is in the modules that own it.
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +9,8 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Client, HttpServer, Raw, STEP, connect, connect_command, mcpbox, plugin_dir, tool_text,
+    Client, HttpServer, Raw, STEP, SseReader, connect, connect_command, mcpbox, plugin_dir,
+    tool_text,
 };
 
 const HOSTILE_LIMITS: &str =
@@ -181,6 +181,154 @@ async fn an_origin_of_null_is_refused_with_403() {
     let own = format!("http://127.0.0.1:{}", server.port);
     assert_eq!(send(Some(&own)).await.unwrap().status(), 200);
     assert_eq!(send(None).await.unwrap().status(), 200);
+}
+
+/// SECURITY.md, "Slow consumers": a stream whose client falls a whole queue (256 events)
+/// behind is dropped, instead of the host holding an ever-growing backlog, and a 2025-11-25
+/// stream can resume with `Last-Event-ID`. A tool logs 16 KiB messages at the rate a session
+/// may get them (50 a second) on its request's stream, which the client does not read. Once
+/// the host says it dropped the connection, the client reads: what was queued, in order, and
+/// then the end, while the call still runs; the host serves the session meanwhile. Resuming
+/// from the last event it got gets the rest, the answer with it.
+#[tokio::test]
+async fn a_stream_a_whole_queue_behind_is_dropped_and_can_resume() {
+    const COUNT: u32 = 1500;
+    let dir = plugin_dir(&[
+        ("hostile", "hostile.wasm"),
+        ("echo_tools", "echo_tools.wasm"),
+    ]);
+    std::fs::write(
+        dir.path().join("hostile.toml"),
+        "[limits]\ntimeout-ms = 120000\n",
+    )
+    .unwrap();
+    let server = HttpServer::start(
+        dir.path(),
+        &["--log", "info,mcpbox::transport::http::streams=debug"],
+    )
+    .await;
+    let client = reqwest::Client::builder()
+        .timeout(3 * STEP)
+        .build()
+        .unwrap();
+    let send = |session: Option<&str>, body: &str| {
+        let mut request = client
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_owned());
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    };
+    let init = send(
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"slow","version":"1"}}}"#,
+    )
+    .await
+    .unwrap();
+    let id = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let session = Some(id.as_str());
+    send(
+        session,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await
+    .unwrap();
+    let level = send(
+        session,
+        r#"{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"info"}}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(level.status(), 200);
+
+    // The call's stream: its headers are read, its body not yet.
+    let slow = send(
+        session,
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"log_steadily","arguments":{{"count":{COUNT},"kib":16,"every_ms":20}}}}}}"#
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(slow.status(), 200);
+    server
+        .stderr
+        .wait_for("dropped the connection of a stream whose client is not reading it")
+        .await;
+    // The host serves the same session meanwhile.
+    let echo = send(
+        session,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"text":"served"}}}"#,
+    )
+    .await
+    .unwrap();
+    let (_, echoed) = SseReader::new(echo).next_json().await.unwrap();
+    assert_eq!(echoed["result"]["content"][0]["text"], "served", "{echoed}");
+
+    // Now read: what was queued, in order, and then the end, while the call still runs.
+    let mut stream = SseReader::new(slow);
+    let (mut logs, mut last) = (0, None::<String>);
+    while let Some(event) = stream.next().await {
+        let message: Value = serde_json::from_str(&event.data).unwrap();
+        assert_eq!(message["method"], "notifications/message", "{message}");
+        let id = event.id.unwrap();
+        if let Some(before) = &last {
+            let seq = |id: &str| id.rsplit_once('-').unwrap().1.parse::<u64>().unwrap();
+            assert_eq!(
+                seq(&id),
+                seq(before) + 1,
+                "a gap in the stream after {before}"
+            );
+        }
+        logs += 1;
+        last = Some(id);
+    }
+    assert!((256..COUNT).contains(&logs), "{logs} logs");
+    let metrics = format!("http://127.0.0.1:{}/metrics", server.port);
+    let done = r#"mcpbox_plugin_calls_total{plugin="hostile",kind="tool",name="log_steadily",outcome="ok"}"#;
+    assert_eq!(
+        metric(&metrics, done).await,
+        None,
+        "the stream ended only when the call did"
+    );
+
+    // Resuming from its last event gets the rest, the answer with it: each resumption is one
+    // queue's worth (a client resumes again from the last event it got, as EventSource does).
+    let mut last = last.unwrap();
+    for _ in 0..COUNT / 256 + 2 {
+        let resumed = client
+            .get(&server.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &id)
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("last-event-id", &last)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resumed.status(), 200, "resuming from {last}");
+        let mut resumed = SseReader::new(resumed);
+        while let Some(event) = resumed.next().await {
+            let message: Value = serde_json::from_str(&event.data).unwrap();
+            if message["id"] == 3 {
+                assert_eq!(
+                    message["result"]["content"][0]["text"],
+                    format!("logged {COUNT}"),
+                    "{message}"
+                );
+                return;
+            }
+            last = event.id.unwrap();
+        }
+    }
+    panic!("resuming never reached the answer (last event {last})");
 }
 
 /// OPERATING.md, "Instances kept per caller": a kept instance serves its caller's calls for at

@@ -77,6 +77,12 @@ impl Streams {
                 s.delivered = seq;
             } else {
                 // Gone or too slow: keep buffering; the client may resume.
+                if !live.is_closed() {
+                    tracing::debug!(
+                        stream,
+                        "dropped the connection of a stream whose client is not reading it (it may resume)"
+                    );
+                }
                 s.live = None;
             }
         }

@@ -1,8 +1,9 @@
 //! Probes of single promises. The socket attacks below `std::net`, through `wasi:sockets`
 //! directly, so that each reaches exactly one kind of host function: binding a UDP socket (and
 //! sending from it), and looking a name up; the host must refuse each, and the tool answers the
-//! refusal as its error. And `count`, which shows whether an instance served an earlier call:
-//! its memory counts the calls it served.
+//! refusal as its error. `count` shows whether an instance served an earlier call: its memory
+//! counts the calls it served. `log_steadily` logs at a steady pace, to fill a stream a client
+//! does not read.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -85,6 +86,33 @@ fn resolve(Host { name }: Host) -> Result<String, String> {
     }
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct Pace {
+    /// How many messages.
+    count: u32,
+    /// The size of each, in KiB.
+    kib: u32,
+    /// The time between two, in milliseconds.
+    every_ms: u64,
+}
+
+/// Log `count` messages of `kib` KiB, one every `every_ms` ms.
+fn log_steadily(
+    Pace {
+        count,
+        kib,
+        every_ms,
+    }: Pace,
+) -> String {
+    let message = "z".repeat(kib as usize * 1024);
+    for _ in 0..count {
+        mcpbox_sdk::host::info(&message);
+        wasip2::clocks::monotonic_clock::subscribe_duration(every_ms.saturating_mul(1_000_000))
+            .block();
+    }
+    format!("logged {count}")
+}
+
 /// The calls this instance served.
 static SERVED: AtomicU64 = AtomicU64::new(0);
 
@@ -129,5 +157,13 @@ pub fn add(tools: &mut Tools) {
         .add(
             Tool::new("resolve", "Look a host name up").input_schema(schema(&[("name", 's')])),
             resolve,
+        )
+        .add(
+            Tool::new("log_steadily", "Log messages at a steady pace").input_schema(schema(&[
+                ("count", 'i'),
+                ("kib", 'i'),
+                ("every_ms", 'i'),
+            ])),
+            log_steadily,
         );
 }
