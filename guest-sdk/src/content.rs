@@ -195,3 +195,112 @@ impl<T: IntoToolResult, E: Display> IntoToolResult for Result<T, E> {
         T::output_schema()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text_of(result: &ToolResult) -> Vec<&str> {
+        result
+            .content
+            .iter()
+            .map(|c| match c {
+                Content::Text(text) => text.as_str(),
+                other => panic!("not text: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plain_values_become_one_text_block() {
+        for result in [
+            "hello".into_tool_result(),
+            "hello".to_owned().into_tool_result(),
+            Content::text("hello").into_tool_result(),
+            vec![Content::from("hello")].into_tool_result(),
+            ToolResult::text("hello").into_tool_result(),
+        ] {
+            assert_eq!(text_of(&result), ["hello"]);
+            assert!(!result.is_error);
+            assert_eq!(result.structured, None);
+        }
+        assert_eq!(<&str as IntoToolResult>::output_schema(), None);
+    }
+
+    #[test]
+    fn an_err_becomes_an_is_error_result_with_its_text() {
+        let failed: Result<String, String> = Err("the file is gone".to_owned());
+        let result = failed.into_tool_result();
+        assert!(result.is_error);
+        assert_eq!(text_of(&result), ["the file is gone"]);
+        let ok: Result<&str, std::fmt::Error> = Ok("fine");
+        let result = ok.into_tool_result();
+        assert!(!result.is_error);
+        assert_eq!(text_of(&result), ["fine"]);
+        let error = ToolResult::error("no");
+        assert!(error.is_error && text_of(&error) == ["no"]);
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    struct Sum {
+        total: i64,
+    }
+
+    #[test]
+    fn json_output_is_structured_and_text_with_its_schema() {
+        let result = Json(Sum { total: 3 }).into_tool_result();
+        assert!(!result.is_error);
+        assert_eq!(result.structured.as_deref(), Some(r#"{"total":3}"#));
+        assert_eq!(text_of(&result), [r#"{"total":3}"#]);
+        let schema: serde_json::Value =
+            serde_json::from_str(&Json::<Sum>::output_schema().unwrap()).unwrap();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["properties"]["total"]["type"], "integer");
+        // A `Result` of it keeps the schema; its `Err` is an error without structured content.
+        assert_eq!(
+            <Result<Json<Sum>, String>>::output_schema(),
+            Json::<Sum>::output_schema()
+        );
+        let failed: Result<Json<Sum>, String> = Err("overflow".to_owned());
+        let failed = failed.into_tool_result();
+        assert!(failed.is_error && failed.structured.is_none());
+    }
+
+    #[test]
+    fn content_constructors_fill_the_wit_types() {
+        let Content::Image(image) = Content::image(vec![1, 2], "image/png") else {
+            panic!("not an image")
+        };
+        assert_eq!(
+            (image.data, image.mime_type.as_str()),
+            (vec![1, 2], "image/png")
+        );
+        let Content::Audio(audio) = Content::audio(vec![3], "audio/wav") else {
+            panic!("not audio")
+        };
+        assert_eq!(audio.mime_type, "audio/wav");
+        let Content::Embedded(ResourceContents::Text(text)) =
+            Content::embedded_text("memo://a", Some("text/plain"), "hi")
+        else {
+            panic!("not embedded text")
+        };
+        assert_eq!(
+            (
+                text.uri.as_str(),
+                text.mime_type.as_deref(),
+                text.text.as_str()
+            ),
+            ("memo://a", Some("text/plain"), "hi")
+        );
+        let Content::Embedded(ResourceContents::Blob(blob)) =
+            Content::embedded_blob("memo://b", None, vec![0u8, 255])
+        else {
+            panic!("not an embedded blob")
+        };
+        assert_eq!((blob.mime_type, blob.blob), (None, vec![0u8, 255]));
+        let Content::ResourceLink(link) = Content::link(ResourceInfo::new("memo://c", "c")) else {
+            panic!("not a link")
+        };
+        assert_eq!(link.uri, "memo://c");
+    }
+}

@@ -328,3 +328,75 @@ fn describe(code: &ErrorCode) -> String {
         other => format!("{other:?}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(status: u16, headers: &[(&str, &[u8])], body: &[u8]) -> Response {
+        Response {
+            status,
+            headers: headers
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+                .collect(),
+            body: body.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_body_reads_as_text_or_json() {
+        let ok = response(200, &[], br#"{"n":1}"#);
+        assert_eq!(ok.text(), r#"{"n":1}"#);
+        assert_eq!(ok.json::<serde_json::Value>().unwrap()["n"], 1);
+        let error = response(200, &[], b"<html>")
+            .json::<serde_json::Value>()
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("the response is not the expected JSON: "),
+            "{error}"
+        );
+        assert_eq!(response(200, &[], b"caf\xc3").text(), "caf\u{fffd}");
+    }
+
+    #[test]
+    fn a_header_is_its_first_text_value_by_any_case() {
+        let r = response(
+            200,
+            &[("ETag", b"\"1\""), ("etag", b"\"2\""), ("X-Bin", b"\xff")],
+            b"",
+        );
+        assert_eq!(r.header("etag"), Some("\"1\""));
+        assert_eq!(r.header("ETAG"), Some("\"1\""));
+        assert_eq!(r.header("x-bin"), None, "not text");
+        assert_eq!(r.header("missing"), None);
+    }
+
+    #[test]
+    fn only_mcpbox_s_own_answers_ask_for_a_link() {
+        let link = |status, value: &[u8]| response(status, &[("MCPBOX-Credential", value)], b"");
+        assert_eq!(
+            link(401, b"link-required; provider=\"github\"").link_required(),
+            Some("github")
+        );
+        assert_eq!(
+            link(401, b" link-required ;  Provider = github ").link_required(),
+            Some("github")
+        );
+        // The kind must match the status, and a provider must be named.
+        assert_eq!(
+            link(403, b"link-required; provider=\"github\"").link_required(),
+            None
+        );
+        assert_eq!(link(401, b"link-required").link_required(), None);
+        assert_eq!(
+            link(401, b"unavailable; provider=\"github\"").link_required(),
+            None
+        );
+        assert!(link(503, b"unavailable; provider=\"github\"").credential_unavailable());
+        assert!(!link(503, b"link-required; provider=\"github\"").credential_unavailable());
+        assert!(!response(503, &[], b"").credential_unavailable());
+    }
+}

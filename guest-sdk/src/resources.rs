@@ -281,3 +281,90 @@ impl<T: IntoResourceContents, E: Display> IntoResourceContents for Result<T, E> 
             .into_resource_contents(uri, mime_type)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_become_contents_at_the_uri_read() {
+        let [ResourceContents::Text(text)] = &"hello"
+            .into_resource_contents("memo://a", Some("text/plain"))
+            .unwrap()[..]
+        else {
+            panic!("not one text")
+        };
+        assert_eq!(
+            (
+                text.uri.as_str(),
+                text.mime_type.as_deref(),
+                text.text.as_str()
+            ),
+            ("memo://a", Some("text/plain"), "hello")
+        );
+        let [ResourceContents::Blob(blob)] = &Blob(vec![7])
+            .into_resource_contents("memo://b", None)
+            .unwrap()[..]
+        else {
+            panic!("not one blob")
+        };
+        assert_eq!(
+            (blob.uri.as_str(), &blob.blob[..]),
+            ("memo://b", &[7u8][..])
+        );
+    }
+
+    #[test]
+    fn none_is_not_found_and_err_is_a_failed_read() {
+        let missing: Option<String> = None;
+        let Err(Error::NotFound(why)) = missing.into_resource_contents("memo://gone", None) else {
+            panic!("None must be not found")
+        };
+        assert_eq!(why, "no resource at `memo://gone`");
+        let failed: Result<String, String> = Err("disk on fire".to_owned());
+        let Err(Error::Internal(why)) = failed.into_resource_contents("memo://x", None) else {
+            panic!("Err must fail the read")
+        };
+        assert_eq!(why, "disk on fire");
+        let found: Option<Result<&str, String>> = Some(Ok("here"));
+        assert_eq!(
+            found
+                .into_resource_contents("memo://y", None)
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn builders_set_what_they_name() {
+        let info = ResourceInfo::new("memo://a", "a")
+            .title("A")
+            .description("the first")
+            .mime_type("text/plain")
+            .size(12);
+        assert_eq!(
+            (
+                info.uri.as_str(),
+                info.name.as_str(),
+                info.title.as_deref(),
+                info.description.as_deref(),
+                info.mime_type.as_deref(),
+                info.size
+            ),
+            (
+                "memo://a",
+                "a",
+                Some("A"),
+                Some("the first"),
+                Some("text/plain"),
+                Some(12)
+            )
+        );
+        let template = ResourceTemplate::new("memo://{id}", "memo")
+            .title("Memo")
+            .mime_type("text/markdown");
+        assert_eq!(template.uri_template, "memo://{id}");
+        assert_eq!(template.mime_type.as_deref(), Some("text/markdown"));
+    }
+}

@@ -270,3 +270,46 @@ impl Store {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SECURITY.md quotes this text for a bucket that is not granted.
+    #[test]
+    fn a_refusal_says_what_to_grant() {
+        assert_eq!(
+            StateError::NotGranted("x".to_owned()).to_string(),
+            "state is not available: bucket `x` is not granted to this plugin (the operator grants it in the plugin's manifest: [keyvalue] buckets = [\"x\"])"
+        );
+        assert_eq!(
+            StateError::NoSuchStore("y".to_owned()).to_string(),
+            "the host has no key-value store `y`"
+        );
+        for message in ["quota exceeded: …", "bad json", "lost 32 races"] {
+            for error in [
+                StateError::Store(message.to_owned()),
+                StateError::Json(message.to_owned()),
+                StateError::Contended(message.to_owned()),
+            ] {
+                assert_eq!(error.to_string(), message);
+            }
+        }
+    }
+
+    #[test]
+    fn the_host_s_errors_map_to_their_kinds() {
+        assert_eq!(
+            StateError::from(store::Error::AccessDenied),
+            StateError::NotGranted(String::new())
+        );
+        assert_eq!(
+            StateError::from(store::Error::NoSuchStore),
+            StateError::NoSuchStore(String::new())
+        );
+        assert_eq!(
+            StateError::from(store::Error::Other("Redis is down".to_owned())),
+            StateError::Store("Redis is down".to_owned())
+        );
+    }
+}

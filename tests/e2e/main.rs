@@ -49,6 +49,7 @@ mod multi_user;
 mod naming;
 mod own_machine;
 mod principals;
+mod promises;
 mod readiness;
 mod registry;
 mod reload;

@@ -164,3 +164,88 @@ async fn retried(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    /// A ledger that cannot be reached (nothing listens on port 1): the call is refused with
+    /// -32030, naming why, and its work never starts.
+    #[tokio::test]
+    async fn a_call_that_cannot_be_recorded_is_refused_without_running() {
+        let ledger = CallLedger::connect("redis://127.0.0.1:1").unwrap();
+        let ran = Arc::new(AtomicBool::new(false));
+        let run = {
+            let ran = Arc::clone(&ran);
+            async move {
+                ran.store(true, Ordering::SeqCst);
+                Ok(replayed(raw(r#"{"content":[]}"#)))
+            }
+        };
+        let outcome = at_most_once(
+            &ledger,
+            "id-1",
+            "add",
+            &raw(r#"{"text":"one"}"#),
+            Duration::from_secs(5),
+            &RequestContext::detached(),
+            run,
+        )
+        .await;
+        let error = outcome.unwrap_err();
+        assert_eq!(error.code, CALL_NOT_REPEATED);
+        assert_eq!(CALL_NOT_REPEATED, -32030);
+        assert!(
+            error.message.starts_with(
+                "request id-1: the call could not be recorded, so a retry could run it twice; it was not run ("
+            ) && error.message.contains("127.0.0.1:1"),
+            "{}",
+            error.message
+        );
+        assert!(!ran.load(Ordering::SeqCst), "the call ran");
+    }
+
+    /// What a first run keeps is read back by every replica: the shape is fixed, and a kept
+    /// result says whether it reports a failure from its own `isError`.
+    #[test]
+    fn a_kept_outcome_reads_back_as_it_was() {
+        let result =
+            serde_json::to_string(&Kept::Result(raw(r#"{"content":[],"isError":true}"#))).unwrap();
+        assert_eq!(result, r#"{"result":{"content":[],"isError":true}}"#);
+        let Kept::Result(body) = serde_json::from_str(&result).unwrap() else {
+            panic!("not a result")
+        };
+        assert!(replayed(body).is_error);
+        assert!(!replayed(raw(r#"{"content":[]}"#)).is_error);
+        assert!(!replayed(raw(r#"{"content":[],"isError":false}"#)).is_error);
+
+        let error =
+            serde_json::to_string(&Kept::Error(ErrorObject::new(-32602, "no such tool"))).unwrap();
+        let Kept::Error(back) = serde_json::from_str(&error).unwrap() else {
+            panic!("not an error")
+        };
+        assert_eq!((back.code, back.message.as_str()), (-32602, "no such tool"));
+    }
+
+    #[test]
+    fn a_retry_that_is_not_run_again_says_so() {
+        let error = not_repeated(
+            "id-9",
+            "this call may already have run on a replica that went away",
+        );
+        assert_eq!(error.code, -32030);
+        assert_eq!(
+            error.message,
+            "request id-9: this call may already have run on a replica that went away; it was not run again"
+        );
+    }
+}

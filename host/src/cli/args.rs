@@ -1127,7 +1127,7 @@ pub(super) fn shown(dirs: &[PathBuf]) -> String {
 }
 
 /// A `--call-id-header`: an HTTP header name.
-fn parse_header_name(text: &str) -> Result<String, String> {
+pub(super) fn parse_header_name(text: &str) -> Result<String, String> {
     axum::http::HeaderName::from_bytes(text.as_bytes())
         .map(|name| name.as_str().to_owned())
         .map_err(|_| format!("`{text}` is not an HTTP header name"))
@@ -1164,7 +1164,7 @@ fn call_ledger(args: &ServeArgs) -> anyhow::Result<Option<Arc<crate::kv::calls::
 }
 
 /// A `--public-url`: `https://…` (or `http://` on a loopback host), with no query.
-fn parse_public_url(text: &str) -> Result<String, String> {
+pub(super) fn parse_public_url(text: &str) -> Result<String, String> {
     let url = url::Url::parse(text).map_err(|e| format!("`{text}` is not a URL: {e}"))?;
     let loopback = match url.host() {
         Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
@@ -1189,7 +1189,7 @@ fn parse_public_url(text: &str) -> Result<String, String> {
 }
 
 /// An `--allowed-origin`: `scheme://host[:port]`, nothing more (a browser's `Origin`).
-fn parse_origin(text: &str) -> Result<String, String> {
+pub(super) fn parse_origin(text: &str) -> Result<String, String> {
     let origin = text.trim_end_matches('/');
     let valid = origin.split_once("://").is_some_and(|(scheme, rest)| {
         matches!(scheme, "http" | "https")

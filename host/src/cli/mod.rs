@@ -413,3 +413,6 @@ fn reported(report: Result<String, crate::registry::RegistryError>) -> anyhow::R
         failed: false,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -129,3 +129,61 @@ pub async fn send(
     };
     Ok((response, Box::new(driver)))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    /// SECURITY.md, "HTTP egress in detail" (3): the connection goes to the addresses the gate
+    /// checked, never to a second lookup of the name. The name here resolves nowhere
+    /// (`.invalid`), so a request that looked it up again would fail; it reaches the checked
+    /// address, with the name still in its `Host`.
+    #[tokio::test]
+    async fn a_request_goes_to_the_checked_address_without_a_second_lookup() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let checked = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buffer = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = stream.read(&mut buffer).await.unwrap();
+                assert!(n > 0, "the request ended early");
+                head.extend_from_slice(&buffer[..n]);
+            }
+            stream
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\nconnection: close\r\n\r\nchecked",
+                )
+                .await
+                .unwrap();
+            String::from_utf8(head).unwrap()
+        });
+        let name = format!("rebound.invalid:{}", checked.port());
+        let body = http_body_util::Empty::<bytes::Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        let request = http::Request::get(format!("http://{name}/path?q=1"))
+            .header(http::header::HOST, &name)
+            .body(body)
+            .unwrap();
+        let (response, driver) = send(request, None, vec![checked])
+            .await
+            .unwrap_or_else(|e| panic!("the request did not reach the checked address: {e}"));
+        tokio::spawn(Box::into_pin(driver));
+        assert_eq!(response.status(), 200);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"checked");
+        let head = server.await.unwrap();
+        assert!(head.starts_with("GET /path?q=1 HTTP/1.1\r\n"), "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains(&format!("\r\nhost: {name}\r\n")),
+            "{head}"
+        );
+    }
+}

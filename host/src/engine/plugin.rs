@@ -167,8 +167,38 @@ impl Shelf {
 
 impl Kept {
     fn fresh(&self) -> bool {
-        self.since.elapsed() < SPARE_MAX_AGE && self.call.made.elapsed() < KEEP_MAX_LIFE
+        may_serve(self.call.made.elapsed(), self.since.elapsed())
     }
+}
+
+/// Whether a kept instance made `age` ago, and waiting for `idle`, may serve its caller's next
+/// call: at most [`KEEP_MAX_LIFE`] after it was made, and [`SPARE_MAX_AGE`] after it was kept.
+fn may_serve(age: Duration, idle: Duration) -> bool {
+    idle < SPARE_MAX_AGE && age < KEEP_MAX_LIFE
+}
+
+/// What a call that returned left in its instance, as far as keeping it goes.
+#[derive(Clone, Copy, Debug)]
+struct Leftovers {
+    /// The instance's memory growth was refused (a memory bomb stopped at its limit).
+    growth_refused: bool,
+    /// The instance's largest linear memory, in bytes.
+    memory_bytes: usize,
+    /// The handles it holds (open files, streams, HTTP fields).
+    handles: usize,
+    /// How long ago it was made.
+    age: Duration,
+}
+
+/// Whether an instance whose call returned leaving `left` may be kept for its caller's next
+/// call, under a memory limit of `memory_limit_bytes`: not after refused growth, nor over
+/// [a quarter](KEEP_MAX_MEMORY_SHARE) of its limit or [64 handles](KEEP_MAX_HANDLES), nor once
+/// too old to serve. (A call that failed is never kept: [`ActiveCall::end`] drops it first.)
+fn may_keep(left: Leftovers, memory_limit_bytes: usize) -> bool {
+    !left.growth_refused
+        && left.memory_bytes <= memory_limit_bytes / KEEP_MAX_MEMORY_SHARE
+        && left.handles <= KEEP_MAX_HANDLES
+        && may_serve(left.age, Duration::ZERO)
 }
 
 /// How long a spare instance waits for a call before it is dropped: long enough for a
@@ -1047,13 +1077,14 @@ impl PluginCode {
         let Some(caller) = call.keep_for.clone() else {
             return Some(call);
         };
-        let limit = self.limits.memory_bytes / KEEP_MAX_MEMORY_SHARE;
         let state = call.store.data_mut();
-        let healthy = state.limiter.refused.is_none()
-            && state.limiter.largest() <= limit
-            && state.handles() <= KEEP_MAX_HANDLES
-            && call.made.elapsed() < KEEP_MAX_LIFE;
-        if !healthy {
+        let left = Leftovers {
+            growth_refused: state.limiter.refused.is_some(),
+            memory_bytes: state.limiter.largest(),
+            handles: state.handles(),
+            age: call.made.elapsed(),
+        };
+        if !may_keep(left, self.limits.memory_bytes) {
             return Some(call);
         }
         let Ok(share) = Arc::clone(&self.runtime.spares).try_acquire_owned() else {
@@ -1371,6 +1402,88 @@ mod tests {
         let stderr = "\nthread '<unnamed>' panicked at src/lib.rs:12:5:\nboom: it broke\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
         assert_eq!(panic_message(stderr).as_deref(), Some("boom: it broke"));
         assert_eq!(panic_message("memory allocation failed"), None);
+    }
+
+    const MIB: usize = 1 << 20;
+
+    fn healthy() -> Leftovers {
+        Leftovers {
+            growth_refused: false,
+            memory_bytes: 2 * MIB,
+            handles: 3,
+            age: Duration::from_millis(5),
+        }
+    }
+
+    #[test]
+    fn a_healthy_instance_is_kept_and_serves_its_callers_next_call() {
+        assert!(may_keep(healthy(), 64 * MIB));
+        assert!(may_serve(
+            Duration::from_secs(2),
+            Duration::from_millis(900)
+        ));
+    }
+
+    #[test]
+    fn a_kept_instance_serves_at_most_ten_seconds_after_it_was_made() {
+        // Literal times, not the constant: what OPERATING.md promises.
+        let (just_under, ten) = (Duration::from_millis(9_999), Duration::from_secs(10));
+        assert!(may_serve(just_under, Duration::ZERO));
+        assert!(!may_serve(ten, Duration::ZERO), "served at ten seconds");
+        assert!(!may_serve(Duration::from_secs(3600), Duration::ZERO));
+        assert!(may_keep(
+            Leftovers {
+                age: just_under,
+                ..healthy()
+            },
+            64 * MIB
+        ));
+        assert!(!may_keep(
+            Leftovers {
+                age: ten,
+                ..healthy()
+            },
+            64 * MIB
+        ));
+    }
+
+    #[test]
+    fn a_kept_instance_waits_at_most_a_second_for_its_caller() {
+        assert!(may_serve(Duration::ZERO, Duration::from_millis(999)));
+        assert!(!may_serve(Duration::ZERO, Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn an_instance_left_unhealthy_is_not_kept() {
+        let limit = 64 * MIB;
+        let refused = Leftovers {
+            growth_refused: true,
+            ..healthy()
+        };
+        assert!(!may_keep(refused, limit), "memory growth was refused");
+        let at_quarter = Leftovers {
+            memory_bytes: limit / 4,
+            ..healthy()
+        };
+        assert!(may_keep(at_quarter, limit));
+        let over_quarter = Leftovers {
+            memory_bytes: limit / 4 + 1,
+            ..healthy()
+        };
+        assert!(
+            !may_keep(over_quarter, limit),
+            "over a quarter of its memory limit"
+        );
+        let at_handles = Leftovers {
+            handles: 64,
+            ..healthy()
+        };
+        assert!(may_keep(at_handles, limit));
+        let over_handles = Leftovers {
+            handles: 65,
+            ..healthy()
+        };
+        assert!(!may_keep(over_handles, limit), "over 64 handles");
     }
 
     #[test]

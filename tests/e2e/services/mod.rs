@@ -14,7 +14,7 @@
 //! `container`, buildah; `languages`, componentize-py (PyPI), componentize-js and Node 22
 //! (npm); `metrics`, a Prometheus server; `oauth`, an authorization server (npm's
 //! `oauth2-mock-server` on Node 22) and the official Python SDK (PyPI); `python`, the official
-//! Python SDK; `budgets_shared`, `readiness`, `state_redis` and `tasks_shared`, a `redis-server`;
+//! Python SDK; `budgets_shared`, `promises_redis`, `readiness`, `state_redis` and `tasks_shared`, a `redis-server`;
 //! `credentials`, npm's `oauth2-mock-server` on Node 22 (as mcpbox's own issuer and as the
 //! downstream provider), the official Python SDK and a `redis-server`; `registry`, a CNCF
 //! distribution registry (`docker-registry`, with `htpasswd` and `script` for two tests);
@@ -31,6 +31,7 @@ mod fake_api;
 mod languages;
 mod metrics;
 mod oauth;
+mod promises_redis;
 mod python;
 mod readiness;
 mod reference;

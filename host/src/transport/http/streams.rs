@@ -77,6 +77,12 @@ impl Streams {
                 s.delivered = seq;
             } else {
                 // Gone or too slow: keep buffering; the client may resume.
+                if !live.is_closed() {
+                    tracing::debug!(
+                        stream,
+                        "dropped the connection of a stream whose client is not reading it (it may resume)"
+                    );
+                }
                 s.live = None;
             }
         }
@@ -210,6 +216,33 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(LIVE_QUEUE);
         streams.attach_standalone(tx);
         assert_eq!(drain(&mut rx), 0, "already delivered");
+    }
+
+    /// SECURITY.md, "Slow consumers": a connection whose client falls a whole queue behind is
+    /// dropped, not backlogged; the stream keeps its events, so a 2025-11-25 client can resume
+    /// with `Last-Event-ID`.
+    #[test]
+    fn a_connection_a_whole_queue_behind_is_dropped_and_can_resume() {
+        let mut streams = Streams::new();
+        let (tx, mut rx) = mpsc::channel(LIVE_QUEUE);
+        let id = streams.open(tx);
+        for i in 0..LIVE_QUEUE {
+            streams.push(id, i.to_string());
+        }
+        assert!(streams.has_live(), "a full queue is not yet behind");
+        streams.push(id, "one too many".into());
+        assert!(!streams.has_live(), "the connection was kept");
+        assert!(rx.is_closed(), "the host still holds the connection");
+        streams.push(id, "after".into());
+        assert_eq!(
+            drain(&mut rx),
+            LIVE_QUEUE,
+            "only what was queued reached it"
+        );
+        let (tx, mut rx) = mpsc::channel(LIVE_QUEUE);
+        assert!(streams.resume(&format!("{id}-{LIVE_QUEUE}"), tx));
+        assert_eq!(drain(&mut rx), 2, "the two events it missed");
+        assert!(streams.has_live());
     }
 
     #[test]

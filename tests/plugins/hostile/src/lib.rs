@@ -3,6 +3,8 @@
 
 #![expect(clippy::print_stdout, reason = "flooding stdout is one of the attacks")]
 
+mod probes;
+
 use std::hint::black_box;
 
 use mcpbox_sdk::{
@@ -239,6 +241,7 @@ struct Hostile;
 
 impl Plugin for Hostile {
     fn tools(tools: &mut Tools) {
+        probes::add(tools);
         tools
             .add(Tool::new("spin", "Loop forever"), spin)
             .add(
