@@ -23,8 +23,8 @@ use crate::support::INITIALIZE;
 
 #[tokio::test]
 async fn health_and_readiness_answer_while_plugins_load() {
-    // The slow plugin takes 8 s to list: startup waits its bounded 2 s for it, then serves
-    // the others and adds it when it is done.
+    // The slow plugin lists only once the test opens its gate; startup waits for it (a long
+    // --startup-wait-ms), answering the probes meanwhile and holding MCP requests.
     let dir = plugin_dir(&[
         ("slow_list", "slow_list.wasm"),
         ("echo_tools", "echo_tools.wasm"),
@@ -33,7 +33,14 @@ async fn health_and_readiness_answer_while_plugins_load() {
     let gate = crate::support::slow_list_gate(dir.path());
     let mut child = mcpbox(
         dir.path(),
-        &["--http", "127.0.0.1:0", "--auth-token", "secret"],
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--auth-token",
+            "secret",
+            "--startup-wait-ms",
+            "600000",
+        ],
     )
     .spawn()
     .unwrap();
@@ -51,7 +58,9 @@ async fn health_and_readiness_answer_while_plugins_load() {
             .send()
     };
 
-    // While plugins load: alive, not ready, and an MCP request waits for the load.
+    // While plugins load: alive, not ready, and an MCP request waits for the load. (Startup
+    // waits --startup-wait-ms for the slow plugin, far longer than this step takes however
+    // loaded the machine: nothing is served before the test opens the gate below.)
     assert_eq!(get("/healthz").await.unwrap().status(), 200);
     let not_ready = get("/readyz").await.unwrap();
     assert_eq!(not_ready.status(), 503);
@@ -60,22 +69,79 @@ async fn health_and_readiness_answer_while_plugins_load() {
         "the probes were answered only once MCP was served:\n{}",
         stderr.text()
     );
-    let held = initialize().await.unwrap();
+    let held = tokio::spawn(initialize());
+    // The plugin says it is listing; the held request has not been answered.
+    crate::support::eventually(
+        || async { gate.path().join("listing").exists() },
+        "slow_list started listing",
+    )
+    .await;
+    assert!(
+        !held.is_finished(),
+        "an MCP request was answered during the load"
+    );
+    std::fs::write(gate.path().join("open"), b"").unwrap();
+    let held = held.await.unwrap().unwrap();
     assert_eq!(held.status(), 200, "{:?}", held.text().await);
     assert!(held.headers().contains_key("mcp-session-id"));
     stderr.wait_for("serving MCP over HTTP").await;
+    assert_eq!(get("/readyz").await.unwrap().status(), 200);
+    let _ = child.start_kill();
+}
 
-    // Once the startup load is done, MCP is served; the slow plugin still lists.
+/// A plugin still listing when the startup wait ends is served later: MCP is served at once,
+/// and `/readyz` says 503 until that plugin is in.
+#[tokio::test]
+async fn a_plugin_still_listing_after_the_startup_wait_is_added_later() {
+    let dir = plugin_dir(&[
+        ("slow_list", "slow_list.wasm"),
+        ("echo_tools", "echo_tools.wasm"),
+    ]);
+    let gate = crate::support::slow_list_gate(dir.path());
+    let mut child = mcpbox(
+        dir.path(),
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--auth-token",
+            "secret",
+            "--startup-wait-ms",
+            "0",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let stderr = Stderr::collect(child.stderr.take().unwrap());
+    let base = format!("http://{}", bound_address(&stderr).await);
+    let client = reqwest::Client::builder().timeout(STEP).build().unwrap();
+    let get = |path: &str| client.get(format!("{base}{path}")).send();
+    let initialize = || {
+        client
+            .post(format!("{base}/mcp"))
+            .header("authorization", "Bearer secret")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(INITIALIZE)
+            .send()
+    };
+    stderr.wait_for("serving MCP over HTTP").await;
+
+    // MCP is served; the slow plugin still lists (the echo tools, late too with no wait at
+    // all, come in first).
     assert_eq!(initialize().await.unwrap().status(), 200);
-    let still = get("/readyz").await.unwrap();
-    assert_eq!(still.status(), 503);
-    assert!(
-        still
-            .text()
-            .await
-            .unwrap()
-            .contains("1 plugins still loading")
-    );
+    crate::support::eventually(
+        || async {
+            let still = get("/readyz").await.unwrap();
+            still.status() == 503
+                && still
+                    .text()
+                    .await
+                    .unwrap()
+                    .contains("1 plugins still loading")
+        },
+        "/readyz says the slow plugin alone is still loading",
+    )
+    .await;
 
     std::fs::write(gate.path().join("open"), b"").unwrap();
     stderr.wait_for("loaded (late) plugin").await;

@@ -554,6 +554,12 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_RELOAD_DEBOUNCE_MS", default_value_t = 200)]
     pub reload_debounce_ms: u64,
 
+    /// How long startup waits for compiled plugins to list what they offer before serving, in
+    /// milliseconds; a plugin still listing then is added when it is done (clients hear
+    /// `list_changed`, HTTP `/readyz` says 503 until then).
+    #[arg(long, env = "MCPBOX_STARTUP_WAIT_MS", default_value_t = 2000)]
+    pub startup_wait_ms: u64,
+
     /// Where compiled plugins are cached [default: $XDG_CACHE_HOME/mcpbox or ~/.cache/mcpbox].
     #[arg(long, env = "MCPBOX_CACHE_DIR", value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub cache_dir: Option<PathBuf>,
@@ -754,6 +760,7 @@ impl ServeArgs {
             page_size: self.page_size as usize,
             watch: !self.no_watch,
             reload_debounce: Duration::from_millis(self.reload_debounce_ms),
+            startup_wait: Duration::from_millis(self.startup_wait_ms),
             config: self.loaded_config.clone(),
             sections,
             trust,

@@ -431,7 +431,8 @@ impl Startup<'_> {
             settings.trust.clone(),
             Arc::clone(plugins),
             relists,
-        );
+        )
+        .with_startup_wait(settings.startup_wait);
         // Ready (HTTP `/readyz`) once every late plugin is in: each late load holds a guard,
         // dropped as its plugin is published (or fails).
         reloader

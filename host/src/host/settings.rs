@@ -39,6 +39,8 @@ pub struct ServeSettings {
     pub watch: bool,
     /// How long file events settle before a reload.
     pub reload_debounce: Duration,
+    /// How long startup waits for plugins to list before serving (`--startup-wait-ms`).
+    pub startup_wait: Duration,
     /// The configuration file, when one was given (watched for changes).
     pub config: Option<Arc<ConfigFile>>,
     /// Its `[plugin.NAME]` sections (empty without a file).

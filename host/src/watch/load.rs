@@ -279,7 +279,8 @@ pub struct LoadedDirectory {
     pub late: Vec<LateLoad>,
 }
 
-/// How long startup waits for compiled plugins to list what they offer. A plugin still listing
+/// How long startup waits (by default: `--startup-wait-ms`) for compiled plugins to list what
+/// they offer. A plugin still listing
 /// then is added when it is done (clients hear `list_changed`); its listing runs under its own
 /// call limits, so it cannot take longer than its timeout.
 pub const STARTUP_LISTING_WAIT: Duration = Duration::from_secs(2);
@@ -301,6 +302,7 @@ pub async fn load_directory(
         runtime,
         prefetch(&[dir.to_owned()], sections, trust),
         limits,
+        STARTUP_LISTING_WAIT,
     )
     .await
 }
@@ -310,6 +312,7 @@ pub async fn load_prefetched(
     runtime: &Runtime,
     prefetched: Prefetched,
     limits: Limits,
+    listing_wait: Duration,
 ) -> Result<LoadedDirectory, DirectoryError> {
     let Prefetched { dirs, listed } = prefetched;
     let Listing {
@@ -356,7 +359,7 @@ pub async fn load_prefetched(
     for signal in compiled {
         let _ = signal.await;
     }
-    let deadline = tokio::time::Instant::now() + STARTUP_LISTING_WAIT;
+    let deadline = tokio::time::Instant::now() + listing_wait;
     let mut loaded = Vec::with_capacity(tasks.len());
     let mut late = Vec::new();
     for mut task in tasks.drain(..) {
@@ -388,7 +391,7 @@ pub async fn load_prefetched(
     if !late.is_empty() {
         tracing::warn!(
             plugins = late.len(),
-            wait_ms = STARTUP_LISTING_WAIT.as_millis(),
+            wait_ms = listing_wait.as_millis(),
             "some plugins are still listing what they offer; serving the others now and adding them when they are done"
         );
     }

@@ -155,6 +155,8 @@ pub struct Reloader {
     trust: Trust,
     plugins: Arc<PluginSet>,
     relists: RelistRequests,
+    /// How long the first pass waits for plugins to list.
+    startup_wait: std::time::Duration,
     /// Plugins being reloaded, and whether another change arrived meanwhile.
     busy: Mutex<HashMap<String, bool>>,
     /// What each plugin's files looked like when last handled (loaded or failed).
@@ -200,6 +202,14 @@ impl Reloader {
     /// loading with `runtime`, default `limits` and the configuration's
     /// plugin `sections`, checking each component with `trust`, into `plugins`, and reading a
     /// plugin's lists again when it asks (`relists`, from the plugins' event hub).
+    /// Wait `wait` (not [`STARTUP_LISTING_WAIT`]) at startup for plugins to list.
+    pub fn with_startup_wait(mut self, wait: std::time::Duration) -> Self {
+        self.startup_wait = wait;
+        self
+    }
+
+    /// A reloader of the plugins in `dirs` into `plugins`, loading with `runtime` under
+    /// `limits`, `sections` and `trust`; asked to list again through `relists`.
     pub fn new(
         runtime: Runtime,
         dirs: Vec<PathBuf>,
@@ -217,6 +227,7 @@ impl Reloader {
             trust,
             plugins,
             relists,
+            startup_wait: STARTUP_LISTING_WAIT,
             busy: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
         }
@@ -238,7 +249,8 @@ impl Reloader {
         prefetched: Prefetched,
         mut hold: impl FnMut() -> G,
     ) -> Result<(), DirectoryError> {
-        let loaded = load_prefetched(&self.runtime, prefetched, self.limits).await?;
+        let loaded =
+            load_prefetched(&self.runtime, prefetched, self.limits, self.startup_wait).await?;
         let plugins = &self.plugins;
         plugins.add_startup(loaded.plugins);
         for problem in loaded.problems {
