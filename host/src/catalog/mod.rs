@@ -21,6 +21,7 @@
 //! Uses: `credentials` (the link's plain data), `engine`, `kv`, `metrics`, `policy`, `principal`, `protocol`, `registry`, `server`,
 //! `skills`.
 
+mod at_most_once;
 mod bridge;
 mod convert;
 mod cursor;
@@ -31,7 +32,6 @@ mod link;
 mod live;
 mod merged;
 mod names;
-mod once;
 mod prepare;
 mod proofs;
 mod serve;

@@ -2,9 +2,6 @@
 //! `[keyvalue]`, validated into [`DirGrant`], [`EnvGrant`], [`HttpGrant`],
 //! [`CredentialGrant`] and [`KvGrant`]. A grant that cannot work (a missing directory, an
 //! unset host variable) is refused here, at load.
-//!
-//! Depends on its parent (the manifest's errors) and the policy types only; nothing else in
-//! the crate.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;

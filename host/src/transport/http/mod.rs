@@ -43,8 +43,8 @@
 //!   outside the gate; MCP requests wait for the startup load, boundedly.
 //! - [`reply`], [`streams`], [`accept`]: answers, resumable stream buffers, the accept loop.
 //!
-//! Depends on `protocol` and `server`; knows nothing of plugins, and keeps no request ordering
-//! of its own: every decoded body goes to [`Session::accept`].
+//! It knows nothing of plugins, and keeps no request ordering of its own: every decoded body
+//! goes to [`Session::accept`].
 //!
 //! With `--call-id-header NAME` ([`HttpConfig::call_id_header`]), the id a trusted balancer
 //! put in that header (1–128 visible ASCII bytes, once; 400 otherwise) is handed to the session
