@@ -14,8 +14,8 @@
 //! [`registry`] (plugins from OCI registries: pull, push, signatures, the lock file),
 //! [`skills`] (the Agent Skills a plugin carries in its component) and
 //! [`watch`] (the plugin lifecycle: the startup load, hot reload of plugins and of the
-//! configuration file). Each module's docs say
-//! what it owns and what it must not depend on.
+//! configuration file). Each module's docs say what it owns, and each room's `Uses:` line
+//! which rooms it may use (checked by `layering`).
 
 pub mod audit;
 pub mod auth;

@@ -15,9 +15,6 @@
 //! needs one (`link`, through a [`Linker`]) and the host's own tools for the caller's links
 //! (`host_tools`).
 //!
-//! Built on `engine`, `policy`, `protocol` and `server` (for the backend interface), with `kv`
-//! (the call ledger, the store on the status page) and `registry::trust`.
-//!
 //! Uses: `credentials` (the link's plain data), `engine`, `kv`, `metrics`, `policy`, `principal`, `protocol`, `registry`, `server`,
 //! `skills`.
 

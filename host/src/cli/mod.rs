@@ -1,8 +1,9 @@
 //! The command line: raw arguments (`args`, each flag with an `MCPBOX_*` environment
 //! fallback, merged with the configuration file), logging set-up, and running a command
-//! (`serve`; `call`, `inspect`, `new`, `skills`, `push`, `sign` and `keygen` for plugin authors; `state`,
-//! `credentials`, `check` and `pull` for operators). `serve` is checked into settings and handed to
-//! [`Host`], the composition root; the other commands' work is their rooms' (`commands`).
+//! (`serve`; `call`, `inspect`, `new`, `skills`, `push`, `sign` and `keygen` for plugin authors;
+//! `state`, `credentials`, `check`, `pull` and `bundle` for operators). `serve` is checked into
+//! settings and handed to [`Host`], the composition root; the other commands' work is their
+//! rooms' (`commands`, with `bundle` and `credentials` in files of their own).
 //! The top of the crate: it may use any room, and none uses it.
 //!
 //! Uses: `auth`, `author_tools`, `config`, `credentials`, `engine`, `host`, `kv`, `policy`, `principal`, `registry`, `scaffold`,

@@ -1,9 +1,8 @@
 //! The WebAssembly runtime: one wasmtime `Engine` for the process, plugin compilation and
 //! linking, and per-call execution under limits.
 //!
-//! Built on `policy` and `kv` (the store behind `wasi:keyvalue`), recording to `metrics` and
-//! `telemetry`; it knows nothing of JSON-RPC or sessions. Its outputs are the
-//! WIT types of the plugin contract, and its failures are [`CallError`]s.
+//! It knows nothing of JSON-RPC or sessions: its outputs are the WIT types of the plugin
+//! contract, and its failures are [`CallError`]s.
 //!
 //! Why it is shaped this way (measured on wasmtime 48; the figures are in BENCHMARKS.md):
 //! - **One engine with the pooling allocator**: instantiating a component from a pool slot

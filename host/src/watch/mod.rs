@@ -13,8 +13,7 @@
 //! a later one is skipped with an error naming both files, and takes the name when the
 //! first's file goes.
 //!
-//! Built on `catalog` (publishing catalogs), `engine`, `policy`, `config` and
-//! `registry::trust` (lock entries and signatures are checked on every load); of the protocol
+//! Lock entries and signatures are checked on every load (`registry::trust`); of the protocol
 //! and the sessions it knows only the events it announces (`server::ServerEvent`, a log
 //! level). A change to `name.wasm`, `name.toml` or `name.wasm.sig` reloads that plugin
 //! only:

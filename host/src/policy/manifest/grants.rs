@@ -1,6 +1,6 @@
-//! The grants of a manifest: `[[dirs]]`, `[env]`, `[http]` (with `[http.credentials]`) and
-//! `[keyvalue]`, validated into [`DirGrant`], [`EnvGrant`], [`HttpGrant`],
-//! [`CredentialGrant`] and [`KvGrant`]. A grant that cannot work (a missing directory, an
+//! The grants of a manifest: `[[dirs]]`, `[env]`, `[http]` (with `[http.credentials]`),
+//! `[keyvalue]` and `[config]`, validated into [`DirGrant`], [`EnvGrant`], [`HttpGrant`],
+//! [`CredentialGrant`], [`KvGrant`] and the `[config]` table's `ConfigKey`s. A grant that cannot work (a missing directory, an
 //! unset host variable) is refused here, at load.
 
 use std::collections::{BTreeMap, HashSet};
