@@ -3,7 +3,9 @@
 //! `nothing`). These tests read every file of every room and fail when one names `crate::X` for
 //! a room its `Uses:` line does not list, when a `Uses:` line lists a room it does not use (a
 //! stale doc), or when the allowed arrows form a cycle (an arrow pointing back up).
-//! Test modules (from a file's first `#[cfg(test)]` on) and comments are not counted.
+//! Test modules (from a file's first `#[cfg(test)]` on) and comments are not counted. A file
+//! inside a room whose own `//!` doc has a `Uses:` line (a narrower promise than its room's)
+//! is held to that line the same way.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -126,6 +128,44 @@ fn every_room_uses_only_what_its_doc_says_and_says_only_what_it_uses() {
                 problems.push(format!(
                     "`{room}`'s `Uses:` line names `{name}`, which it does not use"
                 ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Whether `file`'s `//!` doc has a `Uses:` line.
+fn has_uses_line(file: &Path) -> bool {
+    let text = std::fs::read_to_string(file).expect("a source file");
+    text.lines()
+        .take_while(|line| line.starts_with("//!"))
+        .any(|line| line.trim_start_matches("//!").trim().starts_with("Uses:"))
+}
+
+#[test]
+fn a_file_with_its_own_uses_line_uses_only_what_it_says() {
+    let rooms: BTreeSet<String> = rooms().into_iter().collect();
+    let mut problems = Vec::new();
+    for room in &rooms {
+        let (opening, files) = files_of(room);
+        for file in files.iter().filter(|f| **f != opening && has_uses_line(f)) {
+            let declared = declared(file, &rooms);
+            let used = used(room, std::slice::from_ref(file), &rooms);
+            for name in used.keys() {
+                if !declared.contains(name) {
+                    problems.push(format!(
+                        "{} uses `{name}` but its `Uses:` line does not say so",
+                        file.display()
+                    ));
+                }
+            }
+            for name in &declared {
+                if !used.contains_key(name) {
+                    problems.push(format!(
+                        "{}'s `Uses:` line names `{name}`, which it does not use",
+                        file.display()
+                    ));
+                }
             }
         }
     }

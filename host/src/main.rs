@@ -41,8 +41,8 @@ fn tune_the_allocator(one_client: bool) {
 
 fn main() -> ExitCode {
     // The loader is done with the relocation records: 1.3 MiB that would otherwise stay
-    // resident through start-up, adding to its peak (`pages`).
-    let _ = mcpbox::pages::give_back_relocation_records();
+    // resident through start-up, adding to its peak (`file_pages`).
+    let _ = mcpbox::file_pages::give_back_relocation_records();
     quiet_library_backtraces();
     let cli = match Cli::load(std::env::args_os().collect()) {
         Ok(cli) => cli,

@@ -20,7 +20,7 @@ serves), its session's opening (initialize and the lists), its calls and the res
 is what the calls ran, the most run first (the call path packed together for the instruction
 cache and TLB), then what the openings ran and then what the starts ran, each in the order it
 ran, then the rest, each function of the mcpbox binary by its linker name. Once started,
-mcpbox gives back the pages only starting up touched (host/src/pages.rs): what
+mcpbox gives back the pages only starting up touched (host/src/file_pages.rs): what
 serving runs afterwards, calls and openings, is then faulted back in from one stretch of
 the file instead of from pages shared with start-up code.
 

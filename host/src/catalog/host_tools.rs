@@ -5,8 +5,6 @@
 //!
 //! Each acts for the request's caller only, through the [`Linker`]; nothing they return holds
 //! a token.
-//!
-//! Depends on this catalog's conversions and `link`, and `server` (the request's context).
 
 use std::sync::{Arc, LazyLock};
 

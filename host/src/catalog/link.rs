@@ -22,8 +22,7 @@
 //! The URL and id of a pending link stay the same while it is unexpired (the linker's
 //! promise), so a 2026-07-28 retry asks the same question and its answer applies.
 //!
-//! Depends on `server` (the request's context), `protocol` and this catalog's failures; the
-//! broker is reached only through [`Linker`].
+//! The broker is reached only through [`Linker`].
 
 use std::future::Future;
 use std::pin::Pin;

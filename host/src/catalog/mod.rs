@@ -15,12 +15,10 @@
 //! needs one (`link`, through a [`Linker`]) and the host's own tools for the caller's links
 //! (`host_tools`).
 //!
-//! Built on `engine`, `policy`, `protocol` and `server` (for the backend interface), with `kv`
-//! (the call ledger, the store on the status page) and `registry::trust`.
-//!
 //! Uses: `credentials` (the link's plain data), `engine`, `kv`, `metrics`, `policy`, `principal`, `protocol`, `registry`, `server`,
 //! `skills`.
 
+mod at_most_once;
 mod bridge;
 mod convert;
 mod cursor;
@@ -31,7 +29,6 @@ mod link;
 mod live;
 mod merged;
 mod names;
-mod once;
 mod prepare;
 mod proofs;
 mod serve;

@@ -234,7 +234,7 @@ impl Backend for PluginSet {
             // "A request's future").
             let run = Box::pin(self.run_tool(plugin, own, arguments, schemas, ctx));
             let limit = plugin.limits().timeout;
-            return Box::pin(super::once::at_most_once(
+            return Box::pin(super::at_most_once::at_most_once(
                 ledger, &id, name, arguments, limit, &watch, run,
             ))
             .await;

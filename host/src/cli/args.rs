@@ -1,7 +1,6 @@
 //! The arguments of every command, as clap parses them (each flag with an `MCPBOX_*`
 //! environment fallback), and the one step that checks `serve`'s arguments as a whole and
-//! turns them into [`ServeSettings`]. Depends on the settings types of the rooms it configures
-//! (`host`, `engine`, `policy`, `server`, `transport`, `kv`, `auth`, `config`, `registry`).
+//! turns them into [`ServeSettings`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

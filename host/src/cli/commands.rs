@@ -1,7 +1,7 @@
 //! The bodies of the commands other than `serve` that need more than a line (`credentials` has
 //! its own file): `pull`, `check`,
 //! `call`, `state` and `skills`. Their work is done by the rooms they name (`registry`, `config`,
-//! `author`, `kv`); this module reads their arguments and shapes what they print.
+//! `author_tools`, `kv`); this module reads their arguments and shapes what they print.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use super::args::{CallArgs, CheckArgs, ServeArgs, SkillsArgs, StateAction, State
 use super::{ArgsError, Cli, Command, Outcome};
 #[cfg(feature = "registry")]
 use super::{reported, serve_command};
-use crate::author::{self, CallRequest};
+use crate::author_tools::{self, CallRequest};
 use crate::config::ConfigFile;
 use crate::kv::StateService;
 use crate::policy::Sections;
@@ -287,7 +287,7 @@ async fn plugin_warnings(
     };
     // Loaded with the secrets `serve` would have, so plugins needing them load here too.
     for dir in dirs {
-        let unknown = author::unknown_listed_names(
+        let unknown = author_tools::unknown_listed_names(
             dir,
             Arc::clone(&sections),
             serve.limits.limits(),
@@ -310,7 +310,7 @@ pub(super) async fn call(args: CallArgs) -> anyhow::Result<Outcome> {
         (None, None, None) => anyhow::bail!("name a tool, or --prompt or --resource"),
     };
     let limits = args.limits.limits();
-    let outcome = author::call(
+    let outcome = author_tools::call(
         &args.plugin,
         request,
         &args.args,

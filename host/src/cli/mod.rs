@@ -1,11 +1,12 @@
 //! The command line: raw arguments (`args`, each flag with an `MCPBOX_*` environment
 //! fallback, merged with the configuration file), logging set-up, and running a command
-//! (`serve`; `call`, `inspect`, `new`, `skills`, `push`, `sign` and `keygen` for plugin authors; `state`,
-//! `credentials`, `check` and `pull` for operators). `serve` is checked into settings and handed to
-//! [`Host`], the composition root; the other commands' work is their rooms' (`commands`).
+//! (`serve`; `call`, `inspect`, `new`, `skills`, `push`, `sign` and `keygen` for plugin authors;
+//! `state`, `credentials`, `check`, `pull` and `bundle` for operators). `serve` is checked into
+//! settings and handed to [`Host`], the composition root; the other commands' work is their
+//! rooms' (`commands`, with `bundle` and `credentials` in files of their own).
 //! The top of the crate: it may use any room, and none uses it.
 //!
-//! Uses: `auth`, `author`, `config`, `credentials`, `engine`, `host`, `kv`, `policy`, `principal`, `registry`, `scaffold`,
+//! Uses: `auth`, `author_tools`, `config`, `credentials`, `engine`, `host`, `kv`, `policy`, `principal`, `registry`, `scaffold`,
 //! `server`, `skills`, `telemetry`, `transport`, `watch`.
 
 mod args;
@@ -32,7 +33,7 @@ use self::commands::pull;
 use self::commands::{call, check, state_command};
 pub use self::credentials::{CredentialsAction, CredentialsArgs};
 use self::log_line::EscapedLines;
-use crate::author;
+use crate::author_tools;
 use crate::config::{ConfigError, ConfigFile};
 use crate::engine::EngineStart;
 use crate::host::Host;
@@ -364,7 +365,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 }
                 None => Sections::default(),
             };
-            let report = runtime.block_on(author::inspect(
+            let report = runtime.block_on(author_tools::inspect(
                 &args.plugin,
                 Limits::default(),
                 args.cache_dir,

@@ -10,8 +10,7 @@
 //! store), rather than tell the plugin "nobody", which it could mistake for a shared identity.
 //!
 //! The capability owns its per-call state ([`CallerCtx`]); the store's state lends it to the
-//! linker through one accessor. Depends on `kv` (the key), `principal` and the generated
-//! bindings only.
+//! linker through one accessor.
 
 use std::sync::Arc;
 

@@ -4,8 +4,6 @@
 //! caller's own, if the file has one for them, else everyone's). A key whose value cannot be
 //! had is absent (`get` answers none); `mcpbox check` and the plugin's load name the missing
 //! ones. Values are never logged: only their keys and sources are.
-//!
-//! Depends on `policy` (the keys and the secrets) and the crate `wasmtime-wasi-config`.
 
 use wasmtime_wasi_config::{WasiConfig, WasiConfigVariables};
 

@@ -8,9 +8,6 @@
 //! A token never leaves this path: it is a [`zeroize::Zeroizing`] string until it becomes the
 //! value of one sensitive header of one outgoing request (`http.rs`). Nothing here logs,
 //! formats or returns it; [`TokenLookup`]'s `Debug` shows `..` in its place.
-//!
-//! Depends on `policy` and the engine's [`CallHost`] and [`egress::Sent`](super::egress::Sent);
-//! nothing else.
 
 use std::sync::Arc;
 

@@ -1,11 +1,10 @@
 //! The WebAssembly runtime: one wasmtime `Engine` for the process, plugin compilation and
 //! linking, and per-call execution under limits.
 //!
-//! Built on `policy` and `kv` (the store behind `wasi:keyvalue`), recording to `metrics` and
-//! `telemetry`; it knows nothing of JSON-RPC or sessions. Its outputs are the
-//! WIT types of the plugin contract, and its failures are [`CallError`]s.
+//! It knows nothing of JSON-RPC or sessions: its outputs are the WIT types of the plugin
+//! contract, and its failures are [`CallError`]s.
 //!
-//! Why it is shaped this way (measured on wasmtime 48, see `shared/notes/wasmtime-48.md`):
+//! Why it is shaped this way (measured on wasmtime 48; the figures are in BENCHMARKS.md):
 //! - **One engine with the pooling allocator**: instantiating a component from a pool slot
 //!   takes tens of microseconds, so every call can get a **fresh `Store`** from a shared
 //!   `InstancePre`. That isolates calls and clients from each other, and it is required
@@ -23,7 +22,7 @@
 //! Plugins built against the multi-user world also get who is calling (`caller`, from the
 //! call's `principal`) and their configuration and secrets (`config`, `wasi:config/store`).
 //!
-//! Uses: `kv`, `metrics`, `pages`, `policy`, `principal`, `telemetry`, `tls`.
+//! Uses: `kv`, `metrics`, `file_pages`, `policy`, `principal`, `telemetry`, `tls`.
 
 mod bindings;
 mod cache;

@@ -229,7 +229,7 @@ struct SpareSlot {
 /// spares: below it, handing the work to another task costs about what it saves. Measured on
 /// 2 cores shared with the client (BENCHMARKS.md, "Spare instances"): the Rust plugins
 /// instantiate in 30–50 µs and the JavaScript example in about 100, and spares moved their
-/// p50 0.94–1.09× for 5–19% more CPU a call; the Python example instantiates in 1.1 ms, and
+/// p50 0.94–1.09× for 5–16% more CPU a call; the Python example instantiates in 1.1 ms, and
 /// spares took its p50 0.74–0.95× in three sets of rounds, for less CPU.
 pub const SPARE_MIN_INSTANTIATE: Duration = Duration::from_micros(250);
 
@@ -500,12 +500,12 @@ impl PluginCode {
         unsafe_code,
         reason = "giving back pages needs the promise that nothing writes them"
     )]
-    pub fn give_back_pages(&self) -> Option<crate::pages::Released> {
+    pub fn give_back_pages(&self) -> Option<crate::file_pages::Released> {
         let image = self.pre.component().image_range();
         // SAFETY: the compiled image of the component this plugin holds, so it stays mapped
         // during the call; wasmtime makes it read-only once published (before any
         // instantiation) and never writes it after.
-        unsafe { crate::pages::give_back_file_pages(image) }
+        unsafe { crate::file_pages::give_back_file_pages(image) }
     }
 
     /// Read every list the plugin offers, in one instance. This also type-checks each

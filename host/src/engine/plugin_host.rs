@@ -5,8 +5,7 @@
 //! [`MAX_LOG_BYTES_PER_CALL`] per call.
 //!
 //! The capability owns its per-call state ([`PluginHostCtx`]), on which the host traits are
-//! implemented; the store's state lends it to the linker through one accessor. Depends on the
-//! engine's generated bindings and [`CallHost`] only; never on the store's state type.
+//! implemented; the store's state lends it to the linker through one accessor.
 
 use std::sync::Arc;
 

@@ -6,8 +6,8 @@
 //! they lend, so that an instance prepared ahead of its call can be shown to have asked the
 //! host for nothing before the call's own context was bound into it ([`HostState::bind`]).
 //!
-//! Depends on `policy` and the engine's capability modules (`caller`, `config`, `http`,
-//! `keyvalue`, `plugin_host`); none of them depends on it.
+//! None of the capability modules (`caller`, `config`, `http`, `keyvalue`, `plugin_host`)
+//! names this type: each is lent through its own view.
 
 use std::io;
 use std::pin::Pin;

@@ -4,10 +4,10 @@
 //! plugin set, the startup load, the watchers of the plugin directory and the configuration
 //! file — and [`Host::serve`] serves it over stdio or HTTP until stdin ends or a signal
 //! arrives, giving back once started the pages of the executable and of the plugins' compiled
-//! code only starting up needed (`pages`). The CLI parses and checks arguments into settings
+//! code only starting up needed (`file_pages`). The CLI parses and checks arguments into settings
 //! and calls this; nothing here knows of clap's argument types, and no room but `cli` uses it.
 //!
-//! Uses: `audit`, `auth`, `catalog`, `config`, `credentials`, `engine`, `kv`, `metrics`, `pages`, `policy`,
+//! Uses: `audit`, `auth`, `catalog`, `config`, `credentials`, `engine`, `kv`, `metrics`, `file_pages`, `policy`,
 //! `principal`, `registry`, `server`, `transport`, `watch`.
 
 mod brokered;
@@ -365,7 +365,7 @@ fn give_back_startup_pages(plugins: Arc<PluginSet>) {
             tokio::time::sleep(wait).await;
             let plugins = Arc::clone(&plugins);
             let given = tokio::task::spawn_blocking(move || {
-                let executable = crate::pages::give_back_executable();
+                let executable = crate::file_pages::give_back_executable();
                 let loaded = plugins.plugins();
                 let code = loaded
                     .iter()

@@ -1,8 +1,6 @@
 //! What `serve` runs with, once the command line and the configuration file have been read and
 //! checked: real types, every bad combination already refused (the CLI builds these before
-//! anything binds a port or loads a plugin). Depends on `engine`, `policy`, `server`,
-//! `transport`, `kv`, `auth`, `config`, `credentials` and `registry::trust` for their
-//! configuration types only.
+//! anything binds a port or loads a plugin).
 
 use std::path::PathBuf;
 use std::sync::Arc;

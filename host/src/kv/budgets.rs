@@ -9,7 +9,7 @@
 //! script, atomic across replicas; every key expires by itself once unused, so a replica that
 //! dies leaves nothing behind for longer than a bucket's refill or a session's idle time.
 //!
-//! Depends on nothing else in the crate; the server decides when to ask (`server::budget`).
+//! The server decides when to ask (`server::budget`).
 
 use std::time::Duration;
 

@@ -21,7 +21,7 @@
 //! other arguments (a collision, or an id the client managed to choose) is refused, never
 //! answered with another call's result.
 //!
-//! Depends on nothing else in the crate; `catalog/serve.rs` decides which calls go through it.
+//! `catalog::at_most_once` decides which calls go through it.
 
 use std::time::Duration;
 

@@ -25,8 +25,8 @@
 //! Redis, so a retried request never runs its call twice (`--call-id-header`); the budgets
 //! replicas share (`budgets`); and the task records replicas share (`tasks`).
 //!
-//! Depends on nothing else in the crate. The engine links `wasi:keyvalue` to it
-//! (`engine/keyvalue.rs`) and the `mcpbox state` command reads and clears it.
+//! The engine links `wasi:keyvalue` to it (`engine/keyvalue/`) and the `mcpbox state` command
+//! reads and clears it.
 //!
 //! Uses: nothing else in the crate.
 

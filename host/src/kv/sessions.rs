@@ -2,8 +2,6 @@
 //! this process's memory, made on its first use and dropped when the session ends, so state
 //! of sessions gone never accumulates. Sessions are this process's (stdio's one, or HTTP
 //! sessions made by `initialize`), named by a number the server never reuses.
-//!
-//! Depends on `memory` only.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};

@@ -15,7 +15,7 @@
 //! caller's others and writes the record only within its share, so replicas writing at once
 //! cannot together pass it. `<owner>` is a digest the server made of the caller's key.
 //!
-//! Depends on nothing else in the crate; the server decides what to keep (`server::tasks`).
+//! The server decides what to keep (`server::tasks`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -14,8 +14,7 @@
 //! as the original filesystem server takes its directories).
 //!
 //! Parsed here (plain text to [`CommandLineGrant`]); checked against the disk where a
-//! manifest's directories are, at load (`manifest::grants`). Depends on nothing else in the
-//! crate but the policy types.
+//! manifest's directories are, at load (`manifest::grants`).
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -4,7 +4,7 @@
 //! section of the configuration file, with the command line's grants within it
 //! ([`CommandLineGrant`], `--grant`), and validated.
 //!
-//! Depends on nothing else in the crate. Deny by default: a plugin without a manifest gets the
+//! Deny by default: a plugin without a manifest gets the
 //! default limits and no capabilities at all. Every key is checked; an unknown key, a bad
 //! value or a grant that cannot work (a missing directory, an unset host variable) is an
 //! error naming the file, the line and the key, and what is wrong, never a silent default.

@@ -3,8 +3,7 @@
 //! and what differs by revision, in one sibling module per revision ([`v2025`] for the
 //! handshake era, [`v2026`] for the stateless one).
 //!
-//! Depends on nothing else in the crate (no tokio, no wasmtime): it turns bytes into typed
-//! messages and typed replies into bytes.
+//! No tokio, no wasmtime: it turns bytes into typed messages and typed replies into bytes.
 //!
 //! Uses: nothing else in the crate.
 

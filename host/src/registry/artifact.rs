@@ -1,8 +1,6 @@
 //! The layout of a plugin artifact, as `wkg` publishes WebAssembly components: the media
 //! types, the one component layer of a manifest, and a component's top-level imports and
 //! exports (which `push` writes into the config).
-//!
-//! Depends on nothing else of the host.
 
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 

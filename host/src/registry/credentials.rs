@@ -1,7 +1,5 @@
 //! Whose credentials each registry gets: the environment's, else the Docker configuration's
 //! (`docker login`, credential helpers), else none.
-//!
-//! Depends on nothing else of the host.
 
 use oci_client::Reference;
 use oci_client::secrets::RegistryAuth;

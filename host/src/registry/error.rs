@@ -1,7 +1,5 @@
 //! [`RegistryError`], and every failure of a registry (of `oci-client`, of `reqwest`, of a
 //! timeout) in words: which registry, what was being done, and what to try.
-//!
-//! Depends on nothing else of the host but `registry::trust` (its errors).
 
 use std::path::{Path, PathBuf};
 

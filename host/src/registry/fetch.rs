@@ -3,8 +3,6 @@
 //! checked against its digest and size. Every read is bounded before it is read and cut as
 //! soon as it passes its bound; manifests are read here with the credentials `oci-client`
 //! negotiated, blobs through `oci-client`'s stream.
-//!
-//! Depends on nothing else of the host but `registry::trust` (digests).
 
 use futures::StreamExt as _;
 use oci_client::Reference;

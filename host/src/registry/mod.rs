@@ -28,8 +28,7 @@
 //! Errors say their whole cause in their text, once: none is also chained as a `source`, so
 //! printing the chain (`{:#}`) does not repeat it.
 //!
-//! Depends on nothing else of the host but `scaffold` (plugin names); the catalog depends on
-//! [`trust`] to check lock entries and signatures before loading.
+//! The loader (`watch`) uses [`trust`] to check lock entries and signatures before loading.
 //!
 //! The work is split by job, each file in this folder owning one: `artifact` (the wkg layout:
 //! media types, the component layer, a component's interfaces), `credentials` (whose

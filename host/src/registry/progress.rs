@@ -1,6 +1,4 @@
 //! The progress bar of a transfer, on stderr when it is a terminal.
-//!
-//! Depends on nothing else of the host.
 
 use std::io::IsTerminal as _;
 

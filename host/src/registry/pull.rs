@@ -1,8 +1,6 @@
 //! `mcpbox pull`: fetch a plugin by reference (or everything the lock file holds), check
 //! every byte against its digest and the signature the policy requires, and only then write
 //! the lock entry and the component, in that order.
-//!
-//! Depends on nothing else of the host but `scaffold` (plugin names).
 
 use std::path::PathBuf;
 

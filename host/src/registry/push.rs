@@ -1,7 +1,5 @@
 //! `mcpbox push`: publish a component as a WebAssembly artifact in `wkg`'s layout, with
 //! progress on a terminal.
-//!
-//! Depends on nothing else of the host.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -2,8 +2,6 @@
 //! bounded), checking the one the policy requires before `pull` fetches the component,
 //! `mcpbox sign` (of an artifact in a registry, or of a file) and `mcpbox keygen`. The layout
 //! is cosign's; the registry traffic is this client's; sigstore does the cryptography.
-//!
-//! Depends on nothing else of the host but `registry::trust` and `registry::lock`.
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,9 @@
-//! Signatures: the operator's public keys and the policy naming which plugins must be signed
-//! by which of them (`[signatures]` in the configuration file), checking cosign signatures
-//! against them, and making signatures (`mcpbox sign`, `mcpbox keygen`).
+//! What the host checks before it loads a plugin ([`Trust::check`], called by the loader in
+//! `watch`): the plugin's lock entry, when its directory has a lock file (parsed once per
+//! version of that file, known by its `files::Identity`), and its signature, under the policy
+//! naming which plugins must be signed by which of the operator's public keys (`[signatures]`
+//! in the configuration file). Also the key and signing primitives `mcpbox sign` and
+//! `mcpbox keygen` use (the commands themselves are in `sign`).
 //!
 //! Two kinds of signature are understood, both cosign's, both keyed and checked offline with
 //! the sigstore crate (no transparency log, no certificate authority):
@@ -17,8 +20,6 @@
 //! Without the cargo feature `registry` there is no sigstore to check signatures with: no key
 //! can be read ([`TrustedKey::read`] says why), so a policy naming one is refused when it is
 //! read, and lock entries are still checked by digest.
-//!
-//! Depends on `registry::lock` only; the catalog calls [`Trust::check`] before loading.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

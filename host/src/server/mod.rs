@@ -6,8 +6,8 @@
 //! Each call, read, prompt and completion (and each such request refused) leaves one audit
 //! record with the [`AuditSink`] the host gives it.
 //!
-//! Built on `protocol` (recording to `metrics` and `telemetry`). It defines the interface it dispatches to ([`Backend`]) so it
-//! knows nothing of plugins, wasmtime or files; and it knows nothing of byte framing, so the
+//! It defines the interface it dispatches to ([`Backend`]), so it knows nothing of plugins,
+//! wasmtime or files; and it knows nothing of byte framing, so the
 //! same session serves stdio and HTTP.
 //!
 //! Uses: `metrics`, `principal`, `protocol`, `telemetry`.

@@ -800,4 +800,3 @@ pub(super) fn answer(id: &RequestId, outcome: MethodResult, era: Era) -> Answer 
         }
     }
 }
-// probe

@@ -3,9 +3,7 @@
 //! carry headers and hold streams; arrival order, requests in flight and cancellation are the
 //! session loop's ([`crate::server::Session::accept`]).
 //!
-//! Built on `protocol` and `server` (with `auth` for tokens, `kv` for the state store's
-//! health and the call ledger's ids, and `credentials` for the routes that link accounts);
-//! knows nothing of plugins.
+//! They know nothing of plugins.
 //!
 //! Uses: `auth`, `credentials`, `kv`, `metrics`, `principal`, `protocol`, `server`, `telemetry`.
 

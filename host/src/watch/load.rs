@@ -2,7 +2,7 @@
 //! read, hashed and checked against the directory's lock file and the signature policy
 //! (`registry::trust`) on blocking threads before anything else (at start-up, while the engine
 //! is made: [`prefetch`]), compiled in parallel off the async executor, linked, and listed. A
-//! component whose file is known by sight (`known`) is neither read nor hashed unless its
+//! component whose file is known by sight (`known_files`) is neither read nor hashed unless its
 //! compiled form has left the cache. A plugin that fails (its manifest included) is reported
 //! with its file and reason and skipped; the others load.
 
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::known::KnownFiles;
+use super::known_files::KnownFiles;
 use crate::catalog::LoadedPlugin;
 use crate::engine::{LoadError, PluginCode, Runtime};
 use crate::files::Identity;
@@ -458,7 +458,7 @@ fn read_source_now(
     sections: &Sections,
     trust: &Trust,
 ) -> Result<PluginSource, FileError> {
-    read_source_with(file, sections, trust, super::known::current())
+    read_source_with(file, sections, trust, super::known_files::current())
 }
 
 /// [`read_source_now`], with `known` the files known by sight, if any are kept.
@@ -646,7 +646,7 @@ fn compile_component(
     // Read once the engine has accepted the component, so a malformed file is its error.
     let skills = crate::skills::Skills::from_component(plugin, &wasm);
     if let Some((identity, opened)) = seen
-        && let Some(known) = super::known::current()
+        && let Some(known) = super::known_files::current()
         && skills.is_empty()
     {
         known.record(identity, opened, digest);
@@ -761,7 +761,7 @@ mod tests {
         std::fs::write(&file, b"not a component").expect("write the plugin");
         let known = KnownFiles::open(cache);
         let identity = Identity::of_path(&file).expect("stat the plugin");
-        let later = std::time::SystemTime::now() + 2 * super::super::known::SETTLED;
+        let later = std::time::SystemTime::now() + 2 * super::super::known_files::SETTLED;
         // Not the digest of its bytes: what the file is known to hold is taken as it is.
         known.record(identity, later, [7; 32]);
         (file, known)

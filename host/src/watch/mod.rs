@@ -13,8 +13,7 @@
 //! a later one is skipped with an error naming both files, and takes the name when the
 //! first's file goes.
 //!
-//! Built on `catalog` (publishing catalogs), `engine`, `policy`, `config` and
-//! `registry::trust` (lock entries and signatures are checked on every load); of the protocol
+//! Lock entries and signatures are checked on every load (`registry::trust`); of the protocol
 //! and the sessions it knows only the events it announces (`server::ServerEvent`, a log
 //! level). A change to `name.wasm`, `name.toml` or `name.wasm.sig` reloads that plugin
 //! only:
@@ -23,7 +22,7 @@
 //!    should still write a temporary file and rename it into place: a rename is atomic, and a
 //!    half-written component never validates, so it is never published either way);
 //! 2. the component and manifest are read once and hashed (a component whose file is known by
-//!    sight, from an earlier read in this run or another, is not read: `known`); an unchanged
+//!    sight, from an earlier read in this run or another, is not read: `known_files`); an unchanged
 //!    digest is skipped;
 //! 3. the component is compiled on a blocking thread and linked, and its lists read, off the
 //!    request path, on a task per plugin (a plugin slow to load holds up no other; reloads of
@@ -52,12 +51,12 @@
 //! `server`, `skills`.
 
 mod config;
-mod known;
+mod known_files;
 mod load;
 mod report;
 
 pub use config::{ConfigWatcher, watch_config};
-pub use known::keep_in as keep_known_files_in;
+pub use known_files::keep_in as keep_known_files_in;
 pub use load::{
     DirectoryError, FileError, LoadedDirectory, PluginSource, Prefetched, STARTUP_LISTING_WAIT,
     load_directory, load_prefetched, load_source, policy_of, prefetch, read_source, shadowed,

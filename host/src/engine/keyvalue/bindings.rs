@@ -13,7 +13,7 @@
 )]
 
 /// `wasi:keyvalue@0.2.0-draft2` (store, atomics, batch), from `wit/deps/keyvalue`.
-pub mod draft2 {
+pub mod v0_2_0_draft2 {
     wasmtime::component::bindgen!({
         world: "wasi:keyvalue/imports@0.2.0-draft2",
         path: "../wit/deps/keyvalue",
@@ -26,7 +26,7 @@ pub mod draft2 {
 }
 
 /// `wasi:keyvalue@0.2.0-draft`, the earlier draft, from `host/wit/keyvalue-draft`.
-pub mod draft {
+pub mod v0_2_0_draft {
     wasmtime::component::bindgen!({
         world: "wasi:keyvalue/imports@0.2.0-draft",
         path: "wit/keyvalue-draft",

@@ -15,29 +15,27 @@
 //! `list-keys` cursors are keys (see `kv`): draft2's string cursor is the last key of the
 //! previous page, passed through as it is. The earlier draft's cursors are `u64`, which
 //! cannot hold a key: the host hands out numbers standing for the keys
-//! ([`draft::DraftCursors`]), valid within the call that received them (every call runs in a
+//! ([`v0_2_0_draft::DraftCursors`]), valid within the call that received them (every call runs in a
 //! fresh instance, so a plugin pages within one call anyway).
 //!
 //! Shaped like wasmtime's own WASI capabilities: the capability owns its per-call state
 //! ([`KeyValueCtx`]); the host traits are implemented on a borrowed view of it and of the
 //! call's handle table ([`KeyValueView`]), which the store's state hands out through one
-//! accessor given to [`add_to_linker`]. Each interface version is its own module ([`draft2`],
-//! [`draft`]) over the shared logic here; the generated code is in [`bindings`].
+//! accessor given to [`add_to_linker`]. Each interface version is its own module ([`v0_2_0_draft2`],
+//! [`v0_2_0_draft`]) over the shared logic here; the generated code is in [`bindings`].
 //!
-//! Depends on `kv` (the store), `policy` (the grant), `metrics`, the engine's `log_line` and its
-//! `caller` (whose caller buckets are whose);
-//! never on the store's state type, nor on the rest of the engine.
+//! It never names the store's state type: the store reaches it through the view.
 
 mod bindings;
-mod draft;
-mod draft2;
+mod v0_2_0_draft;
+mod v0_2_0_draft2;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
-use self::bindings::draft2::wasi::keyvalue::store;
+use self::bindings::v0_2_0_draft2::wasi::keyvalue::store;
 use super::caller::CallerIdentity;
 use crate::kv::{self, KvError, Quota, StateService, check_cursor, check_key};
 use crate::policy::KvGrant;
@@ -86,7 +84,7 @@ pub struct KeyValueCtx {
     /// Whether a refused `open` was logged in this call already.
     denial_logged: bool,
     /// The earlier draft's numeric `list-keys` cursors this call was handed.
-    draft_cursors: draft::DraftCursors,
+    draft_cursors: v0_2_0_draft::DraftCursors,
     /// The client session the call came in (none: outside any session).
     session: Option<u64>,
 }
@@ -108,7 +106,7 @@ impl KeyValueCtx {
             grant,
             denied,
             denial_logged: false,
-            draft_cursors: draft::DraftCursors::default(),
+            draft_cursors: v0_2_0_draft::DraftCursors::default(),
             session: None,
         }
     }
@@ -174,13 +172,13 @@ pub fn add_to_linker<T: Send + 'static>(
     linker: &mut Linker<T>,
     view: fn(&mut T) -> KeyValueView<'_>,
 ) -> wasmtime::Result<()> {
-    use self::bindings::{draft, draft2};
-    draft2::wasi::keyvalue::store::add_to_linker::<T, KeyValue>(linker, view)?;
-    draft2::wasi::keyvalue::atomics::add_to_linker::<T, KeyValue>(linker, view)?;
-    draft2::wasi::keyvalue::batch::add_to_linker::<T, KeyValue>(linker, view)?;
-    draft::wasi::keyvalue::store::add_to_linker::<T, KeyValue>(linker, view)?;
-    draft::wasi::keyvalue::atomics::add_to_linker::<T, KeyValue>(linker, view)?;
-    draft::wasi::keyvalue::batch::add_to_linker::<T, KeyValue>(linker, view)?;
+    use self::bindings::{v0_2_0_draft, v0_2_0_draft2};
+    v0_2_0_draft2::wasi::keyvalue::store::add_to_linker::<T, KeyValue>(linker, view)?;
+    v0_2_0_draft2::wasi::keyvalue::atomics::add_to_linker::<T, KeyValue>(linker, view)?;
+    v0_2_0_draft2::wasi::keyvalue::batch::add_to_linker::<T, KeyValue>(linker, view)?;
+    v0_2_0_draft::wasi::keyvalue::store::add_to_linker::<T, KeyValue>(linker, view)?;
+    v0_2_0_draft::wasi::keyvalue::atomics::add_to_linker::<T, KeyValue>(linker, view)?;
+    v0_2_0_draft::wasi::keyvalue::batch::add_to_linker::<T, KeyValue>(linker, view)?;
     Ok(())
 }
 

@@ -1,10 +1,7 @@
-//! The grants of a manifest: `[[dirs]]`, `[env]`, `[http]` (with `[http.credentials]`) and
-//! `[keyvalue]`, validated into [`DirGrant`], [`EnvGrant`], [`HttpGrant`],
-//! [`CredentialGrant`] and [`KvGrant`]. A grant that cannot work (a missing directory, an
+//! The grants of a manifest: `[[dirs]]`, `[env]`, `[http]` (with `[http.credentials]`),
+//! `[keyvalue]` and `[config]`, validated into [`DirGrant`], [`EnvGrant`], [`HttpGrant`],
+//! [`CredentialGrant`], [`KvGrant`] and the `[config]` table's `ConfigKey`s. A grant that cannot work (a missing directory, an
 //! unset host variable) is refused here, at load.
-//!
-//! Depends on its parent (the manifest's errors) and the policy types only; nothing else in
-//! the crate.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;

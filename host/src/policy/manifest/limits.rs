@@ -1,8 +1,5 @@
 //! The `[limits]` table of a manifest: each key overrides the command line's default for
 //! that plugin, within the host's maxima, validated into [`Limits`].
-//!
-//! Depends on its parent (the manifest's errors) and the policy types only; nothing else in
-//! the crate.
 
 use std::path::Path;
 use std::time::Duration;

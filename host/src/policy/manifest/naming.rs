@@ -1,8 +1,5 @@
 //! The naming keys of a manifest: `prefix`, and the allow- and deny-lists of `[tools]`,
 //! `[prompts]` and `[resources]`, validated into the parts of [`Naming`](crate::policy::Naming).
-//!
-//! Depends on its parent (the manifest's errors) and the policy types only; nothing else in
-//! the crate.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;

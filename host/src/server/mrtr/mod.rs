@@ -34,7 +34,6 @@
 //! This file keeps one round's books ([`InputRound`]: the answers given, the questions asked,
 //! how the round ends); beside it are the signed state ([`state`]), the bounded readers of a
 //! retry's raw fields ([`readers`]) and what each kind of question needs ([`questions`]).
-//! Depends on `protocol` and the rest of `server` only.
 //!
 //! [`ModernSettings::max_input_rounds`]: super::ModernSettings::max_input_rounds
 

@@ -1,8 +1,6 @@
 //! What the host knows of each kind of question ([`ServerRequest`]): the capability it needs
 //! of the client (and of that capability's parts, such as elicitation's `url` mode), and the
 //! shape an answer must have.
-//!
-//! Depends on the session's request kinds only; nothing else in the crate.
 
 use serde_json::{Map, Value, json};
 

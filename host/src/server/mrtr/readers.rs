@@ -2,8 +2,6 @@
 //! [`MAX_REQUEST_STATE_BYTES`]) and `inputResponses` (an object of at most
 //! [`MAX_INPUT_RESPONSES`] answers and [`MAX_INPUT_RESPONSE_BYTES`] bytes, counted while it is
 //! read, before anything is built). Anything else is -32602.
-//!
-//! Depends on `protocol` only (its error); nothing else in the crate.
 
 use serde::Deserialize;
 use serde::de::{MapAccess, Visitor};

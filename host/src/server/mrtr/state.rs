@@ -1,9 +1,7 @@
 //! The signed `requestState` of an input request: the [`StateKey`] that signs it, what it
 //! carries (the binding, the plugin, the round, the questions asked and the answers gathered,
-//! the expiry), the [`Binding`] of a state to its request (a digest of the params' canonical
-//! JSON), and signing and verifying it.
-//!
-//! Depends on `protocol` only (the request's method, its error); nothing else in the crate.
+//! the expiry), the [`Binding`] of a state to its request (its method and target, a digest of
+//! the params' canonical JSON, and a digest of the caller's key), and signing and verifying it.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};

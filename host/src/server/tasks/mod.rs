@@ -36,9 +36,6 @@
 //! task whose lease ran out (its replica died) is reported `failed`, never left `working` for
 //! ever. A `tasks/cancel` that reaches another replica is seen by the runner at its next
 //! renewal.
-//!
-//! Depends on the rest of `server` (budgets among it), on `protocol`, `principal` (whose task
-//! it is) and `metrics` (tasks running and ended).
 
 mod store;
 

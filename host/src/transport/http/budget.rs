@@ -10,8 +10,7 @@
 //! A layer over the gated routes, inside the gate ([`super::gate`]): the caller is known
 //! before a byte of the body is read. Bodies are size-limited (413 past `--max-body-bytes`).
 //!
-//! Depends on `server` (the global bounds and the budgets) and `protocol` (the id of a
-//! refused request, when its first bytes hold it); knows nothing of sessions.
+//! It knows nothing of sessions.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};

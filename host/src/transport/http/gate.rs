@@ -13,8 +13,7 @@
 //! caller's scopes against the plugin each request reaches, and the handler answers a refusal
 //! with [`App::scope_refusal`] (403 `insufficient_scope`).
 //!
-//! Depends on `auth` (OAuth tokens), `credentials` (the subject tokens it keeps), `principal`
-//! (static tokens, callers) and `protocol` (error codes); knows nothing of sessions or plugins.
+//! It knows nothing of sessions or plugins.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;

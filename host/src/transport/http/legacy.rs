@@ -4,7 +4,7 @@
 //! the stream). A session answers only the caller that opened it (another gets 404).
 //!
 //! Shares the session table of [`super::sessions`]. Handlers here sit behind the gate
-//! ([`super::gate`]) and do not check it themselves. Depends on `server` only.
+//! ([`super::gate`]) and do not check it themselves.
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};

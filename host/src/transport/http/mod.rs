@@ -9,8 +9,8 @@
 //!   headers number at most [`crate::protocol::v2026::MAX_PARAM_HEADERS`], each once, with
 //!   UTF-8 values like the other mirror headers (400 with -32020), `Host`
 //!   and `Origin` name the bound address (DNS rebinding → 403), the bearer token matches
-//!   when one is configured (401 with `WWW-Authenticate`), or with OAuth the JWT (and, per
-//!   decoded request, the plugin's scopes).
+//!   when one is configured (401 with `WWW-Authenticate`), or with OAuth the JWT; the caller it
+//!   admits goes to the handler (the session checks the plugin's scopes per request).
 //! - [`budget`]: what one client can make the host hold is bounded per caller (its
 //!   `[budgets]`, 429) and globally (the process's [`crate::server::HostLimits`], 503 with
 //!   `Retry-After`): a POST's bytes are charged to its caller, then globally, before they are
@@ -43,13 +43,13 @@
 //!   outside the gate; MCP requests wait for the startup load, boundedly.
 //! - [`reply`], [`streams`], [`accept`]: answers, resumable stream buffers, the accept loop.
 //!
-//! Depends on `protocol` and `server`; knows nothing of plugins, and keeps no request ordering
-//! of its own: every decoded body goes to [`Session::accept`].
+//! It knows nothing of plugins, and keeps no request ordering of its own: every decoded body
+//! goes to [`Session::accept`].
 //!
 //! With `--call-id-header NAME` ([`HttpConfig::call_id_header`]), the id a trusted balancer
 //! put in that header (1–128 visible ASCII bytes, once; 400 otherwise) is handed to the session
 //! with a single message ([`Session::accept_call`]) and travels on the request's context to
-//! where its tool call runs (`catalog::once` records it); this transport only carries it.
+//! where its tool call runs (`catalog::at_most_once` records it); this transport only carries it.
 //! Unset, the header is not read at all.
 //!
 //! A slow or vanished client never blocks others: each stream has a bounded queue, and a

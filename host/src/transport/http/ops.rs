@@ -5,8 +5,7 @@
 //! ([`not_the_endpoint`]), and [`serve_metrics`], the metrics alone on a separate address.
 //! (`/healthz` and `/readyz` are in [`super::ready`].)
 //!
-//! Depends on `metrics`, `auth` (the metadata) and the [`super::StatusPage`] the caller
-//! renders; knows nothing of sessions.
+//! It renders the [`super::StatusPage`] the caller hands it and knows nothing of sessions.
 
 use axum::Router;
 use axum::extract::State;

@@ -3,8 +3,7 @@
 //! the choice between 2026-07-28 ([`super::stateless`]) and 2025-11-25 ([`super::sessions`]),
 //! with the caller the gate admitted (the session checks its scopes).
 //!
-//! Sits behind the gate ([`super::gate`]) and does not check it itself. Depends on
-//! `protocol` (decoding) and `kv::calls` (the call id's rules) only.
+//! Sits behind the gate ([`super::gate`]) and does not check it itself.
 
 use std::sync::Arc;
 

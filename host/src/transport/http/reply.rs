@@ -1,8 +1,7 @@
 //! The answers every HTTP route builds: plain-text refusals, JSON-RPC errors and replies as
 //! JSON with their statuses, 503 with `Retry-After` at a global bound, and event streams.
 //!
-//! Depends on `protocol` (the error encoding) and `server` (bounds); nothing here decides
-//! anything, it only shapes responses.
+//! Nothing here decides anything: it only shapes responses.
 
 use std::convert::Infallible;
 

@@ -19,8 +19,7 @@
 //!   Only when every session is busy is a newcomer refused (503).
 //!
 //! Also holds the session table the legacy transport shares. Handlers here sit behind the
-//! gate ([`super::gate`]) and do not check it themselves. Depends on `server` (the MCP
-//! session) and the stream buffers of [`super::streams`].
+//! gate ([`super::gate`]) and do not check it themselves.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

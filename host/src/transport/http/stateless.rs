@@ -6,7 +6,6 @@
 //! whole queue behind on its stream is dropped, which cancels it too.
 //!
 //! Handlers here sit behind the gate ([`super::gate`]) and do not check it themselves.
-//! Depends on `protocol` (the 2026-07-28 routing rule and mirror headers) and `server`.
 
 use std::sync::Arc;
 use std::task::Poll;

@@ -3,15 +3,13 @@
 //! components built against either load; both reach the same data. Implemented on
 //! [`KeyValueView`] over the shared logic of the parent module, with draft2's errors mapped to
 //! this version's.
-//!
-//! Depends on its parent (`keyvalue`), its generated bindings and `kv`'s errors only.
 
 use std::collections::VecDeque;
 
 use wasmtime::component::Resource;
 
-use super::bindings::draft::wasi::keyvalue::{atomics, batch, store};
-use super::bindings::draft2::wasi::keyvalue::store as draft2;
+use super::bindings::v0_2_0_draft::wasi::keyvalue::{atomics, batch, store};
+use super::bindings::v0_2_0_draft2::wasi::keyvalue::store as draft2;
 use super::{Bucket, KeyValueView};
 use crate::kv::KvError;
 

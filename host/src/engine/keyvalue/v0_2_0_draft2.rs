@@ -1,11 +1,9 @@
 //! `wasi:keyvalue@0.2.0-draft2` (store, atomics, batch): the version plugins are built
 //! against today, implemented on [`KeyValueView`] over the shared logic of the parent module.
-//!
-//! Depends on its parent (`keyvalue`) and its generated bindings only.
 
 use wasmtime::component::Resource;
 
-use super::bindings::draft2::wasi::keyvalue::{atomics, batch, store};
+use super::bindings::v0_2_0_draft2::wasi::keyvalue::{atomics, batch, store};
 use super::{Bucket, Cas, KeyValueView};
 
 impl store::Host for KeyValueView<'_> {
