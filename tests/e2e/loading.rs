@@ -323,7 +323,7 @@ async fn unchanged_plugin_files_are_known_by_sight_and_a_rewrite_is_not() {
     };
 
     // Nothing known yet: read (and remembered only if its times had settled by then, which
-    // the unit tests of `known` check).
+    // the unit tests of `known_files` check).
     let raw = Raw::initialized(dir.path(), &args).await;
     raw.stderr
         .wait_for("plugin files known by sight files=0")
