@@ -274,24 +274,29 @@ fn catalog_entry(name: &str, endpoint: &str) -> serde_json::Value {
     })
 }
 
+/// A catalog of one entry, this server's card: `spec_version`, served as `media_type`.
+fn catalog<B: Backend>(
+    app: &App<B>,
+    headers: &axum::http::HeaderMap,
+    spec_version: &str,
+    media_type: &str,
+) -> Response {
+    let (card, endpoint) = card(app, headers);
+    let name = card["name"].as_str().unwrap_or("localhost/mcpbox");
+    let catalog = serde_json::json!({
+        "specVersion": spec_version,
+        "entries": [catalog_entry(name, &endpoint)],
+    });
+    discovery(app, headers, media_type, catalog.to_string())
+}
+
 /// The AI Catalog the discovery draft reads at `/.well-known/ai-catalog.json`
-/// (`application/ai-catalog+json`): one entry, this server's card.
+/// (`application/ai-catalog+json`).
 pub(super) async fn ai_catalog<B: Backend>(
     State(app): Shared<B>,
     headers: axum::http::HeaderMap,
 ) -> Response {
-    let (card, endpoint) = card(&app, &headers);
-    let name = card["name"].as_str().unwrap_or("localhost/mcpbox");
-    let catalog = serde_json::json!({
-        "specVersion": "1.0",
-        "entries": [catalog_entry(name, &endpoint)],
-    });
-    discovery(
-        &app,
-        &headers,
-        "application/ai-catalog+json",
-        catalog.to_string(),
-    )
+    catalog(&app, &headers, "1.0", "application/ai-catalog+json")
 }
 
 /// The MCP Catalog of the draft before the AI Catalog replaced it, at
@@ -300,13 +305,7 @@ pub(super) async fn mcp_catalog<B: Backend>(
     State(app): Shared<B>,
     headers: axum::http::HeaderMap,
 ) -> Response {
-    let (card, endpoint) = card(&app, &headers);
-    let name = card["name"].as_str().unwrap_or("localhost/mcpbox");
-    let catalog = serde_json::json!({
-        "specVersion": "draft",
-        "entries": [catalog_entry(name, &endpoint)],
-    });
-    discovery(&app, &headers, "application/json", catalog.to_string())
+    catalog(&app, &headers, "draft", "application/json")
 }
 
 /// The discovery documents' answer to a browser's preflight: `GET` from anywhere.
