@@ -8,7 +8,9 @@
 //!
 //! The check reads both commands' unit graphs (what cargo would compile, without compiling):
 //! every registry crate the test command builds in a variant the quick start does not build,
-//! while the quick start builds that crate too, is a crate compiled twice.
+//! while the quick start builds that crate too, is a crate compiled twice; and so is every
+//! variant the quick start builds that the test command does not (the test command builds it
+//! otherwise, and everything above it again).
 //!
 //! Beside it, the release build's code layout: host/symbol-order.txt holds linker names, and
 //! the build script passes it to the linker only where that linker takes it.
@@ -79,6 +81,17 @@ fn quick_start_and_tests_share_one_build() {
         "`cargo test --workspace` would compile these again, with features `cargo build -p \
          mcpbox` does not turn on (a dev-dependency turns them on; ask for them in \
          host/Cargo.toml too): {twice:?}"
+    );
+    // The other way: a variant only the quick start builds is one the test command builds
+    // otherwise, and with it every crate above it (a build-dependency of the host's that asks
+    // for fewer features than the proc macros the tests share with it; ask for them in
+    // host/Cargo.toml's `[build-dependencies]`).
+    let only_quick_start: Vec<_> = quick_start.difference(&tests).collect();
+    assert!(
+        only_quick_start.is_empty(),
+        "`cargo build -p mcpbox` compiles these in a variant `cargo test --workspace` does \
+         not, so the test command compiles them and all above them again: \
+         {only_quick_start:?}"
     );
 }
 
