@@ -3,6 +3,8 @@
 //! and `guest-sdk/vendor-wit.sh` makes it so. This test fails until that script has run after
 //! a change under `wit/`.
 
+#![allow(clippy::unwrap_used, reason = "test code: a panic is a failed test")]
+
 use std::path::{Path, PathBuf};
 
 /// The script that copies `wit/` here, named in every failure.
