@@ -110,8 +110,8 @@ pub mod bindings {
         // calls, so one that never touches `state`, `caller()` or `config` imports none of
         // them, and loads on hosts that predate them.
         world: "mcpbox:multi-user/plugin@0.1.0",
-        // The crate's own copy of the repository's `wit/` (kept identical by a test), so that
-        // the crate builds when packaged on its own.
+        // The crate's own copy of the repository's `wit/` (made by `vendor-wit.sh`, checked by
+        // `tests/wit.rs`), so that the crate builds when packaged on its own.
         path: "wit",
         generate_all,
         pub_export_macro: true,

@@ -14,46 +14,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 
-/// The plugin contract and the standard interfaces it may import, as `wit/` holds them.
-const WIT: &[(&str, &str)] = &[
-    ("plugin.wit", include_str!("../../wit/plugin.wit")),
-    (
-        "deps/plugin-state/world.wit",
-        include_str!("../../wit/deps/plugin-state/world.wit"),
-    ),
-    (
-        "deps/keyvalue/atomic.wit",
-        include_str!("../../wit/deps/keyvalue/atomic.wit"),
-    ),
-    (
-        "deps/keyvalue/batch.wit",
-        include_str!("../../wit/deps/keyvalue/batch.wit"),
-    ),
-    (
-        "deps/keyvalue/store.wit",
-        include_str!("../../wit/deps/keyvalue/store.wit"),
-    ),
-    (
-        "deps/keyvalue/watch.wit",
-        include_str!("../../wit/deps/keyvalue/watch.wit"),
-    ),
-    (
-        "deps/keyvalue/world.wit",
-        include_str!("../../wit/deps/keyvalue/world.wit"),
-    ),
-    (
-        "deps/multi-user/world.wit",
-        include_str!("../../wit/deps/multi-user/world.wit"),
-    ),
-    (
-        "deps/config/store.wit",
-        include_str!("../../wit/deps/config/store.wit"),
-    ),
-    (
-        "deps/config/world.wit",
-        include_str!("../../wit/deps/config/world.wit"),
-    ),
-];
+/// The plugin contract and the standard interfaces it may import: every file of `wit/` but its
+/// README, by its path there, listed by the build script (`host/build.rs`).
+const WIT: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/wit_files.rs"));
 
 const PYTHON_HELPER: &str = include_str!("../../guest-sdk/python/mcpbox_sdk.py");
 const JS_HELPER: &str = include_str!("../../guest-sdk/js/mcpbox.js");
@@ -477,4 +440,46 @@ export const { tools, prompts, resources, completion } = plugin.exports();
             "*.wasm\nnode_modules/\n".to_owned(),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::WIT;
+
+    /// Every file under `dir` but `wit/README.md`, by its path relative to `root` with `/`
+    /// between names, with its text.
+    fn wit_files(root: &Path, dir: &Path, files: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                wit_files(root, &path, files);
+            } else if path != root.join("README.md") {
+                let name = path.strip_prefix(root).unwrap().to_str().unwrap();
+                let text = std::fs::read_to_string(&path).unwrap();
+                files.push((name.replace('\\', "/"), text));
+            }
+        }
+    }
+
+    /// A project for Python or JavaScript gets the whole contract: every file of `wit/` (but its
+    /// README), none missing, none stale.
+    #[test]
+    fn new_projects_carry_every_file_of_the_wit() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+        let mut ours = Vec::new();
+        wit_files(&root, &root, &mut ours);
+        ours.sort();
+        let mut carried: Vec<(String, String)> = WIT
+            .iter()
+            .map(|(path, text)| ((*path).to_owned(), (*text).to_owned()))
+            .collect();
+        carried.sort();
+        let names = |files: &[(String, String)]| -> Vec<String> {
+            files.iter().map(|(name, _)| name.clone()).collect()
+        };
+        assert_eq!(names(&carried), names(&ours));
+        assert!(carried == ours, "a WIT file differs from wit/'s");
+    }
 }

@@ -1,7 +1,7 @@
 //! `mcpbox call`: one request against a plugin, from the command line, with the sandbox and
 //! limits of `serve`; the MCP result on stdout, exit status 1 when it is an error.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
@@ -122,53 +122,6 @@ async fn inspect_says_what_a_plugin_offers_asks_for_and_was_refused() {
             .unwrap()
             .contains("of plugin `b`: the name is served by plugin `a`")
     );
-}
-
-/// Every file of `dir`, relative, with its bytes.
-fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_owned()];
-    while let Some(next) = pending.pop() {
-        for entry in std::fs::read_dir(&next).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                files.push((path.strip_prefix(dir).unwrap().to_owned(), bytes));
-            }
-        }
-    }
-    files.sort();
-    files
-}
-
-/// The SDK builds against its own copy of the WIT (so it packages on its own): the copy is
-/// exactly the repository's `wit/`, minus nothing and plus nothing.
-#[test]
-fn the_sdk_carries_exactly_the_repository_wit() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let ours = tree(&root.join("wit"));
-    let sdks = tree(&root.join("guest-sdk/wit"));
-    let names = |t: &[(PathBuf, Vec<u8>)]| t.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>();
-    // The repository's wit/ has a README the crate does not need.
-    let ours: Vec<_> = ours
-        .into_iter()
-        .filter(|(p, _)| p != Path::new("README.md"))
-        .collect();
-    assert_eq!(
-        names(&sdks),
-        names(&ours),
-        "guest-sdk/wit/ lists other files than wit/"
-    );
-    for ((path, a), (_, b)) in ours.iter().zip(&sdks) {
-        assert!(
-            a == b,
-            "guest-sdk/wit/{} differs from wit/{}: copy it over",
-            path.display(),
-            path.display()
-        );
-    }
 }
 
 /// `cargo package -p mcpbox-sdk` passes: the crate builds from its package alone.

@@ -4,11 +4,15 @@
 //! A dev-dependency that turns on a feature the host's own dependencies do not (serde's `rc`,
 //! tokio's `process`, libc's `extra_traits`…) breaks that silently: `cargo test` then builds a
 //! second copy of that crate and of everything above it (a fresh clone measured 145 crates
-//! compiled twice for libc's `extra_traits` alone). host/Cargo.toml asks for those features too.
+//! compiled twice for libc's `extra_traits` alone). The host asks for those features too:
+//! host/Cargo.toml for crates it uses, tests/workspace-hack/Cargo.toml (a crate of dependencies
+//! only, which the host depends on) for crates it does not.
 //!
 //! The check reads both commands' unit graphs (what cargo would compile, without compiling):
 //! every registry crate the test command builds in a variant the quick start does not build,
-//! while the quick start builds that crate too, is a crate compiled twice.
+//! while the quick start builds that crate too, is a crate compiled twice; and so is every
+//! variant the quick start builds that the test command does not (the test command builds it
+//! otherwise, and everything above it again).
 //!
 //! Beside it, the release build's code layout: host/symbol-order.txt holds linker names, and
 //! the build script passes it to the linker only where that linker takes it.
@@ -77,8 +81,21 @@ fn quick_start_and_tests_share_one_build() {
     assert!(
         twice.is_empty(),
         "`cargo test --workspace` would compile these again, with features `cargo build -p \
-         mcpbox` does not turn on (a dev-dependency turns them on; ask for them in \
-         host/Cargo.toml too): {twice:?}"
+         mcpbox` does not turn on (a dev-dependency turns them on; ask for them too, in \
+         tests/workspace-hack/Cargo.toml, or in host/Cargo.toml if the host uses the crate): \
+         {twice:?}"
+    );
+    // The other way: a variant only the quick start builds is one the test command builds
+    // otherwise, and with it every crate above it (a build-dependency of the host's that asks
+    // for fewer features than the proc macros the tests share with it; ask for them in
+    // tests/workspace-hack/Cargo.toml's `[build-dependencies]`).
+    let only_quick_start: Vec<_> = quick_start.difference(&tests).collect();
+    assert!(
+        only_quick_start.is_empty(),
+        "`cargo build -p mcpbox` compiles these in a variant `cargo test --workspace` does \
+         not, so the test command compiles them and all above them again (ask for the \
+         features the tests turn on in tests/workspace-hack/Cargo.toml's \
+         `[build-dependencies]`): {only_quick_start:?}"
     );
 }
 
@@ -163,11 +180,14 @@ fn the_build_script_passes_the_layout_only_to_lld_in_release_builds() {
         .filter(|path| path.is_file())
         .max_by_key(|path| path.metadata().and_then(|m| m.modified()).ok())
         .unwrap_or_else(|| panic!("no build script of mcpbox under {build:?}"));
+    // Where the script writes the list of WIT files it also makes.
+    let out = tempfile::tempdir().unwrap();
     let run = |changes: &[(&str, &str)]| -> String {
         let mut command = Command::new(&script);
         command
             .env_remove("RUSTC_LINKER")
             .env("CARGO_MANIFEST_DIR", env!("CARGO_MANIFEST_DIR"))
+            .env("OUT_DIR", out.path())
             .env("PROFILE", "release")
             .env("CARGO_CFG_TARGET_ARCH", "x86_64")
             .env("CARGO_CFG_TARGET_OS", "linux")
