@@ -477,10 +477,12 @@ async fn memory_bombs_leave_no_memory_behind() {
         );
     }
     // A slot keeps at most 1 MiB resident after its call (SECURITY.md): eight bombs of 128
-    // MiB leave the host a few MiB larger at most (0.5 MiB measured, 2026-11-29), not 128.
+    // MiB, each perhaps in a slot of its own, may leave the host 8 MiB larger, plus a few for
+    // the rest of the process (0.5 to 5 MiB measured, 2026-11-29), never 128. With each slot
+    // keeping 32 MiB, this failed at 26 MiB.
     let after = rss(&raw);
     assert!(
-        after < before + (4 << 20),
+        after < before + (12 << 20),
         "eight memory bombs left the host {} KiB larger",
         after.saturating_sub(before) >> 10
     );
