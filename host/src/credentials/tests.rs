@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::response::IntoResponse;
 
+use super::link::ticket_of;
 use super::*;
 
 /// What the fake provider saw and how it behaves.
