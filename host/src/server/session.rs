@@ -6,6 +6,7 @@
 //! Transports only frame bytes and carry headers and streams: they hand each decoded input to
 //! [`Session::accept`] in the order it arrived and run (or await) the [`Pending`] work it
 //! returns.
+//!
 //! What an answer is, and the status it earns, is `answer`'s.
 
 use std::collections::HashMap;
