@@ -11,9 +11,9 @@
 //! and users and operators list and remove links ([`Broker::links_of`], [`Broker::unlink`]).
 //! Its parts, each in a file: the configured providers (`provider`), the operator's key and
 //! the cipher (`cipher`), the sealed records in the state store (`store`), the provider's
-//! endpoints as a client (`token`), the link flow (`link`), the lookup with its refresh (`refresh`), RFC 8693 token
-//! exchange for providers behind mcpbox's own identity provider (`exchange`), and the events
-//! for the audit log (`events`).
+//! endpoints as a client (`token`), the link flow (`link`), the lookup with its refresh
+//! (`refresh`), RFC 8693 token exchange for providers behind mcpbox's own identity provider
+//! (`exchange`), and the events for the audit log (`events`).
 //!
 //! A token never reaches a log line, an error, an event or a page: it is held in
 //! [`AccessToken`] (whose `Debug` hides it) and in sealed records; every error here carries

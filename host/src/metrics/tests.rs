@@ -1,4 +1,5 @@
-//! Tests of the metrics registry: the Grafana dashboard queries only metrics that exist, and the gauges stay true.
+//! Tests of the metrics registry: the Grafana dashboard queries only metrics that exist, and
+//! the gauges stay true.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Tests of skills: finding sections, serving a skill's files and directories, refusing broken skills and front matter, and the bounds on what skills hold.
+//! Tests of skills: finding sections, serving a skill's files and directories, refusing broken
+//! skills and front matter, and the bounds on what skills hold.
 
 use super::section::leb128;
 use super::*;

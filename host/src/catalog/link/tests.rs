@@ -1,4 +1,5 @@
-//! Tests of linking a caller's account through the client: the elicitation, the wait for the callback, and the refusals.
+//! Tests of linking a caller's account through the client: the elicitation, the wait for the
+//! callback, and the refusals.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

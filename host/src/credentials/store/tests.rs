@@ -1,4 +1,5 @@
-//! Tests of the credential records store: sealing, reading back and removing records in the state store.
+//! Tests of the credential records store: sealing, reading back and removing records in the
+//! state store.
 
 use super::*;
 use crate::credentials::cipher::Key;

@@ -1,4 +1,5 @@
-//! Tests of running calls: a plugin's panic message, and when an instance may be kept for its caller's next call.
+//! Tests of running calls: a plugin's panic message, and when an instance may be kept for its
+//! caller's next call.
 
 use super::call::panic_message;
 use super::reuse::{Leftovers, may_keep, may_serve};

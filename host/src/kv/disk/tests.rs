@@ -1,4 +1,5 @@
-//! Tests of the embedded (SQLite) backend: the shared suite, plus what only a file on disk can show.
+//! Tests of the embedded (SQLite) backend: the shared suite, plus what only a file on disk can
+//! show.
 
 #![allow(clippy::unwrap_used, reason = "test code")]
 

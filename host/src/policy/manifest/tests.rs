@@ -1,4 +1,5 @@
-//! Tests of reading a manifest: its tables, limits and naming, and the errors that name the file and line.
+//! Tests of reading a manifest: its tables, limits and naming, and the errors that name the
+//! file and line.
 
 use std::time::Duration;
 

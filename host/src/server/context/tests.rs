@@ -1,4 +1,5 @@
-//! Tests of a request's context toward its client: capabilities, logs, progress and requests of its own.
+//! Tests of a request's context toward its client: capabilities, logs, progress and requests of
+//! its own.
 
 use super::*;
 
