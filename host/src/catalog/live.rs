@@ -14,7 +14,8 @@ use arc_swap::ArcSwap;
 
 use super::hub::EventHub;
 use super::link::{Linker, Linking};
-use super::merged::{Catalog, LoadedPlugin, Names, Refusal};
+use super::loaded::LoadedPlugin;
+use super::merged::{Catalog, Names, Refusal};
 use crate::protocol::mcp::LogLevel;
 use crate::server::{Audience, ChangedList, ServerEvent};
 

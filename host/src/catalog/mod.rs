@@ -7,7 +7,8 @@
 //! - the [`crate::server::Backend`] implementation (`serve`): requests pinned to a catalog,
 //!   dispatched to plugins.
 //!
-//! Around them: preparing and checking plugins' lists once per version (`prepare`, `names`,
+//! Around them: a loaded plugin and the names it claims ([`LoadedPlugin`], `loaded`),
+//! preparing and checking plugins' lists once per version (`prepare`, `names`,
 //! `validate`, with the schemas proven usable in earlier runs: `proofs`), the one place where WIT types become MCP
 //! types (`convert`), a call's bridge to its client (`bridge`), the [`EventHub`] through
 //! which plugins and the live set reach sessions and the reloader, the HTML status page
@@ -27,6 +28,7 @@ mod host_tools;
 mod hub;
 mod link;
 mod live;
+mod loaded;
 mod merged;
 mod names;
 mod prepare;
@@ -41,6 +43,7 @@ pub use host_tools::{LINKED_ACCOUNTS, UNLINK_ACCOUNT};
 pub use hub::{EventHub, RelistRequests};
 pub use link::{LinkPrompt, LinkSummary, Linker, Linking, WaitOutcome};
 pub use live::PluginSet;
-pub use merged::{Catalog, Claim, LoadedPlugin, Names, Refusal};
+pub use loaded::LoadedPlugin;
+pub use merged::{Catalog, Claim, Names, Refusal};
 pub use proofs::keep_in as keep_schema_proofs_in;
 pub use validate::warm_up as warm_up_validation;

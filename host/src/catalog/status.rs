@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use maud::{DOCTYPE, Markup, html};
 
 use super::live::PluginSet;
-use super::merged::LoadedPlugin;
+use super::loaded::LoadedPlugin;
 use crate::metrics::{CallKind, metrics};
 use crate::policy::{GrantSummary, NamingSummary};
 use crate::server::BudgetUse;

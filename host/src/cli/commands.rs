@@ -268,10 +268,10 @@ async fn plugin_warnings(
 ) -> anyhow::Result<String> {
     let mut warnings = String::new();
     for name in file.sections().keys() {
-        if !super::args::holds_plugin(dirs, name) {
+        if !super::settings::holds_plugin(dirs, name) {
             warnings.push_str(&format!(
                 "\nwarning: [plugin.{name}] names no plugin in {}: there is no {name}.wasm",
-                super::args::shown(dirs)
+                super::settings::shown(dirs)
             ));
         }
     }

@@ -14,6 +14,7 @@ mod bundle;
 mod commands;
 mod credentials;
 mod log_line;
+mod settings;
 mod state_args;
 
 use std::ffi::OsString;

@@ -6,12 +6,18 @@
 //! arrives, giving back once started the pages of the executable and of the plugins' compiled
 //! code only starting up needed (`file_pages`). The CLI parses and checks arguments into settings
 //! and calls this; nothing here knows of clap's argument types, and no room but `cli` uses it.
+//! Beside this file: `listen` binds the listeners and serves HTTP, `broker` builds the
+//! credentials broker and `brokered` adapts it, `shared` adapts the stores replicas share,
+//! `settings` is what the CLI hands over.
 //!
 //! Uses: `audit`, `auth`, `catalog`, `config`, `credentials`, `engine`, `kv`, `metrics`, `file_pages`, `policy`,
 //! `principal`, `registry`, `server`, `transport`, `watch`.
 
+mod broker;
 mod brokered;
+mod listen;
 mod settings;
+mod shared;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +30,10 @@ use crate::server::{Mode, Session};
 use crate::transport::http::{self, HttpConfig, Readiness};
 use crate::transport::stdio;
 use crate::watch::{DirectoryWatch, Reloader};
+
+use self::broker::start_credentials;
+use self::listen::{bind_tcp, serve_http};
+use self::shared::{SharedStore, SharedTasks};
 
 /// Why mcpbox could not start or stopped serving with an error.
 #[derive(Debug, thiserror::Error)]
@@ -502,232 +512,6 @@ async fn watch_state_store(state: Arc<StateService>) {
     }
 }
 
-/// Bind the address of `flag` (`--http`, `--metrics-addr`): `host:port` (a host name is
-/// resolved; `localhost:8080` binds loopback), `[v6]:port`, or a bare port on 127.0.0.1.
-async fn bind_tcp(address: &str, flag: &'static str) -> Result<tokio::net::TcpListener, HostError> {
-    let target = match address.parse::<u16>() {
-        Ok(port) => format!("127.0.0.1:{port}"),
-        Err(_) => address.to_owned(),
-    };
-    if !target.contains(':') {
-        return Err(HostError::Address {
-            flag,
-            address: address.to_owned(),
-        });
-    }
-    let failed = |source| HostError::Bind {
-        flag,
-        address: address.to_owned(),
-        source,
-    };
-    let listener = tokio::net::TcpListener::bind(&target)
-        .await
-        .map_err(failed)?;
-    let bound = listener.local_addr().map_err(failed)?;
-    tracing::info!(%bound, "{flag} port bound");
-    Ok(listener)
-}
-
-/// Serve over HTTP on `listener` (bound by [`bind_tcp`]).
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the parts of the HTTP server, each from its own room; called once"
-)]
-async fn serve_http(
-    plugins: Arc<PluginSet>,
-    listener: tokio::net::TcpListener,
-    settings: &HttpSettings,
-    modern: Arc<crate::server::ModernSettings>,
-    readiness: Arc<Readiness>,
-    state: Arc<StateService>,
-    credentials: Option<Arc<crate::credentials::Broker>>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), HostError> {
-    let address = listener
-        .local_addr()
-        .map_err(|source| HostError::Transport {
-            what: "cannot read the bound HTTP address",
-            source,
-        })?;
-    let oauth = match &settings.oauth {
-        Some(config) => {
-            let verifier = crate::auth::Verifier::new(config.clone()).map_err(HostError::OAuth)?;
-            let verifier = Arc::new(verifier);
-            tracing::info!(
-                issuer = config.issuer,
-                resource = config.resource,
-                scopes = %config.scopes.join(" "),
-                "HTTP requests need OAuth access tokens from the issuer"
-            );
-            verifier.prefetch().await;
-            Some(verifier)
-        }
-        None => None,
-    };
-    if !address.ip().is_loopback() && settings.tokens.is_empty() && oauth.is_none() {
-        tracing::warn!(%address, "serving HTTP beyond loopback without --auth-token: anyone who can reach it can call every tool");
-    }
-    let page_state = Arc::clone(&state);
-    let page_budgets = Arc::clone(&modern.budgets);
-    let config = HttpConfig {
-        allowed_hosts: settings.allowed_hosts.clone(),
-        allowed_origins: settings.allowed_origins.clone(),
-        tokens: Arc::clone(&settings.tokens),
-        max_body_bytes: settings.max_body_bytes,
-        session_idle: settings.session_idle,
-        modern,
-        readiness,
-        state: Some(state),
-        oauth,
-        call_id_header: settings.call_id_header.clone(),
-        credentials,
-        status_page: settings.status_page.then(|| {
-            let started = std::time::SystemTime::now();
-            let plugins = Arc::clone(&plugins);
-            http::StatusPage(Arc::new(move || {
-                crate::catalog::status::render(
-                    &plugins,
-                    started,
-                    &page_state,
-                    &page_budgets.usage(),
-                )
-            }))
-        }),
-    };
-    http::serve(plugins, listener, config, shutdown, Duration::from_secs(10))
-        .await
-        .map_err(|source| HostError::Transport {
-            what: "HTTP transport failed",
-            source,
-        })?;
-    tracing::info!("stopped");
-    Ok(())
-}
-
-/// Build the credentials broker: its public URL is `--public-url` (or the origin of
-/// `--oauth-resource`), else the bound HTTP address if it is loopback; over stdio, the link
-/// routes get a loopback listener of their own (`--link-listen`), bound and served here, whose
-/// address is the redirect's unless `--public-url` says otherwise.
-async fn start_credentials(
-    credentials: CredentialSettings,
-    settings: &ServeSettings,
-    http: Option<&tokio::net::TcpListener>,
-    state: Arc<StateService>,
-) -> Result<Arc<crate::credentials::Broker>, HostError> {
-    let CredentialSettings {
-        providers,
-        cipher,
-        public_url,
-        link_listen,
-        link_wait,
-        ticket_ttl,
-    } = credentials;
-    let (public_url, stdio_listener) = match (http, public_url) {
-        (Some(_), Some(url)) => (url, None),
-        (Some(listener), None) => {
-            let bound = listener
-                .local_addr()
-                .map_err(|source| HostError::Transport {
-                    what: "cannot read the bound HTTP address",
-                    source,
-                })?;
-            if !bound.ip().is_loopback() {
-                return Err(HostError::Credentials(format!(
-                    "give --public-url, where browsers reach this mcpbox (its /oauth/link/ \
-                     routes): the bound address {bound} is not loopback"
-                )));
-            }
-            (loopback_url(bound)?, None)
-        }
-        (None, public_url) => {
-            let listener = bind_tcp(&link_listen, "--link-listen").await?;
-            let bound = listener
-                .local_addr()
-                .map_err(|source| HostError::Transport {
-                    what: "cannot read the bound --link-listen address",
-                    source,
-                })?;
-            let url = match public_url {
-                Some(url) => url,
-                None => loopback_url(bound)?,
-            };
-            (url, Some(listener))
-        }
-    };
-    let events: Arc<dyn crate::credentials::CredentialEvents> = match &settings.modern.audit {
-        Some(sink) => Arc::new(AuditedCredentials(Arc::clone(sink))),
-        None => Arc::new(crate::credentials::LogOnly),
-    };
-    let names: Vec<String> = providers
-        .iter()
-        .map(|p| match p.exchange() {
-            Some(_) => format!("{} (token exchange)", p.name),
-            None => p.name.to_string(),
-        })
-        .collect();
-    let broker = crate::credentials::Broker::new(
-        providers,
-        cipher,
-        state,
-        Arc::clone(&settings.runtime.secrets),
-        crate::credentials::BrokerSettings {
-            public_url,
-            ticket_ttl,
-            link_wait,
-        },
-        events,
-    )
-    .map_err(HostError::Credentials)?;
-    let broker = Arc::new(broker);
-    tracing::info!(
-        providers = %names.join(", "),
-        redirect_uri = %broker.redirect_uri(),
-        "per-user credentials: callers link their accounts (tokens sealed in the state store) \
-         or have their sign-in exchanged (tokens held in memory)"
-    );
-    if let Some(listener) = stdio_listener {
-        let serving = Arc::clone(&broker);
-        tokio::spawn(async move {
-            if let Err(e) = http::serve_link_routes(listener, serving).await {
-                tracing::error!("the --link-listen listener failed: {e}");
-            }
-        });
-    }
-    Ok(broker)
-}
-
-/// `http://ADDRESS/` for a bound loopback address.
-fn loopback_url(bound: std::net::SocketAddr) -> Result<url::Url, HostError> {
-    url::Url::parse(&format!("http://{bound}/"))
-        .map_err(|e| HostError::Credentials(format!("the bound address {bound}: {e}")))
-}
-
-/// Credential events as audit records: `credentials/link`, `credentials/link_failed`,
-/// `credentials/refresh`, `credentials/refresh_failed`, `credentials/unlink`; the caller as
-/// the principal, the provider as the item; never a value.
-#[derive(Debug)]
-struct AuditedCredentials(Arc<dyn crate::server::AuditSink>);
-
-impl crate::credentials::CredentialEvents for AuditedCredentials {
-    fn record(&self, event: crate::credentials::EventRecord) {
-        self.0.record(crate::server::AuditRecord {
-            time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            principal: event.caller,
-            client: None,
-            method: event.event.method().to_owned(),
-            plugin: event.plugin,
-            item: Some(event.provider),
-            outcome: if event.event.is_ok() { "ok" } else { "error" },
-            code: None,
-            duration_ms: 0.0,
-            fuel: None,
-            request_id: serde_json::Value::Null,
-            trace_id: None,
-            cut: std::collections::BTreeMap::new(),
-        });
-    }
-}
-
 /// Plugins' open files and sockets are host descriptors: use every descriptor the system
 /// allows mcpbox (the soft limit up to the hard one), so that calls bounded to
 /// `MAX_HANDLES_PER_CALL` each cannot together exhaust the process.
@@ -776,125 +560,5 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
         #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("received a shutdown signal");
-    }
-}
-
-/// The task records replicas share, kept in Redis (`kv::tasks`) for the server's tasks.
-struct SharedTasks(crate::kv::tasks::RedisTasks);
-
-impl crate::server::TaskStore for SharedTasks {
-    fn save<'a>(
-        &'a self,
-        id: &'a str,
-        owner: &'a str,
-        record: Vec<u8>,
-        ttl: Duration,
-        share: crate::server::TaskShare,
-    ) -> crate::server::BoxFuture<'a, Result<(), crate::server::SaveError>> {
-        Box::pin(async move {
-            match self
-                .0
-                .save(id, owner, record, ttl, share.records, share.bytes)
-                .await
-            {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(crate::server::SaveError::Share(share)),
-                Err(e) => Err(crate::server::SaveError::Failed(e.to_string())),
-            }
-        })
-    }
-
-    fn load<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> crate::server::BoxFuture<'a, Result<Option<crate::server::Stored>, String>> {
-        Box::pin(async move {
-            let found = self.0.load(id).await.map_err(|e| e.to_string())?;
-            Ok(found.map(|(record, cancelled)| crate::server::Stored { record, cancelled }))
-        })
-    }
-
-    fn answer<'a>(
-        &'a self,
-        id: &'a str,
-        round: u32,
-        answers: Vec<(String, Vec<u8>)>,
-        ttl: Duration,
-    ) -> crate::server::BoxFuture<'a, Result<std::collections::BTreeMap<String, Vec<u8>>, String>>
-    {
-        Box::pin(async move {
-            self.0
-                .answer(id, round, answers, ttl)
-                .await
-                .map_err(|e| e.to_string())
-        })
-    }
-
-    fn cancel<'a>(
-        &'a self,
-        id: &'a str,
-        ttl: Duration,
-    ) -> crate::server::BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move { self.0.cancel(id, ttl).await.map_err(|e| e.to_string()) })
-    }
-
-    fn claim<'a>(
-        &'a self,
-        id: &'a str,
-        round: u32,
-        ttl: Duration,
-    ) -> crate::server::BoxFuture<'a, Result<bool, String>> {
-        Box::pin(async move {
-            self.0
-                .claim(id, round, ttl)
-                .await
-                .map_err(|e| e.to_string())
-        })
-    }
-}
-
-/// The budgets replicas share, kept in Redis (`kv::budgets`) for the server's budgets.
-struct SharedStore(crate::kv::budgets::RedisBudgets);
-
-impl crate::server::SharedBudgets for SharedStore {
-    fn take_token<'a>(
-        &'a self,
-        caller: &'a str,
-        rate: f64,
-        burst: f64,
-    ) -> crate::server::BoxFuture<'a, Result<Option<f64>, String>> {
-        Box::pin(async move {
-            self.0
-                .take_token(caller, rate, burst)
-                .await
-                .map_err(|e| e.to_string())
-        })
-    }
-
-    fn open_session<'a>(
-        &'a self,
-        caller: &'a str,
-        id: &'a str,
-        max: usize,
-        lifetime: Duration,
-    ) -> crate::server::BoxFuture<'a, Result<bool, String>> {
-        Box::pin(async move {
-            self.0
-                .open_session(caller, id, max, lifetime)
-                .await
-                .map_err(|e| e.to_string())
-        })
-    }
-
-    fn close_session<'a>(
-        &'a self,
-        caller: &'a str,
-        id: &'a str,
-    ) -> crate::server::BoxFuture<'a, ()> {
-        Box::pin(async move {
-            if let Err(e) = self.0.close_session(caller, id).await {
-                tracing::debug!("could not uncount a closed session in the shared store: {e}");
-            }
-        })
     }
 }
