@@ -96,9 +96,20 @@ impl DiskStore {
         let writer = tokio::task::spawn_blocking(move || {
             create_private_dir(&dir)?;
             let mut writer = connect(&path, true)?;
-            let mode: String = writer
-                .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-                .map_err(|e| failed(&path, &e))?;
+            // Switching a new database to WAL takes an exclusive lock without SQLite's busy
+            // handler: another process opening it at the same moment gets SQLITE_BUSY at once
+            // (seen with two desktop clients starting together), so it is tried again here,
+            // for as long as a lock is waited for elsewhere.
+            let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+            let mode: String = loop {
+                match writer.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)) {
+                    Ok(mode) => break mode,
+                    Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    Err(e) => return Err(failed(&path, &e)),
+                }
+            };
             if !mode.eq_ignore_ascii_case("wal") {
                 return Err(KvError::Unavailable(format!(
                     "cannot open {} in WAL mode (it stays in `{mode}` mode): the state \
@@ -667,6 +678,14 @@ fn to_usage((bytes, keys): (i64, i64), path: &Path) -> Result<Usage, KvError> {
 fn text(bytes: Vec<u8>, path: &Path) -> Result<String, KvError> {
     String::from_utf8(bytes)
         .map_err(|_| KvError::Backend(format!("{} holds a name that is not UTF-8", path.display())))
+}
+
+/// Whether `error` is a lock another connection holds.
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
 
 /// A SQLite failure on `path`, as a [`KvError`]: a lock another process held for longer than
