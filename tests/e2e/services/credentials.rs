@@ -27,10 +27,10 @@ use super::oauth::free_port;
 use crate::support::{STEP, mcpbox, plugin_dir, post};
 use crate::tools;
 use harness::{
-    Browser, LINK_REQUIRED, LinkingClient, SHORT_LIFE_SECS, Setup, assert_holds_none,
-    assert_logs_clean, audit_lines, call, call_with, events_of, is_linked, issues_of,
-    link_and_refresh, link_through_client, link_url, ok_text, python_client, result_text, rpc_body,
-    unlink, with_param,
+    Browser, LINK_REQUIRED, LinkingClient, SHORT_LIFE_SECS, Setup, assert_each_user_sent_their_own,
+    assert_holds_none, assert_logs_clean, audit_lines, call, call_with, events_of, is_linked,
+    issues_of, link_and_refresh, link_through_client, link_url, ok_text, python_client,
+    result_text, rpc_body, unlink, with_param,
 };
 
 /// Alice and bob each link their own account; their calls, interleaved, each carry their own
@@ -85,20 +85,7 @@ async fn each_user_gets_their_own_token() {
     let seen = setup.api.seen_at("/repos/");
     assert_eq!(seen.len(), 8, "two linked calls and six more: {seen:?}");
     let tokens = setup.provider.access_tokens().await;
-    for request in &seen {
-        let user = if request.path.contains("alice-repo") {
-            "alice"
-        } else {
-            "bob"
-        };
-        assert_eq!(request.sub.as_deref(), Some(user), "{request:?}");
-        let own = &tokens[usize::from(user == "bob")];
-        assert_eq!(
-            request.authorization.as_deref(),
-            Some(format!("Bearer {own}").as_str()),
-            "{request:?}"
-        );
-    }
+    assert_each_user_sent_their_own(&seen, &tokens);
     assert!(is_linked(&server, &alice, "github").await);
     assert!(is_linked(&server, &bob, "github").await);
     assert_logs_clean(&setup, &[&server]).await;

@@ -11,8 +11,8 @@ use serde_json::Value;
 use crate::support::STEP;
 
 use super::harness::{
-    Mcpbox, Setup, assert_holds_none, audit_lines, call, issues_of, ok_text, private_file,
-    result_text,
+    Mcpbox, Setup, assert_each_user_sent_their_own, assert_holds_none, audit_lines, call,
+    issues_of, ok_text, private_file, result_text,
 };
 
 const EXCHANGE_CLIENT: &str = "mcpbox-exchange";
@@ -116,20 +116,7 @@ async fn token_exchange_acts_as_each_signed_in_caller() {
     let issued = strings(&stats["tokens"]);
     let seen = setup.api.seen_at("/repos/");
     assert_eq!(seen.len(), 6, "{seen:?}");
-    for request in &seen {
-        let user = if request.path.contains("alice-repo") {
-            "alice"
-        } else {
-            "bob"
-        };
-        assert_eq!(request.sub.as_deref(), Some(user), "{request:?}");
-        let own = &issued[usize::from(user == "bob")];
-        assert_eq!(
-            request.authorization.as_deref(),
-            Some(format!("Bearer {own}").as_str()),
-            "{request:?}"
-        );
-    }
+    assert_each_user_sent_their_own(&seen, &issued);
 
     // Alice signs in again: her new token is exchanged, and the calls carry the new result.
     let renewed = setup

@@ -580,6 +580,28 @@ pub(super) fn with_param(url: &str, name: &str, value: &str) -> String {
 }
 
 /// Nothing in `haystack` holds any of `tokens`.
+/// Each request the fake API saw for alice's or bob's repository names that user (`sub`) and
+/// carries that user's own token: `tokens[0]` alice's, `tokens[1]` bob's.
+pub(super) fn assert_each_user_sent_their_own(
+    seen: &[super::super::fake_api::Seen],
+    tokens: &[String],
+) {
+    for request in seen {
+        let user = if request.path.contains("alice-repo") {
+            "alice"
+        } else {
+            "bob"
+        };
+        assert_eq!(request.sub.as_deref(), Some(user), "{request:?}");
+        let own = &tokens[usize::from(user == "bob")];
+        assert_eq!(
+            request.authorization.as_deref(),
+            Some(format!("Bearer {own}").as_str()),
+            "{request:?}"
+        );
+    }
+}
+
 pub(super) fn assert_holds_none(what: &str, haystack: &[u8], tokens: &[String]) {
     assert!(!tokens.is_empty(), "no tokens to look for");
     for token in tokens {
