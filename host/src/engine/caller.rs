@@ -25,7 +25,7 @@ use crate::principal::{Kind, Principal, Scopes};
     missing_docs,
     reason = "generated from the WIT contract, which carries the docs"
 )]
-mod bindings {
+pub(super) mod bindings {
     wasmtime::component::bindgen!({
         inline: "
             package mcpbox:host-imports;
@@ -134,7 +134,7 @@ impl caller::Host for CallerCtx {
 }
 
 /// The [`HasData`] marker under which the interface is linked.
-struct Caller;
+pub(super) struct Caller;
 
 impl HasData for Caller {
     type Data<'a> = &'a mut CallerCtx;

@@ -33,6 +33,7 @@ mod egress;
 mod http;
 mod keyvalue;
 mod meter;
+mod p3;
 mod plugin;
 mod plugin_host;
 mod state;
@@ -353,6 +354,9 @@ fn make_engine(sizes: EngineSizes) -> Result<(Engine, Linker<HostState>), Engine
         .decommit_batch_size(1);
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
+        // WASI 0.3 plugins: the component model's async ABI, `stream` and `future`
+        // (`engine::p3`).
+        .wasm_component_model_async(true)
         .consume_fuel(true)
         .epoch_interruption(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
@@ -373,6 +377,7 @@ fn make_engine(sizes: EngineSizes) -> Result<(Engine, Linker<HostState>), Engine
         HostState::plugin_host,
     )
     .map_err(EngineError)?;
+    p3::add_to_linker(&mut linker).map_err(EngineError)?;
     keyvalue::add_to_linker(&mut linker, HostState::keyvalue).map_err(EngineError)?;
     caller::add_to_linker(&mut linker, HostState::caller).map_err(EngineError)?;
     config::add_to_linker(&mut linker, HostState::config).map_err(EngineError)?;

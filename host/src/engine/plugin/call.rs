@@ -212,6 +212,11 @@ pub(super) fn host_failure(error: &wasmtime::Error) -> CallError {
             limit: super::super::state::MAX_HANDLES_PER_CALL,
         };
     }
+    if said(super::p3::TOO_MANY_CONCURRENT) {
+        return CallError::HandleLimit {
+            limit: super::p3::MAX_CONCURRENT_PER_CALL,
+        };
+    }
     if said("fuel allocated for hostcalls has been exhausted") {
         return CallError::HostCallData {
             limit: HOSTCALL_DATA_BYTES,

@@ -63,6 +63,7 @@ use crate::policy::{CredentialGrant, HttpGrant, Instances, Limits, PluginName, P
 use crate::principal::Principal;
 
 mod call;
+mod p3;
 mod reuse;
 mod start;
 
@@ -81,27 +82,35 @@ pub struct Exports {
     prompts: Option<prompts::GuestIndices>,
     resources: Option<resources::GuestIndices>,
     completion: Option<completion::GuestIndices>,
+    /// The `mcpbox:plugin@0.3.0` interfaces, for a WASI 0.3 component (then the four above
+    /// are none).
+    v3: Option<p3::Exports3>,
 }
 
 impl Exports {
+    /// Whether the plugin is a WASI 0.3 component (`mcpbox:plugin@0.3.0`).
+    pub fn is_v3(&self) -> bool {
+        self.v3.is_some()
+    }
+
     /// Whether the plugin exports `tools`.
     pub fn tools(&self) -> bool {
-        self.tools.is_some()
+        self.tools.is_some() || self.v3.as_ref().is_some_and(|v3| v3.tools.is_some())
     }
 
     /// Whether the plugin exports `prompts`.
     pub fn prompts(&self) -> bool {
-        self.prompts.is_some()
+        self.prompts.is_some() || self.v3.as_ref().is_some_and(|v3| v3.prompts.is_some())
     }
 
     /// Whether the plugin exports `resources`.
     pub fn resources(&self) -> bool {
-        self.resources.is_some()
+        self.resources.is_some() || self.v3.as_ref().is_some_and(|v3| v3.resources.is_some())
     }
 
     /// Whether the plugin exports `completion`.
     pub fn completion(&self) -> bool {
-        self.completion.is_some()
+        self.completion.is_some() || self.v3.as_ref().is_some_and(|v3| v3.completion.is_some())
     }
 }
 
@@ -250,6 +259,7 @@ impl PluginCode {
             prompts: prompts::GuestIndices::new(&pre).ok(),
             resources: resources::GuestIndices::new(&pre).ok(),
             completion: completion::GuestIndices::new(&pre).ok(),
+            v3: p3::Exports3::of(&pre),
         };
         if !(exports.tools() || exports.prompts() || exports.resources() || exports.completion()) {
             let engine = &runtime.engine;
@@ -348,6 +358,9 @@ impl PluginCode {
     /// Read every list the plugin offers, in one instance. This also type-checks each
     /// exported interface against the contract.
     pub async fn read_lists(&self) -> Result<PluginLists, CallError> {
+        if let Some(v3) = self.v3() {
+            return self.read_lists_v3(v3.clone()).await;
+        }
         let meter = CallMeter::start(&self.name, CallKind::List, "");
         let denied = Arc::clone(&meter.denied);
         let work = async move |code: &PluginCode| {
@@ -389,6 +402,10 @@ impl PluginCode {
         arguments: &str,
         host: Arc<dyn CallHost>,
     ) -> Result<Result<ToolResult, GuestError>, CallError> {
+        if let Some(v3) = self.v3() {
+            let indices = v3.tools.clone().ok_or(CallError::NotExported("tools"))?;
+            return self.call_tool_v3(indices, name, arguments, host).await;
+        }
         let indices = self
             .exports
             .tools
@@ -439,6 +456,13 @@ impl PluginCode {
         arguments: &[(String, String)],
         host: Arc<dyn CallHost>,
     ) -> Result<Result<Vec<PromptMessage>, GuestError>, CallError> {
+        if let Some(v3) = self.v3() {
+            let indices = v3
+                .prompts
+                .clone()
+                .ok_or(CallError::NotExported("prompts"))?;
+            return self.get_prompt_v3(indices, name, arguments, host).await;
+        }
         let indices = self
             .exports
             .prompts
@@ -467,6 +491,13 @@ impl PluginCode {
         uri: &str,
         host: Arc<dyn CallHost>,
     ) -> Result<Result<Vec<ResourceContents>, GuestError>, CallError> {
+        if let Some(v3) = self.v3() {
+            let indices = v3
+                .resources
+                .clone()
+                .ok_or(CallError::NotExported("resources"))?;
+            return self.read_resource_v3(indices, uri, host).await;
+        }
         let indices = self
             .exports
             .resources
@@ -497,6 +528,15 @@ impl PluginCode {
         context: &[(String, String)],
         host: Arc<dyn CallHost>,
     ) -> Result<Result<CompletionResult, GuestError>, CallError> {
+        if let Some(v3) = self.v3() {
+            let indices = v3
+                .completion
+                .clone()
+                .ok_or(CallError::NotExported("completion"))?;
+            return self
+                .complete_v3(indices, reference, argument, value, context, host)
+                .await;
+        }
         let indices = self
             .exports
             .completion
