@@ -128,6 +128,8 @@ mod content;
 pub mod host;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "p3")]
+pub mod p3;
 mod prompts;
 mod resources;
 pub mod state;
