@@ -66,4 +66,5 @@ mod time;
 mod tools;
 #[cfg(feature = "otel")]
 mod traces;
+mod wasi_p3;
 mod workspace;
