@@ -16,7 +16,7 @@ bench=()
 for arg in "$@"; do
   case "$arg" in
     --with-test-plugins) fixtures=(hostile host-probe tools-only slow-list kv-probe kv-draft caller-probe p3-probe) ;;
-    --with-bench-plugin) bench=(bench-tools) ;;
+    --with-bench-plugin) bench=(bench-tools fanout fanout-p2) ;;
     *) echo "unknown option: $arg (expected --with-test-plugins or --with-bench-plugin)" >&2; exit 2 ;;
   esac
 done
