@@ -44,6 +44,7 @@ exec target/release/mcpbench \
   --mcpbox target/release/mcpbox \
   --native target/release/native-echo \
   --plugin target/bench-plugins/bench_tools.wasm \
+  --fanout-plugins target/bench-plugins \
   --alt-plugin target/plugins/echo_tools.wasm \
   --work target/bench/work \
   --out target/bench/report.md \

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 mod brokered;
+mod fanout;
 mod principals;
 mod reference;
 mod scale;
@@ -74,6 +75,10 @@ struct Args {
     /// reference part.
     #[arg(long)]
     examples: Option<PathBuf>,
+    /// Where `fanout.wasm` and `fanout_p2.wasm` are (`target/bench-plugins`), for the fanout
+    /// part; without it the part is skipped.
+    #[arg(long)]
+    fanout_plugins: Option<PathBuf>,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Part>,
@@ -104,6 +109,9 @@ enum Part {
     /// A plugin's request to a host granted as the caller (the token attached) against the
     /// same request granted plainly: embedded and Redis.
     Brokered,
+    /// One call fetching N slow loopback URLs: a WASI 0.3 plugin (at once) against the same
+    /// tool on 0.2 (one after the other).
+    Fanout,
 }
 
 /// How many iterations each measurement takes.
@@ -278,6 +286,15 @@ async fn main() -> anyhow::Result<()> {
     if run(Part::Brokered) {
         eprintln!("== brokered credentials (HTTP, 2026-07-28)");
         brokered::brokered_rows(&mut report, &bench, &sizes).await?;
+    }
+    if run(Part::Fanout) {
+        match &args.fanout_plugins {
+            Some(plugins) => {
+                eprintln!("== WASI 0.3 against 0.2: one call, N slow upstreams");
+                fanout::fanout_rows(&mut report, &bench, &sizes, plugins).await?;
+            }
+            None => eprintln!("no --fanout-plugins: the fanout part is skipped"),
+        }
     }
     if run(Part::Scale) {
         match scale::find_haproxy() {
