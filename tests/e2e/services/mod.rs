@@ -40,3 +40,4 @@ mod scale;
 mod state_redis;
 mod status;
 mod tasks_shared;
+mod wasi_p3_python;
