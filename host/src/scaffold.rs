@@ -35,6 +35,20 @@ pub enum Lang {
     Js,
 }
 
+/// Which WASI a project's component targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Wasi {
+    /// WASI 0.2: the `mcpbox:plugin@0.1.0` contract, synchronous calls.
+    #[default]
+    #[value(name = "0.2")]
+    P2,
+    /// WASI 0.3: the `mcpbox:plugin@0.3.0` contract, `async fn` tools that stream (Rust only).
+    #[value(name = "0.3")]
+    P3,
+}
+
+mod p3;
+
 /// Where a Rust project finds the SDK.
 fn sdk_dependency(sdk: Option<&Path>) -> anyhow::Result<String> {
     let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
@@ -77,6 +91,7 @@ pub fn valid_name(name: &str) -> bool {
 pub fn new_project(
     name: &str,
     lang: Lang,
+    wasi: Wasi,
     dir: &Path,
     sdk: Option<&Path>,
 ) -> anyhow::Result<String> {
@@ -85,6 +100,13 @@ pub fn new_project(
             "invalid plugin name `{name}`: use 1 to 64 lower-case letters, digits, `_` and `-`, \
              starting with a letter (it becomes the component's file name and the plugin's \
              name in mcpbox)"
+        );
+    }
+    if wasi == Wasi::P3 && lang != Lang::Rust {
+        bail!(
+            "--wasi 0.3 writes Rust projects only: componentize-py 0.25.1 builds WASI 0.3 \
+             components but mcpbox's Python helper has no 0.3 form yet, and componentize-js \
+             0.23.0 cannot build them (PLUGINS.md, WASI 0.3)"
         );
     }
     if dir.exists()
@@ -99,6 +121,7 @@ pub fn new_project(
     // with `-` as `_`, so every language does the same.
     let stem = name.replace('-', "_");
     let files = match lang {
+        Lang::Rust if wasi == Wasi::P3 => p3::rust(name, &stem, &sdk_dependency(sdk)?),
         Lang::Rust => rust(name, &stem, &sdk_dependency(sdk)?),
         Lang::Python => python(&stem),
         Lang::Js => js(name, &stem),
@@ -121,7 +144,11 @@ pub fn new_project(
             next,
             "  cd {shown}\n  cargo test                                    # the unit test\n  \
              rustup target add wasm32-wasip2\n  cargo build --release --target wasm32-wasip2\n  \
-             mcpbox call target/wasm32-wasip2/release/{stem}.wasm hello --args '{{\"name\": \"Ada\"}}'\n"
+             mcpbox call target/wasm32-wasip2/release/{stem}.wasm hello --args '{}'\n",
+            match wasi {
+                Wasi::P2 => r#"{"name": "Ada"}"#,
+                Wasi::P3 => r#"{"names": ["Ada", "Grace"]}"#,
+            }
         ),
         Lang::Python => write!(
             next,

@@ -356,3 +356,52 @@ async fn hot_reload_swaps_one_plugin_between_its_0_2_and_0_3_builds() {
         ("0.2 again".to_owned(), false)
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcpbox_new_wasi_0_3_writes_a_rust_project_that_builds_and_streams() {
+    use crate::languages::{root, run_in};
+    tokio::task::block_in_place(|| {
+        let parent = tempfile::tempdir().unwrap();
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+            .args(["new", "hello-p3", "--wasi", "0.3"])
+            .current_dir(parent.path())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success() && said.contains("next:"), "{said}");
+        let project = parent.path().join("hello-p3");
+        let target = root().join("target/new-plugins");
+        let target = target.to_str().unwrap();
+        let said = run_in(&project, &["cargo", "test", "--target-dir", target], &[]);
+        assert!(said.contains("test result: ok. 1 passed"), "{said}");
+        run_in(
+            &project,
+            &[
+                "cargo",
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--target-dir",
+                target,
+            ],
+            &[],
+        );
+        let wasm = root().join("target/new-plugins/wasm32-wasip2/release/hello_p3.wasm");
+        let said = run_in(
+            &project,
+            &[
+                "mcpbox",
+                "call",
+                wasm.to_str().unwrap(),
+                "hello",
+                "--args",
+                r#"{"names": ["Ada", "Grace"]}"#,
+            ],
+            &[],
+        );
+        for line in ["Hello, Ada!", "Hello, Grace!", "greeted 2"] {
+            assert!(said.contains(line), "{line} in {said}");
+        }
+    });
+}

@@ -286,8 +286,13 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 .dir
                 .clone()
                 .unwrap_or_else(|| PathBuf::from(&args.name));
-            let next =
-                crate::scaffold::new_project(&args.name, args.lang, &dir, args.sdk.as_deref())?;
+            let next = crate::scaffold::new_project(
+                &args.name,
+                args.lang,
+                args.wasi,
+                &dir,
+                args.sdk.as_deref(),
+            )?;
             return Ok(Outcome {
                 output: Some(next),
                 failed: false,
