@@ -405,3 +405,31 @@ async fn mcpbox_new_wasi_0_3_writes_a_rust_project_that_builds_and_streams() {
         }
     });
 }
+
+#[tokio::test]
+async fn a_cancelled_0_3_call_stops_and_frees_its_instance() {
+    let dir = plugin_dir(&[("p3_probe", "p3_probe.wasm")]);
+    manifest(dir.path(), "p3_probe", "[limits]\ntimeout-ms = 60000\n");
+    // One instance slot: the next call can only run once the cancelled one is gone.
+    let mut raw = Raw::initialized(dir.path(), &["--max-instances", "1"]).await;
+    raw.send(br#"{"jsonrpc":"2.0","id":"held","method":"tools/call","params":{"name":"hold_stream","arguments":{},"_meta":{"progressToken":"p"}}}"#).await;
+    let first = raw.recv().await;
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    assert_eq!(first["params"]["message"], "first", "{first}");
+    raw.send(
+        br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"held"}}"#,
+    )
+    .await;
+    raw.send(br#"{"jsonrpc":"2.0","id":"next","method":"tools/call","params":{"name":"echo3","arguments":{"text":"after"}}}"#).await;
+    loop {
+        let message = raw.recv().await;
+        assert_ne!(
+            message["id"], "held",
+            "a cancelled request must get no response: {message}"
+        );
+        if message["id"] == "next" {
+            assert_eq!(texts(&message["result"]), ["after"]);
+            break;
+        }
+    }
+}

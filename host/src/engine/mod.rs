@@ -232,7 +232,8 @@ pub enum LoadError {
     Link(#[source] wasmtime::Error),
     /// It exports none of the plugin interfaces.
     #[error(
-        "exports none of the mcpbox:plugin@0.1.0 interfaces (tools, prompts, resources, completion); \
+        "exports none of the mcpbox:plugin@0.1.0 interfaces (tools, prompts, resources, completion), \
+         nor those of mcpbox:plugin@0.3.0; \
          it exports: {0}"
     )]
     WrongWorld(String),

@@ -65,7 +65,7 @@ impl ActiveCall {
     ) -> Result<G, CallError> {
         load(&mut self.store, &self.instance).map_err(|e| {
             CallError::Host(format!(
-                "its exports do not match the mcpbox:plugin@0.1.0 contract: {e:#}"
+                "its exports do not match the mcpbox:plugin contract it targets: {e:#}"
             ))
         })
     }
