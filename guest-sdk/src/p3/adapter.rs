@@ -32,7 +32,9 @@ impl<P: Plugin> tools::Guest for Adapter<P> {
     ) {
         let (writer, reader) = wit_stream::new::<Content>();
         let (result_writer, result) = wit_future::new::<Result<ToolResult, Error>>(|| {
-            Err(Error::Internal("the tool ended without a result".to_owned()))
+            Err(Error::Internal(
+                "the tool ended without a result".to_owned(),
+            ))
         });
         wit_bindgen::spawn_local(async move {
             let mut tools = Tools::calling(&name, &arguments, Output::new(writer));

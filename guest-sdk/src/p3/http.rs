@@ -54,7 +54,9 @@ pub async fn get(url: &str) -> Result<Reply, String> {
 
 fn describe(error: &ErrorCode) -> String {
     match error {
-        ErrorCode::HttpRequestDenied => "the request was denied (the host is not granted)".to_owned(),
+        ErrorCode::HttpRequestDenied => {
+            "the request was denied (the host is not granted)".to_owned()
+        }
         other => format!("{other:?}"),
     }
 }

@@ -11,21 +11,31 @@ struct Urls {
     urls: Vec<String>,
 }
 
-fn fetch_all(args: Urls) -> ToolResult {
+fn fetch_all(Urls { urls }: Urls) -> ToolResult {
     let mut lines = Vec::new();
     let mut fetched = 0;
-    for url in &args.urls {
+    for url in &urls {
         lines.push(match mcpbox_sdk::http::get(url) {
             Ok(reply) => {
                 fetched += 1;
                 let text = reply.text();
-                let first: String = text.lines().next().unwrap_or("").chars().take(120).collect();
-                format!("{url}: {} ({} bytes) {first}", reply.status, reply.body.len())
+                let first: String = text
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(120)
+                    .collect();
+                format!(
+                    "{url}: {} ({} bytes) {first}",
+                    reply.status,
+                    reply.body.len()
+                )
             }
             Err(e) => format!("{url}: failed: {e}"),
         });
     }
-    lines.push(format!("{fetched} of {} fetched", args.urls.len()));
+    lines.push(format!("{fetched} of {} fetched", urls.len()));
     ToolResult {
         content: lines.into_iter().map(Content::text).collect(),
         structured: None,

@@ -56,8 +56,11 @@ struct Fanout;
 impl Plugin for Fanout {
     fn tools(tools: &mut Tools) {
         tools.add(
-            Tool::new("fetch_all", "Fetch several URLs at once; stream each answer as it comes")
-                .read_only(true),
+            Tool::new(
+                "fetch_all",
+                "Fetch several URLs at once; stream each answer as it comes",
+            )
+            .read_only(true),
             fetch_all,
         );
     }

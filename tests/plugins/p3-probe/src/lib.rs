@@ -61,7 +61,11 @@ async fn fetch_all(args: Urls, mut out: Output) -> Result<String, String> {
         let line = match reply {
             Ok(reply) => {
                 ok += 1;
-                format!("{url}: {} {}", reply.status, String::from_utf8_lossy(&reply.body))
+                format!(
+                    "{url}: {} {}",
+                    reply.status,
+                    String::from_utf8_lossy(&reply.body)
+                )
             }
             Err(e) => format!("{url}: failed: {e}"),
         };
@@ -146,7 +150,10 @@ impl Plugin for Probe {
             .add(Tool::new("fetch_all", "Fetch URLs at once"), fetch_all)
             .add(Tool::new("wait_forever", "Await forever"), wait_forever)
             .add(Tool::new("spawn_many", "Spawn n futures"), spawn_many)
-            .add(Tool::new("hold_stream", "Hold the stream open"), hold_stream)
+            .add(
+                Tool::new("hold_stream", "Hold the stream open"),
+                hold_stream,
+            )
             .add(Tool::new("drop_mid_write", "Drop a write"), drop_mid_write)
             .add(Tool::new("burn3", "Burn fuel"), burn)
             .add(Tool::new("grow3", "Grow memory"), grow)
@@ -160,9 +167,10 @@ impl Plugin for Probe {
     }
 
     fn resources(resources: &mut Resources) {
-        resources.add(ResourceInfo::new("probe3://hello", "hello"), || {
-            "hello from 0.3"
-        });
+        resources.add(
+            ResourceInfo::new("probe3://hello", "hello"),
+            || "hello from 0.3",
+        );
     }
 
     fn completions(completions: &mut Completions) {
