@@ -44,7 +44,6 @@ mod languages;
 mod listings;
 mod loading;
 mod metrics;
-mod modern;
 mod multi_user;
 mod naming;
 mod own_machine;
@@ -66,4 +65,5 @@ mod time;
 mod tools;
 #[cfg(feature = "otel")]
 mod traces;
+mod v2026;
 mod workspace;

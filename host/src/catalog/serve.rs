@@ -30,7 +30,7 @@ use crate::server::{
 /// Whether the request's revision takes structured content of any JSON type (2026-07-28) or
 /// only an object (2025-11-25).
 fn ctx_accepts_any_structured(ctx: &RequestContext) -> bool {
-    ctx.is_stateless()
+    ctx.is_v2026()
 }
 
 /// The caller may use the item behind `gate`, served by `plugin`: it holds the plugin's scopes
@@ -264,9 +264,9 @@ impl Backend for PluginSet {
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
         ctx.bind_plugin(plugin.component_digest())?;
         let links = LinkSlot::default();
-        let host = ClientBridge::linking(plugin, ctx.clone(), self.hub.clone(), links.clone());
+        let reach = ClientBridge::linking(plugin, ctx.clone(), self.hub.clone(), links.clone());
         let request = Request::Prompt;
-        let outcome = match plugin.get_prompt(&entry.own, &arguments, host).await {
+        let outcome = match plugin.get_prompt(&entry.own, &arguments, reach).await {
             Ok(Ok(messages)) => convert::prompt_result(&entry.description, &messages)
                 .and_then(|result| within_limit(plugin, result, request)),
             Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), request),
@@ -326,9 +326,9 @@ impl Backend for PluginSet {
         caller_may_use(&ctx, plugin, gate)?;
         ctx.bind_plugin(plugin.component_digest())?;
         let links = LinkSlot::default();
-        let host = ClientBridge::linking(plugin, ctx.clone(), self.hub.clone(), links.clone());
+        let reach = ClientBridge::linking(plugin, ctx.clone(), self.hub.clone(), links.clone());
         let request = Request::Resource(uri);
-        let outcome = match plugin.read_resource(uri, host).await {
+        let outcome = match plugin.read_resource(uri, reach).await {
             Ok(Ok(contents)) => convert::read_result(&contents)
                 .and_then(|result| within_limit(plugin, result, request)),
             Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), request),
@@ -384,9 +384,9 @@ impl Backend for PluginSet {
             .map(|c| c.arguments.into_iter().collect())
             .unwrap_or_default();
         let argument = &params.argument;
-        let host = ClientBridge::host(plugin, ctx, self.hub.clone());
+        let reach = ClientBridge::new(plugin, ctx, self.hub.clone());
         match plugin
-            .complete(&reference, &argument.name, &argument.value, &context, host)
+            .complete(&reference, &argument.name, &argument.value, &context, reach)
             .await
         {
             Ok(Ok(result)) => convert::completion_result(result),
@@ -443,9 +443,9 @@ impl PluginSet {
         } else {
             Request::Tool
         };
-        let host = ClientBridge::linking(plugin, ctx, self.hub.clone(), links);
+        let reach = ClientBridge::linking(plugin, ctx, self.hub.clone(), links);
         let outcome = plugin
-            .call_tool(own, arguments.get(), host)
+            .call_tool(own, arguments.get(), reach)
             .instrument(span)
             .await;
         let result = match outcome {

@@ -12,8 +12,8 @@ use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::context::{Cancellation, Outbound};
-use super::legacy::to_raw;
-use super::session::{Answer, Era, Session, Status, answer};
+use super::session::{Answer, Revision, Session, Status, answer};
+use super::v2025::to_raw;
 use super::{Backend, Budgeted, ServerEvent};
 use crate::principal::Principal;
 use crate::protocol::RequestId;
@@ -114,7 +114,7 @@ impl<B: Backend> Session<B> {
             let event = tokio::select! {
                 () = cancellation.cancelled() => return None,
                 () = &mut closed => {
-                    return Some(answer(&id, to_raw(&v2026::listen_closed(&id)), Era::Modern));
+                    return Some(answer(&id, to_raw(&v2026::listen_closed(&id)), Revision::V2026));
                 }
                 event = next_event(&mut events) => event,
             };
@@ -139,7 +139,7 @@ impl<B: Backend> Session<B> {
                     tokio::select! {
                         () = cancellation.cancelled() => return None,
                         () = &mut closed => {
-                            return Some(answer(&id, to_raw(&v2026::listen_closed(&id)), Era::Modern));
+                            return Some(answer(&id, to_raw(&v2026::listen_closed(&id)), Revision::V2026));
                         }
                     }
                 }

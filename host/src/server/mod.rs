@@ -18,13 +18,13 @@ mod budget;
 mod context;
 mod dispatch;
 mod events;
-mod legacy;
 mod listen;
-mod modern;
 mod mrtr;
 mod rate;
 mod session;
 mod tasks;
+mod v2025;
+mod v2026;
 
 use std::collections::BTreeMap;
 
@@ -42,7 +42,7 @@ pub use crate::protocol::result::ChangedList;
 pub use audit::{AuditOutcome, AuditRecord, AuditSink, AuditSlot};
 pub use bounds::{
     AT_LIMIT, AtLimit, Capacity, DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_MAX_SESSIONS, HostLimits, RETRY_AFTER_SECS, Share,
+    DEFAULT_MAX_SESSIONS, ProcessLimits, RETRY_AFTER_SECS, Share,
 };
 pub use budget::{
     BoxFuture, Budget, BudgetConfig, BudgetPatch, BudgetUse, Budgeted, Budgets, Held, OVER_BUDGET,
@@ -53,7 +53,8 @@ pub use events::forward_events;
 pub use mrtr::{INPUT_KEY_META, StateKey};
 pub use rate::{Admission, RateLimit, WarnEvery};
 pub use session::{
-    Answer, Era, INSUFFICIENT_SCOPE, Mode, Pending, Refusal, Session, Status, insufficient_scope,
+    Answer, INSUFFICIENT_SCOPE, Mode, Pending, Refusal, Revision, Session, Status,
+    insufficient_scope,
 };
 pub use tasks::{
     DEFAULT_MAX_TASKS_PER_CALLER, DEFAULT_TASK_BYTES_PER_CALLER, DEFAULT_TASK_RECORDS_PER_CALLER,
@@ -64,9 +65,10 @@ pub use tasks::{
 /// The most rounds of input requests one request may make, by default.
 pub const DEFAULT_MAX_INPUT_ROUNDS: u32 = 8;
 
-/// Settings of the 2026-07-28 side, shared by every session of a process.
+/// What every session of a process shares: the 2026-07-28 input rounds (`requestState`) and
+/// caching hints, and for both revisions the global bounds, the audit log, budgets and tasks.
 #[derive(Debug, Clone)]
-pub struct ModernSettings {
+pub struct SessionSettings {
     /// Signs `requestState`.
     pub state_key: StateKey,
     /// How long a `requestState` stays valid.
@@ -74,7 +76,7 @@ pub struct ModernSettings {
     /// The most rounds of input requests one request may make (each `input_required` is one).
     pub max_input_rounds: u32,
     /// The global bounds every session and transport of the process shares.
-    pub limits: std::sync::Arc<HostLimits>,
+    pub limits: std::sync::Arc<ProcessLimits>,
     /// `ttlMs` of `server/discover` and list results.
     pub list_ttl_ms: u64,
     /// `ttlMs` of `resources/read` results.
@@ -87,7 +89,7 @@ pub struct ModernSettings {
     pub tasks: std::sync::Arc<Tasks>,
 }
 
-impl Default for ModernSettings {
+impl Default for SessionSettings {
     fn default() -> Self {
         Self {
             state_key: StateKey::random(),
@@ -152,7 +154,7 @@ impl Offers {
 
     /// The capabilities declared to 2026-07-28 clients: the same, and the tasks extension
     /// when some tool may run as a task.
-    pub fn modern_capabilities(self) -> ServerCapabilities {
+    pub fn v2026_capabilities(self) -> ServerCapabilities {
         let mut capabilities = self.capabilities();
         if self.tasks {
             capabilities.extensions.get_or_insert_default().tasks = Some(Empty {});

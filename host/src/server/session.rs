@@ -24,8 +24,8 @@ pub(super) use self::answer::answer;
 pub use self::answer::{Answer, INSUFFICIENT_SCOPE, Status, insufficient_scope};
 use super::audit::{AuditOutcome, AuditStart};
 use super::context::{Cancellation, Outbound, SessionId};
-use super::legacy::Legacy;
-use super::{Backend, MethodResult, ModernSettings, OverBudget};
+use super::v2025::V2025State;
+use super::{Backend, MethodResult, OverBudget, SessionSettings};
 use crate::principal::Principal;
 use crate::protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::protocol::jsonrpc::{encode_batch, encode_error};
@@ -45,18 +45,18 @@ pub enum Mode {
     /// Both, chosen per message (stdio: one process, any client).
     Dual,
     /// Only the 2025-11-25 handshake era (an HTTP session created by `initialize`).
-    Legacy,
+    V2025,
     /// Only 2026-07-28 (the stateless HTTP endpoint).
-    Modern,
+    V2026,
 }
 
 /// The revision a message belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
+pub enum Revision {
     /// 2025-11-25 and older.
-    Legacy,
+    V2025,
     /// 2026-07-28.
-    Modern,
+    V2026,
 }
 
 /// The trace span of one request (exported only with `--otlp-endpoint`), parented on the trace
@@ -172,8 +172,8 @@ impl Pending {
 pub struct Session<B> {
     backend: Arc<B>,
     mode: Mode,
-    pub(super) settings: Arc<ModernSettings>,
-    pub(super) legacy: Legacy,
+    pub(super) settings: Arc<SessionSettings>,
+    pub(super) v2025: V2025State,
     in_flight: Mutex<HashMap<RequestId, Arc<Cancellation>>>,
     /// Held while accepting: a message that changes session state holds it until handled.
     order: tokio::sync::Mutex<()>,
@@ -199,27 +199,27 @@ impl Drop for SessionEnd {
 
 impl<B> Session<B> {
     /// The process's global bounds, which this session shares.
-    pub fn limits(&self) -> &super::HostLimits {
+    pub fn limits(&self) -> &super::ProcessLimits {
         &self.settings.limits
     }
 }
 
 impl<B: Backend> Session<B> {
     /// A new session serving `backend`.
-    pub fn new(backend: Arc<B>, mode: Mode, settings: Arc<ModernSettings>) -> Self {
+    pub fn new(backend: Arc<B>, mode: Mode, settings: Arc<SessionSettings>) -> Self {
         Self {
             mode,
             settings,
-            legacy: Legacy::default(),
+            v2025: V2025State::default(),
             in_flight: Mutex::new(HashMap::new()),
             order: tokio::sync::Mutex::new(()),
             closing: watch::channel(false).0,
             _open: match mode {
                 Mode::Dual => Some(crate::metrics::metrics().session("stdio")),
-                Mode::Legacy => Some(crate::metrics::metrics().session("http")),
-                Mode::Modern => None,
+                Mode::V2025 => Some(crate::metrics::metrics().session("http")),
+                Mode::V2026 => None,
             },
-            ended: (mode != Mode::Modern).then(|| {
+            ended: (mode != Mode::V2026).then(|| {
                 let backend = Arc::clone(&backend);
                 SessionEnd {
                     id: SessionId::next(),
@@ -241,12 +241,12 @@ impl<B: Backend> Session<B> {
 
     /// Whether a 2025-11-25 client completed `initialize` on this session.
     pub fn is_initialized(&self) -> bool {
-        self.legacy.is_initialized()
+        self.v2025.is_initialized()
     }
 
     /// The protocol version agreed at `initialize`, once it has been answered.
     pub fn protocol_version(&self) -> Option<&'static str> {
-        self.legacy.protocol_version()
+        self.v2025.protocol_version()
     }
 
     /// The session is ending (end of input, shutdown): listen streams close with their
@@ -264,16 +264,16 @@ impl<B: Backend> Session<B> {
     }
 
     /// The revision of a request with this `_meta`, given this session's mode.
-    fn era(&self, request: &TypedRequest, headers: Option<&MirrorHeaders>) -> Era {
+    fn revision(&self, request: &TypedRequest, headers: Option<&MirrorHeaders>) -> Revision {
         match self.mode {
-            Mode::Legacy => Era::Legacy,
-            Mode::Modern => Era::Modern,
+            Mode::V2025 => Revision::V2025,
+            Mode::V2026 => Revision::V2026,
             Mode::Dual => {
                 let header = headers.and_then(|h| h.protocol_version.as_deref());
-                if v2026::is_modern(&request.meta, header) {
-                    Era::Modern
+                if v2026::is_v2026(&request.meta, header) {
+                    Revision::V2026
                 } else {
-                    Era::Legacy
+                    Revision::V2025
                 }
             }
         }
@@ -375,7 +375,7 @@ impl<B: Backend> Session<B> {
                 None
             }
             Message::Response(response) => {
-                if !self.legacy.peer().deliver(&response.id, response.outcome) {
+                if !self.v2025.peer().deliver(&response.id, response.outcome) {
                     tracing::debug!(id = %response.id, "ignored a response to no request of ours in flight");
                 }
                 None
@@ -410,13 +410,13 @@ impl<B: Backend> Session<B> {
                         ));
                     }
                 };
-                let era = self.era(&request, headers.as_ref());
-                if era == Era::Legacy && request.method.changes_session() {
+                let revision = self.revision(&request, headers.as_ref());
+                if revision == Revision::V2025 && request.method.changes_session() {
                     let meter = RequestMeter::start(&request.method);
                     // Boxed: inline, this once-a-session path would size every message's
                     // future.
                     let answer = Box::pin(
-                        self.legacy_request(
+                        self.v2025_request(
                             request,
                             outbound.clone(),
                             Arc::default(),
@@ -445,7 +445,7 @@ impl<B: Backend> Session<B> {
                             // (to its call, should that become a task), until it ends.
                             session
                                 .run(
-                                    request, era, headers, call_id, outbound, cancel, caller,
+                                    request, revision, headers, call_id, outbound, cancel, caller,
                                     audit, held,
                                 )
                                 .await
@@ -473,7 +473,7 @@ impl<B: Backend> Session<B> {
             .client_info
             .as_deref()
             .and_then(super::audit::client_name)
-            .or_else(|| self.legacy.client_name())
+            .or_else(|| self.v2025.client_name())
     }
 
     /// A request refused before it ran with `answer`: counted, audited as `outcome` (naming
@@ -541,7 +541,7 @@ impl<B: Backend> Session<B> {
     async fn run(
         self: Arc<Self>,
         request: TypedRequest,
-        era: Era,
+        revision: Revision,
         headers: Option<MirrorHeaders>,
         call_id: Option<Arc<str>>,
         outbound: Outbound,
@@ -558,10 +558,10 @@ impl<B: Backend> Session<B> {
         let id = request.id.clone();
         let method = request.method.clone();
         let handling = async {
-            match era {
-                Era::Legacy => {
+            match revision {
+                Revision::V2025 => {
                     let _place = place;
-                    self.legacy_request(
+                    self.v2025_request(
                         request,
                         outbound,
                         Arc::clone(&cancellation),
@@ -571,8 +571,8 @@ impl<B: Backend> Session<B> {
                     )
                     .await
                 }
-                Era::Modern => {
-                    self.modern_request(
+                Revision::V2026 => {
+                    self.v2026_request(
                         request,
                         headers,
                         call_id,
@@ -642,7 +642,7 @@ impl<B: Backend> Session<B> {
 
     fn notification(&self, notification: &ClientNotification) {
         match notification {
-            ClientNotification::Initialized => self.legacy.initialized(),
+            ClientNotification::Initialized => self.v2025.initialized(),
             ClientNotification::Cancelled(None) => {
                 tracing::debug!("ignored a malformed notifications/cancelled");
             }
@@ -662,7 +662,7 @@ impl<B: Backend> Session<B> {
             }
             ClientNotification::RootsListChanged => {
                 tracing::debug!("the client's roots changed");
-                self.legacy.peer().forget_roots();
+                self.v2025.peer().forget_roots();
             }
             ClientNotification::Other(method) => {
                 tracing::debug!(method, "notification not acted on");

@@ -126,13 +126,17 @@ pub const INSUFFICIENT_SCOPE: i32 = -32003;
 
 /// The answer to a request: its result, or its error with the status the error earns (on
 /// HTTP, 2026-07-28 errors have statuses of their own; 2025-11-25 errors travel under 200).
-pub(in crate::server) fn answer(id: &RequestId, outcome: MethodResult, era: Era) -> Answer {
+pub(in crate::server) fn answer(
+    id: &RequestId,
+    outcome: MethodResult,
+    revision: Revision,
+) -> Answer {
     match outcome {
         Ok(output) => Answer::ok(crate::protocol::jsonrpc::encode_result(id, &output.body)),
         Err(error) => {
             tracing::debug!(%id, code = error.code, "{}", error.message);
             let status = match error.code {
-                _ if era == Era::Legacy => Status::Ok,
+                _ if revision == Revision::V2025 => Status::Ok,
                 INVALID_PARAMS | HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION => {
                     Status::BadRequest
                 }

@@ -382,7 +382,7 @@ impl<B: Backend> Session<B> {
         // No client waits on this run: its messages go nowhere.
         let (outbound, _) = tokio::sync::mpsc::channel(1);
         let ctx = RequestContext::new(
-            Client::Stateless(Arc::new(Stateless::new(None, Some(Arc::clone(&round))))),
+            Client::V2026(Arc::new(V2026Client::new(None, Some(Arc::clone(&round))))),
             outbound,
             None,
             Arc::clone(&cancellation),

@@ -57,12 +57,12 @@ use sha2::{Digest as _, Sha256};
 use tokio::task::JoinHandle;
 
 use super::context::{
-    Cancellation, Client, RequestContext, ServerRequest, Stateless, TaskProgress,
+    Cancellation, Client, RequestContext, ServerRequest, TaskProgress, V2026Client,
 };
 use super::dispatch::dispatch;
 use super::mrtr::{Binding, InputRound, MAX_INPUT_RESPONSE_BYTES, MAX_INPUT_RESPONSES, RoundEnd};
 use super::session::Session;
-use super::{Backend, Budgeted, Held, MethodOutput, MethodResult, ModernSettings, OVER_BUDGET};
+use super::{Backend, Budgeted, Held, MethodOutput, MethodResult, OVER_BUDGET, SessionSettings};
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::error::INTERNAL_ERROR;

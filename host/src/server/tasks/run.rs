@@ -88,7 +88,7 @@ pub(super) fn spawn_call<B: Backend>(
 
 /// Follow a task's run to its end: renew its lease, stop it when cancelled (here or on
 /// another replica), and record its outcome.
-pub(super) async fn supervise(tasks: Arc<Tasks>, settings: Arc<ModernSettings>, run: Run) {
+pub(super) async fn supervise(tasks: Arc<Tasks>, settings: Arc<SessionSettings>, run: Run) {
     let Run {
         id,
         mut record,

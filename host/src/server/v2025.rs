@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use super::audit::{AuditOutcome, AuditSlot};
 use super::context::{Cancellation, Client, Outbound, Peer, RequestContext};
 use super::dispatch::dispatch;
-use super::session::{Answer, Era, Session, answer};
+use super::session::{Answer, Revision, Session, answer};
 use super::{Backend, MethodOutput, MethodResult, Offers};
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
@@ -34,7 +34,7 @@ struct Negotiated {
 
 /// The state of a 2025-11-25 session.
 #[derive(Default)]
-pub struct Legacy {
+pub struct V2025State {
     peer: Arc<Peer>,
     negotiated: OnceLock<Negotiated>,
     initialized: AtomicBool,
@@ -48,7 +48,7 @@ pub struct Legacy {
     client: OnceLock<String>,
 }
 
-impl Legacy {
+impl V2025State {
     pub(super) fn peer(&self) -> &Arc<Peer> {
         &self.peer
     }
@@ -120,7 +120,7 @@ impl Legacy {
 
 impl<B: Backend> Session<B> {
     /// Answer one 2025-11-25 request.
-    pub(super) async fn legacy_request(
+    pub(super) async fn v2025_request(
         &self,
         request: TypedRequest,
         outbound: Outbound,
@@ -130,7 +130,7 @@ impl<B: Backend> Session<B> {
         audit: Arc<AuditSlot>,
     ) -> Option<Answer> {
         let ctx = RequestContext::new(
-            Client::Session(Arc::clone(self.legacy.peer())),
+            Client::V2025(Arc::clone(self.v2025.peer())),
             outbound,
             request.meta.progress_token.clone(),
             cancellation,
@@ -140,14 +140,14 @@ impl<B: Backend> Session<B> {
         .with_audit(audit)
         .with_session(self.id());
         let outcome = self
-            .legacy_outcome(request.body, &request.method, &ctx)
+            .v2025_outcome(request.body, &request.method, &ctx)
             .await;
         ctx.finish();
         ctx.audit().outcome(AuditOutcome::of(&outcome));
-        Some(answer(&request.id, outcome, Era::Legacy))
+        Some(answer(&request.id, outcome, Revision::V2025))
     }
 
-    async fn legacy_outcome(
+    async fn v2025_outcome(
         &self,
         body: Result<ClientRequest, ErrorObject>,
         method: &Method,
@@ -169,7 +169,7 @@ impl<B: Backend> Session<B> {
             }
             _ => {}
         }
-        if !self.legacy.is_initialized() {
+        if !self.v2025.is_initialized() {
             return Err(ErrorObject::new(
                 INVALID_REQUEST,
                 format!(
@@ -180,10 +180,10 @@ impl<B: Backend> Session<B> {
         }
         match body? {
             ClientRequest::SetLevel(p) => {
-                self.legacy.peer().set_log_level(p.level);
+                self.v2025.peer().set_log_level(p.level);
                 // A client that asks for logs learns what went wrong before it connected
                 // (plugins skipped, names refused, manifests without a plugin), once.
-                if self.legacy.take_startup_report() {
+                if self.v2025.take_startup_report() {
                     for problem in self.backend().startup_problems() {
                         let message = LoggingMessage {
                             level: LogLevel::Warning,
@@ -196,11 +196,11 @@ impl<B: Backend> Session<B> {
                 Ok(empty())
             }
             ClientRequest::Subscribe(p) => {
-                self.legacy.subscriptions().insert(p.uri);
+                self.v2025.subscriptions().insert(p.uri);
                 Ok(empty())
             }
             ClientRequest::Unsubscribe(p) => {
-                self.legacy.subscriptions().remove(&p.uri);
+                self.v2025.subscriptions().remove(&p.uri);
                 Ok(empty())
             }
             other => dispatch(&**self.backend(), other, ctx.clone()).await,
@@ -221,7 +221,7 @@ impl<B: Backend> Session<B> {
         let version = negotiate_version(&protocol_version);
         let offers = self.backend().offers();
         if self
-            .legacy
+            .v2025
             .negotiated
             .set(Negotiated { version, offers })
             .is_err()
@@ -234,11 +234,11 @@ impl<B: Backend> Session<B> {
         let capabilities = capabilities
             .as_deref()
             .and_then(|c| serde_json::from_str(c.get()).ok());
-        self.legacy
+        self.v2025
             .peer()
             .set_capabilities(capabilities.unwrap_or(Value::Null));
         if let Some(info) = &client_info {
-            let _ = self.legacy.client.set(info.name.clone());
+            let _ = self.v2025.client.set(info.name.clone());
         }
         let client = client_info
             .as_ref()

@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use super::audit::{AuditOutcome, AuditSlot};
-use super::context::{Cancellation, Client, Outbound, RequestContext, Stateless};
+use super::context::{Cancellation, Client, Outbound, RequestContext, V2026Client};
 use super::dispatch::dispatch;
-use super::legacy::to_raw;
 use super::mrtr::{Binding, InputRound, RoundEnd};
-use super::session::{Answer, Era, Session, Status, answer};
+use super::session::{Answer, Revision, Session, Status, answer};
 use super::tasks::{TaskCall, declares_tasks, missing_extension};
+use super::v2025::to_raw;
 use super::{Backend, MethodOutput, TaskUse};
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
@@ -75,7 +75,7 @@ impl<B: Backend> Session<B> {
         clippy::too_many_arguments,
         reason = "one request's parts, passed through once"
     )]
-    pub(super) async fn modern_request(
+    pub(super) async fn v2026_request(
         &self,
         request: TypedRequest,
         headers: Option<MirrorHeaders>,
@@ -126,13 +126,13 @@ impl<B: Backend> Session<B> {
             Ok(body) => body,
             Err(error) => {
                 audit.outcome(AuditOutcome::Error(error.code));
-                return Some(answer(&id, Err(error), Era::Modern));
+                return Some(answer(&id, Err(error), Revision::V2026));
             }
         };
         let settings = Arc::clone(&self.settings);
         let context = |inputs: Option<Arc<InputRound>>| {
             RequestContext::new(
-                Client::Stateless(Arc::new(Stateless::new(envelope.log_level, inputs))),
+                Client::V2026(Arc::new(V2026Client::new(envelope.log_level, inputs))),
                 outbound.clone(),
                 meta.progress_token.clone(),
                 Arc::clone(&cancellation),
@@ -156,7 +156,7 @@ impl<B: Backend> Session<B> {
                     context.log("mcpbox", LogLevel::Warning, &problem).await;
                 }
                 to_raw(&DiscoverResult::new(
-                    self.backend().offers().modern_capabilities(),
+                    self.backend().offers().v2026_capabilities(),
                     settings.list_ttl_ms,
                 ))
             }
@@ -206,7 +206,7 @@ impl<B: Backend> Session<B> {
                     Ok(round) => Arc::new(round),
                     Err(error) => {
                         audit.outcome(AuditOutcome::Error(error.code));
-                        return Some(answer(&id, Err(error), Era::Modern));
+                        return Some(answer(&id, Err(error), Revision::V2026));
                     }
                 };
                 if let Some(task) = task {
@@ -214,7 +214,7 @@ impl<B: Backend> Session<B> {
                         Ok(bound) => bound,
                         Err(error) => {
                             audit.outcome(AuditOutcome::Error(error.code));
-                            return Some(answer(&id, Err(error), Era::Modern));
+                            return Some(answer(&id, Err(error), Revision::V2026));
                         }
                     };
                     let ctx = context(Some(Arc::clone(&round)));
@@ -222,7 +222,7 @@ impl<B: Backend> Session<B> {
                         .call_as_task(task, body, round, bound, ctx, place)
                         .await;
                     audit.outcome(AuditOutcome::of(&outcome));
-                    return Some(answer(&id, outcome, Era::Modern));
+                    return Some(answer(&id, outcome, Revision::V2026));
                 }
                 let read = matches!(body, ClientRequest::ReadResource(_));
                 let ctx = context(Some(Arc::clone(&round)));
@@ -276,7 +276,7 @@ impl<B: Backend> Session<B> {
         };
         let outcome = outcome.map_err(v2026::map_error);
         audit.outcome(AuditOutcome::of(&outcome));
-        Some(answer(&id, outcome, Era::Modern))
+        Some(answer(&id, outcome, Revision::V2026))
     }
 }
 
