@@ -1,8 +1,10 @@
-//! MCP sessions for both revisions: the one loop every transport shares (arrival order,
-//! requests in flight, cancellation), the 2025-11-25 handshake era and the 2026-07-28
-//! stateless era side by side, dispatch of each method to the [`Backend`], and the rules for
-//! which request gets which error. Every request carries its caller (a `principal`): a
-//! request that would reach a plugin whose scopes the caller lacks is refused before it runs.
+//! MCP sessions for both revisions: the one loop every transport shares (`session`: arrival
+//! order, requests in flight, cancellation), one handler per revision behind one trait
+//! (`handler`; `v2025`, the handshake era, and `v2026`, where every request stands alone, with
+//! its `listen` and `tasks`), dispatch of the methods both share to the [`Backend`]
+//! (`dispatch`), and the rules for which request gets which error (`answer`). Every request
+//! carries its caller (a `principal`): a request that would reach a plugin whose scopes the
+//! caller lacks is refused before it runs.
 //! Each call, read, prompt and completion (and each such request refused) leaves one audit
 //! record with the [`AuditSink`] the host gives it.
 //!
@@ -12,12 +14,14 @@
 //!
 //! Uses: `metrics`, `principal`, `protocol`, `telemetry`.
 
+mod answer;
 mod audit;
 mod bounds;
 mod budget;
 mod context;
 mod dispatch;
 mod events;
+mod handler;
 mod listen;
 mod mrtr;
 mod rate;
@@ -39,6 +43,7 @@ use crate::protocol::result::{
 };
 
 pub use crate::protocol::result::ChangedList;
+pub use answer::{Answer, INSUFFICIENT_SCOPE, Status, insufficient_scope};
 pub use audit::{AuditOutcome, AuditRecord, AuditSink, AuditSlot};
 pub use bounds::{
     AT_LIMIT, AtLimit, Capacity, DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_REQUEST_BYTES,
@@ -52,10 +57,7 @@ pub use context::{Cancellation, Outbound, RequestContext, ServerRequest, Session
 pub use events::forward_events;
 pub use mrtr::{INPUT_KEY_META, StateKey};
 pub use rate::{Admission, RateLimit, WarnEvery};
-pub use session::{
-    Answer, INSUFFICIENT_SCOPE, Mode, Pending, Refusal, Revision, Session, Status,
-    insufficient_scope,
-};
+pub use session::{Mode, Pending, Refusal, Session};
 pub use tasks::{
     DEFAULT_MAX_TASKS_PER_CALLER, DEFAULT_TASK_BYTES_PER_CALLER, DEFAULT_TASK_RECORDS_PER_CALLER,
     DEFAULT_TASK_TTL, MemoryTasks, SaveError, Stored, TASKS_EXTENSION, TaskSettings, TaskShare,
@@ -103,6 +105,15 @@ impl Default for SessionSettings {
             tasks: std::sync::Arc::default(),
         }
     }
+}
+
+/// The revision a message belongs to: each has its own handler (`v2025`, `v2026`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revision {
+    /// 2025-11-25 and older.
+    V2025,
+    /// 2026-07-28.
+    V2026,
 }
 
 /// Which kinds of things the backend offers; the session advertises the matching

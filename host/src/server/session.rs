@@ -7,7 +7,11 @@
 //! [`Session::accept`] in the order it arrived and run (or await) the [`Pending`] work it
 //! returns.
 //!
-//! What an answer is, and the status it earns, is `answer`'s.
+//! What the loop does for every request, whatever its revision, is here: the caller's scopes
+//! and budgets checked before it runs, its audit record, span and metrics, cancellation, a
+//! panic answered. What each revision does with it is that revision's [`Handler`]: `v2025`
+//! and `v2026`, given the request as an [`Incoming`] with the session's [`Core`]. What an
+//! answer is, and the status it earns, is `answer`'s.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -15,25 +19,20 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::watch;
 use tracing::Instrument as _;
 
-mod answer;
-
-pub(super) use self::answer::answer;
-pub use self::answer::{Answer, INSUFFICIENT_SCOPE, Status, insufficient_scope};
+use super::answer::{Answer, Status};
 use super::audit::{AuditOutcome, AuditStart};
-use super::context::{Cancellation, Outbound, SessionId};
-use super::v2025::V2025State;
-use super::{Backend, MethodResult, OverBudget, SessionSettings};
+use super::context::{Cancellation, Outbound};
+use super::handler::{Core, Handler as _, Incoming};
+use super::v2025::V2025;
+use super::v2026::V2026;
+use super::{Backend, Revision, SessionSettings};
 use crate::principal::Principal;
-use crate::protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
-use crate::protocol::jsonrpc::{encode_batch, encode_error};
+use crate::protocol::jsonrpc::encode_batch;
 use crate::protocol::request::{ClientNotification, ClientRequest, Method, TypedRequest};
-use crate::protocol::v2026::{
-    self, HEADER_MISMATCH, MISSING_CAPABILITY, MirrorHeaders, UNSUPPORTED_VERSION,
-};
-use crate::protocol::{Decoded, ErrorObject, Message, Reply, RequestId};
+use crate::protocol::v2026::{self, MirrorHeaders};
+use crate::protocol::{Decoded, Message, Reply, RequestId};
 
 /// How long a cancelled call may run on (to notice `cancelled()` and stop cleanly) before it
 /// is interrupted and its instance dropped.
@@ -47,15 +46,6 @@ pub enum Mode {
     /// Only the 2025-11-25 handshake era (an HTTP session created by `initialize`).
     V2025,
     /// Only 2026-07-28 (the stateless HTTP endpoint).
-    V2026,
-}
-
-/// The revision a message belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Revision {
-    /// 2025-11-25 and older.
-    V2025,
-    /// 2026-07-28.
     V2026,
 }
 
@@ -170,37 +160,22 @@ impl Pending {
 /// One conversation with a client: a stdio process, an HTTP session, or the stateless HTTP
 /// endpoint.
 pub struct Session<B> {
-    backend: Arc<B>,
+    /// What both revisions share of the session.
+    core: Core<B>,
     mode: Mode,
-    pub(super) settings: Arc<SessionSettings>,
-    pub(super) v2025: V2025State,
+    /// The 2025-11-25 handler, and the state of the handshake it keeps.
+    pub(super) v2025: V2025,
     in_flight: Mutex<HashMap<RequestId, Arc<Cancellation>>>,
     /// Held while accepting: a message that changes session state holds it until handled.
     order: tokio::sync::Mutex<()>,
-    closing: watch::Sender<bool>,
-    /// Counts the session in the metrics while it lives (not the stateless endpoint's).
+    /// Counts the session in the metrics while it lives (not the 2026-07-28 endpoint's).
     _open: Option<crate::metrics::GaugeGuard>,
-    /// Which client session this is (none: the stateless endpoint, which serves no session),
-    /// and the backend told when it ends.
-    ended: Option<SessionEnd>,
-}
-
-/// Tells the backend that a session ended, when the session is dropped.
-struct SessionEnd {
-    id: SessionId,
-    tell: Box<dyn Fn(SessionId) + Send + Sync>,
-}
-
-impl Drop for SessionEnd {
-    fn drop(&mut self) {
-        (self.tell)(self.id);
-    }
 }
 
 impl<B> Session<B> {
     /// The process's global bounds, which this session shares.
     pub fn limits(&self) -> &super::ProcessLimits {
-        &self.settings.limits
+        &self.core.settings.limits
     }
 }
 
@@ -208,35 +183,21 @@ impl<B: Backend> Session<B> {
     /// A new session serving `backend`.
     pub fn new(backend: Arc<B>, mode: Mode, settings: Arc<SessionSettings>) -> Self {
         Self {
+            core: Core::new(backend, settings, mode != Mode::V2026),
             mode,
-            settings,
-            v2025: V2025State::default(),
+            v2025: V2025::default(),
             in_flight: Mutex::new(HashMap::new()),
             order: tokio::sync::Mutex::new(()),
-            closing: watch::channel(false).0,
             _open: match mode {
                 Mode::Dual => Some(crate::metrics::metrics().session("stdio")),
                 Mode::V2025 => Some(crate::metrics::metrics().session("http")),
                 Mode::V2026 => None,
             },
-            ended: (mode != Mode::V2026).then(|| {
-                let backend = Arc::clone(&backend);
-                SessionEnd {
-                    id: SessionId::next(),
-                    tell: Box::new(move |id| backend.session_ended(id)),
-                }
-            }),
-            backend,
         }
     }
 
-    /// Which client session this is (none for the stateless endpoint).
-    pub(super) fn id(&self) -> Option<SessionId> {
-        self.ended.as_ref().map(|end| end.id)
-    }
-
     pub(super) fn backend(&self) -> &Arc<B> {
-        &self.backend
+        self.core.backend()
     }
 
     /// Whether a 2025-11-25 client completed `initialize` on this session.
@@ -252,15 +213,7 @@ impl<B: Backend> Session<B> {
     /// The session is ending (end of input, shutdown): listen streams close with their
     /// final result, so the transport can drain what is in flight.
     pub fn close(&self) {
-        self.closing.send_replace(true);
-    }
-
-    /// Resolves once [`Session::close`] was called.
-    pub(super) fn closed(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut closing = self.closing.subscribe();
-        async move {
-            let _ = closing.wait_for(|c| *c).await;
-        }
+        self.core.close();
     }
 
     /// The revision of a request with this `_meta`, given this session's mode.
@@ -384,7 +337,7 @@ impl<B: Backend> Session<B> {
                 let request = *request;
                 let span = request_span(&request);
                 let audit = AuditStart::begin(
-                    self.settings.audit.as_ref(),
+                    self.core.settings.audit.as_ref(),
                     &request,
                     caller,
                     self.client_name(&request),
@@ -415,18 +368,18 @@ impl<B: Backend> Session<B> {
                     let meter = RequestMeter::start(&request.method);
                     // Boxed: inline, this once-a-session path would size every message's
                     // future.
-                    let answer = Box::pin(
-                        self.v2025_request(
-                            request,
-                            outbound.clone(),
-                            Arc::default(),
-                            None,
-                            caller.clone(),
-                            Arc::default(),
-                        )
-                        .instrument(span),
-                    )
-                    .await;
+                    let incoming = Incoming {
+                        request,
+                        headers,
+                        call_id: None,
+                        outbound: outbound.clone(),
+                        cancellation: Arc::default(),
+                        caller: caller.clone(),
+                        audit: Arc::default(),
+                        place: held,
+                    };
+                    let answer =
+                        Box::pin(self.v2025.handle(&self.core, incoming).instrument(span)).await;
                     meter.answered(answer.as_ref());
                     if let Some(audit) = audit {
                         audit.end(AuditOutcome::Ok);
@@ -488,7 +441,7 @@ impl<B: Backend> Session<B> {
         RequestMeter::start(&request.method).answered(Some(&answer));
         if let Some(audit) = audit {
             let body = request.body.as_ref().ok();
-            if let Some(plugin) = body.and_then(|b| self.backend.serving_plugin(b)) {
+            if let Some(plugin) = body.and_then(|b| self.backend().serving_plugin(b)) {
                 audit.slot.plugin(&plugin);
             }
             audit.end(outcome);
@@ -503,7 +456,7 @@ impl<B: Backend> Session<B> {
         request: &TypedRequest,
         caller: &Principal,
     ) -> Result<Option<super::Held>, super::OverBudget> {
-        let budgets = &self.settings.budgets;
+        let budgets = &self.core.settings.budgets;
         budgets.admit(caller).await?;
         let runs_plugin = matches!(
             request.body,
@@ -521,7 +474,7 @@ impl<B: Backend> Session<B> {
     /// The refusal of a request that would reach a plugin whose scopes `caller` lacks.
     fn refuse_unscoped(&self, request: &TypedRequest, caller: &Principal) -> Option<Answer> {
         let body = request.body.as_ref().ok()?;
-        let required = self.backend.required_scopes(body);
+        let required = self.backend().required_scopes(body);
         let missing = caller.missing(&required);
         if missing.is_empty() {
             return None;
@@ -557,33 +510,20 @@ impl<B: Backend> Session<B> {
         let started = meter.started;
         let id = request.id.clone();
         let method = request.method.clone();
+        let incoming = Incoming {
+            request,
+            headers,
+            call_id,
+            outbound,
+            cancellation: Arc::clone(&cancellation),
+            caller,
+            audit: slot,
+            place,
+        };
         let handling = async {
             match revision {
-                Revision::V2025 => {
-                    let _place = place;
-                    self.v2025_request(
-                        request,
-                        outbound,
-                        Arc::clone(&cancellation),
-                        call_id,
-                        caller,
-                        slot,
-                    )
-                    .await
-                }
-                Revision::V2026 => {
-                    self.v2026_request(
-                        request,
-                        headers,
-                        call_id,
-                        outbound,
-                        Arc::clone(&cancellation),
-                        caller,
-                        slot,
-                        place,
-                    )
-                    .await
-                }
+                Revision::V2025 => self.v2025.handle(&self.core, incoming).await,
+                Revision::V2026 => V2026.handle(&self.core, incoming).await,
             }
         };
         // A panic while handling one request (a host defect some input reached, in mcpbox or
