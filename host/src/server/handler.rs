@@ -27,15 +27,18 @@ pub(super) trait Handler<B: Backend>: Send + Sync {
     fn handle(
         &self,
         core: &Core<B>,
-        incoming: Incoming,
+        incoming: Incoming<B::Target>,
     ) -> impl Future<Output = Option<Answer>> + Send;
 }
 
 /// One request as the loop hands it to its revision: the request and everything that goes
 /// with it, passed through once.
-pub(super) struct Incoming {
+pub(super) struct Incoming<T> {
     /// The request, decoded.
     pub request: TypedRequest,
+    /// What it resolved to in the backend ([`Backend::resolve`]), when it decoded: the loop's
+    /// checks were made on it, and it runs on it.
+    pub resolved: Option<T>,
     /// Its mirror headers (HTTP only).
     pub headers: Option<MirrorHeaders>,
     /// The id a trusted balancer gave it (`--call-id-header`).

@@ -14,7 +14,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::answer::{Answer, Status, answer};
 use super::context::{Cancellation, Outbound};
 use super::handler::{Core, to_raw};
-use super::{Backend, Budgeted, Revision, ServerEvent};
+use super::{Backend, Budgeted, Revision, ServerEvent, Target as _};
 use crate::principal::Principal;
 use crate::protocol::RequestId;
 use crate::protocol::jsonrpc::{encode_error, encode_notification};
@@ -83,7 +83,7 @@ pub(super) async fn listen<B: Backend>(
                 .filter(|uri| {
                     let read = ClientRequest::ReadResource(ReadResourceParams { uri: uri.clone() });
                     caller
-                        .missing(&core.backend().required_scopes(&read))
+                        .missing(core.backend().resolve(&read).required_scopes())
                         .is_empty()
                 })
                 .collect()

@@ -236,6 +236,39 @@ pub enum TaskUse {
     Required,
 }
 
+/// A request resolved in one version of what the backend serves ([`Backend::resolve`]): what
+/// the session checks before the request runs, read off that version. `()` resolves nothing
+/// (no plugin, no scopes, no headers, never a task).
+pub trait Target: Send + Sync + 'static {
+    /// The scopes the request needs beyond the server's own: those of the plugin that would
+    /// serve it and of the item (none for a request no plugin serves). The session refuses a
+    /// caller without them before the request runs; the backend checks them again, on the
+    /// same version, where it runs it ([`RequestContext::caller`]).
+    fn required_scopes(&self) -> &[String] {
+        &[]
+    }
+
+    /// The name of the plugin that would serve the request, if any (for the audit record of a
+    /// request refused before it ran).
+    fn plugin(&self) -> Option<&str> {
+        None
+    }
+
+    /// For a `tools/call`, the arguments of the tool that clients mirror into `Mcp-Param-*`
+    /// headers (`x-mcp-header` in its input schema); none for an unknown tool.
+    fn tool_headers(&self) -> &[crate::protocol::v2026::HeaderParam] {
+        &[]
+    }
+
+    /// For a `tools/call`, whether the tool may or must run as a task (never, for an unknown
+    /// tool).
+    fn task_use(&self) -> TaskUse {
+        TaskUse::Never
+    }
+}
+
+impl Target for () {}
+
 /// The paginated lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListKind {
@@ -307,34 +340,15 @@ pub trait Backend: Send + Sync + 'static {
         let _ = session;
     }
 
-    /// The scopes a request needs beyond the server's own: those of the plugin that would
-    /// serve it (none for a request no plugin serves). The session refuses a caller without
-    /// them before the request runs; the backend checks them again where it resolves the
-    /// plugin ([`RequestContext::caller`]).
-    fn required_scopes(&self, request: &crate::protocol::request::ClientRequest) -> Vec<String> {
-        let _ = request;
-        Vec::new()
-    }
+    /// What a request resolves to (see [`Target`]).
+    type Target: Target;
 
-    /// The arguments of tool `name` that clients mirror into `Mcp-Param-*` headers
-    /// (`x-mcp-header` in its input schema); none for an unknown tool.
-    fn tool_headers(&self, name: &str) -> std::sync::Arc<[crate::protocol::v2026::HeaderParam]> {
-        let _ = name;
-        std::sync::Arc::from([])
-    }
-
-    /// Whether tool `name` may or must run as a task (never, for an unknown tool).
-    fn task_use(&self, name: &str) -> TaskUse {
-        let _ = name;
-        TaskUse::Never
-    }
-
-    /// The name of the plugin that would serve `request`, if any (for the audit record of a
-    /// request refused before it ran).
-    fn serving_plugin(&self, request: &crate::protocol::request::ClientRequest) -> Option<String> {
-        let _ = request;
-        None
-    }
+    /// Resolve `request` once, in the version of what the backend serves at this moment, and
+    /// pin that version: the session makes its checks on the target (the caller's scopes, a
+    /// tool's mirrored headers and task use, the plugin named in an audit record) and hands it
+    /// back to run the request ([`Backend::call_tool`]), so that a reload in between cannot
+    /// have the checks made on one version and the call run on the next.
+    fn resolve(&self, request: &crate::protocol::request::ClientRequest) -> Self::Target;
 
     /// Every scope some plugin requires (for the OAuth metadata's `scopes_supported`).
     fn plugin_scopes(&self) -> Vec<String> {
@@ -351,9 +365,11 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
-    /// `tools/call`. `arguments` is a JSON object. `ctx` reaches the client while it runs.
+    /// `tools/call`, on the version `target` pinned (the request's, from [`Backend::resolve`]).
+    /// `arguments` is a JSON object. `ctx` reaches the client while it runs.
     fn call_tool(
         &self,
+        target: Self::Target,
         name: &str,
         arguments: &RawValue,
         ctx: RequestContext,

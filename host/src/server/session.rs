@@ -27,7 +27,7 @@ use super::context::{Cancellation, Outbound};
 use super::handler::{Core, Handler as _, Incoming};
 use super::v2025::V2025;
 use super::v2026::V2026;
-use super::{Backend, Revision, SessionSettings};
+use super::{Backend, Revision, SessionSettings, Target};
 use crate::principal::Principal;
 use crate::protocol::jsonrpc::encode_batch;
 use crate::protocol::request::{ClientNotification, ClientRequest, Method, TypedRequest};
@@ -343,9 +343,17 @@ impl<B: Backend> Session<B> {
                     self.client_name(&request),
                     &span,
                 );
-                if let Some(forbidden) = self.refuse_unscoped(&request, caller) {
+                // Resolved once: the checks here and the run read one version of what the
+                // backend serves.
+                let resolved = request
+                    .body
+                    .as_ref()
+                    .ok()
+                    .map(|body| self.backend().resolve(body));
+                if let Some(forbidden) = self.refuse_unscoped(&request, resolved.as_ref(), caller) {
                     return Some(self.refuse(
                         &request,
+                        resolved.as_ref(),
                         forbidden,
                         audit,
                         AuditOutcome::RefusedScope,
@@ -357,6 +365,7 @@ impl<B: Backend> Session<B> {
                         let answer = Answer::over_budget(&request.id, &over);
                         return Some(self.refuse(
                             &request,
+                            resolved.as_ref(),
                             answer,
                             audit,
                             AuditOutcome::RefusedBudget,
@@ -370,6 +379,7 @@ impl<B: Backend> Session<B> {
                     // future.
                     let incoming = Incoming {
                         request,
+                        resolved,
                         headers,
                         call_id: None,
                         outbound: outbound.clone(),
@@ -398,8 +408,8 @@ impl<B: Backend> Session<B> {
                             // (to its call, should that become a task), until it ends.
                             session
                                 .run(
-                                    request, revision, headers, call_id, outbound, cancel, caller,
-                                    audit, held,
+                                    request, resolved, revision, headers, call_id, outbound,
+                                    cancel, caller, audit, held,
                                 )
                                 .await
                         }
@@ -434,14 +444,14 @@ impl<B: Backend> Session<B> {
     fn refuse(
         &self,
         request: &TypedRequest,
+        resolved: Option<&B::Target>,
         answer: Answer,
         audit: Option<AuditStart>,
         outcome: AuditOutcome,
     ) -> Pending {
         RequestMeter::start(&request.method).answered(Some(&answer));
         if let Some(audit) = audit {
-            let body = request.body.as_ref().ok();
-            if let Some(plugin) = body.and_then(|b| self.backend().serving_plugin(b)) {
+            if let Some(plugin) = resolved.and_then(Target::plugin) {
                 audit.slot.plugin(&plugin);
             }
             audit.end(outcome);
@@ -472,10 +482,13 @@ impl<B: Backend> Session<B> {
     }
 
     /// The refusal of a request that would reach a plugin whose scopes `caller` lacks.
-    fn refuse_unscoped(&self, request: &TypedRequest, caller: &Principal) -> Option<Answer> {
-        let body = request.body.as_ref().ok()?;
-        let required = self.backend().required_scopes(body);
-        let missing = caller.missing(&required);
+    fn refuse_unscoped(
+        &self,
+        request: &TypedRequest,
+        resolved: Option<&B::Target>,
+        caller: &Principal,
+    ) -> Option<Answer> {
+        let missing = caller.missing(resolved?.required_scopes());
         if missing.is_empty() {
             return None;
         }
@@ -494,6 +507,7 @@ impl<B: Backend> Session<B> {
     async fn run(
         self: Arc<Self>,
         request: TypedRequest,
+        resolved: Option<B::Target>,
         revision: Revision,
         headers: Option<MirrorHeaders>,
         call_id: Option<Arc<str>>,
@@ -512,6 +526,7 @@ impl<B: Backend> Session<B> {
         let method = request.method.clone();
         let incoming = Incoming {
             request,
+            resolved,
             headers,
             call_id,
             outbound,
@@ -610,3 +625,6 @@ impl<B: Backend> Session<B> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -122,9 +122,10 @@ impl V2025 {
 
 impl<B: Backend> Handler<B> for V2025 {
     /// Answer one 2025-11-25 request.
-    async fn handle(&self, core: &Core<B>, incoming: Incoming) -> Option<Answer> {
+    async fn handle(&self, core: &Core<B>, incoming: Incoming<B::Target>) -> Option<Answer> {
         let Incoming {
             request,
+            resolved,
             call_id,
             outbound,
             cancellation,
@@ -146,7 +147,7 @@ impl<B: Backend> Handler<B> for V2025 {
         .with_audit(audit)
         .with_session(core.id());
         let outcome = self
-            .outcome(core, request.body, &request.method, &ctx)
+            .outcome(core, request.body, resolved, &request.method, &ctx)
             .await;
         ctx.finish();
         ctx.audit().outcome(AuditOutcome::of(&outcome));
@@ -159,6 +160,7 @@ impl V2025 {
         &self,
         core: &Core<B>,
         body: Result<ClientRequest, ErrorObject>,
+        resolved: Option<B::Target>,
         method: &Method,
         ctx: &RequestContext,
     ) -> MethodResult {
@@ -212,7 +214,7 @@ impl V2025 {
                 self.subscriptions().remove(&p.uri);
                 Ok(empty())
             }
-            other => dispatch(&**core.backend(), other, ctx.clone()).await,
+            other => dispatch(&**core.backend(), other, resolved, ctx.clone()).await,
         }
     }
 

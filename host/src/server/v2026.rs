@@ -15,7 +15,7 @@ use super::handler::{Core, Handler, Incoming, to_raw};
 use super::listen::listen;
 use super::mrtr::{Binding, InputRound, RoundEnd};
 use super::tasks::{self, TaskCall, declares_tasks, missing_extension};
-use super::{Backend, MethodOutput, Revision, TaskUse};
+use super::{Backend, MethodOutput, Revision, Target, TaskUse};
 use crate::protocol::ErrorObject;
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::mcp::LogLevel;
@@ -45,18 +45,17 @@ impl V2026 {
 
     /// A `tools/call`'s `Mcp-Param-*` headers against its arguments, for the tool's
     /// `x-mcp-header` arguments (HTTP only; the body is read again only for such a tool).
-    fn check_params<B: Backend>(
-        core: &Core<B>,
+    fn check_params(
+        resolved: Option<&impl Target>,
         request: &TypedRequest,
         headers: Option<&MirrorHeaders>,
     ) -> Result<(), v2026::Refused> {
-        let (Some(headers), Method::CallTool) = (headers, &request.method) else {
+        let (Some(headers), Method::CallTool, Some(resolved)) =
+            (headers, &request.method, resolved)
+        else {
             return Ok(());
         };
-        let Some(name) = request.target.as_ref().and_then(serde_json::Value::as_str) else {
-            return Ok(());
-        };
-        let params = core.backend().tool_headers(name);
+        let params = resolved.tool_headers();
         if params.is_empty() {
             return Ok(());
         }
@@ -70,7 +69,7 @@ impl V2026 {
             .as_deref()
             .and_then(|raw| serde_json::from_str::<Call>(raw.get()).ok())
             .and_then(|call| call.arguments);
-        v2026::check_params(&params, arguments.as_ref(), &headers.params)
+        v2026::check_params(params, arguments.as_ref(), &headers.params)
     }
 }
 
@@ -78,9 +77,10 @@ impl<B: Backend> Handler<B> for V2026 {
     /// Answer one 2026-07-28 request. Its `place` (its caller's place among its running
     /// calls, for a request that runs a plugin) is held until it is answered, or handed to its
     /// call when that becomes a task.
-    async fn handle(&self, core: &Core<B>, incoming: Incoming) -> Option<Answer> {
+    async fn handle(&self, core: &Core<B>, incoming: Incoming<B::Target>) -> Option<Answer> {
         let Incoming {
             request,
+            resolved,
             headers,
             call_id,
             outbound,
@@ -91,7 +91,7 @@ impl<B: Backend> Handler<B> for V2026 {
         } = incoming;
         let checked = v2026::check(&request, headers.as_ref(), &|m| Self::serves(core, m))
             .and_then(|envelope| {
-                Self::check_params(core, &request, headers.as_ref()).map(|()| envelope)
+                Self::check_params(resolved.as_ref(), &request, headers.as_ref()).map(|()| envelope)
             });
         let envelope = match checked {
             Ok(envelope) => envelope,
@@ -170,8 +170,8 @@ impl<B: Backend> Handler<B> for V2026 {
             ClientRequest::GetTask(p) => tasks::get_task(core, p, &caller).await,
             ClientRequest::UpdateTask(p) => tasks::update_task(core, p, &caller).await,
             ClientRequest::CancelTask(p) => tasks::cancel_task(core, p, &caller).await,
-            ClientRequest::CallTool(p)
-                if core.backend().task_use(&p.name) == TaskUse::Required
+            ClientRequest::CallTool(_)
+                if task_use(resolved.as_ref()) == TaskUse::Required
                     && !declares_tasks(meta.client_capabilities.as_deref()) =>
             {
                 Err(missing_extension())
@@ -184,7 +184,7 @@ impl<B: Backend> Handler<B> for V2026 {
                     ClientRequest::CallTool(p)
                         if declares_tasks(meta.client_capabilities.as_deref()) =>
                     {
-                        match core.backend().task_use(&p.name) {
+                        match task_use(resolved.as_ref()) {
                             TaskUse::Never => None,
                             task_use => Some(TaskCall {
                                 tool: p.name.clone(),
@@ -219,13 +219,14 @@ impl<B: Backend> Handler<B> for V2026 {
                     };
                     let ctx = context(Some(Arc::clone(&round)));
                     let outcome =
-                        tasks::call_as_task(core, task, body, round, bound, ctx, place).await;
+                        tasks::call_as_task(core, task, body, resolved, round, bound, ctx, place)
+                            .await;
                     audit.outcome(AuditOutcome::of(&outcome));
                     return Some(answer(&id, outcome, Revision::V2026));
                 }
                 let read = matches!(body, ClientRequest::ReadResource(_));
                 let ctx = context(Some(Arc::clone(&round)));
-                let outcome = dispatch(&**core.backend(), body, ctx.clone()).await;
+                let outcome = dispatch(&**core.backend(), body, resolved, ctx.clone()).await;
                 ctx.finish();
                 drop(ctx);
                 let failed = outcome.as_ref().map_or(true, |output| output.is_error);
@@ -268,7 +269,7 @@ impl<B: Backend> Handler<B> for V2026 {
                     public: !core.backend().lists_vary_by_caller(),
                 });
                 let ctx = context(None);
-                let result = dispatch(&**core.backend(), body, ctx.clone()).await;
+                let result = dispatch(&**core.backend(), body, resolved, ctx.clone()).await;
                 ctx.finish();
                 result.map(|output| complete(&output, cache))
             }
@@ -277,6 +278,11 @@ impl<B: Backend> Handler<B> for V2026 {
         audit.outcome(AuditOutcome::of(&outcome));
         Some(answer(&id, outcome, Revision::V2026))
     }
+}
+
+/// Whether the tool a `tools/call` resolved to may or must run as a task.
+fn task_use(resolved: Option<&impl Target>) -> TaskUse {
+    resolved.map_or(TaskUse::Never, Target::task_use)
 }
 
 /// `output` as a complete result of this revision (see [`v2026::complete`]).

@@ -14,7 +14,7 @@ use crate::catalog::convert::error_result;
 use crate::principal::{Principal, Scopes};
 use crate::protocol::jsonrpc::{Reply, decode};
 use crate::protocol::mcp::CompleteParams;
-use crate::server::{Backend, ListKind, MethodOutput, Mode, Offers, ServerEvent, Session, TaskUse};
+use crate::server::{Backend, ListKind, MethodOutput, Mode, Offers, ServerEvent, Session};
 
 const URL: &str = "https://mcp.test/oauth/link/start?ticket=T1";
 
@@ -143,11 +143,11 @@ impl Backend for GitHubTool {
         Err(crate::protocol::ErrorObject::new(-32601, "nothing listed"))
     }
 
-    fn task_use(&self, _: &str) -> TaskUse {
-        TaskUse::Never
-    }
+    type Target = ();
 
-    async fn call_tool(&self, _: &str, _: &RawValue, ctx: RequestContext) -> MethodResult {
+    fn resolve(&self, _: &crate::protocol::request::ClientRequest) {}
+
+    async fn call_tool(&self, (): (), _: &str, _: &RawValue, ctx: RequestContext) -> MethodResult {
         let run = |slot: LinkSlot| {
             let reach =
                 ClientBridge::named("github".into(), false, ctx.clone(), self.hub.clone(), slot);

@@ -12,6 +12,7 @@ pub(in crate::server) async fn call_as_task<B: Backend>(
     core: &Core<B>,
     call: TaskCall,
     body: ClientRequest,
+    resolved: Option<B::Target>,
     round: Arc<InputRound>,
     binding: Binding,
     ctx: RequestContext,
@@ -27,6 +28,7 @@ pub(in crate::server) async fn call_as_task<B: Backend>(
     let mut launched = Launched::start(
         Arc::clone(core.backend()),
         body,
+        resolved,
         ctx.clone(),
         round,
         binding,
@@ -386,9 +388,11 @@ fn restart<B: Backend>(
     )
     .for_task();
     ctx.finish();
+    // Run again later: resolved in the catalog of the moment, and checked there.
     Ok(Launched::start(
         Arc::clone(core.backend()),
         ClientRequest::CallTool(call),
+        None,
         ctx,
         round,
         binding,

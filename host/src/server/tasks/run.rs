@@ -53,6 +53,7 @@ impl Launched {
     pub(super) fn start<B: Backend>(
         backend: Arc<B>,
         body: ClientRequest,
+        resolved: Option<B::Target>,
         ctx: RequestContext,
         round: Arc<InputRound>,
         binding: Binding,
@@ -61,7 +62,7 @@ impl Launched {
     ) -> Self {
         let status = ctx.task_status();
         Self {
-            handle: spawn_call(backend, body, ctx, place),
+            handle: spawn_call(backend, body, resolved, ctx, place),
             round,
             binding,
             cancellation,
@@ -75,12 +76,13 @@ impl Launched {
 pub(super) fn spawn_call<B: Backend>(
     backend: Arc<B>,
     body: ClientRequest,
+    resolved: Option<B::Target>,
     ctx: RequestContext,
     place: Option<Held>,
 ) -> JoinHandle<MethodResult> {
     tokio::spawn(async move {
         let _place = place;
-        let outcome = dispatch(&*backend, body, ctx.clone()).await;
+        let outcome = dispatch(&*backend, body, resolved, ctx.clone()).await;
         ctx.finish();
         outcome
     })
