@@ -32,11 +32,11 @@ pub struct ClientBridge {
 
 impl ClientBridge {
     /// The bridge for a call into `plugin` made for the request behind `ctx`.
-    pub fn new(plugin: &PluginCode, ctx: RequestContext, hub: EventHub) -> Arc<dyn CallReach> {
+    pub fn reach(plugin: &PluginCode, ctx: RequestContext, hub: EventHub) -> Arc<dyn CallReach> {
         Self::linking(plugin, ctx, hub, LinkSlot::default())
     }
 
-    /// [`ClientBridge::new`], recording in `links` the provider the caller must link an
+    /// [`ClientBridge::reach`], recording in `links` the provider the caller must link an
     /// account with, should the call need one.
     pub fn linking(
         plugin: &PluginCode,

@@ -434,7 +434,7 @@ impl Backend for PluginSet {
             .map(|c| c.arguments.into_iter().collect())
             .unwrap_or_default();
         let argument = &params.argument;
-        let reach = ClientBridge::new(plugin, ctx, self.hub.clone());
+        let reach = ClientBridge::reach(plugin, ctx, self.hub.clone());
         match plugin
             .complete(&reference, &argument.name, &argument.value, &context, reach)
             .await

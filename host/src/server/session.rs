@@ -452,7 +452,7 @@ impl<B: Backend> Session<B> {
         RequestMeter::start(&request.method).answered(Some(&answer));
         if let Some(audit) = audit {
             if let Some(plugin) = resolved.and_then(Target::plugin) {
-                audit.slot.plugin(&plugin);
+                audit.slot.plugin(plugin);
             }
             audit.end(outcome);
         }

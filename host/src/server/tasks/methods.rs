@@ -4,10 +4,14 @@
 
 use super::*;
 
-/// Run a `tools/call` that may become a task: see the module's documentation. `ctx` is
-/// the request's (its stream, progress token and audit), `round` its input round, `place`
-/// the request's place among its caller's running calls, which the call holds until it
-/// ends, task or not.
+/// Run a `tools/call` that may become a task: see the module's documentation. `resolved` is
+/// what the request resolved to (the call runs on it), `ctx` the request's context (its
+/// stream, progress token and audit), `round` its input round, `place` the request's place
+/// among its caller's running calls, which the call holds until it ends, task or not.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one request's parts, passed through once"
+)]
 pub(in crate::server) async fn call_as_task<B: Backend>(
     core: &Core<B>,
     call: TaskCall,

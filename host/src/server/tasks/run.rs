@@ -47,9 +47,13 @@ pub(super) struct Launched {
 }
 
 impl Launched {
-    /// Start `body` (a `tools/call`) under `ctx`, a task's context cancelled by
-    /// `cancellation`, in input round `round`, holding `place` (its caller's place among its
-    /// running calls) until the call ends.
+    /// Start `body` (a `tools/call`, on `resolved`, else resolved now) under `ctx`, a task's
+    /// context cancelled by `cancellation`, in input round `round`, holding `place` (its
+    /// caller's place among its running calls) until the call ends.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call's parts, passed through once"
+    )]
     pub(super) fn start<B: Backend>(
         backend: Arc<B>,
         body: ClientRequest,
