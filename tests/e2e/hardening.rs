@@ -1,4 +1,4 @@
-//! Hardening (issue #12): names stay with the plugin that serves them under hot reload, the
+//! Hardening: names stay with the plugin that serves them under hot reload, the
 //! watcher reacts to changes only, and what hostile plugins still got through around the
 //! sandbox is contained — each case with the exact message a client sees, and a normal call
 //! served afterwards.
@@ -223,10 +223,10 @@ async fn hostile_schemas_handles_and_floods_are_contained() {
         text,
         "plugin `hostile` returned structured content that is not a JSON object, which MCP 2025-11-25 requires"
     );
-    let modern = raw
+    let v2026 = raw
         .request(r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"array_structure","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#)
         .await;
-    assert_eq!(modern["result"]["structuredContent"], json!([]), "{modern}");
+    assert_eq!(v2026["result"]["structuredContent"], json!([]), "{v2026}");
 
     // Errors of prompts and resources are cut like results are.
     let reply = raw

@@ -14,7 +14,7 @@ use tokio::io::AsyncWriteExt as _;
 
 use crate::support::{
     Client, HttpServer, Raw, RecordingClient, SseReader, connect, example_plugins, install,
-    modern_call_headers, plugin_dir, post, test_plugins, tool_text,
+    plugin_dir, post, test_plugins, tool_text, v2026_call_headers,
 };
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
@@ -182,7 +182,7 @@ async fn a_0_3_plugin_answers_over_http_on_both_revisions() {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"count","arguments":{{"n":3}},{META}}}}}"#
     );
-    let response = post(&http, &server.url, &modern_call_headers("count"), &body).await;
+    let response = post(&http, &server.url, &v2026_call_headers("count"), &body).await;
     assert_eq!(response.status(), 200);
     let mut reader = SseReader::new(response);
     let (_, reply) = reader.next_json().await.expect("a reply");

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
-use super::CallHost;
+use super::CallReach;
 use super::egress::Sent;
 use crate::policy::Policy;
 
@@ -92,7 +92,7 @@ pub fn check_credential_grants(
 pub struct CallCredentials {
     pub(super) source: Arc<dyn CredentialSource>,
     pub(super) caller: Option<Arc<str>>,
-    pub(super) host: Arc<dyn CallHost>,
+    pub(super) reach: Arc<dyn CallReach>,
 }
 
 impl CallCredentials {
@@ -101,12 +101,12 @@ impl CallCredentials {
     pub fn new(
         source: Arc<dyn CredentialSource>,
         caller: Option<Arc<str>>,
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Self {
         Self {
             source,
             caller,
-            host,
+            reach,
         }
     }
 }
@@ -240,7 +240,7 @@ mod tests {
     #[derive(Default)]
     struct Needs(Mutex<Vec<String>>);
 
-    impl CallHost for Needs {
+    impl CallReach for Needs {
         fn log(&self, _: LogLevel, _: String) -> BoxFuture<'_, ()> {
             Box::pin(async {})
         }
@@ -338,8 +338,8 @@ mod tests {
         }];
         let denied = Arc::new(AtomicBool::new(false));
         let needs = Arc::new(Needs::default());
-        let host: Arc<dyn CallHost> = Arc::clone(&needs) as Arc<dyn CallHost>;
-        let credentials = CallCredentials::new(source, caller.map(Arc::from), host);
+        let reach: Arc<dyn CallReach> = Arc::clone(&needs) as Arc<dyn CallReach>;
+        let credentials = CallCredentials::new(source, caller.map(Arc::from), reach);
         let gate = HttpGate::new("github".into(), grants.into(), false, Arc::clone(&denied))
             .with_credentials(brokered.into(), Some(credentials));
         (gate, denied, needs)
@@ -458,7 +458,7 @@ mod tests {
         let credentials = CallCredentials::new(
             Fake::bearer(),
             Some(Arc::from("token:alice")),
-            needs as Arc<dyn CallHost>,
+            needs as Arc<dyn CallReach>,
         );
         let mut plain = request("http://api.example.com/user", &[]);
         let Brokered::Denied(why) = as_the_caller("github", &mut plain, Some(&credentials)).await

@@ -11,12 +11,19 @@ use super::{Backend, ListKind, MethodResult, RequestContext};
 use crate::protocol::ErrorObject;
 use crate::protocol::request::ClientRequest;
 
-/// Run one of the shared methods.
+/// Run one of the shared methods. `resolved` is what the request resolved to when its checks
+/// were made ([`Backend::resolve`]); without it (a task's call run again later), it is
+/// resolved now.
 pub async fn dispatch<B: Backend>(
     backend: &B,
     request: ClientRequest,
+    resolved: Option<B::Target>,
     ctx: RequestContext,
 ) -> MethodResult {
+    let target = match resolved {
+        Some(target) => target,
+        None => backend.resolve(&request),
+    };
     match request {
         ClientRequest::ListTools(p) => {
             backend.list(ListKind::Tools, p.cursor.as_deref(), ctx.caller())
@@ -44,7 +51,7 @@ pub async fn dispatch<B: Backend>(
                     ));
                 }
             };
-            backend.call_tool(&p.name, arguments, ctx).await
+            backend.call_tool(target, &p.name, arguments, ctx).await
         }
         ClientRequest::GetPrompt(p) => {
             let arguments = string_arguments(p.arguments.unwrap_or_default())?;

@@ -595,6 +595,10 @@ mod tests {
     struct Panics;
 
     impl Backend for Panics {
+        type Target = ();
+
+        fn resolve(&self, _: &crate::protocol::request::ClientRequest) {}
+
         fn offers(&self) -> crate::server::Offers {
             crate::server::Offers::default()
         }
@@ -615,6 +619,7 @@ mod tests {
         #[allow(clippy::panic, reason = "the defect this test stands for")]
         async fn call_tool(
             &self,
+            (): (),
             name: &str,
             _: &serde_json::value::RawValue,
             _: crate::server::RequestContext,

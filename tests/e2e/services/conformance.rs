@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::external;
 use crate::support::HttpServer;
-use crate::tools;
 
 const SUITE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
 
@@ -17,7 +17,7 @@ fn run_suite(dir: &Path, url: &str, requirements: &str) -> String {
     let output = Command::new(dir.join("node_modules/.bin/conformance"))
         .args(["server", "--url", url, "--requirements", requirements])
         .current_dir(dir)
-        .env("PATH", tools::node_path())
+        .env("PATH", external::node_path())
         .output()
         .expect("run the conformance suite");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -54,7 +54,7 @@ fn scored(summary: &str) -> Vec<&str> {
 
 #[tokio::test]
 async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() {
-    let suite = tokio::task::spawn_blocking(|| tools::npm(&[SUITE]))
+    let suite = tokio::task::spawn_blocking(|| external::npm(&[SUITE]))
         .await
         .unwrap();
     // The fixture plugin gets a directory for its list-change triggers, and its task tools.
@@ -67,31 +67,31 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
     let server = HttpServer::start(dir.path(), &[]).await;
     let url = server.url.clone();
 
-    let legacy = {
+    let v2025 = {
         let (suite, url) = (suite.clone(), url.clone());
         tokio::task::spawn_blocking(move || run_suite(&suite, &url, "2025-11-25"))
             .await
             .unwrap()
     };
-    let legacy_scored = scored(&legacy);
-    assert_eq!(legacy_scored.len(), 30, "{legacy}");
-    assert!(legacy_scored.iter().all(|l| l.starts_with('✓')), "{legacy}");
-    assert!(legacy.contains("✓ json-schema-2020-12"), "{legacy}");
+    let v2025_scored = scored(&v2025);
+    assert_eq!(v2025_scored.len(), 30, "{v2025}");
+    assert!(v2025_scored.iter().all(|l| l.starts_with('✓')), "{v2025}");
+    assert!(v2025.contains("✓ json-schema-2020-12"), "{v2025}");
 
-    let modern = {
+    let v2026 = {
         let (suite, url) = (suite.clone(), url.clone());
         tokio::task::spawn_blocking(move || run_suite(&suite, &url, "2026-07-28"))
             .await
             .unwrap()
     };
-    let modern_scored = scored(&modern);
-    assert_eq!(modern_scored.len(), 37, "{modern}");
-    assert!(modern_scored.iter().all(|l| l.starts_with('✓')), "{modern}");
+    let v2026_scored = scored(&v2026);
+    assert_eq!(v2026_scored.len(), 37, "{v2026}");
+    assert!(v2026_scored.iter().all(|l| l.starts_with('✓')), "{v2026}");
     assert!(
-        modern.contains("✓ server-stateless: 30 passed, 0 failed"),
-        "{modern}"
+        v2026.contains("✓ server-stateless: 30 passed, 0 failed"),
+        "{v2026}"
     );
-    assert!(modern.contains("✓ http-header-validation"), "{modern}");
+    assert!(v2026.contains("✓ http-header-validation"), "{v2026}");
 
     // Scenarios the scored runs leave out (issue #29), one by one: each must pass with no
     // failed and no skipped check.
@@ -116,7 +116,7 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
             Command::new(suite.join("node_modules/.bin/conformance"))
                 .args(["server", "--url", &url, "--scenario", scenario])
                 .current_dir(&suite)
-                .env("PATH", tools::node_path())
+                .env("PATH", external::node_path())
                 .output()
                 .expect("run the conformance suite")
         })

@@ -1,7 +1,7 @@
 //! MCP 2026-07-28 end to end with a client nobody here wrote: the official Python SDK (`mcp`
 //! 2.3 from PyPI), pinned to 2026-07-28 and in its `auto` mode (which probes with
 //! `server/discover`), over stdio and over HTTP. The client script
-//! (`tests/python/modern_client.py`) lists, calls, reads, gets a prompt, completes, answers an
+//! (`tests/python/v2026_client.py`) lists, calls, reads, gets a prompt, completes, answers an
 //! elicitation through its callback (an input request: MRTR), sends a tampered
 //! `requestState`, and holds a `subscriptions/listen` stream while this test changes the
 //! plugin directory (hot reload).
@@ -12,15 +12,15 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
+use crate::external;
 use crate::support::{HttpServer, STEP, example_plugins, plugin_dir};
-use crate::tools;
 
 const SDK: &str = "mcp==2.3.0";
 
 /// Run the client script with `target` arguments; once it listens, toggle `code_review.wasm`
 /// in `dir`; it must report the change and finish cleanly.
 async fn drive(python: &Path, mode: &str, target: &[&str], dir: &Path) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/modern_client.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/v2026_client.py");
     let mut child = Command::new(python)
         .arg(&script)
         .args(["--mode", mode])
@@ -68,7 +68,7 @@ fn plugins() -> tempfile::TempDir {
 
 #[tokio::test]
 async fn the_python_sdk_speaks_2026_07_28_over_stdio() {
-    let python = tokio::task::spawn_blocking(|| tools::python(&[SDK]))
+    let python = tokio::task::spawn_blocking(|| external::python(&[SDK]))
         .await
         .unwrap();
     let dir = plugins();
@@ -81,7 +81,7 @@ async fn the_python_sdk_speaks_2026_07_28_over_stdio() {
 
 #[tokio::test]
 async fn the_python_sdk_speaks_2026_07_28_over_http() {
-    let python = tokio::task::spawn_blocking(|| tools::python(&[SDK]))
+    let python = tokio::task::spawn_blocking(|| external::python(&[SDK]))
         .await
         .unwrap();
     let dir = plugins();

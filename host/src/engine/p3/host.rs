@@ -1,7 +1,7 @@
 //! `mcpbox:plugin/host@0.3.0`, the 0.3 world's own imports, on the same per-call
-//! [`PluginHostCtx`] as 0.1's: log, progress and notices are the same functions; requests to
+//! [`HostInterfaceCtx`] as 0.1's: log, progress and notices are the same functions; requests to
 //! the client are `async func`s, so a plugin may have several in flight (each borrows the
-//! call's [`CallHost`](super::super::CallHost) only to start, and awaits outside the store).
+//! call's [`CallReach`](super::super::CallReach) only to start, and awaits outside the store).
 //! There is no `cancelled`: a 0.3 call learns of cancellation from the component model (the
 //! host drops its ends of the call's stream and future). `caller` is 0.1's
 //! `mcpbox:multi-user/caller` under the 0.3 package's name, answered by the same
@@ -15,11 +15,11 @@ use super::super::HostRequest;
 use super::super::bindings::mcpbox::plugin::host as v1;
 use super::super::caller::CallerCtx;
 use super::super::caller::bindings::mcpbox::multi_user::caller as v1_caller;
-use super::super::plugin_host::PluginHostCtx;
+use super::super::host_interface::HostInterfaceCtx;
 use super::bindings::mcpbox::plugin::{caller, host};
 use crate::engine::bindings::mcpbox::plugin::types::{ListKind, LogLevel};
 
-impl host::Host for PluginHostCtx {
+impl host::Host for HostInterfaceCtx {
     async fn log(&mut self, level: LogLevel, message: String) {
         v1::Host::log(self, level, message).await;
     }
@@ -39,15 +39,15 @@ impl host::Host for PluginHostCtx {
 
 /// A request to the client: the call's host is borrowed from the store only to start it.
 async fn request<T: Send>(
-    accessor: &Accessor<T, HasSelf<PluginHostCtx>>,
+    accessor: &Accessor<T, HasSelf<HostInterfaceCtx>>,
     kind: HostRequest,
     params: String,
 ) -> Result<String, String> {
-    let host = accessor.with(|mut access| Arc::clone(access.get().call_host()));
+    let host = accessor.with(|mut access| Arc::clone(access.get().reach()));
     host.request(kind, params).await
 }
 
-impl<T: Send> host::HostWithStore<T> for HasSelf<PluginHostCtx> {
+impl<T: Send> host::HostWithStore<T> for HasSelf<HostInterfaceCtx> {
     async fn sample(accessor: &Accessor<T, Self>, request_: String) -> Result<String, String> {
         request(accessor, HostRequest::Sample, request_).await
     }

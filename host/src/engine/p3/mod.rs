@@ -16,21 +16,21 @@ mod host;
 use wasmtime::component::{HasSelf, Linker};
 
 use super::caller::Caller;
-use super::plugin_host::PluginHostCtx;
-use super::state::HostState;
+use super::host_interface::HostInterfaceCtx;
+use super::state::StoreData;
 
 /// Link WASI 0.3 and the 0.3 plugin world's `host` and `caller` interfaces (`CallerCtx`
 /// answers both versions of `caller`).
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     wasmtime_wasi::p3::add_to_linker(linker)?;
     wasmtime_wasi_http::p3::add_to_linker(linker)?;
-    bindings::mcpbox::plugin::host::add_to_linker::<HostState, HasSelf<PluginHostCtx>>(
+    bindings::mcpbox::plugin::host::add_to_linker::<StoreData, HasSelf<HostInterfaceCtx>>(
         linker,
-        HostState::plugin_host,
+        StoreData::host_interface,
     )?;
-    bindings::mcpbox::plugin::caller::add_to_linker::<HostState, Caller>(
+    bindings::mcpbox::plugin::caller::add_to_linker::<StoreData, Caller>(
         linker,
-        HostState::caller,
+        StoreData::caller,
     )?;
     // `types` holds only types: an empty instance satisfies a plugin's import of it.
     linker.instance("mcpbox:plugin/types@0.3.0")?;

@@ -8,7 +8,7 @@
 //! waits for it. A spare is used only if instantiating it asked nothing of the host (no
 //! host function was lent a capability, no memory growth was refused), so that it is
 //! exactly what instantiating at the call would have made; the call then binds its own
-//! context into it ([`HostState::bind`]) and is charged the fuel instantiation used. Each
+//! context into it ([`StoreData::bind`]) and is charged the fuel instantiation used. Each
 //! spare serves one call, at most [`SPARE_MAX_AGE`] after it was made (a granted directory
 //! is opened when it is made); a plugin whose instantiation does touch the host gets none.
 //!
@@ -49,12 +49,12 @@ use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, t
 use super::caller::{CallerCtx, CallerIdentity};
 use super::config::ConfigCtx;
 use super::credentials::CallCredentials;
+use super::host_interface::{MAX_LOG_MESSAGE_BYTES, log_line};
 use super::keyvalue::KeyValueCtx;
 use super::meter::CallMeter;
-use super::plugin_host::{MAX_LOG_MESSAGE_BYTES, log_line};
-use super::state::{CallContext, HostState};
+use super::state::{CallContext, StoreData};
 use super::{
-    CallHost, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
+    CallReach, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
     PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Runtime, SpareInstances, Tool,
     ToolResult,
 };
@@ -132,7 +132,7 @@ pub struct PluginLists {
 pub struct PluginCode {
     name: PluginName,
     runtime: Runtime,
-    pre: InstancePre<HostState>,
+    pre: InstancePre<StoreData>,
     exports: Exports,
     policy: Arc<Policy>,
     http_grants: Arc<[HttpGrant]>,
@@ -400,11 +400,11 @@ impl PluginCode {
         &self,
         name: &str,
         arguments: &str,
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<ToolResult, GuestError>, CallError> {
         if let Some(v3) = self.v3() {
             let indices = v3.tools.clone().ok_or(CallError::NotExported("tools"))?;
-            return self.call_tool_v3(indices, name, arguments, host).await;
+            return self.call_tool_v3(indices, name, arguments, reach).await;
         }
         let indices = self
             .exports
@@ -416,7 +416,7 @@ impl PluginCode {
         let is_error = |r: &Result<ToolResult, GuestError>| r.as_ref().map_or(true, |r| r.is_error);
         // A call run as a task has the task's time limit.
         let limits = Limits {
-            timeout: if host.in_task() {
+            timeout: if reach.in_task() {
                 self.limits.task_timeout
             } else {
                 self.limits.timeout
@@ -426,7 +426,7 @@ impl PluginCode {
         // The contract types `json` as an alias of `string`, which bindgen passes as `&String`.
         let (name, arguments) = (name.to_owned(), arguments.to_owned());
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(host, denied, limits).await?;
+            let mut call = code.instantiate(reach, denied, limits).await?;
             let guest = match call.tools.take() {
                 Some(guest) => guest,
                 None => call.load(|s, i| indices.load(s, i))?,
@@ -454,14 +454,14 @@ impl PluginCode {
         &self,
         name: &str,
         arguments: &[(String, String)],
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<Vec<PromptMessage>, GuestError>, CallError> {
         if let Some(v3) = self.v3() {
             let indices = v3
                 .prompts
                 .clone()
                 .ok_or(CallError::NotExported("prompts"))?;
-            return self.get_prompt_v3(indices, name, arguments, host).await;
+            return self.get_prompt_v3(indices, name, arguments, reach).await;
         }
         let indices = self
             .exports
@@ -472,7 +472,7 @@ impl PluginCode {
         let denied = Arc::clone(&meter.denied);
         let (name, arguments) = (name.to_owned(), arguments.to_vec());
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let mut call = code.instantiate(reach, denied, code.limits).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_get_prompt(&mut call.store, &name, &arguments)
@@ -489,14 +489,14 @@ impl PluginCode {
     pub async fn read_resource(
         &self,
         uri: &str,
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<Vec<ResourceContents>, GuestError>, CallError> {
         if let Some(v3) = self.v3() {
             let indices = v3
                 .resources
                 .clone()
                 .ok_or(CallError::NotExported("resources"))?;
-            return self.read_resource_v3(indices, uri, host).await;
+            return self.read_resource_v3(indices, uri, reach).await;
         }
         let indices = self
             .exports
@@ -508,7 +508,7 @@ impl PluginCode {
         let denied = Arc::clone(&meter.denied);
         let uri = uri.to_owned();
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let mut call = code.instantiate(reach, denied, code.limits).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest.call_read_resource(&mut call.store, &uri).await;
             let result = call.finish("resource", &uri, out);
@@ -526,7 +526,7 @@ impl PluginCode {
         argument: &str,
         value: &str,
         context: &[(String, String)],
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<CompletionResult, GuestError>, CallError> {
         if let Some(v3) = self.v3() {
             let indices = v3
@@ -534,7 +534,7 @@ impl PluginCode {
                 .clone()
                 .ok_or(CallError::NotExported("completion"))?;
             return self
-                .complete_v3(indices, reference, argument, value, context, host)
+                .complete_v3(indices, reference, argument, value, context, reach)
                 .await;
         }
         let indices = self
@@ -551,7 +551,7 @@ impl PluginCode {
             context.to_vec(),
         );
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let mut call = code.instantiate(reach, denied, code.limits).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_complete(&mut call.store, &reference, &argument, &value, &context)

@@ -48,7 +48,7 @@ pub struct Exports3 {
 
 impl Exports3 {
     /// The 0.3 interfaces `pre` exports, if any.
-    pub(super) fn of(pre: &InstancePre<HostState>) -> Option<Self> {
+    pub(super) fn of(pre: &InstancePre<StoreData>) -> Option<Self> {
         let exports = Self {
             tools: tools3::GuestIndices::new(pre).ok(),
             prompts: prompts3::GuestIndices::new(pre).ok(),
@@ -69,7 +69,7 @@ pub(super) const TOO_MANY_CONCURRENT: &str = "mcpbox: too many concurrent tasks 
 
 /// Arm a 0.3 call's store as [`PluginCode::arm`] does, and check its concurrent table at
 /// every epoch tick.
-pub(super) fn arm(store: &mut Store<HostState>, limits: &Limits) -> Result<(), CallError> {
+pub(super) fn arm(store: &mut Store<StoreData>, limits: &Limits) -> Result<(), CallError> {
     PluginCode::arm(store, limits, 0)?;
     let deadline = Instant::now() + limits.timeout;
     store.epoch_deadline_callback(move |mut ctx| {
@@ -154,10 +154,10 @@ fn describe(item: &Content) -> String {
 /// Read a tool's stream and result until the result arrives, the client cancels, or the call
 /// holds too much; each item is told to `host` as progress.
 async fn read_tool_output(
-    accessor: &Accessor<HostState>,
+    accessor: &Accessor<StoreData>,
     stream: StreamReader<Content>,
     result: FutureReader<Result<ToolResult, GuestError>>,
-    host: &Arc<dyn CallHost>,
+    reach: &Arc<dyn CallReach>,
 ) -> Result<Result<ToolResult, GuestError>, CallError> {
     let (items_tx, mut items_rx) = mpsc::unbounded_channel();
     let (result_tx, mut result_rx) = tokio::sync::oneshot::channel();
@@ -180,11 +180,11 @@ async fn read_tool_output(
                     )));
                 }
                 let count = streamed.len() + 1;
-                host.progress(count as f64, None, Some(describe(&item))).await;
+                reach.progress(count as f64, None, Some(describe(&item))).await;
                 streamed.push(item);
             }
             _ = check.tick() => {
-                if host.cancelled() {
+                if reach.cancelled() {
                     return Err(CallError::Host("the call was cancelled".to_owned()));
                 }
                 if over_bound(accessor) {
@@ -272,13 +272,13 @@ impl PluginCode {
         indices: tools3::GuestIndices,
         name: &str,
         arguments: &str,
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<ToolResult, GuestError>, CallError> {
         let meter = CallMeter::start(&self.name, CallKind::Tool, name);
         let denied = Arc::clone(&meter.denied);
         let is_error = |r: &Result<ToolResult, GuestError>| r.as_ref().map_or(true, |r| r.is_error);
         let limits = Limits {
-            timeout: if host.in_task() {
+            timeout: if reach.in_task() {
                 self.limits.task_timeout
             } else {
                 self.limits.timeout
@@ -287,14 +287,14 @@ impl PluginCode {
         };
         let (name, arguments) = (name.to_owned(), arguments.to_owned());
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(Arc::clone(&host), denied, limits).await?;
+            let mut call = code.instantiate(Arc::clone(&reach), denied, limits).await?;
             arm(&mut call.store, &limits)?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = call
                 .store
                 .run_concurrent(async |a| -> wasmtime::Result<_> {
                     let (stream, result) = guest.call_call_tool(a, name.clone(), arguments).await?;
-                    Ok(read_tool_output(a, stream, result, &host).await)
+                    Ok(read_tool_output(a, stream, result, &reach).await)
                 })
                 .await
                 .and_then(|out| out);
@@ -320,13 +320,13 @@ impl PluginCode {
         indices: prompts3::GuestIndices,
         name: &str,
         arguments: &[(String, String)],
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<Vec<PromptMessage>, GuestError>, CallError> {
         let meter = CallMeter::start(&self.name, CallKind::Prompt, name);
         let denied = Arc::clone(&meter.denied);
         let (name, arguments) = (name.to_owned(), arguments.to_vec());
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let mut call = code.instantiate(reach, denied, code.limits).await?;
             arm(&mut call.store, &code.limits)?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = call
@@ -347,13 +347,13 @@ impl PluginCode {
         &self,
         indices: resources3::GuestIndices,
         uri: &str,
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<Vec<ResourceContents>, GuestError>, CallError> {
         let meter = CallMeter::start(&self.name, CallKind::Resource, "");
         let denied = Arc::clone(&meter.denied);
         let uri = uri.to_owned();
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let mut call = code.instantiate(reach, denied, code.limits).await?;
             arm(&mut call.store, &code.limits)?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = call
@@ -377,7 +377,7 @@ impl PluginCode {
         argument: &str,
         value: &str,
         context: &[(String, String)],
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<CompletionResult, GuestError>, CallError> {
         let meter = CallMeter::start(&self.name, CallKind::Completion, "");
         let denied = Arc::clone(&meter.denied);
@@ -388,7 +388,7 @@ impl PluginCode {
             context.to_vec(),
         );
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let mut call = code.instantiate(reach, denied, code.limits).await?;
             arm(&mut call.store, &code.limits)?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = call

@@ -23,6 +23,10 @@ fn nothing() -> MethodResult {
 }
 
 impl Backend for Nothing {
+    type Target = ();
+
+    fn resolve(&self, _: &crate::protocol::request::ClientRequest) {}
+
     fn offers(&self) -> Offers {
         Offers::default()
     }
@@ -35,7 +39,7 @@ impl Backend for Nothing {
         nothing()
     }
 
-    async fn call_tool(&self, _: &str, _: &RawValue, _: RequestContext) -> MethodResult {
+    async fn call_tool(&self, (): (), _: &str, _: &RawValue, _: RequestContext) -> MethodResult {
         nothing()
     }
 

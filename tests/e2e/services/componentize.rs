@@ -4,7 +4,8 @@
 //! real binary to rmcp's client: every tool, prompt and resource, durable state (each caller's
 //! own), who is calling, configuration, argument validation, and a limit firing. And
 //! `mcpbox new` in both languages: the project it writes builds outside this repository and
-//! passes its own test (Rust's is in `languages`).
+//! passes its own test (Rust's is in `languages`). And a WASI 0.3 plugin in Python
+//! (`tests/plugins/python-p3`), whose async tool streams its content.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,9 +14,9 @@ use std::sync::OnceLock;
 use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
 use serde_json::{Value, json};
 
+use crate::external;
 use crate::languages::{path_with, root, run_in, scaffold};
 use crate::support::{Client, STEP, call, connect, json as to_json, tool_text};
-use crate::tools;
 
 /// componentize-py, pinned.
 const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
@@ -41,7 +42,7 @@ fn build(script: &str, out: &Path, path_dirs: &[PathBuf]) {
 
 /// The directory holding `componentize-py` (installed on first use).
 fn python_tools() -> PathBuf {
-    tools::python(&[COMPONENTIZE_PY])
+    external::python(&[COMPONENTIZE_PY])
         .parent()
         .unwrap()
         .to_owned()
@@ -49,8 +50,8 @@ fn python_tools() -> PathBuf {
 
 /// The directories holding `componentize-js` and Node 22 (installed on first use).
 fn js_tools() -> [PathBuf; 2] {
-    let npm = tools::npm(&[COMPONENTIZE_JS]);
-    let node = PathBuf::from(tools::node_path().split(':').next().unwrap());
+    let npm = external::npm(&[COMPONENTIZE_JS]);
+    let node = PathBuf::from(external::node_path().split(':').next().unwrap());
     [npm.join("node_modules/.bin"), node]
 }
 
@@ -328,4 +329,42 @@ async fn mcpbox_new_writes_python_and_js_projects_that_build_and_pass_their_test
             "{said}"
         );
     });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_0_3_plugin_streams_its_tool_result() {
+    let componentize = python_tools().join("componentize-py");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("count_py.wasm");
+    let output = tokio::task::block_in_place(|| {
+        Command::new(&componentize)
+            .arg("-d")
+            .arg(root().join("wit/0.3"))
+            .args(["-w", "mcpbox:plugin/plugin@0.3.0", "componentize", "-p"])
+            .arg(root().join("tests/plugins/python-p3"))
+            .arg("app")
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap()
+    });
+    assert!(
+        output.status.success(),
+        "componentize-py failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let client = connect(dir.path(), &[]).await;
+    let result = to_json(
+        &client
+            .call_tool(call("count_py", json!({"n": 3})))
+            .await
+            .unwrap(),
+    );
+    let texts: Vec<&str> = result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["1", "2", "3", "counted to 3"]);
 }
