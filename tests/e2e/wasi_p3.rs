@@ -433,3 +433,19 @@ async fn a_cancelled_0_3_call_stops_and_frees_its_instance() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_0_3_instance_is_kept_for_its_caller_unless_work_is_left_in_it() {
+    let dir = plugin_dir(&[("p3_probe", "p3_probe.wasm")]);
+    manifest(dir.path(), "p3_probe", "instances = \"per-caller\"\n");
+    let client = connect(dir.path(), &[]).await;
+    assert_eq!(call(&client, "calls3", json!({})).await.0, "1");
+    // Kept for the same caller: its memory as the last call left it.
+    assert_eq!(call(&client, "calls3", json!({})).await.0, "2");
+    // A call that leaves a task running in its instance: that instance is not kept.
+    assert_eq!(
+        call(&client, "linger", json!({})).await,
+        ("lingering".to_owned(), false)
+    );
+    assert_eq!(call(&client, "calls3", json!({})).await.0, "1");
+}

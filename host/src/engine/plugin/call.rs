@@ -24,6 +24,9 @@ pub(super) struct ActiveCall {
     /// The `tools` export, once looked up and type-checked in this instance (a kept instance
     /// does it once, not at every call).
     pub(super) tools: Option<tools::Guest>,
+    /// A 0.3 call left tasks running in the instance after it answered (see `p3::settle`):
+    /// the instance is not kept for the caller's next call.
+    pub(super) left_work: bool,
 }
 
 impl Drop for ActiveCall {
@@ -55,6 +58,7 @@ impl ActiveCall {
             _slot: slot,
             in_use: Some(in_use),
             tools: None,
+            left_work: false,
         }
     }
 

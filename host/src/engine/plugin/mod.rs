@@ -21,6 +21,8 @@
 //! its next call has the rest to grow into) and it holds at most [`KEEP_MAX_HANDLES`]
 //! handles; it waits at most [`SPARE_MAX_AGE`] for that call and serves calls for at most
 //! [`KEEP_MAX_LIFE`] after it was made. Kept instances share the spares' eighth of the pool.
+//! A WASI 0.3 plugin's instance is kept only if every task it spawned ended within 20 ms of its
+//! answer (`p3`): work left running would run on the next call's time and fuel.
 //!
 //! A plugin granted a directory runs each call (and makes each spare) on a thread of tokio's
 //! blocking pool, its file operations in line there, instead of on the runtime's workers with
@@ -29,7 +31,8 @@
 //!
 //! This file holds the plugin ([`PluginCode`]), its exports and its calls' entry points;
 //! `start` makes a call's store and instance and runs it, `reuse` holds the spares and kept
-//! instances, `call` one call's store and the classification of its failures.
+//! instances, `call` one call's store and the classification of its failures, `p3` the calls
+//! of a WASI 0.3 plugin (`mcpbox:plugin@0.3.0`) through the same store and instance.
 //!
 //! [`SPARE_MIN_INSTANTIATE`]: reuse::SPARE_MIN_INSTANTIATE
 //! [`SPARE_MAX_AGE`]: reuse::SPARE_MAX_AGE

@@ -85,6 +85,22 @@ pub(super) fn arm(store: &mut Store<StoreData>, limits: &Limits) -> Result<(), C
     Ok(())
 }
 
+/// How long a 0.3 call that may keep its instance waits, after its answer, for the tasks it
+/// spawned to end.
+const SETTLE: Duration = Duration::from_millis(20);
+
+/// Whether every task of the store has ended (a 0.3 plugin's work may outlive its answer),
+/// waiting at most [`SETTLE`] if `may_keep` (the instance may serve the caller's next call);
+/// without it, the instance goes with the call and nothing is waited for. An instance whose
+/// work did not end is not kept: the next call would run that work on its time and fuel.
+async fn settle<T: Send>(accessor: &Accessor<T>, may_keep: bool) -> bool {
+    if !may_keep {
+        return true;
+    }
+    let ended = std::future::poll_fn(|cx| accessor.poll_no_interesting_tasks(cx));
+    tokio::time::timeout(SETTLE, ended).await.is_ok()
+}
+
 /// Whether the store holds more concurrent entries than a call may.
 fn over_bound<T>(accessor: &Accessor<T>) -> bool {
     accessor.with(|mut access| {
@@ -290,17 +306,22 @@ impl PluginCode {
             let mut call = code.instantiate(Arc::clone(&reach), denied, limits).await?;
             arm(&mut call.store, &limits)?;
             let guest = call.load(|s, i| indices.load(s, i))?;
+            let keep = call.keep_for.is_some();
             let out = call
                 .store
                 .run_concurrent(async |a| -> wasmtime::Result<_> {
                     let (stream, result) = guest.call_call_tool(a, name.clone(), arguments).await?;
-                    Ok(read_tool_output(a, stream, result, &reach).await)
+                    let out = read_tool_output(a, stream, result, &reach).await;
+                    Ok((out, settle(a, keep).await))
                 })
                 .await
                 .and_then(|out| out);
             let out = match out {
-                Ok(Ok(result)) => Ok(result),
-                Ok(Err(error)) => {
+                Ok((Ok(result), settled)) => {
+                    call.left_work = !settled;
+                    Ok(result)
+                }
+                Ok((Err(error), _)) => {
                     log_output(&mut call.store);
                     return Err(error);
                 }
@@ -329,11 +350,18 @@ impl PluginCode {
             let mut call = code.instantiate(reach, denied, code.limits).await?;
             arm(&mut call.store, &code.limits)?;
             let guest = call.load(|s, i| indices.load(s, i))?;
+            let keep = call.keep_for.is_some();
             let out = call
                 .store
-                .run_concurrent(async |a| guest.call_get_prompt(a, name.clone(), arguments).await)
+                .run_concurrent(async |a| {
+                    let out = guest.call_get_prompt(a, name.clone(), arguments).await;
+                    (out, settle(a, keep).await)
+                })
                 .await
-                .and_then(|out| out);
+                .and_then(|(out, settled)| {
+                    call.left_work = !settled;
+                    out
+                });
             let result = call.finish("prompt", &name, out);
             call.end(&result, code);
             result
@@ -356,11 +384,18 @@ impl PluginCode {
             let mut call = code.instantiate(reach, denied, code.limits).await?;
             arm(&mut call.store, &code.limits)?;
             let guest = call.load(|s, i| indices.load(s, i))?;
+            let keep = call.keep_for.is_some();
             let out = call
                 .store
-                .run_concurrent(async |a| guest.call_read_resource(a, uri.clone()).await)
+                .run_concurrent(async |a| {
+                    let out = guest.call_read_resource(a, uri.clone()).await;
+                    (out, settle(a, keep).await)
+                })
                 .await
-                .and_then(|out| out);
+                .and_then(|(out, settled)| {
+                    call.left_work = !settled;
+                    out
+                });
             let result = call.finish("resource", &uri, out);
             call.end(&result, code);
             result
@@ -391,15 +426,20 @@ impl PluginCode {
             let mut call = code.instantiate(reach, denied, code.limits).await?;
             arm(&mut call.store, &code.limits)?;
             let guest = call.load(|s, i| indices.load(s, i))?;
+            let keep = call.keep_for.is_some();
             let out = call
                 .store
                 .run_concurrent(async |a| {
-                    guest
+                    let out = guest
                         .call_complete(a, reference, argument.clone(), value, context)
-                        .await
+                        .await;
+                    (out, settle(a, keep).await)
                 })
                 .await
-                .and_then(|out| out);
+                .and_then(|(out, settled)| {
+                    call.left_work = !settled;
+                    out
+                });
             let result = call.finish("completion", &argument, out);
             call.end(&result, code);
             result

@@ -336,7 +336,7 @@ impl PluginCode {
             handles: state.handles(),
             age: call.made.elapsed(),
         };
-        if !may_keep(left, self.limits.memory_bytes) {
+        if !may_keep(left, self.limits.memory_bytes) || call.left_work {
             return Some(call);
         }
         let Ok(share) = Arc::clone(&self.runtime.spares).try_acquire_owned() else {

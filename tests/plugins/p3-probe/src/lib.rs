@@ -2,7 +2,7 @@
 //! streamed count, concurrent fetches, the caller), a prompt, a resource and a completion,
 //! and hostile tools: one that awaits forever, one that spawns thousands of futures, one that
 //! holds its stream open, one that drops a write midway, one that burns fuel, one that grows
-//! its memory.
+//! its memory, one that leaves a task running after it answers.
 
 use futures::FutureExt as _;
 use futures::StreamExt as _;
@@ -126,6 +126,20 @@ async fn grow(args: Count, _out: Output) -> String {
     format!("grew {} MiB", args.n)
 }
 
+/// Calls this instance has served: a fresh instance per call keeps it at one.
+static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+async fn calls(_: NoArgs, _out: Output) -> String {
+    (CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1).to_string()
+}
+
+/// Answers, leaving a task behind that never ends.
+async fn linger(_: NoArgs, _out: Output) -> String {
+    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    drop(mcpbox_sdk::p3::spawn(never()));
+    "lingering".to_owned()
+}
+
 async fn who(_: NoArgs, _out: Output) -> String {
     match mcpbox_sdk::p3::caller() {
         Some(caller) => json!({ "id": caller.id, "all_scopes": caller.all_scopes }).to_string(),
@@ -157,7 +171,9 @@ impl Plugin for Probe {
             .add(Tool::new("drop_mid_write", "Drop a write"), drop_mid_write)
             .add(Tool::new("burn3", "Burn fuel"), burn)
             .add(Tool::new("grow3", "Grow memory"), grow)
-            .add(Tool::new("who3", "Who calls"), who);
+            .add(Tool::new("who3", "Who calls"), who)
+            .add(Tool::new("calls3", "Calls this instance served"), calls)
+            .add(Tool::new("linger", "Leave a task running"), linger);
     }
 
     fn prompts(prompts: &mut Prompts) {
