@@ -3,7 +3,8 @@
 //! and HTTP on both protocol revisions; every limit firing with its own message and the next
 //! call working; hostile plugins (awaiting forever, spawning thousands of futures, holding
 //! their stream open, dropping a write midway); HTTP fetched concurrently within the grant;
-//! hot reload between a 0.2 and a 0.3 build of one plugin.
+//! hot reload between a 0.2 and a 0.3 build of one plugin; cancellation; instances kept per
+//! caller; durable state within the grant; a 0.3 tool run as a task; `mcpbox new --wasi 0.3`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -448,4 +449,46 @@ async fn a_0_3_instance_is_kept_for_its_caller_unless_work_is_left_in_it() {
         ("lingering".to_owned(), false)
     );
     assert_eq!(call(&client, "calls3", json!({})).await.0, "1");
+}
+
+#[tokio::test]
+async fn a_0_3_plugin_keeps_state_within_its_grant() {
+    let dir = plugin_dir(&[("p3_probe", "p3_probe.wasm")]);
+    let client = connect(dir.path(), &[]).await;
+    let (denied, is_error) = call(&client, "note3", json!({"text": "a"})).await;
+    assert!(is_error, "{denied}");
+    assert!(denied.contains("not granted"), "{denied}");
+    drop(client);
+    manifest(
+        dir.path(),
+        "p3_probe",
+        "[keyvalue]\nbuckets = [\"default\"]\n",
+    );
+    let state = crate::support::fresh_state_dir();
+    let state = state.to_str().unwrap();
+    let client = connect(dir.path(), &["--state-dir", state]).await;
+    assert_eq!(
+        call(&client, "note3", json!({"text": "a"})).await,
+        ("a".to_owned(), false)
+    );
+    assert_eq!(
+        call(&client, "note3", json!({"text": "b"})).await,
+        ("a,b".to_owned(), false)
+    );
+}
+
+#[tokio::test]
+async fn a_0_3_tool_runs_as_a_task() {
+    let dir = plugin_dir(&[("p3_probe", "p3_probe.wasm")]);
+    manifest(
+        dir.path(),
+        "p3_probe",
+        "[tasks]\nrequired = [\"count\"]\ntimeout-ms = 20000\n",
+    );
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let client = crate::tasks::V2026Client::new(&server.url, None);
+    let id = client.start("count", json!({"n": 3})).await;
+    let done = client.until(&id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(texts(&done["result"]), ["1", "2", "3", "counted to 3"]);
 }

@@ -1,5 +1,5 @@
 //! Test fixture: a WASI 0.3 plugin (`mcpbox:plugin@0.3.0`). Well-behaved tools (echo, a
-//! streamed count, concurrent fetches, the caller), a prompt, a resource and a completion,
+//! streamed count, concurrent fetches, the caller, a note in durable state), a prompt, a resource and a completion,
 //! and hostile tools: one that awaits forever, one that spawns thousands of futures, one that
 //! holds its stream open, one that drops a write midway, one that burns fuel, one that grows
 //! its memory, one that leaves a task running after it answers.
@@ -140,6 +140,18 @@ async fn linger(_: NoArgs, _out: Output) -> String {
     "lingering".to_owned()
 }
 
+/// Appends `text` to the list kept under `notes` in the default bucket: the whole list.
+async fn note(args: Text, _out: Output) -> Result<String, String> {
+    let store = mcpbox_sdk::state::Store::open_default().map_err(|e| e.to_string())?;
+    let mut notes: Vec<String> = store
+        .get("notes")
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    notes.push(args.text);
+    store.set("notes", &notes).map_err(|e| e.to_string())?;
+    Ok(notes.join(","))
+}
+
 async fn who(_: NoArgs, _out: Output) -> String {
     match mcpbox_sdk::p3::caller() {
         Some(caller) => json!({ "id": caller.id, "all_scopes": caller.all_scopes }).to_string(),
@@ -173,7 +185,8 @@ impl Plugin for Probe {
             .add(Tool::new("grow3", "Grow memory"), grow)
             .add(Tool::new("who3", "Who calls"), who)
             .add(Tool::new("calls3", "Calls this instance served"), calls)
-            .add(Tool::new("linger", "Leave a task running"), linger);
+            .add(Tool::new("linger", "Leave a task running"), linger)
+            .add(Tool::new("note3", "Keep a note in state"), note);
     }
 
     fn prompts(prompts: &mut Prompts) {
