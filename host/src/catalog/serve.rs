@@ -294,11 +294,12 @@ impl Backend for PluginSet {
 
     async fn get_prompt(
         &self,
+        target: Pinned,
         name: &str,
         arguments: BTreeMap<String, String>,
         ctx: RequestContext,
     ) -> MethodResult {
-        let catalog = self.catalog();
+        let catalog = &target.catalog;
         let Some(entry) = catalog.prompts.index.get(name) else {
             return Err(ErrorObject::invalid_params(format!(
                 "unknown prompt `{name}`"
@@ -334,8 +335,8 @@ impl Backend for PluginSet {
         .await
     }
 
-    fn get_skill(&self, uri: &str, ctx: &RequestContext) -> MethodResult {
-        let catalog = self.catalog();
+    fn get_skill(&self, target: Pinned, uri: &str, ctx: &RequestContext) -> MethodResult {
+        let catalog = &target.catalog;
         let Some((plugin, gate, entry)) = catalog.skill(uri) else {
             return Err(ErrorObject::invalid_params(format!(
                 "no skill is served at `{uri}` (a skill is named by its SKILL.md's URI; skills/list lists them)"
@@ -347,11 +348,12 @@ impl Backend for PluginSet {
 
     fn read_directory(
         &self,
+        target: Pinned,
         uri: &str,
         cursor: Option<&str>,
         ctx: &RequestContext,
     ) -> MethodResult {
-        let catalog = self.catalog();
+        let catalog = &target.catalog;
         let Some((plugin, gate)) = catalog.directory_owner(uri) else {
             let why = if catalog.skill_file(uri).is_some() {
                 "is a file, not a directory"
@@ -364,8 +366,8 @@ impl Backend for PluginSet {
         catalog.directory_page(uri, cursor, ctx.caller())
     }
 
-    async fn read_resource(&self, uri: &str, ctx: RequestContext) -> MethodResult {
-        let catalog = self.catalog();
+    async fn read_resource(&self, target: Pinned, uri: &str, ctx: RequestContext) -> MethodResult {
+        let catalog = &target.catalog;
         if let Some((plugin, gate, file)) = catalog.skill_file(uri) {
             caller_may_use(&ctx, plugin, gate)?;
             return convert::skill_file_result(file);
@@ -396,8 +398,13 @@ impl Backend for PluginSet {
         .await
     }
 
-    async fn complete(&self, params: CompleteParams, ctx: RequestContext) -> MethodResult {
-        let catalog = self.catalog();
+    async fn complete(
+        &self,
+        target: Pinned,
+        params: CompleteParams,
+        ctx: RequestContext,
+    ) -> MethodResult {
+        let catalog = &target.catalog;
         let (plugin, gate, reference) = match &params.reference {
             CompletionReference::Prompt { name } => {
                 let entry = catalog.prompts.index.get(name).ok_or_else(|| {

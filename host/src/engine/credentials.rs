@@ -557,6 +557,7 @@ mod tests {
             .with_max_level(tracing::Level::TRACE)
             .with_writer(move || Writer(Arc::clone(&sink)))
             .finish();
+        keep_every_callsite_interested();
         let _default = tracing::subscriber::set_default(subscriber);
 
         let upstream = Upstream::start(Upstream::ok()).await;
@@ -584,6 +585,39 @@ mod tests {
         assert!(logged.contains("denied HTTP request"), "{logged}");
         assert!(!logged.contains(TOKEN), "{logged}");
         assert!(!logged.contains("s3cr3t"), "{logged}");
+    }
+
+    /// Tracing caches each callsite's interest for the whole process, from the dispatcher of
+    /// the thread that reaches it first: another test's thread, with no subscriber, would
+    /// cache "never" for a callsite this test captures, and the capture would miss its line
+    /// (seen once in a full unit run under load). A global dispatcher interested in every
+    /// callsite keeps them open; each thread's own subscriber still decides what it records,
+    /// and this one records nothing.
+    fn keep_every_callsite_interested() {
+        struct Keeper;
+        impl tracing::Subscriber for Keeper {
+            fn register_callsite(
+                &self,
+                _: &'static tracing::Metadata<'static>,
+            ) -> tracing::subscriber::Interest {
+                tracing::subscriber::Interest::always()
+            }
+            fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+                false
+            }
+            fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+                tracing::span::Id::from_u64(1)
+            }
+            fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+            fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+            fn event(&self, _: &tracing::Event<'_>) {}
+            fn enter(&self, _: &tracing::span::Id) {}
+            fn exit(&self, _: &tracing::span::Id) {}
+        }
+        static KEEPER: std::sync::Once = std::sync::Once::new();
+        KEEPER.call_once(|| {
+            let _ = tracing::dispatcher::set_global_default(tracing::Dispatch::new(Keeper));
+        });
     }
 
     struct Writer(Arc<Mutex<Vec<u8>>>);

@@ -55,16 +55,16 @@ pub async fn dispatch<B: Backend>(
         }
         ClientRequest::GetPrompt(p) => {
             let arguments = string_arguments(p.arguments.unwrap_or_default())?;
-            backend.get_prompt(&p.name, arguments, ctx).await
+            backend.get_prompt(target, &p.name, arguments, ctx).await
         }
-        ClientRequest::ReadResource(p) => backend.read_resource(&p.uri, ctx).await,
-        ClientRequest::Complete(p) => backend.complete(p, ctx).await,
+        ClientRequest::ReadResource(p) => backend.read_resource(target, &p.uri, ctx).await,
+        ClientRequest::Complete(p) => backend.complete(target, p, ctx).await,
         ClientRequest::ListSkills(p) => {
             backend.list(ListKind::Skills, p.cursor.as_deref(), ctx.caller())
         }
-        ClientRequest::GetSkill(p) => backend.get_skill(&p.uri, &ctx),
+        ClientRequest::GetSkill(p) => backend.get_skill(target, &p.uri, &ctx),
         ClientRequest::ReadDirectory(p) => {
-            backend.read_directory(&p.uri, p.cursor.as_deref(), &ctx)
+            backend.read_directory(target, &p.uri, p.cursor.as_deref(), &ctx)
         }
         ClientRequest::Initialize(_)
         | ClientRequest::Ping

@@ -378,6 +378,7 @@ pub trait Backend: Send + Sync + 'static {
     /// `prompts/get`.
     fn get_prompt(
         &self,
+        target: Self::Target,
         name: &str,
         arguments: BTreeMap<String, String>,
         ctx: RequestContext,
@@ -386,14 +387,15 @@ pub trait Backend: Send + Sync + 'static {
     /// `resources/read`.
     fn read_resource(
         &self,
+        target: Self::Target,
         uri: &str,
         ctx: RequestContext,
     ) -> impl Future<Output = MethodResult> + Send;
 
     /// `skills/get`: the entry of the skill whose `SKILL.md` is at `uri`, as `caller` may see
     /// it; -32602 for a URI that names no skill served.
-    fn get_skill(&self, uri: &str, ctx: &RequestContext) -> MethodResult {
-        let _ = ctx;
+    fn get_skill(&self, target: Self::Target, uri: &str, ctx: &RequestContext) -> MethodResult {
+        let _ = (target, ctx);
         Err(ErrorObject::invalid_params(format!(
             "no skill is served at `{uri}`"
         )))
@@ -403,11 +405,12 @@ pub trait Backend: Send + Sync + 'static {
     /// -32602 for a URI that names no directory served.
     fn read_directory(
         &self,
+        target: Self::Target,
         uri: &str,
         cursor: Option<&str>,
         ctx: &RequestContext,
     ) -> MethodResult {
-        let _ = (cursor, ctx);
+        let _ = (target, cursor, ctx);
         Err(ErrorObject::invalid_params(format!(
             "no directory is served at `{uri}`"
         )))
@@ -416,6 +419,7 @@ pub trait Backend: Send + Sync + 'static {
     /// `completion/complete`.
     fn complete(
         &self,
+        target: Self::Target,
         params: CompleteParams,
         ctx: RequestContext,
     ) -> impl Future<Output = MethodResult> + Send;

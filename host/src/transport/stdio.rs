@@ -629,6 +629,7 @@ mod tests {
 
         async fn get_prompt(
             &self,
+            _: (),
             _: &str,
             _: std::collections::BTreeMap<String, String>,
             _: crate::server::RequestContext,
@@ -638,6 +639,7 @@ mod tests {
 
         async fn read_resource(
             &self,
+            _: (),
             _: &str,
             _: crate::server::RequestContext,
         ) -> crate::server::MethodResult {
@@ -646,6 +648,7 @@ mod tests {
 
         async fn complete(
             &self,
+            _: (),
             _: crate::protocol::mcp::CompleteParams,
             _: crate::server::RequestContext,
         ) -> crate::server::MethodResult {

@@ -167,6 +167,7 @@ impl Backend for GitHubTool {
 
     async fn get_prompt(
         &self,
+        _: (),
         _: &str,
         _: BTreeMap<String, String>,
         ctx: RequestContext,
@@ -185,11 +186,11 @@ impl Backend for GitHubTool {
         or_link_required(linking, &links, &ctx, "github", Request::Prompt, outcome).await
     }
 
-    async fn read_resource(&self, _: &str, _: RequestContext) -> MethodResult {
+    async fn read_resource(&self, _: (), _: &str, _: RequestContext) -> MethodResult {
         Err(crate::protocol::ErrorObject::new(-32601, "no resources"))
     }
 
-    async fn complete(&self, _: CompleteParams, _: RequestContext) -> MethodResult {
+    async fn complete(&self, _: (), _: CompleteParams, _: RequestContext) -> MethodResult {
         Err(crate::protocol::ErrorObject::new(-32601, "no completions"))
     }
 }

@@ -86,6 +86,9 @@ impl Backend for Reloading {
     fn offers(&self) -> Offers {
         Offers {
             tools: true,
+            prompts: true,
+            resources: true,
+            completions: true,
             ..Offers::default()
         }
     }
@@ -110,58 +113,76 @@ impl Backend for Reloading {
 
     async fn get_prompt(
         &self,
+        target: Resolved,
         _: &str,
         _: BTreeMap<String, String>,
-        _: RequestContext,
+        ctx: RequestContext,
     ) -> MethodResult {
-        Err(ErrorObject::invalid_params("no prompts"))
+        Self::run(target.version, &ctx)
     }
 
-    async fn read_resource(&self, _: &str, _: RequestContext) -> MethodResult {
-        Err(ErrorObject::invalid_params("no resources"))
+    async fn read_resource(&self, target: Resolved, _: &str, ctx: RequestContext) -> MethodResult {
+        Self::run(target.version, &ctx)
     }
 
-    async fn complete(&self, _: CompleteParams, _: RequestContext) -> MethodResult {
-        Err(ErrorObject::invalid_params("no completions"))
+    async fn complete(
+        &self,
+        target: Resolved,
+        _: CompleteParams,
+        ctx: RequestContext,
+    ) -> MethodResult {
+        Self::run(target.version, &ctx)
     }
 }
 
 const CALL: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
+const PROMPT: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
+const READ: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"demo://r","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
+const COMPLETE: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":""},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 
 /// A caller without the scope `admin`.
 fn bob() -> Principal {
     Principal::token("bob", Scopes::Granted(Default::default()))
 }
 
+/// Every request a plugin serves (a tool call, a prompt, a resource, a completion) runs on the
+/// version its checks were made on.
 #[tokio::test]
 async fn a_call_runs_on_the_version_its_checks_were_made_on() {
-    let backend = Arc::new(Reloading::default());
-    let session = Arc::new(Session::new(
-        Arc::clone(&backend),
-        Mode::V2026,
-        Arc::default(),
-    ));
-    let (outbound, _queue) = tokio::sync::mpsc::channel(8);
-    // Accepted against version 1, where the tool requires nothing.
-    let pending = session
-        .accept(decode(CALL), None, &outbound, &bob())
-        .await
-        .expect("a request is work to run");
-    assert!(pending.refusal.is_none(), "refused before it ran");
-    // A reload between the check and the run: the tool now requires `admin`.
-    backend.reload();
-    let answer = pending.work.await.expect("an answer");
-    let reply: Value = serde_json::from_str(&answer.reply.0).expect("JSON");
-    assert_eq!(reply["result"]["ranOn"], 1, "{reply}");
-    assert_eq!(reply["result"]["checkedOn"], 1, "{reply}");
+    for request in [CALL, PROMPT, READ, COMPLETE] {
+        let backend = Arc::new(Reloading::default());
+        let session = Arc::new(Session::new(
+            Arc::clone(&backend),
+            Mode::V2026,
+            Arc::default(),
+        ));
+        let (outbound, _queue) = tokio::sync::mpsc::channel(8);
+        let method = String::from_utf8_lossy(request);
+        // Accepted against version 1, where the item requires nothing.
+        let pending = session
+            .accept(decode(request), None, &outbound, &bob())
+            .await
+            .expect("a request is work to run");
+        assert!(pending.refusal.is_none(), "refused before it ran: {method}");
+        // A reload between the check and the run: the item now requires `admin`.
+        backend.reload();
+        let answer = pending.work.await.expect("an answer");
+        let reply: Value = serde_json::from_str(&answer.reply.0).expect("JSON");
+        assert_eq!(reply["result"]["ranOn"], 1, "{method}: {reply}");
+        assert_eq!(reply["result"]["checkedOn"], 1, "{method}: {reply}");
 
-    // A request accepted after the reload is checked against version 2, and refused.
-    let pending = session
-        .accept(decode(CALL), None, &outbound, &bob())
-        .await
-        .expect("a request is work to run");
-    assert_eq!(
-        pending.refusal,
-        Some(crate::server::Refusal::Forbidden(vec!["admin".to_owned()]))
-    );
+        // A request accepted after the reload is checked against version 2, and refused.
+        let pending = session
+            .accept(decode(request), None, &outbound, &bob())
+            .await
+            .expect("a request is work to run");
+        assert_eq!(
+            pending.refusal,
+            Some(crate::server::Refusal::Forbidden(vec!["admin".to_owned()])),
+            "{method}"
+        );
+    }
 }

@@ -45,6 +45,7 @@ impl Backend for Nothing {
 
     async fn get_prompt(
         &self,
+        _: (),
         _: &str,
         _: BTreeMap<String, String>,
         _: RequestContext,
@@ -52,11 +53,11 @@ impl Backend for Nothing {
         nothing()
     }
 
-    async fn read_resource(&self, _: &str, _: RequestContext) -> MethodResult {
+    async fn read_resource(&self, _: (), _: &str, _: RequestContext) -> MethodResult {
         nothing()
     }
 
-    async fn complete(&self, _: CompleteParams, _: RequestContext) -> MethodResult {
+    async fn complete(&self, _: (), _: CompleteParams, _: RequestContext) -> MethodResult {
         nothing()
     }
 }
