@@ -29,6 +29,8 @@ pub mod file_pages;
 pub mod files;
 pub mod host;
 pub mod kv;
+#[cfg(feature = "registry")]
+pub mod manage;
 pub mod metrics;
 pub mod policy;
 pub mod principal;

@@ -126,6 +126,12 @@ impl Backend for PluginSet {
     }
 
     fn required_scopes(&self, request: &ClientRequest) -> Vec<String> {
+        if let ClientRequest::CallTool(p) = request
+            && super::managing::MANAGE_TOOLS.contains(&p.name.as_str())
+            && let Some(installer) = self.installer.get()
+        {
+            return installer.scopes();
+        }
         owner(&self.catalog(), request)
             .and_then(|(_, gate)| gate.as_deref().map(<[String]>::to_vec))
             .unwrap_or_default()
@@ -189,6 +195,18 @@ impl Backend for PluginSet {
         arguments: &RawValue,
         ctx: RequestContext,
     ) -> MethodResult {
+        if super::managing::MANAGE_TOOLS.contains(&name)
+            && let Some(installer) = self.installer.get()
+        {
+            let required = installer.scopes();
+            let missing = ctx.caller().missing(&required);
+            if !missing.is_empty() {
+                let missing: Vec<String> = missing.into_iter().map(str::to_owned).collect();
+                return Err(crate::server::insufficient_scope(&missing));
+            }
+            ctx.audit().plugin("mcpbox");
+            return Box::pin(installer.call(name, arguments, &ctx)).await;
+        }
         if let Some(linking) = self.linking.get()
             && super::host_tools::RESERVED.contains(&name)
             && let Some(result) = Box::pin(super::host_tools::call(

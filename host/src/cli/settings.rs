@@ -57,6 +57,8 @@ impl ServeArgs {
             }
             plugin_dirs.push(canonical);
         }
+        #[cfg(feature = "registry")]
+        let manage = self.manage(&mut plugin_dirs)?;
         let cache_dir = if self.no_cache {
             None
         } else {
@@ -105,7 +107,55 @@ impl ServeArgs {
             audit_log: self.audit_log()?,
             transport,
             credentials,
+            #[cfg(feature = "registry")]
+            manage,
         })
+    }
+
+    /// Managed installs, when the configuration file enables them (`[manage]`): its directory
+    /// made if missing and added, canonical, to `plugin_dirs` (last); refused over HTTP without
+    /// a scope, and with `--no-watch` (installs load live).
+    #[cfg(feature = "registry")]
+    fn manage(
+        &self,
+        plugin_dirs: &mut Vec<PathBuf>,
+    ) -> anyhow::Result<Option<crate::manage::ManageSettings>> {
+        let Some(manage) = self.loaded_config.as_ref().and_then(|c| c.manage()) else {
+            return Ok(None);
+        };
+        if !manage.enabled {
+            return Ok(None);
+        }
+        let mut manage = manage.clone();
+        if self.http.is_some() && manage.scope.is_none() {
+            anyhow::bail!(
+                "[manage] over HTTP needs a `scope`: only callers holding it may see and use the management tools"
+            );
+        }
+        if self.no_watch {
+            anyhow::bail!("[manage] installs plugins live: it cannot be used with --no-watch");
+        }
+        std::fs::create_dir_all(&manage.directory).with_context(|| {
+            format!(
+                "cannot make the [manage] directory {}",
+                manage.directory.display()
+            )
+        })?;
+        let canonical = std::fs::canonicalize(&manage.directory).with_context(|| {
+            format!(
+                "cannot read the [manage] directory {}",
+                manage.directory.display()
+            )
+        })?;
+        if plugin_dirs.contains(&canonical) {
+            anyhow::bail!(
+                "the [manage] directory {} is also a plugin directory: give it a directory of its own",
+                manage.directory.display()
+            );
+        }
+        plugin_dirs.push(canonical.clone());
+        manage.directory = canonical;
+        Ok(Some(manage))
     }
 
     /// The providers of the configuration file (none without one).
