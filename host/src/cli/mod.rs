@@ -6,7 +6,7 @@
 //! rooms' (`commands`, with `bundle` and `credentials` in files of their own).
 //! The top of the crate: it may use any room, and none uses it.
 //!
-//! Uses: `auth`, `author_tools`, `config`, `credentials`, `engine`, `host`, `kv`, `policy`, `principal`, `registry`, `scaffold`,
+//! Uses: `auth`, `author_tools`, `config`, `credentials`, `engine`, `host`, `kv`, `manage`, `policy`, `principal`, `registry`, `scaffold`,
 //! `server`, `skills`, `telemetry`, `transport`, `watch`.
 
 mod args;
