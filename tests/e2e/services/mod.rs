@@ -18,6 +18,7 @@
 //! `credentials`, npm's `oauth2-mock-server` on Node 22 (as mcpbox's own issuer and as the
 //! downstream provider), the official Python SDK and a `redis-server`; `registry`, a CNCF
 //! distribution registry (`docker-registry`, with `htpasswd` and `script` for two tests);
+//! `manage`, the registry, npm's `oauth2-mock-server` on Node 22 and the official Python SDK;
 //! `reference`, Node 22 and the original reference servers (npm); `scale`, `redis-server` and
 //! HAProxy; `status`, a headless chromium. Where a module of the
 //! same name sits beside this one, the tests of that area that need none of this are there.
@@ -29,6 +30,7 @@ mod container;
 mod credentials;
 mod fake_api;
 mod languages;
+mod manage;
 mod metrics;
 mod oauth;
 mod promises_redis;
