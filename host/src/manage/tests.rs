@@ -365,3 +365,25 @@ fn a_query_is_a_few_distinct_words() {
         "at most eight words"
     );
 }
+
+#[test]
+fn the_reference_configurations_manage_example_is_valid() {
+    let text = include_str!("../../deploy/mcpbox.toml");
+    let start = text.find("# [manage]\n").expect("a [manage] example");
+    let example: String = text[start..]
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .filter_map(|l| l.strip_prefix("# "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let table: toml::Table = toml::from_str(&example).unwrap();
+    let settings = ManageSettings::from_toml(
+        Path::new("/etc/mcpbox/mcpbox.toml"),
+        table["manage"].clone(),
+    )
+    .unwrap();
+    assert!(settings.enabled);
+    assert_eq!(settings.scope.as_deref(), Some("mcpbox:manage"));
+    assert_eq!(settings.ceiling.limits["memory-mib"], 64);
+    assert!(settings.ceiling.state);
+}
