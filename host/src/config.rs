@@ -352,6 +352,12 @@ impl ConfigFile {
         self.manage.as_ref()
     }
 
+    /// Whether `other` configures managed installs differently (a restart applies it).
+    #[cfg(feature = "registry")]
+    pub fn manage_differs(&self, other: &Self) -> bool {
+        self.manage != other.manage
+    }
+
     /// The signature policy (`[signatures]`), if the file has one.
     pub fn signatures(&self) -> Option<&TrustPolicy> {
         self.signatures.as_ref()

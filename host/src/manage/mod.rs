@@ -346,7 +346,7 @@ impl Installs {
         };
         done(
             &format!("The user {did}: nothing was installed."),
-            json!({"installed": false, "action": action}),
+            &json!({"installed": false, "action": action}),
         )
     }
 
@@ -420,7 +420,7 @@ impl Installs {
                     tools.join(", ")
                 }
             ),
-            json!({
+            &json!({
                 "installed": true,
                 "name": name,
                 "digest": prepared.offer.digest,
@@ -486,7 +486,7 @@ impl Installs {
                     self.record(ctx, "manage/declined", &name, &item, true);
                     return done(
                         &format!("The user did not confirm: {name} was not removed."),
-                        json!({"removed": false}),
+                        &json!({"removed": false}),
                     );
                 }
                 Answer::Failed(why) => {
@@ -509,7 +509,7 @@ impl Installs {
         self.record(ctx, "manage/remove", &name, &item, gone);
         done(
             &format!("Removed {name}: its tools are no longer served."),
-            json!({"removed": true, "name": name}),
+            &json!({"removed": true, "name": name}),
         )
     }
 
@@ -561,7 +561,7 @@ impl Installs {
             .collect();
         done(
             &format!("Plugins served:\n{}", lines.join("\n")),
-            json!({"plugins": plugins}),
+            &json!({"plugins": plugins}),
         )
     }
 }
@@ -572,7 +572,7 @@ fn at(offer: &Offer) -> String {
 }
 
 /// A result with `text` and `structured` content.
-fn done(text: &str, structured: Value) -> MethodResult {
+fn done(text: &str, structured: &Value) -> MethodResult {
     serde_json::value::to_raw_value(&json!({
         "content": [{"type": "text", "text": text}],
         "structuredContent": structured,

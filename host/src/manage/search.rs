@@ -135,7 +135,7 @@ pub(super) async fn search(
         }
     }
     // Best first; ties in the order found (installed first, then by source and tag).
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|(hits, _)| std::cmp::Reverse(*hits));
     let results: Vec<Value> = found.into_iter().take(limit).map(|(_, v)| v).collect();
     let lines: Vec<String> = results
         .iter()
@@ -170,5 +170,5 @@ pub(super) async fn search(
     if !unreachable.is_empty() {
         text.push_str(&format!("\n(Could not reach: {}.)", unreachable.join(", ")));
     }
-    done(&text, json!({"results": results}))
+    done(&text, &json!({"results": results}))
 }

@@ -584,7 +584,12 @@ async fn accept_installs_exactly_the_approved_grants_served_to_every_client_and_
             "manage/remove"
         ]
     );
-    eprintln!("install latency, from the call to the plugin serving: {took} ms");
+    // From the call to the plugin serving, the user's answer included (a few hundred ms here).
+    assert!(took < 20_000, "installing took {took} ms");
+    #[expect(clippy::print_stderr, reason = "the measured latency, for the issue")]
+    {
+        eprintln!("install latency, from the call to the plugin serving: {took} ms");
+    }
 }
 
 #[tokio::test]
