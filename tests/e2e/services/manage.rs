@@ -42,6 +42,11 @@ struct Setup {
 
 impl Setup {
     async fn new() -> Self {
+        Self::with("").await
+    }
+
+    /// With `manage` added to the `[manage]` table.
+    async fn with(manage: &str) -> Self {
         let registry = DistributionRegistry::start(RegistrySetup::default());
         let host = registry.host();
         let files = tempfile::tempdir().unwrap();
@@ -135,6 +140,8 @@ allow = ["127.0.0.1:9", "evil.example"]
         .await;
         sign(echo_ref).await;
         setup_push(component("echo_tools"), "unsigned:1", Vec::new()).await;
+        // Unsigned, and the policy does not ask it to be.
+        setup_push(component("echo_tools"), "free:1", Vec::new()).await;
         let moving = setup_push(component("echo_tools"), "moving:1", Vec::new()).await;
         sign(moving).await;
 
@@ -162,8 +169,9 @@ moving = ["acme"]
 enabled = true
 scope = "mcpbox:manage"
 directory = "managed"
-sources = ["{host}/plugins/files", "{host}/plugins/echo", "{host}/plugins/unsigned", "{host}/plugins/moving"]
+sources = ["{host}/plugins/files", "{host}/plugins/echo", "{host}/plugins/unsigned", "{host}/plugins/moving", "{host}/plugins/free"]
 insecure-registries = ["{host}"]
+{manage}
 
 [manage.ceiling]
 dirs = [{{ path = "{data}", mode = "read-write" }}, {{ path = "{docs}", mode = "read-only" }}]
@@ -662,19 +670,22 @@ async fn decline_cancel_a_client_that_cannot_be_asked_and_an_unsigned_artifact_i
             && text.ends_with("; nothing was installed"),
         "{text}"
     );
-    // A reference outside the sources, and a hostile one: refused before anything is fetched.
+    // A reference outside the sources, a hostile one, a name that is a path, an argument the
+    // tool does not take: refused before anything is fetched.
     let host = setup.registry.host();
-    for reference in [
-        format!("{host}/plugins/elsewhere:1"),
-        format!("{host}/plugins/echo/../unsigned:1"),
-        "evil.example/plugins/echo:1".to_owned(),
+    for arguments in [
+        json!({"reference": format!("{host}/plugins/elsewhere:1")}),
+        json!({"reference": format!("{host}/plugins/echo/../unsigned:1")}),
+        json!({"reference": "evil.example/plugins/echo:1"}),
+        json!({"reference": echo, "name": "../../managed/evil"}),
+        json!({"reference": echo, "grants": [], "ceiling": {"hosts": ["*"]}}),
     ] {
         let events = setup
             .run(
                 &alice,
                 "legacy",
                 json!(["accept"]),
-                json!([["mcpbox_install_plugin", {"reference": reference}]]),
+                json!([["mcpbox_install_plugin", arguments]]),
             )
             .await;
         assert!(events_of(&events, "elicitation").is_empty(), "{events:#?}");
@@ -836,4 +847,59 @@ async fn a_caller_without_the_scope_sees_no_management_tool_and_search_hides_wha
     );
     assert!(to.path().join("files.wasm").exists());
     assert!(!to.path().join("files.toml").exists());
+}
+
+#[tokio::test]
+async fn a_pre_approval_policy_installs_signed_artifacts_for_clients_that_cannot_be_asked() {
+    let setup = Setup::with("pre-approve = \"signed\"").await;
+    let alice = setup.token("alice", "mcp mcpbox:manage").await;
+    let events = setup
+        .run(
+            &alice,
+            "2026-07-28",
+            json!(["none"]),
+            json!([
+                ["mcpbox_install_plugin", {"reference": setup.reference("free:1")}],
+                ["mcpbox_install_plugin", {"reference": setup.reference("echo:1")}],
+                ["echo", {"text": "pre-approved"}],
+                ["mcpbox_remove_plugin", {"name": "echo"}],
+            ]),
+        )
+        .await;
+    assert!(events_of(&events, "elicitation").is_empty(), "{events:#?}");
+    let results = events_of(&events, "result");
+    // Not signed: nothing vouches for it, and nobody can be asked.
+    assert_eq!(results[0]["isError"], true, "{events:#?}");
+    assert!(
+        results[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("this client cannot show the user a form"),
+        "{events:#?}"
+    );
+    assert_eq!(results[1]["structured"]["installed"], true, "{events:#?}");
+    assert_eq!(results[2]["text"], "pre-approved");
+    assert_eq!(results[3]["structured"]["removed"], true, "{events:#?}");
+    assert!(setup.installed().is_empty());
+    let steps: Vec<String> = setup
+        .audit()
+        .iter()
+        .filter_map(|r| {
+            r["method"]
+                .as_str()
+                .filter(|m| m.starts_with("manage/"))
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "manage/resolved",
+            "manage/refused",
+            "manage/resolved",
+            "manage/pre-approved",
+            "manage/install",
+            "manage/remove"
+        ]
+    );
 }
