@@ -220,7 +220,7 @@ impl Installs {
             ));
         }
         let keep = args.grants.as_deref();
-        let mut prepared = match self.prepare(&reference, &name, keep).await {
+        let prepared = match self.prepare(&reference, &name, keep).await {
             Ok(prepared) => prepared,
             Err(why) => {
                 self.record(ctx, "manage/refused", &name, &reference, false);
@@ -247,6 +247,19 @@ impl Installs {
                 "this client cannot show the user a form (it declared no form-mode elicitation), and mcpbox installs a plugin only with the user's consent: nothing was installed. Use a client that supports elicitation, or ask the operator to install it",
             );
         }
+        self.with_consent(ctx, &reference, keep, prepared).await
+    }
+
+    /// Ask the user about `prepared` and install what they approve, once the reference still
+    /// resolves to what they saw; asked again (at most [`MAX_ASKS`] times) while it does not.
+    async fn with_consent(
+        &self,
+        ctx: &RequestContext,
+        reference: &str,
+        keep: Option<&[String]>,
+        mut prepared: Prepared,
+    ) -> MethodResult {
+        let name = prepared.offer.name.clone();
         let mut changed = false;
         for _ in 0..MAX_ASKS {
             let offer = &prepared.offer;
@@ -266,10 +279,10 @@ impl Installs {
                 Answer::Accept(approved) => {
                     self.record(ctx, "manage/accepted", &name, &at(offer), true);
                     // The consent is for this digest and these grants: resolve again.
-                    let again = match self.prepare(&reference, &name, keep).await {
+                    let again = match self.prepare(reference, &name, keep).await {
                         Ok(again) => again,
                         Err(why) => {
-                            self.record(ctx, "manage/refused", &name, &reference, false);
+                            self.record(ctx, "manage/refused", &name, reference, false);
                             return failed(&format!(
                                 "refused {reference} after the user accepted: {why}; nothing was installed"
                             ));

@@ -205,8 +205,6 @@ memory-mib = 128
                 config.to_str().unwrap(),
                 "--audit-log",
                 audit.to_str().unwrap(),
-                "--reload-debounce-ms",
-                "50",
             ],
         )
         .spawn()
