@@ -250,6 +250,7 @@ impl Host {
                 manage,
                 settings.trust.policy().cloned(),
                 Arc::clone(&plugins),
+                Arc::clone(&settings.sections),
                 settings.modern.audit.clone(),
                 crate::registry::DEFAULT_TIMEOUT,
             )

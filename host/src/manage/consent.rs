@@ -66,6 +66,12 @@ pub fn install_question(offer: &Offer, changed: bool) -> (String, Value) {
         shown(&offer.reference)
     ));
     lines.push(format!("Digest: {}", offer.digest));
+    if let Some(installed) = &offer.replaces {
+        lines.push(format!(
+            "It replaces the `{}` installed now ({installed}).",
+            offer.name
+        ));
+    }
     lines.push(match &offer.signer {
         Some((signer, key)) => format!("Signed by `{signer}` (key {key})"),
         None => "Not signed (the operator's signature policy does not require it)".to_owned(),

@@ -452,6 +452,8 @@ pub struct Offer {
     pub ignored: Vec<String>,
     /// Grants the caller's arguments left out.
     pub left_out: Vec<String>,
+    /// The digest of the plugin of that name installed now, which this one would replace.
+    pub replaces: Option<String>,
 }
 
 impl Offer {
@@ -498,6 +500,7 @@ impl Offer {
             "reference": self.reference,
             "digest": self.digest,
             "signer": self.signer,
+            "replaces": self.replaces,
             "grants": grants,
             "values": values,
             "limits": self.capped.limits,

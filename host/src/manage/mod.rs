@@ -58,6 +58,9 @@ pub struct Installs {
     registry: Registry,
     trust: Option<TrustPolicy>,
     plugins: Arc<PluginSet>,
+    /// The configuration's `[plugin.NAME]` sections and the command line's grants: a plugin
+    /// they name would be governed by them, not by what the user approved.
+    sections: Arc<crate::policy::Sections>,
     audit: Option<Arc<dyn AuditSink>>,
     /// One install or removal at a time.
     writing: tokio::sync::Mutex<()>,
@@ -106,11 +109,13 @@ struct Prepared {
 
 impl Installs {
     /// The management tools for `settings`, checking signatures by `trust`, installing into
-    /// `plugins`' managed directory (made if missing), recording to `audit`.
+    /// `plugins`' managed directory (made if missing) no plugin that `sections` govern,
+    /// recording to `audit`.
     pub fn new(
         settings: ManageSettings,
         trust: Option<TrustPolicy>,
         plugins: Arc<PluginSet>,
+        sections: Arc<crate::policy::Sections>,
         audit: Option<Arc<dyn AuditSink>>,
         timeout: Duration,
     ) -> Result<Self, ManageError> {
@@ -124,6 +129,7 @@ impl Installs {
             registry,
             trust,
             plugins,
+            sections,
             audit,
             writing: tokio::sync::Mutex::new(()),
         })
@@ -189,6 +195,9 @@ impl Installs {
             capped,
             ignored: Vec::new(),
             left_out: Vec::new(),
+            replaces: crate::registry::install::installed(&self.settings.directory)
+                .ok()
+                .and_then(|installed| installed.get(name).map(|e| e.digest.clone())),
         }
         .narrow(keep);
         Ok(Prepared {
@@ -341,7 +350,19 @@ impl Installs {
                 consent::shown(&name)
             ));
         }
+        self.ungoverned(&name)?;
         Ok((reference.to_owned(), name))
+    }
+
+    /// `Ok` unless the operator's configuration governs plugin `name` (a `[plugin.NAME]`
+    /// section, or `--grant NAME:…`): its grants, not the user's approval, would apply.
+    fn ungoverned(&self, name: &str) -> Result<(), String> {
+        if self.sections.get(name).is_some() || !self.sections.grants().of(name).is_empty() {
+            return Err(format!(
+                "the operator's configuration governs a plugin named `{name}` ([plugin.{name}] or --grant {name}:…), so it would not run with what the user approves: install under another name"
+            ));
+        }
+        Ok(())
     }
 
     fn not_done(
@@ -373,6 +394,11 @@ impl Installs {
         let name = &prepared.offer.name;
         let text = grants::manifest_text(&approved);
         let _writing = self.writing.lock().await;
+        // The configuration may have been reloaded while the user was asked.
+        if let Err(why) = self.ungoverned(name) {
+            self.record(ctx, "manage/refused", name, &at(&prepared.offer), false);
+            return failed(&format!("{why}; nothing was installed"));
+        }
         let started = Instant::now();
         if let Err(e) = self
             .registry

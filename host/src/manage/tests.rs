@@ -76,6 +76,7 @@ fn offer(digest: &str) -> Offer {
         capped: cap(GREEDY, &ceiling()).unwrap(),
         ignored: Vec::new(),
         left_out: Vec::new(),
+        replaces: None,
     }
 }
 

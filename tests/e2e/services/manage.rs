@@ -165,6 +165,9 @@ echo = ["acme"]
 unsigned = ["acme"]
 moving = ["acme"]
 
+[plugin.governed.http]
+allow = ["evil.example"]
+
 [manage]
 enabled = true
 scope = "mcpbox:manage"
@@ -671,23 +674,48 @@ async fn decline_cancel_a_client_that_cannot_be_asked_and_an_unsigned_artifact_i
     // A reference outside the sources, a hostile one, a name that is a path, an argument the
     // tool does not take: refused before anything is fetched.
     let host = setup.registry.host();
-    for arguments in [
-        json!({"reference": format!("{host}/plugins/elsewhere:1")}),
-        json!({"reference": format!("{host}/plugins/echo/../unsigned:1")}),
-        json!({"reference": "evil.example/plugins/echo:1"}),
-        json!({"reference": echo, "name": "../../managed/evil"}),
-        json!({"reference": echo, "grants": [], "ceiling": {"hosts": ["*"]}}),
-    ] {
-        let events = setup
-            .run(
-                &alice,
-                "legacy",
-                json!(["accept"]),
-                json!([["mcpbox_install_plugin", arguments]]),
-            )
-            .await;
-        assert!(events_of(&events, "elicitation").is_empty(), "{events:#?}");
-        assert_eq!(result_of(&events, "mcpbox_install_plugin")["isError"], true);
+    let refusals = [
+        (
+            json!({"reference": format!("{host}/plugins/elsewhere:1")}),
+            "is not in the operator's sources",
+        ),
+        (
+            json!({"reference": format!("{host}/plugins/echo/../unsigned:1")}),
+            "",
+        ),
+        (
+            json!({"reference": "evil.example/plugins/echo:1"}),
+            "is not in the operator's sources",
+        ),
+        (
+            json!({"reference": echo, "name": "../../managed/evil"}),
+            "is not a plugin name",
+        ),
+        (
+            json!({"reference": echo, "name": "governed"}),
+            "the operator's configuration governs a plugin named `governed`",
+        ),
+        (
+            json!({"reference": echo, "grants": [], "ceiling": {"hosts": ["*"]}}),
+            "unknown field `ceiling`",
+        ),
+    ];
+    let calls: Vec<Value> = refusals
+        .iter()
+        .map(|(arguments, _)| json!(["mcpbox_install_plugin", arguments]))
+        .collect();
+    let events = setup
+        .run(&alice, "legacy", json!(["accept"]), json!(calls))
+        .await;
+    assert!(events_of(&events, "elicitation").is_empty(), "{events:#?}");
+    let results = events_of(&events, "result");
+    assert_eq!(results.len(), refusals.len(), "{events:#?}");
+    for (result, (arguments, why)) in results.iter().zip(&refusals) {
+        assert_eq!(result["isError"], true, "{arguments}: {result}");
+        assert!(
+            result["text"].as_str().unwrap().contains(why),
+            "{arguments}: {result}"
+        );
     }
     assert!(setup.installed().is_empty());
     assert!(!setup.managed().join("echo.wasm").exists());
