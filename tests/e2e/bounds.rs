@@ -1,4 +1,4 @@
-//! What one client can make the host hold (issue 23): input-request state that binds what the
+//! What one client can make the host hold: input-request state that binds what the
 //! request carries, the plugin and the questions; at most N rounds; headers that must appear
 //! once; memory per request and bytes in flight; sessions, listen streams and descriptors.
 //! Each test drives the real binary with the attack, then checks the refusal, a neighbour

@@ -1,4 +1,4 @@
-//! Hardening (issue #12): names stay with the plugin that serves them under hot reload, the
+//! Hardening: names stay with the plugin that serves them under hot reload, the
 //! watcher reacts to changes only, and what hostile plugins still got through around the
 //! sandbox is contained — each case with the exact message a client sees, and a normal call
 //! served afterwards.

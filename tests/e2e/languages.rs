@@ -1,7 +1,7 @@
 //! `mcpbox new` end to end: the Rust project it writes builds outside this repository and
 //! passes its own test, and bad names and occupied directories are refused. Plugins in Python
 //! and JavaScript (built by componentize-py and componentize-js, installed from PyPI and npm),
-//! and `mcpbox new` in those languages, are in `services::languages`.
+//! and `mcpbox new` in those languages, are in `services::componentize`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::external;
 use crate::support::HttpServer;
-use crate::tools;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -22,7 +22,7 @@ fn repo() -> PathBuf {
 /// Validate `document` against the JSON Schema at `schema` (its own `$schema` draft): the
 /// validator's errors, or nothing.
 fn schema_errors(schema: &Path, document: &Value) -> String {
-    let python = tools::python(&["jsonschema==4.23.0"]);
+    let python = external::python(&["jsonschema==4.23.0"]);
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), document.to_string()).unwrap();
     let output = std::process::Command::new(python)

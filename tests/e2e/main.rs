@@ -5,7 +5,7 @@
 //! Two sets. The fast one needs nothing but the binary and the plugins; the tests that install
 //! or start something else (a Redis, HAProxy, Prometheus or registry server, a browser, the
 //! conformance suite, Python and JavaScript toolchains, an authorization server, buildah: all
-//! through `tools.rs`) are under the `services` module, so that their paths start with
+//! through `external.rs`) are under the `services` module, so that their paths start with
 //! `services::` and one filter separates them. No other test's path contains `services::`.
 //!
 //! ```sh
@@ -34,6 +34,7 @@ mod client;
 mod config;
 mod contract;
 mod docs;
+mod external;
 mod fetch;
 mod filesystem;
 mod fuzz_http;
@@ -63,7 +64,7 @@ mod support;
 mod surface;
 mod tasks;
 mod time;
-mod tools;
+
 #[cfg(feature = "otel")]
 mod traces;
 mod workspace;

@@ -1,6 +1,6 @@
 //! Prometheus metrics in stdio mode: `--metrics-addr` serves the exposition (OpenMetrics) that
 //! HTTP mode serves at `/metrics`. A real Prometheus server scraping every call outcome is in
-//! `services::metrics`.
+//! `services::prometheus`.
 
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;

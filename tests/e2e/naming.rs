@@ -1,4 +1,4 @@
-//! Names and narrowing (issue 24, point 5): the quick-start examples load with no refused
+//! Names and narrowing: the quick-start examples load with no refused
 //! name; a plugin's tool and prompt names take a prefix, and allow- and deny-lists hide its
 //! tools, prompts and resources, from its manifest or its `[plugin.NAME]` section, live, shown
 //! by `inspect`; `check` reports sections naming no plugin and listed names no plugin offers.

@@ -1,4 +1,4 @@
-//! mcpbox on a person's own machine (#57): grants from the command line and the environment
+//! mcpbox on a person's own machine: grants from the command line and the environment
 //! (the filesystem plugin's template manifest made usable by `--grant`), several plugin
 //! directories, sequential-thinking's history per client session, and a skipped plugin told
 //! to the clients that connect.

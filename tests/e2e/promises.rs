@@ -1,4 +1,4 @@
-//! Promises of SECURITY.md and OPERATING.md that no other module checked (#61), each through
+//! Promises of SECURITY.md and OPERATING.md that no other module checked, each through
 //! the real binary: each test's comment quotes the document and section that make it. The ones
 //! that need Redis are in `services::promises_redis`; what is checked below the binary (no
 //! second DNS lookup, the rules for keeping an instance) is in the modules that own it.

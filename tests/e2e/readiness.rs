@@ -1,7 +1,7 @@
-//! Health and readiness as an orchestrator and a load balancer see them (issue 24, point 4):
+//! Health and readiness as an orchestrator and a load balancer see them:
 //! `/healthz` and `/readyz` answer from the moment the port is bound, and MCP requests wait
 //! until the startup load is done. A shared state store going away is in
-//! `services::readiness` (it needs Redis).
+//! `services::redis_down` (it needs Redis).
 
 use crate::support::{STEP, Stderr, mcpbox, plugin_dir};
 

@@ -2,7 +2,7 @@
 //! a file placed by hand, checked under a signature policy at load; a registry that is down,
 //! one that never answers (each command bounded by its timeout), and one that misbehaves as a
 //! real one cannot (oversized manifests and signatures refused unread). The tests against a
-//! real registry (Debian's `docker-registry`) are in `services::registry`; the helpers both
+//! real registry (Debian's `docker-registry`) are in `services::docker_registry`; the helpers both
 //! use are here.
 
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! The status page at `/` keeps the gate of `/mcp` (token, `Origin`), and `--no-status-page`
-//! turns it off. What it shows, rendered by a real browser, is in `services::status`.
+//! turns it off. What it shows, rendered by a real browser, is in `services::chromium`.
 
 use std::time::Duration;
 

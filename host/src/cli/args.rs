@@ -726,14 +726,14 @@ pub(super) fn parse_public_url(text: &str) -> Result<String, String> {
 
 /// An `--allowed-origin`: `scheme://host[:port]`, nothing more (a browser's `Origin`).
 pub(super) fn parse_origin(text: &str) -> Result<String, String> {
-    let origin = text.trim_end_matches('/');
+    let origin = text.trim_end_matches('/').to_ascii_lowercase();
     let valid = origin.split_once("://").is_some_and(|(scheme, rest)| {
         matches!(scheme, "http" | "https")
             && !rest.is_empty()
             && !rest.contains(['/', '?', '#', ' '])
     });
     if valid {
-        Ok(origin.to_ascii_lowercase())
+        Ok(origin)
     } else {
         Err(format!(
             "`{text}` is not an origin: expected scheme://host[:port], such as https://app.example.com"

@@ -47,6 +47,11 @@ fn origins_are_scheme_host_and_port_only() {
         args::parse_origin("http://localhost:5173").unwrap(),
         "http://localhost:5173"
     );
+    // A scheme is case-insensitive (RFC 3986, 3.1): a browser sends it in lower case.
+    assert_eq!(
+        args::parse_origin("HTTPS://App.Example.com").unwrap(),
+        "https://app.example.com"
+    );
     for bad in [
         "null",
         "app.example.com",

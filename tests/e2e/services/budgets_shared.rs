@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
+use crate::external::Redis;
 use crate::support::{HttpServer, plugin_dir, post, token_config};
-use crate::tools::Redis;
 
 const ALICE: &str = "alice-shared-budget-token-0123";
 const BOB: &str = "bob-shared-budget-token-012345";

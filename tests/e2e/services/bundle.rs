@@ -1,4 +1,4 @@
-//! mcpbox as an MCP Bundle (`.mcpb`) a desktop client installs (issue #57): `mcpbox bundle`
+//! mcpbox as an MCP Bundle (`.mcpb`) a desktop client installs: `mcpbox bundle`
 //! writes the bundle's directory, npm's official `@anthropic-ai/mcpb` CLI validates it, packs
 //! it into one file and unpacks that as a client installs it, and the client's own resolver
 //! (`getMcpConfigForManifest`, from the same package) turns the manifest and the user's choices
@@ -11,15 +11,15 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
+use crate::external;
 use crate::support::{Raw, example_plugins, fresh_state_dir, plugin_dir};
-use crate::tools;
 
 const MCPB: &str = "@anthropic-ai/mcpb@2.1.2";
 
 fn mcpb(prefix: &Path, args: &[&str]) -> String {
     let output = std::process::Command::new(prefix.join("node_modules/.bin/mcpb"))
         .args(args)
-        .env("PATH", tools::node_path())
+        .env("PATH", external::node_path())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -54,7 +54,7 @@ fn resolve(prefix: &Path, installed: &Path, user_config: &Value) -> Value {
         .arg(installed)
         .arg(user_config.to_string())
         .current_dir(prefix)
-        .env("PATH", tools::node_path())
+        .env("PATH", external::node_path())
         .output()
         .unwrap();
     assert!(
@@ -111,7 +111,7 @@ async fn call(raw: &mut Raw, id: u64, tool: &str, arguments: Value) -> Value {
 
 #[tokio::test]
 async fn the_bundle_installs_and_serves_the_picked_folder_to_two_clients_at_once() {
-    let prefix = tokio::task::spawn_blocking(|| tools::npm(&[MCPB]))
+    let prefix = tokio::task::spawn_blocking(|| external::npm(&[MCPB]))
         .await
         .unwrap();
     let plugins = plugin_dir(&[

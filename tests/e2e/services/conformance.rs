@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::external;
 use crate::support::HttpServer;
-use crate::tools;
 
 const SUITE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
 
@@ -17,7 +17,7 @@ fn run_suite(dir: &Path, url: &str, requirements: &str) -> String {
     let output = Command::new(dir.join("node_modules/.bin/conformance"))
         .args(["server", "--url", url, "--requirements", requirements])
         .current_dir(dir)
-        .env("PATH", tools::node_path())
+        .env("PATH", external::node_path())
         .output()
         .expect("run the conformance suite");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -54,7 +54,7 @@ fn scored(summary: &str) -> Vec<&str> {
 
 #[tokio::test]
 async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() {
-    let suite = tokio::task::spawn_blocking(|| tools::npm(&[SUITE]))
+    let suite = tokio::task::spawn_blocking(|| external::npm(&[SUITE]))
         .await
         .unwrap();
     // The fixture plugin gets a directory for its list-change triggers, and its task tools.
@@ -116,7 +116,7 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
             Command::new(suite.join("node_modules/.bin/conformance"))
                 .args(["server", "--url", &url, "--scenario", scenario])
                 .current_dir(&suite)
-                .env("PATH", tools::node_path())
+                .env("PATH", external::node_path())
                 .output()
                 .expect("run the conformance suite")
         })

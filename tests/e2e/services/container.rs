@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::external;
 use crate::support::example_plugins;
-use crate::tools;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -28,7 +28,7 @@ fn storage() -> Vec<String> {
 }
 
 fn buildah(args: &[&str]) -> Output {
-    let program = tools::debian("buildah", "buildah");
+    let program = external::debian("buildah", "buildah");
     Command::new(program)
         .args(storage())
         .args(args)
@@ -48,7 +48,7 @@ fn ok(output: &Output, what: &str) -> String {
 
 #[test]
 fn the_container_image_builds_and_serves_a_plugin() {
-    let _ = tools::debian("buildah", "buildah");
+    let _ = external::debian("buildah", "buildah");
     let image = format!("localhost/mcpbox-test:{}", std::process::id());
     let built = Command::new("bash")
         .arg(root().join("host/container/build.sh"))

@@ -1,4 +1,4 @@
-//! Brokered per-user credentials (issue #56), end to end, on loopback: a real downstream OAuth
+//! Brokered per-user credentials, end to end, on loopback: a real downstream OAuth
 //! provider (npm's `oauth2-mock-server` with `oauth/provider.mjs`: PKCE, single-use codes,
 //! rotating refresh tokens, users chosen by the simulated browser), a fake of the GitHub API
 //! that records the `Authorization` of every request ([`super::fake_api`]), two users under
@@ -24,8 +24,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::oauth::free_port;
+use crate::external;
 use crate::support::{STEP, mcpbox, plugin_dir, post};
-use crate::tools;
 use harness::{
     Browser, LINK_REQUIRED, LinkingClient, SHORT_LIFE_SECS, Setup, assert_each_user_sent_their_own,
     assert_holds_none, assert_logs_clean, audit_lines, call, call_with, events_of, is_linked,
@@ -405,7 +405,7 @@ async fn expiry_refresh_and_failed_refresh() {
 /// point refresh once in all, and an unlink through one is seen by the other at once.
 #[tokio::test]
 async fn replicas_share_links_and_refresh_once() {
-    let redis = tools::Redis::start();
+    let redis = external::Redis::start();
     let state = redis.url();
     let setup = Setup::new("refresh-before-secs = 1").await;
     setup
@@ -523,7 +523,7 @@ async fn store_bytes_hold_no_token_on_disk() {
 /// Redis's values (every key, `DUMP`ed) hold no access or refresh token.
 #[tokio::test]
 async fn store_bytes_hold_no_token_on_redis() {
-    let redis = tools::Redis::start();
+    let redis = external::Redis::start();
     let setup = Setup::new("refresh-before-secs = 1").await;
     setup
         .provider
@@ -683,7 +683,7 @@ async fn the_2026_leg_never_emits_32042() {
 /// `rm` removes it, and her next call needs a link again.
 #[tokio::test]
 async fn mcpbox_credentials_ls_rm() {
-    let redis = tools::Redis::start();
+    let redis = external::Redis::start();
     let state = redis.url();
     let setup = Setup::new("").await;
     let server = setup.serve(&["--state", &state]).await;

@@ -1,5 +1,5 @@
 //! A loopback fake of the few GitHub REST endpoints the GitHub plugin uses, for the
-//! brokered-credentials tests (issue #56). It records every request it receives: method,
+//! brokered-credentials tests. It records every request it receives: method,
 //! path, the `Authorization` header and the `sub` of the JWT in it (decoded, not verified:
 //! the test provider's tokens are JWTs naming the user), the other headers and the body. It
 //! never echoes a request header back. Without `Authorization` the repository endpoints

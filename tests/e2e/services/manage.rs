@@ -1,4 +1,4 @@
-//! Managed installs (`[manage]`, issue #58) against real services on loopback: Debian's
+//! Managed installs (`[manage]`) against real services on loopback: Debian's
 //! `docker-registry` holding signed and unsigned artifacts (pushed with the grants their
 //! author asks for), mcpbox over HTTP with its own OAuth (`oauth2-mock-server`: alice holds the
 //! management scope, bob does not, admin also holds a plugin's scope), and the official Python
@@ -22,9 +22,9 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::oauth::{AuthorizationServer, SDK, free_port};
+use crate::external::{self, DistributionRegistry, RegistrySetup};
 use crate::registry::{component, keygen, ok};
 use crate::support::{STEP, Stderr, mcpbox, plugin_dir, post};
-use crate::tools::{self, DistributionRegistry, RegistrySetup};
 
 /// What every test starts: the registry with its artifacts, the keys, the folders the
 /// ceiling allows or not, the authorization server and mcpbox.
@@ -266,7 +266,7 @@ memory-mib = 128
 
     /// The Python client started (see its docs for MODE, ANSWERS and CALLS).
     async fn client(&self, token: &str, mode: &str, answers: Value, calls: Value) -> Child {
-        let python = tokio::task::spawn_blocking(|| tools::python(&[SDK]))
+        let python = tokio::task::spawn_blocking(|| external::python(&[SDK]))
             .await
             .unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/manage_client.py");

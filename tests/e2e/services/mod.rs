@@ -1,5 +1,5 @@
 //! The end-to-end tests that need more than the `mcpbox` binary and the wasm plugins built from
-//! this repository: each installs or starts something through [`crate::tools`] (Debian
+//! this repository: each installs or starts something through [`crate::external`] (Debian
 //! packages, PyPI and npm packages into `target/tools/`) and drives mcpbox against it. They
 //! are the slow part of the suite (installs on first use, services to start, whole
 //! toolchains), so they live under `services::`, and a developer can leave them out with
@@ -11,34 +11,37 @@
 //! ```
 //!
 //! What each needs: `conformance`, Node 22 and the official conformance suite (npm);
-//! `container`, buildah; `languages`, componentize-py (PyPI), componentize-js and Node 22
-//! (npm); `metrics`, a Prometheus server; `oauth`, an authorization server (npm's
+//! `container`, buildah; `componentize`, componentize-py (PyPI), componentize-js and Node 22
+//! (npm); `prometheus`, a Prometheus server; `oauth`, an authorization server (npm's
 //! `oauth2-mock-server` on Node 22) and the official Python SDK (PyPI); `python`, the official
-//! Python SDK; `budgets_shared`, `promises_redis`, `readiness`, `state_redis` and `tasks_shared`, a `redis-server`;
-//! `credentials`, npm's `oauth2-mock-server` on Node 22 (as mcpbox's own issuer and as the
-//! downstream provider), the official Python SDK and a `redis-server`; `registry`, a CNCF
-//! distribution registry (`docker-registry`, with `htpasswd` and `script` for two tests);
-//! `manage`, the registry, npm's `oauth2-mock-server` on Node 22 and the official Python SDK;
-//! `reference`, Node 22 and the original reference servers (npm); `scale`, `redis-server` and
-//! HAProxy; `status`, a headless chromium. Where a module of the
-//! same name sits beside this one, the tests of that area that need none of this are there.
+//! Python SDK; `budgets_shared`, `promises_redis`, `redis_down`, `state_redis` and
+//! `tasks_shared`, a `redis-server`; `credentials`, npm's `oauth2-mock-server` on Node 22 (as
+//! mcpbox's own issuer and as the downstream provider), the official Python SDK and a
+//! `redis-server`; `docker_registry`, a CNCF distribution registry (`docker-registry`, with
+//! `htpasswd` and `script` for two tests); `manage` (managed installs), the registry, npm's
+//! `oauth2-mock-server` on Node 22 and the official Python SDK; `reference`, Node 22 and the
+//! original reference servers (npm); `scale`, `redis-server` and HAProxy; `chromium`, a
+//! headless chromium;
+//! `bundle`, npm's `@anthropic-ai/mcpb`. Each is named for the service it needs, so no name
+//! here repeats a module one level up: the tests of the same area that need none of this are
+//! there (`registry`, `languages`, `status`, `readiness`, `metrics`).
 
 mod budgets_shared;
 mod bundle;
+mod chromium;
+mod componentize;
 mod conformance;
 mod container;
 mod credentials;
+mod docker_registry;
 mod fake_api;
-mod languages;
 mod manage;
-mod metrics;
 mod oauth;
+mod prometheus;
 mod promises_redis;
 mod python;
-mod readiness;
+mod redis_down;
 mod reference;
-mod registry;
 mod scale;
 mod state_redis;
-mod status;
 mod tasks_shared;

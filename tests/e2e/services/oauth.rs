@@ -13,8 +13,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use crate::external;
 use crate::support::{STEP, Stderr, mcpbox, modern_call_headers, plugin_dir, post};
-use crate::tools;
 
 pub(super) const MOCK: &str = "oauth2-mock-server@9.3.0";
 pub(super) const SDK: &str = "mcp==2.3.0";
@@ -36,7 +36,7 @@ pub(super) struct AuthorizationServer {
 
 impl AuthorizationServer {
     pub(super) async fn start(resource: &str) -> Self {
-        let prefix = tokio::task::spawn_blocking(|| tools::npm(&[MOCK]))
+        let prefix = tokio::task::spawn_blocking(|| external::npm(&[MOCK]))
             .await
             .unwrap();
         // ESM resolves packages beside the script, so it runs from the prefix.
@@ -52,7 +52,7 @@ impl AuthorizationServer {
             .arg(&script)
             .arg(port.to_string())
             .arg(resource)
-            .env("PATH", tools::node_path())
+            .env("PATH", external::node_path())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
@@ -434,7 +434,7 @@ async fn the_python_sdk_discovers_authorizes_and_steps_up() {
     let url = format!("http://127.0.0.1:{port}/mcp");
     let authorization = AuthorizationServer::start(&url).await;
     let (_mcpbox, stderr) = serve(dir.path(), &authorization.url, port).await;
-    let python = tokio::task::spawn_blocking(|| tools::python(&[SDK]))
+    let python = tokio::task::spawn_blocking(|| external::python(&[SDK]))
         .await
         .unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/oauth_client.py");
@@ -478,7 +478,7 @@ async fn the_python_sdk_discovers_authorizes_and_steps_up() {
 /// user's data by issuer and subject.
 #[tokio::test]
 async fn each_user_keeps_their_own_data_and_secrets_across_two_replicas_on_redis() {
-    let redis = crate::tools::Redis::start();
+    let redis = crate::external::Redis::start();
     multi_user_over_oauth(&["--state", &redis.url()], true).await;
 }
 

@@ -1,4 +1,4 @@
-//! Promises of SECURITY.md that need a real `redis-server` (#61): a call that cannot be recorded
+//! Promises of SECURITY.md that need a real `redis-server`: a call that cannot be recorded
 //! (Redis down, with `--call-id-header`) is refused with -32030 without running; the Redis
 //! password in `--state` is never logged, nor shown in any answer.
 
@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
+use crate::external::{Redis, debian};
 use crate::support::{HttpServer, STEP, Stderr, http_stub, modern_call_headers, plugin_dir, post};
-use crate::tools::{Redis, debian};
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
 

@@ -12,8 +12,8 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
+use crate::external;
 use crate::support::{HttpServer, STEP, example_plugins, plugin_dir};
-use crate::tools;
 
 const SDK: &str = "mcp==2.3.0";
 
@@ -68,7 +68,7 @@ fn plugins() -> tempfile::TempDir {
 
 #[tokio::test]
 async fn the_python_sdk_speaks_2026_07_28_over_stdio() {
-    let python = tokio::task::spawn_blocking(|| tools::python(&[SDK]))
+    let python = tokio::task::spawn_blocking(|| external::python(&[SDK]))
         .await
         .unwrap();
     let dir = plugins();
@@ -81,7 +81,7 @@ async fn the_python_sdk_speaks_2026_07_28_over_stdio() {
 
 #[tokio::test]
 async fn the_python_sdk_speaks_2026_07_28_over_http() {
-    let python = tokio::task::spawn_blocking(|| tools::python(&[SDK]))
+    let python = tokio::task::spawn_blocking(|| external::python(&[SDK]))
         .await
         .unwrap();
     let dir = plugins();

@@ -1,4 +1,4 @@
-//! The reference servers beside their mcpbox plugins (#28): the original, installed from npm
+//! The reference servers beside their mcpbox plugins: the original, installed from npm
 //! (run on Node 22) or PyPI into `target/tools/` on first use, and the plugin under `mcpbox
 //! serve`, both driven by rmcp's client through the same script, compared call by call.
 //!
@@ -16,15 +16,15 @@ use rmcp::service::RunningService;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
+use crate::external;
 use crate::support::{STEP, connect_command, json as to_json, mcpbox, plugin_dir};
-use crate::tools;
 
 /// The original, pinned to its current release.
 const SEQUENTIAL_THINKING: &str = "@modelcontextprotocol/server-sequential-thinking@2026.8.31";
 
 /// The original sequential-thinking server, started on Node 22 and connected.
 async fn original_sequential_thinking() -> RunningService<RoleClient, ()> {
-    let prefix = tokio::task::spawn_blocking(|| tools::npm(&[SEQUENTIAL_THINKING]))
+    let prefix = tokio::task::spawn_blocking(|| external::npm(&[SEQUENTIAL_THINKING]))
         .await
         .unwrap();
     let mut command = Command::new("node");
@@ -34,7 +34,7 @@ async fn original_sequential_thinking() -> RunningService<RoleClient, ()> {
                 "node_modules/@modelcontextprotocol/server-sequential-thinking/dist/index.js",
             ),
         )
-        .env("PATH", tools::node_path())
+        .env("PATH", external::node_path())
         // Its thoughts, drawn in boxes on stderr, are for a person watching.
         .env("DISABLE_THOUGHT_LOGGING", "true")
         .stdin(Stdio::piped())
@@ -181,7 +181,7 @@ fn at_date(command: &mut Command, date: Option<&str>) {
     let Some(date) = date else {
         return;
     };
-    tools::debian("faketime", "faketime");
+    external::debian("faketime", "faketime");
     let library = std::fs::read_dir("/usr/lib")
         .unwrap()
         .filter_map(Result::ok)
@@ -203,7 +203,7 @@ async fn time_pair(
     RunningService<RoleClient, ()>,
     tempfile::TempDir,
 ) {
-    let python = tokio::task::spawn_blocking(|| tools::python(&[TIME]))
+    let python = tokio::task::spawn_blocking(|| external::python(&[TIME]))
         .await
         .unwrap();
     let mut original = Command::new(python.with_file_name("mcp-server-time"));
@@ -492,7 +492,7 @@ const MEMORY: &str = "@modelcontextprotocol/server-memory@2026.8.31";
 
 #[tokio::test]
 async fn memory_matches_the_original_call_for_call_and_imports_its_file() {
-    let prefix = tokio::task::spawn_blocking(|| tools::npm(&[MEMORY]))
+    let prefix = tokio::task::spawn_blocking(|| external::npm(&[MEMORY]))
         .await
         .unwrap();
     let files = tempfile::tempdir().unwrap();
@@ -500,7 +500,7 @@ async fn memory_matches_the_original_call_for_call_and_imports_its_file() {
     let mut command = Command::new("node");
     command
         .arg(prefix.join("node_modules/@modelcontextprotocol/server-memory/dist/index.js"))
-        .env("PATH", tools::node_path())
+        .env("PATH", external::node_path())
         .env("MEMORY_FILE_PATH", &jsonl)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -978,7 +978,7 @@ fn without_times(result: &Value) -> Value {
 
 #[tokio::test]
 async fn filesystem_matches_the_original_call_for_call_and_leaves_the_same_tree() {
-    let prefix = tokio::task::spawn_blocking(|| tools::npm(&[FILESYSTEM]))
+    let prefix = tokio::task::spawn_blocking(|| external::npm(&[FILESYSTEM]))
         .await
         .unwrap();
     let base = tempfile::tempdir().unwrap();
@@ -993,7 +993,7 @@ async fn filesystem_matches_the_original_call_for_call_and_leaves_the_same_tree(
     command
         .arg(prefix.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"))
         .arg(&root)
-        .env("PATH", tools::node_path())
+        .env("PATH", external::node_path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true);
@@ -1113,7 +1113,7 @@ async fn fetch_matches_the_original_call_for_call() {
     let base = format!("http://127.0.0.1:{}", site.port);
     let at = |p: &str| format!("{base}{p}");
 
-    let python = tokio::task::spawn_blocking(|| tools::python(&[FETCH]))
+    let python = tokio::task::spawn_blocking(|| external::python(&[FETCH]))
         .await
         .unwrap();
     let mut command = Command::new(python.with_file_name("mcp-server-fetch"));

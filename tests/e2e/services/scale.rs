@@ -9,7 +9,7 @@
 //! with SIGTERM losing no call; a replica killed with SIGKILL costing only what was in flight
 //! on it (retries succeed; its sessions get 404 and start again).
 //!
-//! At most once (#24): HAProxy keeps a request's `X-Request-Id` across its retries and replaces
+//! At most once: HAProxy keeps a request's `X-Request-Id` across its retries and replaces
 //! the client's; with `--call-id-header`, a replica killed during 1,000 `add` calls of the
 //! to-do example leaves no item stored twice (without it: 1–4 in 3 of 3 runs), and every call
 //! that failed was in flight on the killed replica and failed clearly (-32030, or the
@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::external::{self, Redis};
 use crate::support::{HttpServer, STEP, SseReader, plugin_dir, test_plugins};
-use crate::tools::{self, Redis};
 
 const KEY: &str = "scale-test-shared-state-key-0123456789";
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}"#;
@@ -52,7 +52,7 @@ fn free_port() -> u16 {
 }
 
 async fn haproxy(replicas: &[u16; 3]) -> Haproxy {
-    let program = tools::debian("haproxy", "haproxy");
+    let program = external::debian("haproxy", "haproxy");
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/haproxy.cfg");
     let port = free_port();
     let mut command = std::process::Command::new(program);

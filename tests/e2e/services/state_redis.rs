@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::external::Redis;
 use crate::state::{
     backend_suite, eventually, kv, paging_suite, todo_dir, todo_items, todo_lists_more_than_a_page,
 };
 use crate::support::{connect, test_plugins};
-use crate::tools::Redis;
 
 #[tokio::test]
 async fn the_redis_backend_passes_the_suite() {
@@ -123,7 +123,7 @@ async fn the_todo_example_lists_over_a_thousand_items_on_redis() {
 /// host key), checked by the backends' shared suite.
 #[tokio::test]
 async fn callers_namespaces_keep_their_quotas_and_the_plugins_total_on_redis() {
-    let redis = crate::tools::Redis::start();
+    let redis = crate::external::Redis::start();
     let store = mcpbox::kv::RedisStore::connect(&redis.url()).unwrap();
     mcpbox::kv::suite::caller_spaces(&store).await;
 }

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::external::Redis;
 use crate::support::{HttpServer, token_config};
 use crate::tasks::{Modern, TASKS_MANIFEST, code, conformance_dir, over_share};
-use crate::tools::Redis;
 
 #[tokio::test]
 async fn replicas_share_tasks_and_a_dead_replica_fails_its_own() {

@@ -13,8 +13,8 @@ use tokio::process::{Child, Command};
 
 use super::super::fake_api::FakeApi;
 use super::super::oauth::{AuthorizationServer, MOCK, SDK, free_port};
+use crate::external;
 use crate::support::{HttpServer, STEP, Stderr, mcpbox, modern_call_headers, plugin_dir, post};
-use crate::tools;
 
 const CLIENT_ID: &str = "mcpbox-test-github";
 const CLIENT_SECRET: &str = "github-client-SECRET-7f3a";
@@ -31,7 +31,7 @@ pub(super) struct Provider {
 
 impl Provider {
     pub(super) async fn start() -> Self {
-        let prefix = tokio::task::spawn_blocking(|| tools::npm(&[MOCK]))
+        let prefix = tokio::task::spawn_blocking(|| external::npm(&[MOCK]))
             .await
             .unwrap();
         // ESM resolves packages beside the script, so it runs from the prefix.
@@ -47,7 +47,7 @@ impl Provider {
             .arg(port.to_string())
             .arg(CLIENT_ID)
             .arg(CLIENT_SECRET)
-            .env("PATH", tools::node_path())
+            .env("PATH", external::node_path())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
@@ -408,7 +408,7 @@ pub(super) async fn python_client(
     mode: &str,
     calls: Value,
 ) -> Vec<Value> {
-    let python = tokio::task::spawn_blocking(|| tools::python(&[SDK]))
+    let python = tokio::task::spawn_blocking(|| external::python(&[SDK]))
         .await
         .unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/link_client.py");

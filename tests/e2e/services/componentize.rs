@@ -13,9 +13,9 @@ use std::sync::OnceLock;
 use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
 use serde_json::{Value, json};
 
+use crate::external;
 use crate::languages::{path_with, root, run_in, scaffold};
 use crate::support::{Client, STEP, call, connect, json as to_json, tool_text};
-use crate::tools;
 
 /// componentize-py, pinned.
 const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
@@ -41,7 +41,7 @@ fn build(script: &str, out: &Path, path_dirs: &[PathBuf]) {
 
 /// The directory holding `componentize-py` (installed on first use).
 fn python_tools() -> PathBuf {
-    tools::python(&[COMPONENTIZE_PY])
+    external::python(&[COMPONENTIZE_PY])
         .parent()
         .unwrap()
         .to_owned()
@@ -49,8 +49,8 @@ fn python_tools() -> PathBuf {
 
 /// The directories holding `componentize-js` and Node 22 (installed on first use).
 fn js_tools() -> [PathBuf; 2] {
-    let npm = tools::npm(&[COMPONENTIZE_JS]);
-    let node = PathBuf::from(tools::node_path().split(':').next().unwrap());
+    let npm = external::npm(&[COMPONENTIZE_JS]);
+    let node = PathBuf::from(external::node_path().split(':').next().unwrap());
     [npm.join("node_modules/.bin"), node]
 }
 

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use crate::external::{DistributionRegistry, RegistrySetup, TokenAuth};
 use crate::registry::{component, error_line, keygen, mcpbox_cli, ok, pull_args, refused, sha256};
 use crate::support::{
     HttpServer, RecordingClient, STEP, call, connect_command, connect_logged, mcpbox, tool_text,
 };
-use crate::tools::{DistributionRegistry, RegistrySetup, TokenAuth};
 
 /// Push `plugin` to `REGISTRY/plugins/REPO:TAG`; its manifest digest.
 async fn push(registry: &DistributionRegistry, plugin: &str, repo_tag: &str) -> String {
@@ -890,7 +890,7 @@ fn large_component(dir: &Path) -> PathBuf {
 /// Run `mcpbox ARGS` on a pseudo-terminal (`script`, from Debian's bsdutils): everything it
 /// drew there.
 async fn on_a_terminal(args: &[&str]) -> String {
-    let script = crate::tools::debian("script", "bsdutils");
+    let script = crate::external::debian("script", "bsdutils");
     let command = std::iter::once(env!("CARGO_BIN_EXE_mcpbox"))
         .chain(args.iter().copied())
         .map(|a| format!("'{a}'"))
@@ -951,7 +951,7 @@ async fn large_transfers_show_progress_on_a_terminal_only() {
 
 #[tokio::test]
 async fn a_registry_with_basic_auth_over_https() {
-    let htpasswd = std::process::Command::new(crate::tools::debian("htpasswd", "apache2-utils"))
+    let htpasswd = std::process::Command::new(crate::external::debian("htpasswd", "apache2-utils"))
         .args(["-Bbn", "tester", "secret"])
         .output()
         .expect("run htpasswd");

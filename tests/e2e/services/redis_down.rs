@@ -4,8 +4,8 @@
 
 use serde_json::json;
 
+use crate::external::Redis;
 use crate::support::{HttpServer, STEP, call, example_plugins, plugin_dir, tool_text};
-use crate::tools::Redis;
 
 /// Read `mcpbox_state_store_up` from `/metrics`.
 async fn store_up(client: &reqwest::Client, base: &str) -> Option<String> {

@@ -7,8 +7,8 @@ use std::time::Duration;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
+use crate::external::Prometheus;
 use crate::support::{HttpServer, RecordingClient, STEP, plugin_dir, tool_text};
-use crate::tools::Prometheus;
 
 const TOKEN: &str = "metrics-test-token";
 

@@ -5,8 +5,8 @@
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
+use crate::external::debian;
 use crate::support::{HttpServer, RecordingClient, STEP, all_examples, plugin_dir};
-use crate::tools::debian;
 
 /// The page's DOM after chromium has loaded and rendered `url`.
 async fn render(url: &str) -> String {
