@@ -80,7 +80,7 @@ async def tool_names(client):
     return sorted(t.name for t in (await client.list_tools()).tools)
 
 
-async def listen(client, target):
+async def listen(client, target, arguments):
     async with client.listen(tools_list_changed=True) as subscription:
         emit("listening")
         served = False
@@ -91,7 +91,7 @@ async def listen(client, target):
                 if not served and target in names:
                     served = True
                     started = time.monotonic()
-                    report(target, await client.call_tool(target, {}), started)
+                    report(target, await client.call_tool(target, arguments), started)
                 elif served and target not in names:
                     emit("gone")
                     return
@@ -108,7 +108,7 @@ async def main(url, token, mode, answers, calls):
         ) as client:
             emit("tools", names=await tool_names(client))
             if mode == "listen":
-                await listen(client, calls[0][0])
+                await listen(client, calls[0][0], calls[0][1])
             else:
                 for tool, arguments in calls:
                     started = time.monotonic()
