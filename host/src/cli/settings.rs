@@ -155,6 +155,35 @@ impl ServeArgs {
         }
         plugin_dirs.push(canonical.clone());
         manage.directory = canonical;
+        // A limit the ceiling does not name is capped at the command line's: a managed
+        // plugin never asks its way past the operator's defaults.
+        let limits = self.limits.limits();
+        let defaults = [
+            ("fuel", limits.fuel),
+            (
+                "timeout-ms",
+                u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX),
+            ),
+            (
+                "memory-mib",
+                u64::try_from(limits.memory_bytes >> 20).unwrap_or(u64::MAX),
+            ),
+            (
+                "output-kib",
+                u64::try_from(limits.output_bytes >> 10).unwrap_or(u64::MAX),
+            ),
+            (
+                "result-kib",
+                u64::try_from(limits.result_bytes >> 10).unwrap_or(u64::MAX),
+            ),
+        ];
+        for (key, default) in defaults {
+            manage
+                .ceiling
+                .limits
+                .entry(key.to_owned())
+                .or_insert(default);
+        }
         Ok(Some(manage))
     }
 

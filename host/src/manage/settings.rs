@@ -19,7 +19,7 @@
 //! env = ["TZ"]                       # variables it may be given (literal values only)
 //! config = ["api-base"]              # wasi:config keys (literal values only)
 //! state = true                       # wasi:keyvalue buckets (the default quotas)
-//! [manage.ceiling.limits]            # each capped; absent: the command line's
+//! [manage.ceiling.limits]            # each capped; absent: capped at the command line's
 //! fuel = 2_000_000_000
 //! timeout-ms = 10000
 //! memory-mib = 64
@@ -88,7 +88,7 @@ pub struct Ceiling {
     /// Whether it may have `wasi:keyvalue` buckets.
     pub state: bool,
     /// The most of each limit (`fuel`, `timeout-ms`, `memory-mib`, `output-kib`,
-    /// `result-kib`).
+    /// `result-kib`); `serve` fills in those the file does not name with the command line's.
     pub limits: BTreeMap<String, u64>,
 }
 

@@ -81,7 +81,9 @@ async fn accept_installs_exactly_what_was_approved_for_every_client_and_removal_
         format!("  1. read and write the folder {}/notes", data.display()),
         format!("  2. read the folder {}", docs.display()),
         "  3. send HTTP requests to 127.0.0.1:9".to_owned(),
-        "Limits: memory-mib 128".to_owned(),
+        // Each limit at most the ceiling's, or else the command line's.
+        "Limits: fuel 5000000000, memory-mib 128, output-kib 64, result-kib 4096, timeout-ms 30000"
+            .to_owned(),
         format!(
             "  - write access to the folder {} (the operator allows reading it only)",
             docs.display()
