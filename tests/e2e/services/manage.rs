@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use self::harness::{Setup, events_of, next_event, result_of};
-use crate::registry::{component, ok};
+use crate::registry::{component, ok, refused};
 use crate::support::{RecordingClient, call, connect_logged, tool_text};
 
 #[tokio::test]
@@ -408,14 +408,14 @@ async fn a_caller_without_the_scope_sees_no_management_tool_and_search_hides_wha
     let manage_tools = |names: &[String]| names.iter().filter(|n| n.starts_with("mcpbox_")).count();
     assert_eq!(manage_tools(&setup.tool_names(&bob).await), 0);
     assert_eq!(manage_tools(&setup.tool_names(&alice).await), 4);
-    let (status, refused) = setup
+    let (status, denied) = setup
         .rpc(
             &bob,
             "tools/call",
             json!({"name": "mcpbox_search_plugins", "arguments": {"query": "echo"}}),
         )
         .await;
-    assert_eq!(status, 403, "{refused}");
+    assert_eq!(status, 403, "{denied}");
 
     let search = |token: String, query: &'static str| {
         let setup = &setup;
@@ -502,6 +502,24 @@ async fn a_caller_without_the_scope_sees_no_management_tool_and_search_hides_wha
     );
     assert!(to.path().join("files.wasm").exists());
     assert!(!to.path().join("files.toml").exists());
+
+    // `push` attaches only a manifest the host would load.
+    let bad = to.path().join("bad.toml");
+    std::fs::write(&bad, "[http]\nallow = 42\n").unwrap();
+    let error = refused(
+        &[
+            "push",
+            component("echo_tools").to_str().unwrap(),
+            &setup.reference("bad:1"),
+            "--manifest",
+            bad.to_str().unwrap(),
+            "--insecure-registry",
+            &setup.registry.host(),
+        ],
+        &[],
+    )
+    .await;
+    assert!(error.contains(&bad.display().to_string()), "{error}");
 }
 
 #[tokio::test]
