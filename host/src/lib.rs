@@ -7,7 +7,8 @@
 //! every request carries its caller, a [`principal`], from the transport to the plugin.
 //! A plugin's durable state lives in [`kv`] (the engine links `wasi:keyvalue` to it). Beside the
 //! data path: [`auth`] (OAuth for HTTP), [`cli`] (the commands) with [`config`] (the
-//! configuration file), [`author_tools`] (`call`, `inspect`), [`scaffold`] (`new`), [`metrics`]
+//! configuration file) and [`compose`] (the composition root: it builds the services and serves
+//! them), [`author_tools`] (`call`, `inspect`), [`scaffold`] (`new`), [`metrics`]
 //! (Prometheus) and [`telemetry`] (OpenTelemetry traces), both recorded along the data path,
 //! [`audit`] (the audit log of every call and refusal), [`credentials`] (each user's own
 //! accounts at downstream services, linked through OAuth and attached to plugins' requests),
@@ -22,12 +23,12 @@ pub mod auth;
 pub mod author_tools;
 pub mod catalog;
 pub mod cli;
+pub mod compose;
 pub mod config;
 pub mod credentials;
 pub mod engine;
 pub mod file_pages;
 pub mod files;
-pub mod host;
 pub mod kv;
 #[cfg(feature = "registry")]
 pub mod manage;

@@ -112,7 +112,7 @@ label_values! {
 label_values! {
     /// A global bound on what clients can make the host hold.
     pub enum Bound {
-        /// Open 2025-11-25 and legacy SSE sessions over HTTP (`--max-sessions`).
+        /// Open 2025-11-25 and 2024-11-05 SSE sessions over HTTP (`--max-sessions`).
         Sessions = "sessions",
         /// Open listen streams: 2026-07-28 `subscriptions/listen` and 2025-11-25 GET streams
         /// (`--max-listen-streams`, and the descriptors left after the reserve).

@@ -165,8 +165,8 @@ async fn every_call_and_refusal_leaves_one_record_in_order() {
     assert!(response.text().await.unwrap().contains(SECRET));
 
     // A 2026-07-28 request names its client and its trace in `_meta`.
-    let modern = format!(
-        r#"{{"jsonrpc":"2.0","id":"m1","method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{SECRET}"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{{"name":"modern-client","version":"1"}},"traceparent":"00-{TRACE_ID}-00f067aa0ba902b7-01"}}}}}}"#
+    let v2026 = format!(
+        r#"{{"jsonrpc":"2.0","id":"m1","method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{SECRET}"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{{"name":"v2026-client","version":"1"}},"traceparent":"00-{TRACE_ID}-00f067aa0ba902b7-01"}}}}}}"#
     );
     let headers = [
         ("authorization", bob.as_str()),
@@ -174,7 +174,7 @@ async fn every_call_and_refusal_leaves_one_record_in_order() {
         ("mcp-method", "tools/call"),
         ("mcp-name", "echo"),
     ];
-    let response = post(&client, url, &headers, &modern).await;
+    let response = post(&client, url, &headers, &v2026).await;
     assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
 
     let records = records(&audit, 10).await;
@@ -219,7 +219,7 @@ async fn every_call_and_refusal_leaves_one_record_in_order() {
         .map(|r| r["client"].as_str().unwrap_or("-"))
         .collect();
     assert_eq!(&clients[..7], ["alice-client"; 7]);
-    assert_eq!(&clients[7..], ["bob-client", "bob-client", "modern-client"]);
+    assert_eq!(&clients[7..], ["bob-client", "bob-client", "v2026-client"]);
     assert_eq!(records[9]["trace_id"], TRACE_ID);
     for record in &records {
         assert!(

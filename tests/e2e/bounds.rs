@@ -489,7 +489,7 @@ async fn sessions_are_capped_and_freed() {
         }
     }
     assert_eq!((ids.len(), refused), (20, 10));
-    // Legacy SSE sessions count too.
+    // SSE sessions (2024-11-05) count too.
     let sse = client
         .get(format!("http://127.0.0.1:{}/sse", server.port))
         .header("accept", "text/event-stream")

@@ -44,7 +44,7 @@ fn call(id: u32, tool: &str, arguments: &str) -> String {
 }
 
 /// POST a 2026-07-28 call of `tool` as `token`.
-async fn modern_call(
+async fn v2026_call(
     client: &reqwest::Client,
     url: &str,
     token: &str,
@@ -156,7 +156,7 @@ async fn a_caller_at_its_budgets_is_refused_and_another_is_served() {
     let long = |id| {
         let (client, url) = (client.clone(), url.clone());
         tokio::spawn(async move {
-            let response = modern_call(
+            let response = v2026_call(
                 &client,
                 &url,
                 ALICE,
@@ -177,7 +177,7 @@ async fn a_caller_at_its_budgets_is_refused_and_another_is_served() {
         .map(|id| {
             let (client, url) = (client.clone(), url.clone());
             tokio::spawn(async move {
-                modern_call(&client, &url, ALICE, id, "echo", r#"{"text":"more"}"#).await
+                v2026_call(&client, &url, ALICE, id, "echo", r#"{"text":"more"}"#).await
             })
         })
         .collect();
@@ -194,7 +194,7 @@ async fn a_caller_at_its_budgets_is_refused_and_another_is_served() {
     }
 
     // Bob is served meanwhile, while her two calls still run.
-    let response = modern_call(&client, &url, BOB, 40, "echo", r#"{"text":"bob"}"#).await;
+    let response = v2026_call(&client, &url, BOB, 40, "echo", r#"{"text":"bob"}"#).await;
     assert!(
         running.iter().all(|call| !call.is_finished()),
         "bob was served only after a long call of alice's ended"
@@ -263,7 +263,7 @@ async fn a_caller_at_its_budgets_is_refused_and_another_is_served() {
             "{reply}"
         );
     }
-    let response = modern_call(&client, &url, ALICE, 50, "echo", r#"{"text":"again"}"#).await;
+    let response = v2026_call(&client, &url, ALICE, 50, "echo", r#"{"text":"again"}"#).await;
     assert_eq!(response.status(), 200);
 
     // Callers are neither metric labels nor on the status page unless the operator asks.
@@ -297,18 +297,18 @@ async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
 
     // Three at once, then one a second: her fourth is refused with when to come back.
     for id in 1..=3 {
-        let response = modern_call(&client, url, ALICE, id, "echo", r#"{"text":"a"}"#).await;
+        let response = v2026_call(&client, url, ALICE, id, "echo", r#"{"text":"a"}"#).await;
         assert_eq!(response.status(), 200);
     }
     let error = expect_over_budget(
-        modern_call(&client, url, ALICE, 4, "echo", r#"{"text":"a"}"#).await,
+        v2026_call(&client, url, ALICE, 4, "echo", r#"{"text":"a"}"#).await,
         "rate",
     )
     .await;
     assert_eq!(error["data"]["budget"]["rate"], 1.0, "{error}");
     // Bob's rate is his own (the default).
     for id in 10..30 {
-        let response = modern_call(&client, url, BOB, id, "echo", r#"{"text":"b"}"#).await;
+        let response = v2026_call(&client, url, BOB, id, "echo", r#"{"text":"b"}"#).await;
         assert_eq!(response.status(), 200);
     }
     // Back when the refusal said: her next call then passes.
@@ -317,7 +317,7 @@ async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
         .expect("retryAfterSeconds");
     assert_eq!(wait, 1, "{error}");
     tokio::time::sleep(Duration::from_secs(wait)).await;
-    let response = modern_call(&client, url, ALICE, 5, "echo", r#"{"text":"a"}"#).await;
+    let response = v2026_call(&client, url, ALICE, 5, "echo", r#"{"text":"a"}"#).await;
     assert_eq!(response.status(), 200);
 
     // Bytes in flight: one long call's request (about 200 bytes) holds most of bob's 300;
@@ -325,7 +325,7 @@ async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
     let long = {
         let (client, url) = (client.clone(), url.clone());
         tokio::spawn(async move {
-            modern_call(
+            v2026_call(
                 &client,
                 &url,
                 BOB,
@@ -338,7 +338,7 @@ async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
         })
     };
     running_calls(&client, server.port, 1).await;
-    let response = modern_call(&client, url, BOB, 41, "echo", r#"{"text":"b"}"#).await;
+    let response = v2026_call(&client, url, BOB, 41, "echo", r#"{"text":"b"}"#).await;
     assert_eq!(response.status(), 429);
     let retry = response.headers()["retry-after"]
         .to_str()
@@ -363,7 +363,7 @@ async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
     let deadline = Instant::now() + STEP;
     let mut id = 6;
     loop {
-        let response = modern_call(&client, url, ALICE, id, "echo", r#"{"text":"a"}"#).await;
+        let response = v2026_call(&client, url, ALICE, id, "echo", r#"{"text":"a"}"#).await;
         if response.status() == 200 {
             break;
         }
@@ -373,7 +373,7 @@ async fn a_callers_request_rate_and_bytes_in_flight_are_its_own() {
         id += 1;
     }
     assert_eq!(long.await.unwrap(), 200);
-    let response = modern_call(&client, url, BOB, 42, "echo", r#"{"text":"b"}"#).await;
+    let response = v2026_call(&client, url, BOB, 42, "echo", r#"{"text":"b"}"#).await;
     assert_eq!(response.status(), 200);
 }
 
@@ -546,7 +546,7 @@ async fn half_sent_uploads_take_no_more_global_room_than_their_callers_budget() 
 
     // Bob's 1 MiB call is served: alice holds her budget's worth at most.
     let text = "b".repeat(MIB);
-    let response = modern_call(
+    let response = v2026_call(
         &client,
         &server.url,
         BOB,
@@ -610,7 +610,7 @@ async fn half_sent_uploads_take_no_more_global_room_than_their_callers_budget() 
             && metric_or_zero(&client, port, own).await == 0.0
     })
     .await;
-    let response = modern_call(
+    let response = v2026_call(
         &client,
         &server.url,
         ALICE,

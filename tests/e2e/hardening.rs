@@ -223,10 +223,10 @@ async fn hostile_schemas_handles_and_floods_are_contained() {
         text,
         "plugin `hostile` returned structured content that is not a JSON object, which MCP 2025-11-25 requires"
     );
-    let modern = raw
+    let v2026 = raw
         .request(r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"array_structure","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#)
         .await;
-    assert_eq!(modern["result"]["structuredContent"], json!([]), "{modern}");
+    assert_eq!(v2026["result"]["structuredContent"], json!([]), "{v2026}");
 
     // Errors of prompts and resources are cut like results are.
     let reply = raw

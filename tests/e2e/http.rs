@@ -433,7 +433,7 @@ async fn a_dropped_stream_is_resumed_with_last_event_id() {
 }
 
 #[tokio::test]
-async fn legacy_sse_clients_are_served() {
+async fn sse_clients_are_served() {
     let dir = plugin_dir(&[("echo_tools", "echo_tools.wasm")]);
     let server = HttpServer::start(dir.path(), &[]).await;
     let base = server.url.trim_end_matches("/mcp").to_owned();
@@ -459,7 +459,7 @@ async fn legacy_sse_clients_are_served() {
             .body(body)
             .send()
     };
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}}"#;
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"sse-client","version":"1"}}}"#;
     assert_eq!(send(init).await.unwrap().status(), 202);
     let (_, reply) = events.next_json().await.unwrap();
     assert_eq!(reply["result"]["protocolVersion"], "2024-11-05");

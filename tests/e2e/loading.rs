@@ -538,7 +538,7 @@ async fn pages_only_loading_touched_are_given_back_and_serving_goes_on() {
             cache_arg[0],
             cache_arg[1],
             "--log",
-            "info,mcpbox::host=debug",
+            "info,mcpbox::compose=debug",
         ],
     )
     .await;

@@ -45,7 +45,6 @@ mod languages;
 mod listings;
 mod loading;
 mod metrics;
-mod modern;
 mod multi_user;
 mod naming;
 mod own_machine;
@@ -67,4 +66,5 @@ mod time;
 
 #[cfg(feature = "otel")]
 mod traces;
+mod v2026;
 mod workspace;

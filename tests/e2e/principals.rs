@@ -1,6 +1,6 @@
 //! Principals over HTTP with static tokens: the configuration file names each token (by its
 //! SHA-256 digest, with its scopes), and each request is known by the token it carries. A
-//! 2025-11-25 session and a legacy SSE session answer only the caller that created them:
+//! 2025-11-25 session and an SSE session (2024-11-05) answer only the caller that created them:
 //! another caller's POST, GET and DELETE with the session's id get 404, exactly as for an
 //! id that does not exist, and the owner's session carries on untouched. A token grants
 //! only its scopes: a plugin requiring another gets 403 `insufficient_scope`. A 2026-07-28
@@ -140,7 +140,7 @@ async fn a_session_answers_only_the_caller_that_created_it() {
 }
 
 #[tokio::test]
-async fn a_legacy_sse_session_takes_messages_only_from_its_caller() {
+async fn an_sse_session_takes_messages_only_from_its_caller() {
     let (server, _plugins, _config) = start().await;
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{}", server.port);
@@ -362,7 +362,7 @@ async fn a_caller_sees_in_lists_only_what_its_scopes_reach() {
             r#"{{"jsonrpc":"2.0","id":9,"method":"{method}","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
         )
     };
-    let modern_list = async |token: &str, method: &str| {
+    let v2026_list = async |token: &str, method: &str| {
         let auth = bearer(token);
         let headers = [
             ("authorization", auth.as_str()),
@@ -375,25 +375,25 @@ async fn a_caller_sees_in_lists_only_what_its_scopes_reach() {
     };
 
     // Alice holds `admin`: everything.
-    let tools = modern_list(ALICE, "tools/list").await;
+    let tools = v2026_list(ALICE, "tools/list").await;
     let alice_tools = names(&tools, "tools");
     for tool in ["echo", "divide", "ok"] {
         assert!(alice_tools.iter().any(|t| t == tool), "{alice_tools:?}");
     }
     // Lists differ by caller: no shared cache may keep them.
     assert_eq!(tools["cacheScope"], "private", "{tools}");
-    let prompts = names(&modern_list(ALICE, "prompts/list").await, "prompts");
+    let prompts = names(&v2026_list(ALICE, "prompts/list").await, "prompts");
     assert!(prompts.iter().any(|p| p == "code_review"), "{prompts:?}");
 
     // Bob holds none: neither the gated tool, nor the gated plugin's tools, nor the prompt.
-    let bob_tools = names(&modern_list(BOB, "tools/list").await, "tools");
+    let bob_tools = names(&v2026_list(BOB, "tools/list").await, "tools");
     assert!(bob_tools.iter().any(|t| t == "echo"), "{bob_tools:?}");
     for hidden in ["divide", "ok"] {
         assert!(!bob_tools.iter().any(|t| t == hidden), "{bob_tools:?}");
     }
     assert!(alice_tools.len() > bob_tools.len());
     assert_eq!(
-        names(&modern_list(BOB, "prompts/list").await, "prompts"),
+        names(&v2026_list(BOB, "prompts/list").await, "prompts"),
         Vec::<String>::new()
     );
     // The same in a 2025-11-25 session.

@@ -801,7 +801,7 @@ pub async fn post(
 }
 
 /// The mirror headers of a 2026-07-28 `tools/call` of `tool`.
-pub fn modern_call_headers(tool: &str) -> [(&'static str, &str); 3] {
+pub fn v2026_call_headers(tool: &str) -> [(&'static str, &str); 3] {
     [
         ("mcp-protocol-version", "2026-07-28"),
         ("mcp-method", "tools/call"),

@@ -28,7 +28,7 @@ pub fn conformance_dir(manifest: &str) -> tempfile::TempDir {
 }
 
 /// A 2026-07-28 client over plain HTTP: each request stands alone.
-pub struct Modern {
+pub struct V2026Client {
     http: reqwest::Client,
     url: String,
     token: Option<&'static str>,
@@ -36,7 +36,7 @@ pub struct Modern {
     pub declares: bool,
 }
 
-impl Modern {
+impl V2026Client {
     pub fn new(url: &str, token: Option<&'static str>) -> Self {
         Self {
             http: reqwest::Client::new(),
@@ -158,8 +158,8 @@ async fn server_with(dir: &Path, rest: &str, extra: &[&str]) -> (HttpServer, tem
 async fn tasks_are_their_callers_alone_and_bounded_per_caller() {
     let dir = conformance_dir(TASKS_MANIFEST);
     let (server, _config) = server(dir.path(), &["--max-tasks-per-caller", "2"]).await;
-    let alice = Modern::new(&server.url, Some(ALICE));
-    let bob = Modern::new(&server.url, Some(BOB));
+    let alice = V2026Client::new(&server.url, Some(ALICE));
+    let bob = V2026Client::new(&server.url, Some(BOB));
 
     // Declared, and listed per tool.
     let discovered = alice.rpc("server/discover", json!({})).await;
@@ -268,7 +268,7 @@ async fn tasks_are_their_callers_alone_and_bounded_per_caller() {
 async fn without_the_extension_calls_are_plain_and_required_tools_are_refused() {
     let dir = conformance_dir(TASKS_MANIFEST);
     let (server, _config) = server(dir.path(), &[]).await;
-    let mut plain = Modern::new(&server.url, Some(ALICE));
+    let mut plain = V2026Client::new(&server.url, Some(ALICE));
     plain.declares = false;
 
     let result = plain
@@ -314,7 +314,7 @@ async fn a_task_has_its_own_time_limit_and_expires_after_its_ttl() {
         "[tasks]\noptional = [\"slow_compute\", \"protocol_error_job\"]\ntimeout-ms = 2000\n";
     let dir = conformance_dir(manifest);
     let (server, _config) = server(dir.path(), &["--task-ttl-ms", "2000"]).await;
-    let alice = Modern::new(&server.url, Some(ALICE));
+    let alice = V2026Client::new(&server.url, Some(ALICE));
 
     // Over the task's own limit: the task failed, naming the limit.
     let id = alice.start("slow_compute", json!({"seconds": 10})).await;
@@ -390,7 +390,7 @@ async fn a_task_over_the_operators_time_limit_is_refused_at_load() {
 async fn answers_are_checked_kept_one_by_one_and_never_reach_a_replaced_plugin() {
     let dir = conformance_dir(TASKS_MANIFEST);
     let (server, _config) = server(dir.path(), &[]).await;
-    let alice = Modern::new(&server.url, Some(ALICE));
+    let alice = V2026Client::new(&server.url, Some(ALICE));
 
     // Two questions at once; a malformed answer is refused and the task keeps waiting.
     let id = alice.start("multi_input", json!({})).await;
@@ -555,8 +555,8 @@ async fn a_caller_past_its_share_of_the_task_store_gets_plain_calls_and_others_k
         ],
     )
     .await;
-    let alice = Modern::new(&server.url, Some(ALICE));
-    let bob = Modern::new(&server.url, Some(BOB));
+    let alice = V2026Client::new(&server.url, Some(ALICE));
+    let bob = V2026Client::new(&server.url, Some(BOB));
 
     // Bob keeps two tasks: his share of records.
     let first = bob.start("slow_compute", json!({"seconds": 60})).await;
@@ -642,10 +642,10 @@ async fn until_calls_in_use(server: &HttpServer, calls: u32) {
 async fn running_tasks_hold_places_in_their_callers_calls_budget() {
     let dir = conformance_dir(TASKS_MANIFEST);
     let (server, _config) = server_with(dir.path(), "[budgets]\ncalls = 2\n", &[]).await;
-    let alice = Modern::new(&server.url, Some(ALICE));
-    let mut plain = Modern::new(&server.url, Some(ALICE));
+    let alice = V2026Client::new(&server.url, Some(ALICE));
+    let mut plain = V2026Client::new(&server.url, Some(ALICE));
     plain.declares = false;
-    let bob = Modern::new(&server.url, Some(BOB));
+    let bob = V2026Client::new(&server.url, Some(BOB));
 
     // A task waiting for an answer runs nothing: it holds no place.
     let asking = alice

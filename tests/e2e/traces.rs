@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{HttpServer, STEP, http_stub, modern_call_headers, plugin_dir, post};
+use crate::support::{HttpServer, STEP, http_stub, plugin_dir, post, v2026_call_headers};
 
 /// Every span received, flattened from the OTLP JSON bodies.
 #[derive(Clone, Default)]
@@ -71,7 +71,7 @@ fn attribute<'a>(span: &'a Value, key: &str) -> Option<&'a Value> {
 }
 
 async fn call(url: &str, body: String, traceparent_header: Option<&str>) -> Value {
-    let mut headers = modern_call_headers("http_get").to_vec();
+    let mut headers = v2026_call_headers("http_get").to_vec();
     if let Some(parent) = traceparent_header {
         headers.push(("traceparent", parent));
     }

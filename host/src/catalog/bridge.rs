@@ -1,4 +1,4 @@
-//! The bridge between a plugin's `host` calls and the client: a [`CallHost`] built from the
+//! The bridge between a plugin's `host` calls and the client: a [`CallReach`] built from the
 //! request's [`RequestContext`], with the plugin's name as the logger. It also records, for
 //! the call's maker, that the caller must link an account ([`LinkSlot`]).
 //!
@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 
 use super::hub::EventHub;
 use super::link::LinkSlot;
-use crate::engine::{BoxFuture, CallHost, HostRequest, ListKind, LogLevel, PluginCode};
+use crate::engine::{BoxFuture, CallReach, HostRequest, ListKind, LogLevel, PluginCode};
 use crate::policy::PluginName;
 use crate::protocol::mcp::LogLevel as McpLogLevel;
 use crate::server::{Audience, RequestContext, ServerRequest};
@@ -32,18 +32,18 @@ pub struct ClientBridge {
 
 impl ClientBridge {
     /// The bridge for a call into `plugin` made for the request behind `ctx`.
-    pub fn host(plugin: &PluginCode, ctx: RequestContext, hub: EventHub) -> Arc<dyn CallHost> {
+    pub fn reach(plugin: &PluginCode, ctx: RequestContext, hub: EventHub) -> Arc<dyn CallReach> {
         Self::linking(plugin, ctx, hub, LinkSlot::default())
     }
 
-    /// [`ClientBridge::host`], recording in `links` the provider the caller must link an
+    /// [`ClientBridge::reach`], recording in `links` the provider the caller must link an
     /// account with, should the call need one.
     pub fn linking(
         plugin: &PluginCode,
         ctx: RequestContext,
         hub: EventHub,
         links: LinkSlot,
-    ) -> Arc<dyn CallHost> {
+    ) -> Arc<dyn CallReach> {
         Self::named(
             plugin.name().clone(),
             plugin.policy().keeps_callers_apart(),
@@ -61,7 +61,7 @@ impl ClientBridge {
         ctx: RequestContext,
         hub: EventHub,
         links: LinkSlot,
-    ) -> Arc<dyn CallHost> {
+    ) -> Arc<dyn CallReach> {
         Arc::new(Self {
             plugin,
             ctx,
@@ -85,7 +85,7 @@ fn mcp_level(level: LogLevel) -> McpLogLevel {
     }
 }
 
-impl CallHost for ClientBridge {
+impl CallReach for ClientBridge {
     fn log(&self, level: LogLevel, message: String) -> BoxFuture<'_, ()> {
         Box::pin(async move { self.ctx.log(&self.plugin, mcp_level(level), &message).await })
     }

@@ -205,6 +205,15 @@ mod tests {
     use crate::principal::Principal;
     use crate::server::{Backend, ListKind};
 
+    /// A call of tool `name`, resolved in the plugin set's catalog of the moment.
+    fn pinned(plugins: &PluginSet, name: &str) -> crate::catalog::Pinned {
+        let call = crate::protocol::mcp::CallToolParams {
+            name: name.to_owned(),
+            arguments: None,
+        };
+        plugins.resolve(&crate::protocol::request::ClientRequest::CallTool(call))
+    }
+
     type Fut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
     /// The local user has linked GitHub; unlinking is recorded.
@@ -359,6 +368,7 @@ mod tests {
         assert!(listed(&plugins).is_empty());
         let refused = plugins
             .call_tool(
+                pinned(&plugins, LINKED_ACCOUNTS),
                 LINKED_ACCOUNTS,
                 &raw(&json!({})),
                 RequestContext::detached(),
@@ -374,6 +384,7 @@ mod tests {
         let (listed, failed) = body(
             plugins
                 .call_tool(
+                    pinned(&plugins, LINKED_ACCOUNTS),
                     LINKED_ACCOUNTS,
                     &raw(&json!({})),
                     RequestContext::detached(),

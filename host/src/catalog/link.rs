@@ -190,7 +190,7 @@ pub async fn or_link_required(
         Ok(prompt) => PluginFailure::LinkRequired {
             prompt,
             display,
-            protocol_error: !ctx.is_stateless() && !ctx.in_task() && ctx.can_open_urls(),
+            protocol_error: !ctx.is_v2026() && !ctx.in_task() && ctx.can_open_urls(),
         },
         Err(why) => {
             tracing::warn!(plugin, provider, "could not begin a link: {why}");
@@ -231,12 +231,12 @@ async fn link_caller(
     if ctx.in_task() || !ctx.can_open_urls() {
         return refused(prompt, display, false);
     }
-    let stateless = ctx.is_stateless();
-    if !stateless && linking.wait.is_zero() {
+    let v2026 = ctx.is_v2026();
+    if !v2026 && linking.wait.is_zero() {
         return refused(prompt, display, true);
     }
     let mut params = json!({ "mode": "url", "url": prompt.url, "message": prompt.message });
-    if stateless {
+    if v2026 {
         params["_meta"] = json!({ INPUT_KEY_META: input_key(provider) });
     } else {
         params["elicitationId"] = json!(prompt.elicitation_id);
@@ -246,7 +246,7 @@ async fn link_caller(
     };
     let answer = match ctx.request(ServerRequest::Elicitation, &params).await {
         Ok(answer) => answer,
-        Err(_) if stateless && ctx.asked_client() => return LinkOutcome::Asked,
+        Err(_) if v2026 && ctx.asked_client() => return LinkOutcome::Asked,
         Err(why) => {
             tracing::debug!(plugin, provider, "could not ask the client to link: {why}");
             return refused(prompt, display, false);
@@ -266,7 +266,7 @@ async fn link_caller(
     }
     // 2026-07-28: the user says they are done; the link-wait setting (2025-11-25's, where
     // zero means -32042 at once) only shortens this.
-    let wait = match (stateless, linking.wait.is_zero()) {
+    let wait = match (v2026, linking.wait.is_zero()) {
         (true, true) => ACCEPTED_WAIT,
         (true, false) => linking.wait.min(ACCEPTED_WAIT),
         (false, _) => linking.wait,
@@ -278,7 +278,7 @@ async fn link_caller(
     };
     match outcome {
         WaitOutcome::Linked => {
-            if !stateless {
+            if !v2026 {
                 ctx.notify(
                     "notifications/elicitation/complete",
                     &json!({ "elicitationId": prompt.elicitation_id }),
@@ -288,7 +288,7 @@ async fn link_caller(
             LinkOutcome::Linked
         }
         // 2025-11-25: the user may still finish, and the client retries then.
-        WaitOutcome::Pending => refused(prompt, display, !stateless),
+        WaitOutcome::Pending => refused(prompt, display, !v2026),
         WaitOutcome::Failed(why) => {
             LinkOutcome::Refused(PluginFailure::LinkFailed { display, why })
         }

@@ -52,4 +52,5 @@ pub use managing::{
 };
 pub use merged::{Catalog, Claim, Names, Refusal};
 pub use proofs::keep_in as keep_schema_proofs_in;
+pub use serve::Pinned;
 pub use validate::warm_up as warm_up_validation;

@@ -2,6 +2,8 @@
 //! plugin that owns the name, checks that the caller holds the plugin's scopes and the
 //! arguments, calls the plugin through the engine with a
 //! bridge to its client, and turns the outcome into MCP (the conversion is `convert`'s).
+//! A `tools/call` is resolved once ([`Pinned`]): the session's checks and the call read the
+//! same version of the catalog.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,22 +17,88 @@ use super::convert;
 use super::failure::{PluginFailure, Request};
 use super::link::{LinkSlot, or_link_required, run_linking};
 use super::live::PluginSet;
-use super::merged::Catalog;
-use super::merged::Gate;
+use super::merged::{Catalog, Gate, ToolEntry};
 use crate::engine::{CompletionRef, PluginCode};
 use crate::metrics::metrics;
+use crate::policy::PluginName;
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::mcp::{CompleteParams, CompletionReference};
 use crate::protocol::request::ClientRequest;
 use crate::server::{
-    Backend, ListKind, MethodOutput, MethodResult, Offers, RequestContext, ServerEvent, TaskUse,
+    Backend, ListKind, MethodOutput, MethodResult, Offers, RequestContext, ServerEvent, Target,
+    TaskUse,
 };
+
+/// A request resolved in one version of the catalog, which it holds: the plugin that would
+/// serve it, the scopes a caller needs, and for a tool its mirrored headers and task use. The
+/// session checks these and hands it back to [`Backend::call_tool`], which runs the call on
+/// this version.
+///
+/// A plugin replaced or removed after the request was resolved still serves the call from the
+/// version resolved, as a call already in flight when the plugin is replaced does: the
+/// catalog keeps the plugin's code alive while a target holds it. (A 2026-07-28 retry
+/// answering questions the replaced version asked is still refused, by its digest:
+/// `RequestContext::bind_plugin`.)
+pub struct Pinned {
+    catalog: Arc<Catalog>,
+    /// The plugin that would serve the request, and the scopes its item requires.
+    owner: Option<(PluginName, Gate)>,
+    /// For a `tools/call`, the tool's served name.
+    tool: Option<String>,
+}
+
+impl Pinned {
+    fn resolve(catalog: Arc<Catalog>, request: &ClientRequest) -> Self {
+        let owner =
+            owner(&catalog, request).map(|(plugin, gate)| (plugin.name().clone(), gate.clone()));
+        let tool = match request {
+            ClientRequest::CallTool(p) => Some(p.name.clone()),
+            _ => None,
+        };
+        Self {
+            catalog,
+            owner,
+            tool,
+        }
+    }
+
+    /// The entry of the tool called, in the pinned version.
+    fn tool(&self) -> Option<&ToolEntry> {
+        self.catalog.tools.index.get(self.tool.as_deref()?)
+    }
+}
+
+impl Target for Pinned {
+    fn required_scopes(&self) -> &[String] {
+        self.owner
+            .as_ref()
+            .and_then(|(_, gate)| gate.as_deref())
+            .unwrap_or_default()
+    }
+
+    fn plugin(&self) -> Option<&str> {
+        self.owner.as_ref().map(|(name, _)| name.as_str())
+    }
+
+    fn tool_headers(&self) -> &[crate::protocol::v2026::HeaderParam] {
+        self.tool().map_or(&[], |entry| &entry.schemas.headers)
+    }
+
+    fn task_use(&self) -> TaskUse {
+        use crate::policy::TaskSupport;
+        match self.tool().map(|entry| entry.task) {
+            Some(TaskSupport::Optional) => TaskUse::Optional,
+            Some(TaskSupport::Required) => TaskUse::Required,
+            Some(TaskSupport::Forbidden) | None => TaskUse::Never,
+        }
+    }
+}
 
 /// Whether the request's revision takes structured content of any JSON type (2026-07-28) or
 /// only an object (2025-11-25).
 fn ctx_accepts_any_structured(ctx: &RequestContext) -> bool {
-    ctx.is_stateless()
+    ctx.is_v2026()
 }
 
 /// The caller may use the item behind `gate`, served by `plugin`: it holds the plugin's scopes
@@ -125,37 +193,22 @@ impl Backend for PluginSet {
         crate::kv::end_session(session.get());
     }
 
-    fn required_scopes(&self, request: &ClientRequest) -> Vec<String> {
+    type Target = Pinned;
+
+    fn resolve(&self, request: &ClientRequest) -> Pinned {
+        let mut pinned = Pinned::resolve(self.catalog(), request);
+        // The management tools are the host's, behind the operator's scope.
         if let ClientRequest::CallTool(p) = request
             && super::managing::MANAGE_TOOLS.contains(&p.name.as_str())
             && let Some(installer) = self.installer.get()
         {
-            return installer.scopes();
+            let scopes = installer.scopes();
+            pinned.owner = Some((
+                PluginName::from("mcpbox"),
+                (!scopes.is_empty()).then(|| scopes.into()),
+            ));
         }
-        owner(&self.catalog(), request)
-            .and_then(|(_, gate)| gate.as_deref().map(<[String]>::to_vec))
-            .unwrap_or_default()
-    }
-
-    fn tool_headers(&self, name: &str) -> Arc<[crate::protocol::v2026::HeaderParam]> {
-        self.catalog()
-            .tools
-            .index
-            .get(name)
-            .map_or_else(|| Arc::from([]), |entry| Arc::clone(&entry.schemas.headers))
-    }
-
-    fn task_use(&self, name: &str) -> TaskUse {
-        use crate::policy::TaskSupport;
-        match self.catalog().tools.index.get(name).map(|entry| entry.task) {
-            Some(TaskSupport::Optional) => TaskUse::Optional,
-            Some(TaskSupport::Required) => TaskUse::Required,
-            Some(TaskSupport::Forbidden) | None => TaskUse::Never,
-        }
-    }
-
-    fn serving_plugin(&self, request: &ClientRequest) -> Option<String> {
-        owner(&self.catalog(), request).map(|(p, _)| p.name().as_str().to_owned())
+        pinned
     }
 
     fn plugin_scopes(&self) -> Vec<String> {
@@ -191,6 +244,7 @@ impl Backend for PluginSet {
 
     async fn call_tool(
         &self,
+        target: Pinned,
         name: &str,
         arguments: &RawValue,
         ctx: RequestContext,
@@ -219,7 +273,9 @@ impl Backend for PluginSet {
         {
             return result;
         }
-        let catalog = self.catalog();
+        // The version the request was resolved in: its checks were made on it, and the call
+        // runs on it (see [`Pinned`]).
+        let catalog = &target.catalog;
         let Some(entry) = catalog.tools.index.get(name) else {
             return Err(ErrorObject::invalid_params(format!(
                 "unknown tool `{name}`"
@@ -262,11 +318,12 @@ impl Backend for PluginSet {
 
     async fn get_prompt(
         &self,
+        target: Pinned,
         name: &str,
         arguments: BTreeMap<String, String>,
         ctx: RequestContext,
     ) -> MethodResult {
-        let catalog = self.catalog();
+        let catalog = &target.catalog;
         let Some(entry) = catalog.prompts.index.get(name) else {
             return Err(ErrorObject::invalid_params(format!(
                 "unknown prompt `{name}`"
@@ -282,9 +339,9 @@ impl Backend for PluginSet {
         let arguments: Vec<(String, String)> = arguments.into_iter().collect();
         ctx.bind_plugin(plugin.component_digest())?;
         let links = LinkSlot::default();
-        let host = ClientBridge::linking(plugin, ctx.clone(), self.hub.clone(), links.clone());
+        let reach = ClientBridge::linking(plugin, ctx.clone(), self.hub.clone(), links.clone());
         let request = Request::Prompt;
-        let outcome = match plugin.get_prompt(&entry.own, &arguments, host).await {
+        let outcome = match plugin.get_prompt(&entry.own, &arguments, reach).await {
             Ok(Ok(messages)) => convert::prompt_result(&entry.description, &messages)
                 .and_then(|result| within_limit(plugin, result, request)),
             Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), request),
@@ -302,8 +359,8 @@ impl Backend for PluginSet {
         .await
     }
 
-    fn get_skill(&self, uri: &str, ctx: &RequestContext) -> MethodResult {
-        let catalog = self.catalog();
+    fn get_skill(&self, target: Pinned, uri: &str, ctx: &RequestContext) -> MethodResult {
+        let catalog = &target.catalog;
         let Some((plugin, gate, entry)) = catalog.skill(uri) else {
             return Err(ErrorObject::invalid_params(format!(
                 "no skill is served at `{uri}` (a skill is named by its SKILL.md's URI; skills/list lists them)"
@@ -315,11 +372,12 @@ impl Backend for PluginSet {
 
     fn read_directory(
         &self,
+        target: Pinned,
         uri: &str,
         cursor: Option<&str>,
         ctx: &RequestContext,
     ) -> MethodResult {
-        let catalog = self.catalog();
+        let catalog = &target.catalog;
         let Some((plugin, gate)) = catalog.directory_owner(uri) else {
             let why = if catalog.skill_file(uri).is_some() {
                 "is a file, not a directory"
@@ -332,8 +390,8 @@ impl Backend for PluginSet {
         catalog.directory_page(uri, cursor, ctx.caller())
     }
 
-    async fn read_resource(&self, uri: &str, ctx: RequestContext) -> MethodResult {
-        let catalog = self.catalog();
+    async fn read_resource(&self, target: Pinned, uri: &str, ctx: RequestContext) -> MethodResult {
+        let catalog = &target.catalog;
         if let Some((plugin, gate, file)) = catalog.skill_file(uri) {
             caller_may_use(&ctx, plugin, gate)?;
             return convert::skill_file_result(file);
@@ -344,9 +402,9 @@ impl Backend for PluginSet {
         caller_may_use(&ctx, plugin, gate)?;
         ctx.bind_plugin(plugin.component_digest())?;
         let links = LinkSlot::default();
-        let host = ClientBridge::linking(plugin, ctx.clone(), self.hub.clone(), links.clone());
+        let reach = ClientBridge::linking(plugin, ctx.clone(), self.hub.clone(), links.clone());
         let request = Request::Resource(uri);
-        let outcome = match plugin.read_resource(uri, host).await {
+        let outcome = match plugin.read_resource(uri, reach).await {
             Ok(Ok(contents)) => convert::read_result(&contents)
                 .and_then(|result| within_limit(plugin, result, request)),
             Ok(Err(e)) => PluginFailure::Guest(e).into_mcp(plugin.name(), request),
@@ -364,8 +422,13 @@ impl Backend for PluginSet {
         .await
     }
 
-    async fn complete(&self, params: CompleteParams, ctx: RequestContext) -> MethodResult {
-        let catalog = self.catalog();
+    async fn complete(
+        &self,
+        target: Pinned,
+        params: CompleteParams,
+        ctx: RequestContext,
+    ) -> MethodResult {
+        let catalog = &target.catalog;
         let (plugin, gate, reference) = match &params.reference {
             CompletionReference::Prompt { name } => {
                 let entry = catalog.prompts.index.get(name).ok_or_else(|| {
@@ -402,9 +465,9 @@ impl Backend for PluginSet {
             .map(|c| c.arguments.into_iter().collect())
             .unwrap_or_default();
         let argument = &params.argument;
-        let host = ClientBridge::host(plugin, ctx, self.hub.clone());
+        let reach = ClientBridge::reach(plugin, ctx, self.hub.clone());
         match plugin
-            .complete(&reference, &argument.name, &argument.value, &context, host)
+            .complete(&reference, &argument.name, &argument.value, &context, reach)
             .await
         {
             Ok(Ok(result)) => convert::completion_result(result),
@@ -461,9 +524,9 @@ impl PluginSet {
         } else {
             Request::Tool
         };
-        let host = ClientBridge::linking(plugin, ctx, self.hub.clone(), links);
+        let reach = ClientBridge::linking(plugin, ctx, self.hub.clone(), links);
         let outcome = plugin
-            .call_tool(own, arguments.get(), host)
+            .call_tool(own, arguments.get(), reach)
             .instrument(span)
             .await;
         let result = match outcome {

@@ -370,7 +370,7 @@ const PATH_LIST_SEPARATOR: char = if cfg!(windows) { ';' } else { ':' };
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Serve MCP over HTTP on this address (`127.0.0.1:8080`, or a port for loopback)
-    /// instead of stdio: Streamable HTTP at `/mcp`, legacy SSE at `/sse`.
+    /// instead of stdio: Streamable HTTP at `/mcp`, 2024-11-05 SSE at `/sse`.
     #[arg(long, env = "MCPBOX_HTTP", value_name = "ADDR")]
     pub http: Option<String>,
 
@@ -477,7 +477,7 @@ pub struct ServeArgs {
     #[arg(long, env = "MCPBOX_NO_STATUS_PAGE")]
     pub no_status_page: bool,
 
-    /// HTTP: the most 2025-11-25 and legacy SSE sessions open at once; past it, `initialize`
+    /// HTTP: the most 2025-11-25 and 2024-11-05 SSE sessions open at once; past it, `initialize`
     /// and `GET /sse` get 503 with `Retry-After`.
     #[arg(long, env = "MCPBOX_MAX_SESSIONS", default_value_t = crate::server::DEFAULT_MAX_SESSIONS)]
     pub max_sessions: usize,

@@ -6,7 +6,7 @@
 //! rooms' (`commands`, with `bundle` and `credentials` in files of their own).
 //! The top of the crate: it may use any room, and none uses it.
 //!
-//! Uses: `auth`, `author_tools`, `config`, `credentials`, `engine`, `host`, `kv`, `manage`, `policy`, `principal`, `registry`, `scaffold`,
+//! Uses: `auth`, `author_tools`, `compose`, `config`, `credentials`, `engine`, `kv`, `manage`, `policy`, `principal`, `registry`, `scaffold`,
 //! `server`, `skills`, `telemetry`, `transport`, `watch`.
 
 mod args;
@@ -35,9 +35,9 @@ use self::commands::{call, check, state_command};
 pub use self::credentials::{CredentialsAction, CredentialsArgs};
 use self::log_line::EscapedLines;
 use crate::author_tools;
+use crate::compose::Host;
 use crate::config::{ConfigError, ConfigFile};
 use crate::engine::EngineStart;
-use crate::host::Host;
 use crate::kv::StateConfig;
 use crate::policy::{Limits, Sections};
 
@@ -401,7 +401,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
 /// making, begun here if not yet), serve until told to stop.
 async fn serve(args: ServeArgs, engine: Option<EngineStart>) -> anyhow::Result<()> {
     // Installed first, so that a signal during start-up is handled too.
-    let shutdown = crate::host::shutdown_signal();
+    let shutdown = crate::compose::shutdown_signal();
     let engine = engine.unwrap_or_else(|| EngineStart::begin(args.engine_sizes()));
     let settings = args.settings()?;
     let host = Host::start(settings, engine).await?;

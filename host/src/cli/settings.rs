@@ -10,12 +10,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use super::args::{ServeArgs, read_secrets};
+use crate::compose::{HttpSettings, ServeSettings, Transport};
 use crate::engine::{ComponentCache, EngineSizes, RuntimeConfig};
-use crate::host::{HttpSettings, ServeSettings, Transport};
 use crate::kv::StateConfig;
 use crate::policy::Sections;
 use crate::registry::trust::Trust;
-use crate::server::{HostLimits, ModernSettings, StateKey};
+use crate::server::{ProcessLimits, SessionSettings, StateKey};
 use crate::transport::stdio::StdioConfig;
 
 impl ServeArgs {
@@ -41,8 +41,8 @@ impl ServeArgs {
             );
         }
         // Raised before the bounds are set: the listen-stream budget keeps a share of it.
-        crate::host::raise_open_file_limit();
-        let modern = Arc::new(self.modern()?);
+        crate::compose::raise_open_file_limit();
+        let session = Arc::new(self.session()?);
         let call_ledger = call_ledger(self)?;
         // Canonical, so that file events (absolute paths) match the loaded plugins' files.
         let mut plugin_dirs: Vec<PathBuf> = Vec::with_capacity(self.plugins.len());
@@ -94,7 +94,7 @@ impl ServeArgs {
             limits: self.limits.limits(),
             timeout_ms: self.limits.timeout_ms,
             memory_mib: self.limits.memory_mib,
-            modern,
+            session,
             call_ledger,
             page_size: self.page_size as usize,
             watch: !self.no_watch,
@@ -229,7 +229,7 @@ impl ServeArgs {
     fn credentials(
         &self,
         secrets: &crate::policy::Secrets,
-    ) -> anyhow::Result<Option<crate::host::CredentialSettings>> {
+    ) -> anyhow::Result<Option<crate::compose::CredentialSettings>> {
         let providers = self.providers();
         if providers.is_empty() {
             return Ok(None);
@@ -268,7 +268,7 @@ impl ServeArgs {
             }
             _ => None,
         };
-        Ok(Some(crate::host::CredentialSettings {
+        Ok(Some(crate::compose::CredentialSettings {
             providers,
             cipher,
             public_url,
@@ -490,7 +490,7 @@ impl ServeArgs {
     }
 
     /// The settings of 2026-07-28 requests.
-    fn modern(&self) -> anyhow::Result<ModernSettings> {
+    fn session(&self) -> anyhow::Result<SessionSettings> {
         let state_key = match self.state_key.as_deref() {
             Some("") => anyhow::bail!("--state-key (MCPBOX_STATE_KEY) must not be empty"),
             Some(secret) => {
@@ -503,12 +503,12 @@ impl ServeArgs {
             }
             None => StateKey::random(),
         };
-        Ok(ModernSettings {
+        Ok(SessionSettings {
             state_key,
             list_ttl_ms: self.list_ttl_ms,
             read_ttl_ms: self.read_ttl_ms,
             max_input_rounds: self.max_input_rounds,
-            limits: Arc::new(HostLimits::new(
+            limits: Arc::new(ProcessLimits::new(
                 self.max_sessions,
                 crate::transport::http::listen_stream_budget(
                     self.max_listen_streams,
@@ -530,7 +530,7 @@ impl ServeArgs {
                     },
                 },
             )),
-            ..ModernSettings::default()
+            ..SessionSettings::default()
         })
     }
 }

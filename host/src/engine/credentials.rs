@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
-use super::CallHost;
+use super::CallReach;
 use super::egress::Sent;
 use crate::policy::Policy;
 
@@ -92,7 +92,7 @@ pub fn check_credential_grants(
 pub struct CallCredentials {
     pub(super) source: Arc<dyn CredentialSource>,
     pub(super) caller: Option<Arc<str>>,
-    pub(super) host: Arc<dyn CallHost>,
+    pub(super) reach: Arc<dyn CallReach>,
 }
 
 impl CallCredentials {
@@ -101,12 +101,12 @@ impl CallCredentials {
     pub fn new(
         source: Arc<dyn CredentialSource>,
         caller: Option<Arc<str>>,
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Self {
         Self {
             source,
             caller,
-            host,
+            reach,
         }
     }
 }
@@ -240,7 +240,7 @@ mod tests {
     #[derive(Default)]
     struct Needs(Mutex<Vec<String>>);
 
-    impl CallHost for Needs {
+    impl CallReach for Needs {
         fn log(&self, _: LogLevel, _: String) -> BoxFuture<'_, ()> {
             Box::pin(async {})
         }
@@ -338,8 +338,8 @@ mod tests {
         }];
         let denied = Arc::new(AtomicBool::new(false));
         let needs = Arc::new(Needs::default());
-        let host: Arc<dyn CallHost> = Arc::clone(&needs) as Arc<dyn CallHost>;
-        let credentials = CallCredentials::new(source, caller.map(Arc::from), host);
+        let reach: Arc<dyn CallReach> = Arc::clone(&needs) as Arc<dyn CallReach>;
+        let credentials = CallCredentials::new(source, caller.map(Arc::from), reach);
         let gate = HttpGate::new("github".into(), grants.into(), false, Arc::clone(&denied))
             .with_credentials(brokered.into(), Some(credentials));
         (gate, denied, needs)
@@ -458,7 +458,7 @@ mod tests {
         let credentials = CallCredentials::new(
             Fake::bearer(),
             Some(Arc::from("token:alice")),
-            needs as Arc<dyn CallHost>,
+            needs as Arc<dyn CallReach>,
         );
         let mut plain = request("http://api.example.com/user", &[]);
         let Brokered::Denied(why) = as_the_caller("github", &mut plain, Some(&credentials)).await
@@ -557,6 +557,7 @@ mod tests {
             .with_max_level(tracing::Level::TRACE)
             .with_writer(move || Writer(Arc::clone(&sink)))
             .finish();
+        keep_every_callsite_interested();
         let _default = tracing::subscriber::set_default(subscriber);
 
         let upstream = Upstream::start(Upstream::ok()).await;
@@ -584,6 +585,39 @@ mod tests {
         assert!(logged.contains("denied HTTP request"), "{logged}");
         assert!(!logged.contains(TOKEN), "{logged}");
         assert!(!logged.contains("s3cr3t"), "{logged}");
+    }
+
+    /// Tracing caches each callsite's interest for the whole process, from the dispatcher of
+    /// the thread that reaches it first: another test's thread, with no subscriber, would
+    /// cache "never" for a callsite this test captures, and the capture would miss its line
+    /// (seen once in a full unit run under load). A global dispatcher interested in every
+    /// callsite keeps them open; each thread's own subscriber still decides what it records,
+    /// and this one records nothing.
+    fn keep_every_callsite_interested() {
+        struct Keeper;
+        impl tracing::Subscriber for Keeper {
+            fn register_callsite(
+                &self,
+                _: &'static tracing::Metadata<'static>,
+            ) -> tracing::subscriber::Interest {
+                tracing::subscriber::Interest::always()
+            }
+            fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+                false
+            }
+            fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+                tracing::span::Id::from_u64(1)
+            }
+            fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+            fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+            fn event(&self, _: &tracing::Event<'_>) {}
+            fn enter(&self, _: &tracing::span::Id) {}
+            fn exit(&self, _: &tracing::span::Id) {}
+        }
+        static KEEPER: std::sync::Once = std::sync::Once::new();
+        KEEPER.call_once(|| {
+            let _ = tracing::dispatcher::set_global_default(tracing::Dispatch::new(Keeper));
+        });
     }
 
     struct Writer(Arc<Mutex<Vec<u8>>>);

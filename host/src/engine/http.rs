@@ -288,7 +288,7 @@ pub(super) async fn as_the_caller(
             }
         }
         TokenLookup::LinkNeeded => {
-            credentials.host.credential_needed(provider);
+            credentials.reach.credential_needed(provider);
             Brokered::Answer(synthetic(
                 Synthetic::LinkRequired,
                 provider,

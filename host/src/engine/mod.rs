@@ -30,11 +30,11 @@ mod caller;
 mod config;
 pub mod credentials;
 mod egress;
+mod host_interface;
 mod http;
 mod keyvalue;
 mod meter;
 mod plugin;
-mod plugin_host;
 mod state;
 
 use std::pin::Pin;
@@ -51,7 +51,7 @@ use crate::principal::Principal;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use self::plugin_host::PluginHostCtx;
+use self::host_interface::HostInterfaceCtx;
 
 pub use bindings::mcpbox::plugin::types::{
     CompletionRef, CompletionResult, Content, Error as GuestError, ListKind, LogLevel, Media,
@@ -60,11 +60,11 @@ pub use bindings::mcpbox::plugin::types::{
 };
 pub use cache::{ComponentCache, DEFAULT_CACHE_MAX_BYTES};
 pub use credentials::{CredentialSource, TokenLookup, check_credential_grants};
+pub use host_interface::{cut_message, log_line};
 pub use plugin::{CallError, Exports, PluginCode, PluginLists};
-pub use plugin_host::{cut_message, log_line};
-pub use state::HostState;
+pub use state::StoreData;
 
-/// A boxed future, for the object-safe [`CallHost`].
+/// A boxed future, for the object-safe [`CallReach`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The client requests a plugin can make through the `host` interface.
@@ -81,7 +81,7 @@ pub enum HostRequest {
 /// What a call in progress can reach beyond the sandbox: the client it serves, and the host's
 /// catalog. The engine knows nothing of sessions or JSON-RPC; the layer that makes a call
 /// supplies this, and the plugin's `host` imports are forwarded to it.
-pub trait CallHost: Send + Sync + 'static {
+pub trait CallReach: Send + Sync + 'static {
     /// A log message from the plugin (already written to mcpbox's own log).
     fn log(&self, level: LogLevel, message: String) -> BoxFuture<'_, ()>;
     /// A progress report.
@@ -129,11 +129,11 @@ pub trait CallHost: Send + Sync + 'static {
     }
 }
 
-/// The [`CallHost`] of a call no client waits on (reading a plugin's lists at load): logs go
+/// The [`CallReach`] of a call no client waits on (reading a plugin's lists at load): logs go
 /// to mcpbox's log only, and requests to the client fail.
 pub struct Detached;
 
-impl CallHost for Detached {
+impl CallReach for Detached {
     fn log(&self, _: LogLevel, _: String) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
@@ -247,7 +247,7 @@ pub enum LoadError {
 #[derive(Clone)]
 pub struct Runtime {
     engine: Engine,
-    linker: Arc<Linker<HostState>>,
+    linker: Arc<Linker<StoreData>>,
     slots: Arc<Semaphore>,
     /// How many slots may hold spare instances (prepared for a plugin's next call): an
     /// eighth of them (none under `--spare-instances never`), so that spares never keep
@@ -290,7 +290,7 @@ impl EngineSizes {
 /// ([`Runtime::with_start`] takes it over).
 pub struct EngineStart {
     sizes: EngineSizes,
-    made: tokio::sync::oneshot::Receiver<Result<(Engine, Linker<HostState>), EngineError>>,
+    made: tokio::sync::oneshot::Receiver<Result<(Engine, Linker<StoreData>), EngineError>>,
 }
 
 impl EngineStart {
@@ -315,7 +315,7 @@ impl EngineStart {
     async fn take(
         self,
         sizes: EngineSizes,
-    ) -> Option<Result<(Engine, Linker<HostState>), EngineError>> {
+    ) -> Option<Result<(Engine, Linker<StoreData>), EngineError>> {
         if self.sizes != sizes {
             tracing::debug!(
                 begun = ?self.sizes,
@@ -329,7 +329,7 @@ impl EngineStart {
 }
 
 /// Make the engine (pooling allocator, fuel, epochs) and link WASI and the host interfaces.
-fn make_engine(sizes: EngineSizes) -> Result<(Engine, Linker<HostState>), EngineError> {
+fn make_engine(sizes: EngineSizes) -> Result<(Engine, Linker<StoreData>), EngineError> {
     let instances = sizes.max_instances.max(1);
     let mut pool = PoolingAllocationConfig::new();
     // One Rust wasip2 component instance uses about 3 core instances and 1 memory.
@@ -368,14 +368,14 @@ fn make_engine(sizes: EngineSizes) -> Result<(Engine, Linker<HostState>), Engine
     // may actually do is decided per call by its policy, in the store's contexts.
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(EngineError)?;
-    bindings::Plugin::add_to_linker::<HostState, HasSelf<PluginHostCtx>>(
+    bindings::Plugin::add_to_linker::<StoreData, HasSelf<HostInterfaceCtx>>(
         &mut linker,
-        HostState::plugin_host,
+        StoreData::host_interface,
     )
     .map_err(EngineError)?;
-    keyvalue::add_to_linker(&mut linker, HostState::keyvalue).map_err(EngineError)?;
-    caller::add_to_linker(&mut linker, HostState::caller).map_err(EngineError)?;
-    config::add_to_linker(&mut linker, HostState::config).map_err(EngineError)?;
+    keyvalue::add_to_linker(&mut linker, StoreData::keyvalue).map_err(EngineError)?;
+    caller::add_to_linker(&mut linker, StoreData::caller).map_err(EngineError)?;
+    config::add_to_linker(&mut linker, StoreData::config).map_err(EngineError)?;
     Ok((engine, linker))
 }
 
@@ -406,7 +406,7 @@ impl Runtime {
     fn around(
         config: RuntimeConfig,
         engine: Engine,
-        linker: Linker<HostState>,
+        linker: Linker<StoreData>,
     ) -> Result<Self, EngineError> {
         let instances = config.max_instances.max(1);
         let state = StateService::new(config.state.clone())

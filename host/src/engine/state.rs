@@ -4,9 +4,9 @@
 //! capabilities (`wasi:keyvalue`, `wasi:config`, the caller, the plugin world's `host`
 //! interface), each lent to its host traits through one accessor. The accessors count what
 //! they lend, so that an instance prepared ahead of its call can be shown to have asked the
-//! host for nothing before the call's own context was bound into it ([`HostState::bind`]).
+//! host for nothing before the call's own context was bound into it ([`StoreData::bind`]).
 //!
-//! None of the capability modules (`caller`, `config`, `http`, `keyvalue`, `plugin_host`)
+//! None of the capability modules (`caller`, `config`, `http`, `keyvalue`, `host_interface`)
 //! names this type: each is lent through its own view.
 
 use std::io;
@@ -20,13 +20,13 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::CallHost;
+use super::CallReach;
 use super::caller::CallerCtx;
 use super::config::ConfigCtx;
 use super::credentials::CallCredentials;
+use super::host_interface::HostInterfaceCtx;
 use super::http::HttpGate;
 use super::keyvalue::{KeyValueCtx, KeyValueView};
-use super::plugin_host::PluginHostCtx;
 use crate::policy::PluginName;
 use crate::policy::{CredentialGrant, HttpGrant, Policy};
 
@@ -38,7 +38,7 @@ pub const MAX_HANDLES_PER_CALL: usize = 256;
 pub const MAX_HTTP_FIELDS_BYTES: usize = 64 << 10;
 
 /// Everything one call's `Store` holds.
-pub struct HostState {
+pub struct StoreData {
     pub(crate) plugin: PluginName,
     /// What belongs to the call rather than to the plugin.
     bound: Bound,
@@ -56,7 +56,7 @@ pub struct HostState {
 /// What belongs to one call rather than to the plugin: who it is for and where its `host`
 /// imports, state and configuration come from. An instance prepared ahead of its call is
 /// built with a neutral one (no caller, [`super::Detached`]) and gets the call's own at
-/// [`HostState::bind`].
+/// [`StoreData::bind`].
 pub struct CallContext {
     /// Its state access.
     pub keyvalue: KeyValueCtx,
@@ -65,7 +65,7 @@ pub struct CallContext {
     /// Its `wasi:config` values.
     pub config: ConfigCtx,
     /// Where its `host` imports go.
-    pub host: Arc<dyn CallHost>,
+    pub reach: Arc<dyn CallReach>,
     /// Set when it is refused a grant.
     pub denied: Arc<AtomicBool>,
     /// Its caller's tokens for the hosts the plugin calls as the caller (`None`: the plugin
@@ -76,7 +76,7 @@ pub struct CallContext {
 /// The capabilities a [`CallContext`] fills in, as the store's state holds them; the
 /// context's refusal flag and credentials go to the HTTP gate.
 struct Bound {
-    plugin_host: PluginHostCtx,
+    host_interface: HostInterfaceCtx,
     keyvalue: KeyValueCtx,
     caller: CallerCtx,
     config: ConfigCtx,
@@ -88,7 +88,7 @@ impl Bound {
         call: CallContext,
     ) -> (Self, Arc<AtomicBool>, Option<CallCredentials>) {
         let bound = Self {
-            plugin_host: PluginHostCtx::new(plugin.clone(), call.host),
+            host_interface: HostInterfaceCtx::new(plugin.clone(), call.reach),
             keyvalue: call.keyvalue,
             caller: call.caller,
             config: call.config,
@@ -97,7 +97,7 @@ impl Bound {
     }
 }
 
-impl HostState {
+impl StoreData {
     /// A fresh state for one call into `plugin`, with exactly the capabilities its policy
     /// grants: its directories, its environment variables, HTTP to its hosts, and `keyvalue`
     /// (its state, as its grant allows). Never sockets, arguments, stdin or the host's own
@@ -199,21 +199,21 @@ impl HostState {
     }
 
     /// Where the call's `host` imports go.
-    pub(crate) fn call_host(&self) -> &Arc<dyn CallHost> {
-        self.bound.plugin_host.call_host()
+    pub(crate) fn reach(&self) -> &Arc<dyn CallReach> {
+        self.bound.host_interface.reach()
     }
 
-    /// Let go of the call's host once the call has returned (see [`PluginHostCtx::detach`]),
+    /// Let go of the call's reach once the call has returned (see [`HostInterfaceCtx::detach`]),
     /// and of its caller's credentials: a kept instance holds neither until its next call.
-    pub(crate) fn detach_host(&mut self) {
-        self.bound.plugin_host.detach();
+    pub(crate) fn detach_reach(&mut self) {
+        self.bound.host_interface.detach();
         self.http_gate.detach();
     }
 
     /// The call's `host` imports, for their host traits.
-    pub(crate) fn plugin_host(&mut self) -> &mut PluginHostCtx {
+    pub(crate) fn host_interface(&mut self) -> &mut HostInterfaceCtx {
         self.lend();
-        &mut self.bound.plugin_host
+        &mut self.bound.host_interface
     }
 
     /// The call's `caller` import, for its host trait.
@@ -238,7 +238,7 @@ impl HostState {
     }
 }
 
-impl WasiView for HostState {
+impl WasiView for StoreData {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         self.lend();
         WasiCtxView {
@@ -248,7 +248,7 @@ impl WasiView for HostState {
     }
 }
 
-impl WasiHttpView for HostState {
+impl WasiHttpView for StoreData {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         self.lend();
         WasiHttpCtxView {

@@ -173,7 +173,7 @@ pub async fn ask(
         "message": message,
         "requestedSchema": schema,
     });
-    if ctx.is_stateless() {
+    if ctx.is_v2026() {
         params["_meta"] = json!({ INPUT_KEY_META: key });
     }
     let Ok(params) = serde_json::value::to_raw_value(&params) else {
@@ -181,7 +181,7 @@ pub async fn ask(
     };
     let answer = match ctx.request(ServerRequest::Elicitation, &params).await {
         Ok(answer) => answer,
-        Err(_) if ctx.is_stateless() && ctx.asked_client() => return Answer::Asked,
+        Err(_) if ctx.is_v2026() && ctx.asked_client() => return Answer::Asked,
         Err(why) => return Answer::Failed(why),
     };
     read_answer(answer.get(), offered)

@@ -18,7 +18,7 @@ pub fn negotiate_version(requested: &str) -> &'static str {
         .unwrap_or(VERSIONS[0])
 }
 
-/// Whether `version` is a handshake-era version (`MCP-Protocol-Version` of a legacy client).
+/// Whether `version` is a handshake-era version (`MCP-Protocol-Version` of a 2025-11-25 or older client).
 pub fn is_handshake_version(version: &str) -> bool {
     VERSIONS.contains(&version)
 }

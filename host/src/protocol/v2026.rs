@@ -47,7 +47,7 @@ pub fn supported_versions() -> Vec<&'static str> {
 /// Whether a message belongs to this revision: its `_meta` carries the version key, or the
 /// transport's `MCP-Protocol-Version` header names a version that is not a handshake one.
 /// Everything else is a 2025-11-25 (or older) message.
-pub fn is_modern(meta: &RequestMeta, header_version: Option<&str>) -> bool {
+pub fn is_v2026(meta: &RequestMeta, header_version: Option<&str>) -> bool {
     meta.has_version_key() || header_version.is_some_and(|v| !v2025::is_handshake_version(v))
 }
 
@@ -632,11 +632,11 @@ mod tests {
     }
 
     #[test]
-    fn routing_follows_the_version_key_or_a_modern_header() {
-        let legacy = RequestMeta::default();
-        assert!(!is_modern(&legacy, None));
-        assert!(!is_modern(&legacy, Some("2025-11-25")));
-        assert!(is_modern(&legacy, Some("2026-07-28")));
-        assert!(is_modern(&legacy, Some("v999.0.0")));
+    fn routing_follows_the_version_key_or_a_2026_header() {
+        let bare = RequestMeta::default();
+        assert!(!is_v2026(&bare, None));
+        assert!(!is_v2026(&bare, Some("2025-11-25")));
+        assert!(is_v2026(&bare, Some("2026-07-28")));
+        assert!(is_v2026(&bare, Some("v999.0.0")));
     }
 }

@@ -184,8 +184,8 @@ impl Drop for Share {
 
 /// The global bounds of one process, shared by every session and transport.
 #[derive(Debug)]
-pub struct HostLimits {
-    /// Open HTTP sessions (2025-11-25 and legacy SSE).
+pub struct ProcessLimits {
+    /// Open HTTP sessions (2025-11-25 and SSE).
     pub sessions: Arc<Capacity>,
     /// Open listen streams.
     pub listen_streams: Arc<Capacity>,
@@ -193,7 +193,7 @@ pub struct HostLimits {
     pub request_bytes: Arc<Capacity>,
 }
 
-impl HostLimits {
+impl ProcessLimits {
     /// Bounds with these maxima.
     pub fn new(sessions: usize, listen_streams: usize, request_bytes: usize) -> Self {
         Self {
@@ -204,7 +204,7 @@ impl HostLimits {
     }
 }
 
-impl Default for HostLimits {
+impl Default for ProcessLimits {
     fn default() -> Self {
         Self::new(
             DEFAULT_MAX_SESSIONS,

@@ -4,7 +4,7 @@
 //! What the client declared lives in one of two places. For a 2025-11-25 session it is the
 //! session-wide [`Peer`]: the capabilities and log level set once, the server's own requests
 //! awaiting answers, and rate limits. For a 2026-07-28 request it is the request's own
-//! envelope ([`Stateless`]): its capabilities, its log level, and its [`InputRound`], which
+//! envelope ([`V2026Client`]): its capabilities, its log level, and its [`InputRound`], which
 //! turns questions to the client into `input_required`. [`RequestContext`] is one request's
 //! half: where its messages go (the session's stream on stdio, the request's own stream on
 //! HTTP), its progress token, its cancellation flag, the id a trusted balancer gave it
@@ -144,13 +144,13 @@ pub struct Peer {
 
 /// What one 2026-07-28 request declared in its envelope (its capabilities are its input
 /// round's business).
-pub struct Stateless {
+pub struct V2026Client {
     log_level: Option<LogLevel>,
     logs: LogLimiter,
     inputs: Option<Arc<InputRound>>,
 }
 
-impl Stateless {
+impl V2026Client {
     /// A request's view of its client: what its envelope declared, and its input round when
     /// it may ask the client for input.
     pub fn new(log_level: Option<LogLevel>, inputs: Option<Arc<InputRound>>) -> Self {
@@ -166,23 +166,23 @@ impl Stateless {
 #[derive(Clone)]
 pub enum Client {
     /// A 2025-11-25 session.
-    Session(Arc<Peer>),
+    V2025(Arc<Peer>),
     /// A 2026-07-28 request.
-    Stateless(Arc<Stateless>),
+    V2026(Arc<V2026Client>),
 }
 
 impl Client {
     fn wants_log(&self, level: LogLevel) -> bool {
         match self {
-            Self::Session(peer) => peer.wants_log(level),
-            Self::Stateless(s) => s.log_level.is_some_and(|min| level >= min),
+            Self::V2025(peer) => peer.wants_log(level),
+            Self::V2026(s) => s.log_level.is_some_and(|min| level >= min),
         }
     }
 
     fn logs(&self) -> &LogLimiter {
         match self {
-            Self::Session(peer) => &peer.logs,
-            Self::Stateless(s) => &s.logs,
+            Self::V2025(peer) => &peer.logs,
+            Self::V2026(s) => &s.logs,
         }
     }
 }
@@ -478,11 +478,11 @@ impl RequestContext {
     /// its run ends with `input_required` and is run again by design).
     pub fn asked_client(&self) -> bool {
         match &self.client {
-            Client::Stateless(stateless) => stateless
+            Client::V2026(client) => client
                 .inputs
                 .as_ref()
                 .is_some_and(|inputs| inputs.has_questions()),
-            Client::Session(_) => false,
+            Client::V2025(_) => false,
         }
     }
 
@@ -492,7 +492,7 @@ impl RequestContext {
     pub fn detached() -> Self {
         let (outbound, _) = mpsc::channel(1);
         Self::new(
-            Client::Session(Arc::new(Peer::default())),
+            Client::V2025(Arc::new(Peer::default())),
             outbound,
             None,
             Arc::default(),
@@ -510,8 +510,8 @@ impl RequestContext {
     }
 
     /// Whether this is a 2026-07-28 request (its client declared itself in its envelope).
-    pub fn is_stateless(&self) -> bool {
-        matches!(self.client, Client::Stateless(_))
+    pub fn is_v2026(&self) -> bool {
+        matches!(self.client, Client::V2026(_))
     }
 
     /// The request reached the plugin whose component has this digest: a 2026-07-28 retry
@@ -519,11 +519,11 @@ impl RequestContext {
     /// the plugin runs). Other requests accept any.
     pub fn bind_plugin(&self, component_digest: &str) -> Result<(), ErrorObject> {
         match &self.client {
-            Client::Stateless(stateless) => stateless
+            Client::V2026(client) => client
                 .inputs
                 .as_ref()
                 .map_or(Ok(()), |inputs| inputs.bind_plugin(component_digest)),
-            Client::Session(_) => Ok(()),
+            Client::V2025(_) => Ok(()),
         }
     }
 
@@ -542,8 +542,8 @@ impl RequestContext {
     /// request that may ask the client for input).
     pub fn can_open_urls(&self) -> bool {
         match &self.client {
-            Client::Session(peer) => peer.has_capability(&["elicitation", "url"]),
-            Client::Stateless(stateless) => stateless
+            Client::V2025(peer) => peer.has_capability(&["elicitation", "url"]),
+            Client::V2026(client) => client
                 .inputs
                 .as_ref()
                 .is_some_and(|inputs| inputs.declares(&["elicitation", "url"])),
@@ -559,8 +559,8 @@ impl RequestContext {
                 || (has(&["elicitation"]) && !has(&["elicitation", "url"]))
         };
         match &self.client {
-            Client::Session(peer) => declared(&|path| peer.has_capability(path)),
-            Client::Stateless(stateless) => stateless
+            Client::V2025(peer) => declared(&|path| peer.has_capability(path)),
+            Client::V2026(client) => client
                 .inputs
                 .as_ref()
                 .is_some_and(|inputs| declared(&|path| inputs.declares(path))),
@@ -645,9 +645,9 @@ impl RequestContext {
         params: &RawValue,
     ) -> Result<Box<RawValue>, String> {
         let peer = match &self.client {
-            Client::Session(peer) => peer,
-            Client::Stateless(stateless) => {
-                return match &stateless.inputs {
+            Client::V2025(peer) => peer,
+            Client::V2026(client) => {
+                return match &client.inputs {
                     Some(inputs) => inputs.ask(kind, params),
                     None => Err(format!(
                         "{} is not available during this request (only tools/call, prompts/get and resources/read may ask the client for input)",

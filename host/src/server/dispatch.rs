@@ -11,12 +11,19 @@ use super::{Backend, ListKind, MethodResult, RequestContext};
 use crate::protocol::ErrorObject;
 use crate::protocol::request::ClientRequest;
 
-/// Run one of the shared methods.
+/// Run one of the shared methods. `resolved` is what the request resolved to when its checks
+/// were made ([`Backend::resolve`]); without it (a task's call run again later), it is
+/// resolved now.
 pub async fn dispatch<B: Backend>(
     backend: &B,
     request: ClientRequest,
+    resolved: Option<B::Target>,
     ctx: RequestContext,
 ) -> MethodResult {
+    let target = match resolved {
+        Some(target) => target,
+        None => backend.resolve(&request),
+    };
     match request {
         ClientRequest::ListTools(p) => {
             backend.list(ListKind::Tools, p.cursor.as_deref(), ctx.caller())
@@ -44,20 +51,20 @@ pub async fn dispatch<B: Backend>(
                     ));
                 }
             };
-            backend.call_tool(&p.name, arguments, ctx).await
+            backend.call_tool(target, &p.name, arguments, ctx).await
         }
         ClientRequest::GetPrompt(p) => {
             let arguments = string_arguments(p.arguments.unwrap_or_default())?;
-            backend.get_prompt(&p.name, arguments, ctx).await
+            backend.get_prompt(target, &p.name, arguments, ctx).await
         }
-        ClientRequest::ReadResource(p) => backend.read_resource(&p.uri, ctx).await,
-        ClientRequest::Complete(p) => backend.complete(p, ctx).await,
+        ClientRequest::ReadResource(p) => backend.read_resource(target, &p.uri, ctx).await,
+        ClientRequest::Complete(p) => backend.complete(target, p, ctx).await,
         ClientRequest::ListSkills(p) => {
             backend.list(ListKind::Skills, p.cursor.as_deref(), ctx.caller())
         }
-        ClientRequest::GetSkill(p) => backend.get_skill(&p.uri, &ctx),
+        ClientRequest::GetSkill(p) => backend.get_skill(target, &p.uri, &ctx),
         ClientRequest::ReadDirectory(p) => {
-            backend.read_directory(&p.uri, p.cursor.as_deref(), &ctx)
+            backend.read_directory(target, &p.uri, p.cursor.as_deref(), &ctx)
         }
         ClientRequest::Initialize(_)
         | ClientRequest::Ping

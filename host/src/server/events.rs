@@ -22,7 +22,7 @@ pub async fn forward_events<B: Backend>(
     caller: &Principal,
     outbound: Outbound,
 ) {
-    let initialized = session.legacy.until_initialized();
+    let initialized = session.v2025.until_initialized();
     tokio::pin!(initialized);
     let Some(mut events) = session.backend().events() else {
         initialized.await;
@@ -71,7 +71,7 @@ pub async fn forward_events<B: Backend>(
 /// Send the startup problems as warnings, once per session, if the client takes them; false
 /// once the client is gone.
 async fn send_startup_report<B: Backend>(session: &Session<B>, outbound: &Outbound) -> bool {
-    if !session.legacy.take_startup_report() {
+    if !session.v2025.take_startup_report() {
         return true;
     }
     for problem in session.backend().startup_problems() {
@@ -102,23 +102,23 @@ async fn send<B: Backend>(
     if !session.is_initialized() {
         return true;
     }
-    let legacy = &session.legacy;
+    let v2025 = &session.v2025;
     let (method, params) = match event {
         ServerEvent::ListChanged(list) => {
-            if !legacy.announces_changes_to(*list) {
+            if !v2025.announces_changes_to(*list) {
                 return true;
             }
             (list.notification(), None)
         }
         ServerEvent::ResourceUpdated { uri, audience } => {
-            if !audience.includes(caller) || !legacy.is_subscribed(uri) {
+            if !audience.includes(caller) || !v2025.is_subscribed(uri) {
                 return true;
             }
             let params = serde_json::value::to_raw_value(&ResourceUpdated { uri }).ok();
             (RESOURCE_UPDATED, params)
         }
         ServerEvent::HostLog { level, message } => {
-            if !legacy.peer().wants_host_log(*level) {
+            if !v2025.peer().wants_host_log(*level) {
                 return true;
             }
             let params = LoggingMessage {

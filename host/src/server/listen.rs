@@ -11,10 +11,10 @@ use std::sync::Arc;
 use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::answer::{Answer, Status, answer};
 use super::context::{Cancellation, Outbound};
-use super::legacy::to_raw;
-use super::session::{Answer, Era, Session, Status, answer};
-use super::{Backend, Budgeted, ServerEvent};
+use super::handler::{Core, to_raw};
+use super::{Backend, Budgeted, Revision, ServerEvent, Target as _};
 use crate::principal::Principal;
 use crate::protocol::RequestId;
 use crate::protocol::jsonrpc::{encode_error, encode_notification};
@@ -38,115 +38,110 @@ struct Tagged {
     meta: serde_json::Value,
 }
 
-impl<B: Backend> Session<B> {
-    /// Serve one listen request until it is cancelled or the session closes.
-    pub(super) async fn listen(
-        &self,
-        id: RequestId,
-        asked: ListenFilter,
-        outbound: Outbound,
-        cancellation: Arc<Cancellation>,
-        caller: &Principal,
-    ) -> Option<Answer> {
-        let _own = match self
-            .settings
-            .budgets
-            .take(caller, Budgeted::ListenStreams, 1)
-        {
-            Ok(held) => held,
-            Err(over) => {
-                tracing::debug!(%id, "refused a listen stream: {over}");
-                return Some(Answer::over_budget(&id, &over));
-            }
-        };
-        let _stream = match self.settings.limits.listen_streams.take(1) {
-            Ok(share) => share,
-            Err(at_limit) => {
-                tracing::debug!(%id, "refused a listen stream: {at_limit}");
-                return Some(Answer::refused(
-                    encode_error(Some(&id), &at_limit.error()),
-                    Status::Unavailable,
-                ));
-            }
-        };
-        let offers = self.backend().offers();
-        let honoured = ListenFilter {
-            tools_list_changed: asked.tools_list_changed && offers.list_changed && offers.tools,
-            prompts_list_changed: asked.prompts_list_changed
-                && offers.list_changed
-                && offers.prompts,
-            resources_list_changed: asked.resources_list_changed
-                && offers.list_changed
-                && offers.resources,
-            // Updates of a resource the caller may not read are not its to hear of.
-            resource_subscriptions: if offers.list_changed && offers.resources {
-                asked
-                    .resource_subscriptions
-                    .into_iter()
-                    .filter(|uri| {
-                        let read =
-                            ClientRequest::ReadResource(ReadResourceParams { uri: uri.clone() });
-                        caller
-                            .missing(&self.backend().required_scopes(&read))
-                            .is_empty()
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            },
-        };
-        // Subscribe before acknowledging, so nothing after the acknowledgement is missed.
-        let mut events = self.backend().events();
-        let ack = v2026::acknowledgement(&id, &honoured);
-        let ack = serde_json::value::to_raw_value(&ack).ok();
-        if outbound
-            .send(encode_notification(ACKNOWLEDGED, ack.as_deref()))
-            .await
-            .is_err()
-        {
-            return None;
+/// Serve one listen request until it is cancelled or the session closes.
+pub(super) async fn listen<B: Backend>(
+    core: &Core<B>,
+    id: RequestId,
+    asked: ListenFilter,
+    outbound: Outbound,
+    cancellation: Arc<Cancellation>,
+    caller: &Principal,
+) -> Option<Answer> {
+    let _own = match core
+        .settings
+        .budgets
+        .take(caller, Budgeted::ListenStreams, 1)
+    {
+        Ok(held) => held,
+        Err(over) => {
+            tracing::debug!(%id, "refused a listen stream: {over}");
+            return Some(Answer::over_budget(&id, &over));
         }
-        tracing::debug!(%id, filter = ?honoured, "listen stream open");
-        let _open = crate::metrics::metrics().listen_stream();
-        let closed = self.closed();
-        tokio::pin!(closed);
-        loop {
-            let event = tokio::select! {
-                () = cancellation.cancelled() => return None,
-                () = &mut closed => {
-                    return Some(answer(&id, to_raw(&v2026::listen_closed(&id)), Era::Modern));
-                }
-                event = next_event(&mut events) => event,
-            };
-            let sent = match event {
-                Some(Ok(event)) => send(&id, &honoured, caller, &event, &outbound).await,
-                // Too far behind to know exactly what changed: say that every list did.
-                Some(Err(missed)) => {
-                    tracing::warn!(%id, missed, "a listen stream fell behind; announcing every list it follows as changed");
-                    let mut ok = true;
-                    for list in [
-                        ChangedList::Tools,
-                        ChangedList::Prompts,
-                        ChangedList::Resources,
-                    ] {
-                        let event = ServerEvent::ListChanged(list);
-                        ok &= send(&id, &honoured, caller, &event, &outbound).await;
-                    }
-                    ok
-                }
-                // The backend publishes nothing (more): wait for the end.
-                None => {
-                    tokio::select! {
-                        () = cancellation.cancelled() => return None,
-                        () = &mut closed => {
-                            return Some(answer(&id, to_raw(&v2026::listen_closed(&id)), Era::Modern));
-                        }
-                    }
-                }
-            };
-            if !sent {
-                return None;
+    };
+    let _stream = match core.settings.limits.listen_streams.take(1) {
+        Ok(share) => share,
+        Err(at_limit) => {
+            tracing::debug!(%id, "refused a listen stream: {at_limit}");
+            return Some(Answer::refused(
+                encode_error(Some(&id), &at_limit.error()),
+                Status::Unavailable,
+            ));
+        }
+    };
+    let offers = core.backend().offers();
+    let honoured = ListenFilter {
+        tools_list_changed: asked.tools_list_changed && offers.list_changed && offers.tools,
+        prompts_list_changed: asked.prompts_list_changed && offers.list_changed && offers.prompts,
+        resources_list_changed: asked.resources_list_changed
+            && offers.list_changed
+            && offers.resources,
+        // Updates of a resource the caller may not read are not its to hear of.
+        resource_subscriptions: if offers.list_changed && offers.resources {
+            asked
+                .resource_subscriptions
+                .into_iter()
+                .filter(|uri| {
+                    let read = ClientRequest::ReadResource(ReadResourceParams { uri: uri.clone() });
+                    caller
+                        .missing(core.backend().resolve(&read).required_scopes())
+                        .is_empty()
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+    };
+    // Subscribe before acknowledging, so nothing after the acknowledgement is missed.
+    let mut events = core.backend().events();
+    let ack = v2026::acknowledgement(&id, &honoured);
+    let ack = serde_json::value::to_raw_value(&ack).ok();
+    if outbound
+        .send(encode_notification(ACKNOWLEDGED, ack.as_deref()))
+        .await
+        .is_err()
+    {
+        return None;
+    }
+    tracing::debug!(%id, filter = ?honoured, "listen stream open");
+    let _open = crate::metrics::metrics().listen_stream();
+    let closed = core.closed();
+    tokio::pin!(closed);
+    loop {
+        let event = tokio::select! {
+            () = cancellation.cancelled() => return None,
+            () = &mut closed => {
+                return Some(answer(&id, to_raw(&v2026::listen_closed(&id)), Revision::V2026));
             }
+            event = next_event(&mut events) => event,
+        };
+        let sent = match event {
+            Some(Ok(event)) => send(&id, &honoured, caller, &event, &outbound).await,
+            // Too far behind to know exactly what changed: say that every list did.
+            Some(Err(missed)) => {
+                tracing::warn!(%id, missed, "a listen stream fell behind; announcing every list it follows as changed");
+                let mut ok = true;
+                for list in [
+                    ChangedList::Tools,
+                    ChangedList::Prompts,
+                    ChangedList::Resources,
+                ] {
+                    let event = ServerEvent::ListChanged(list);
+                    ok &= send(&id, &honoured, caller, &event, &outbound).await;
+                }
+                ok
+            }
+            // The backend publishes nothing (more): wait for the end.
+            None => {
+                tokio::select! {
+                    () = cancellation.cancelled() => return None,
+                    () = &mut closed => {
+                        return Some(answer(&id, to_raw(&v2026::listen_closed(&id)), Revision::V2026));
+                    }
+                }
+            }
+        };
+        if !sent {
+            return None;
         }
     }
 }

@@ -1,8 +1,10 @@
-//! MCP sessions for both revisions: the one loop every transport shares (arrival order,
-//! requests in flight, cancellation), the 2025-11-25 handshake era and the 2026-07-28
-//! stateless era side by side, dispatch of each method to the [`Backend`], and the rules for
-//! which request gets which error. Every request carries its caller (a `principal`): a
-//! request that would reach a plugin whose scopes the caller lacks is refused before it runs.
+//! MCP sessions for both revisions: the one loop every transport shares (`session`: arrival
+//! order, requests in flight, cancellation), one handler per revision behind one trait
+//! (`handler`; `v2025`, the handshake era, and `v2026`, where every request stands alone, with
+//! its `listen` and `tasks`), dispatch of the methods both share to the [`Backend`]
+//! (`dispatch`), and the rules for which request gets which error (`answer`). Every request
+//! carries its caller (a `principal`): a request that would reach a plugin whose scopes the
+//! caller lacks is refused before it runs.
 //! Each call, read, prompt and completion (and each such request refused) leaves one audit
 //! record with the [`AuditSink`] the host gives it.
 //!
@@ -12,19 +14,21 @@
 //!
 //! Uses: `metrics`, `principal`, `protocol`, `telemetry`.
 
+mod answer;
 mod audit;
 mod bounds;
 mod budget;
 mod context;
 mod dispatch;
 mod events;
-mod legacy;
+mod handler;
 mod listen;
-mod modern;
 mod mrtr;
 mod rate;
 mod session;
 mod tasks;
+mod v2025;
+mod v2026;
 
 use std::collections::BTreeMap;
 
@@ -39,10 +43,11 @@ use crate::protocol::result::{
 };
 
 pub use crate::protocol::result::ChangedList;
+pub use answer::{Answer, INSUFFICIENT_SCOPE, Status, insufficient_scope};
 pub use audit::{AuditOutcome, AuditRecord, AuditSink, AuditSlot};
 pub use bounds::{
     AT_LIMIT, AtLimit, Capacity, DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_MAX_SESSIONS, HostLimits, RETRY_AFTER_SECS, Share,
+    DEFAULT_MAX_SESSIONS, ProcessLimits, RETRY_AFTER_SECS, Share,
 };
 pub use budget::{
     BoxFuture, Budget, BudgetConfig, BudgetPatch, BudgetUse, Budgeted, Budgets, Held, OVER_BUDGET,
@@ -52,9 +57,7 @@ pub use context::{Cancellation, Outbound, RequestContext, ServerRequest, Session
 pub use events::forward_events;
 pub use mrtr::{INPUT_KEY_META, StateKey};
 pub use rate::{Admission, RateLimit, WarnEvery};
-pub use session::{
-    Answer, Era, INSUFFICIENT_SCOPE, Mode, Pending, Refusal, Session, Status, insufficient_scope,
-};
+pub use session::{Mode, Pending, Refusal, Session};
 pub use tasks::{
     DEFAULT_MAX_TASKS_PER_CALLER, DEFAULT_TASK_BYTES_PER_CALLER, DEFAULT_TASK_RECORDS_PER_CALLER,
     DEFAULT_TASK_TTL, MemoryTasks, SaveError, Stored, TASKS_EXTENSION, TaskSettings, TaskShare,
@@ -64,9 +67,10 @@ pub use tasks::{
 /// The most rounds of input requests one request may make, by default.
 pub const DEFAULT_MAX_INPUT_ROUNDS: u32 = 8;
 
-/// Settings of the 2026-07-28 side, shared by every session of a process.
+/// What every session of a process shares: the 2026-07-28 input rounds (`requestState`) and
+/// caching hints, and for both revisions the global bounds, the audit log, budgets and tasks.
 #[derive(Debug, Clone)]
-pub struct ModernSettings {
+pub struct SessionSettings {
     /// Signs `requestState`.
     pub state_key: StateKey,
     /// How long a `requestState` stays valid.
@@ -74,7 +78,7 @@ pub struct ModernSettings {
     /// The most rounds of input requests one request may make (each `input_required` is one).
     pub max_input_rounds: u32,
     /// The global bounds every session and transport of the process shares.
-    pub limits: std::sync::Arc<HostLimits>,
+    pub limits: std::sync::Arc<ProcessLimits>,
     /// `ttlMs` of `server/discover` and list results.
     pub list_ttl_ms: u64,
     /// `ttlMs` of `resources/read` results.
@@ -87,7 +91,7 @@ pub struct ModernSettings {
     pub tasks: std::sync::Arc<Tasks>,
 }
 
-impl Default for ModernSettings {
+impl Default for SessionSettings {
     fn default() -> Self {
         Self {
             state_key: StateKey::random(),
@@ -101,6 +105,15 @@ impl Default for ModernSettings {
             tasks: std::sync::Arc::default(),
         }
     }
+}
+
+/// The revision a message belongs to: each has its own handler (`v2025`, `v2026`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revision {
+    /// 2025-11-25 and older.
+    V2025,
+    /// 2026-07-28.
+    V2026,
 }
 
 /// Which kinds of things the backend offers; the session advertises the matching
@@ -152,7 +165,7 @@ impl Offers {
 
     /// The capabilities declared to 2026-07-28 clients: the same, and the tasks extension
     /// when some tool may run as a task.
-    pub fn modern_capabilities(self) -> ServerCapabilities {
+    pub fn v2026_capabilities(self) -> ServerCapabilities {
         let mut capabilities = self.capabilities();
         if self.tasks {
             capabilities.extensions.get_or_insert_default().tasks = Some(Empty {});
@@ -222,6 +235,39 @@ pub enum TaskUse {
     /// Only as a task: a request without the extension is refused (-32021).
     Required,
 }
+
+/// A request resolved in one version of what the backend serves ([`Backend::resolve`]): what
+/// the session checks before the request runs, read off that version. `()` resolves nothing
+/// (no plugin, no scopes, no headers, never a task).
+pub trait Target: Send + Sync + 'static {
+    /// The scopes the request needs beyond the server's own: those of the plugin that would
+    /// serve it and of the item (none for a request no plugin serves). The session refuses a
+    /// caller without them before the request runs; the backend checks them again, on the
+    /// same version, where it runs it ([`RequestContext::caller`]).
+    fn required_scopes(&self) -> &[String] {
+        &[]
+    }
+
+    /// The name of the plugin that would serve the request, if any (for the audit record of a
+    /// request refused before it ran).
+    fn plugin(&self) -> Option<&str> {
+        None
+    }
+
+    /// For a `tools/call`, the arguments of the tool that clients mirror into `Mcp-Param-*`
+    /// headers (`x-mcp-header` in its input schema); none for an unknown tool.
+    fn tool_headers(&self) -> &[crate::protocol::v2026::HeaderParam] {
+        &[]
+    }
+
+    /// For a `tools/call`, whether the tool may or must run as a task (never, for an unknown
+    /// tool).
+    fn task_use(&self) -> TaskUse {
+        TaskUse::Never
+    }
+}
+
+impl Target for () {}
 
 /// The paginated lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,34 +340,15 @@ pub trait Backend: Send + Sync + 'static {
         let _ = session;
     }
 
-    /// The scopes a request needs beyond the server's own: those of the plugin that would
-    /// serve it (none for a request no plugin serves). The session refuses a caller without
-    /// them before the request runs; the backend checks them again where it resolves the
-    /// plugin ([`RequestContext::caller`]).
-    fn required_scopes(&self, request: &crate::protocol::request::ClientRequest) -> Vec<String> {
-        let _ = request;
-        Vec::new()
-    }
+    /// What a request resolves to (see [`Target`]).
+    type Target: Target;
 
-    /// The arguments of tool `name` that clients mirror into `Mcp-Param-*` headers
-    /// (`x-mcp-header` in its input schema); none for an unknown tool.
-    fn tool_headers(&self, name: &str) -> std::sync::Arc<[crate::protocol::v2026::HeaderParam]> {
-        let _ = name;
-        std::sync::Arc::from([])
-    }
-
-    /// Whether tool `name` may or must run as a task (never, for an unknown tool).
-    fn task_use(&self, name: &str) -> TaskUse {
-        let _ = name;
-        TaskUse::Never
-    }
-
-    /// The name of the plugin that would serve `request`, if any (for the audit record of a
-    /// request refused before it ran).
-    fn serving_plugin(&self, request: &crate::protocol::request::ClientRequest) -> Option<String> {
-        let _ = request;
-        None
-    }
+    /// Resolve `request` once, in the version of what the backend serves at this moment, and
+    /// pin that version: the session makes its checks on the target (the caller's scopes, a
+    /// tool's mirrored headers and task use, the plugin named in an audit record) and hands it
+    /// back to run the request ([`Backend::call_tool`]), so that a reload in between cannot
+    /// have the checks made on one version and the call run on the next.
+    fn resolve(&self, request: &crate::protocol::request::ClientRequest) -> Self::Target;
 
     /// Every scope some plugin requires (for the OAuth metadata's `scopes_supported`).
     fn plugin_scopes(&self) -> Vec<String> {
@@ -338,9 +365,11 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
-    /// `tools/call`. `arguments` is a JSON object. `ctx` reaches the client while it runs.
+    /// `tools/call`, on the version `target` pinned (the request's, from [`Backend::resolve`]).
+    /// `arguments` is a JSON object. `ctx` reaches the client while it runs.
     fn call_tool(
         &self,
+        target: Self::Target,
         name: &str,
         arguments: &RawValue,
         ctx: RequestContext,
@@ -349,6 +378,7 @@ pub trait Backend: Send + Sync + 'static {
     /// `prompts/get`.
     fn get_prompt(
         &self,
+        target: Self::Target,
         name: &str,
         arguments: BTreeMap<String, String>,
         ctx: RequestContext,
@@ -357,14 +387,15 @@ pub trait Backend: Send + Sync + 'static {
     /// `resources/read`.
     fn read_resource(
         &self,
+        target: Self::Target,
         uri: &str,
         ctx: RequestContext,
     ) -> impl Future<Output = MethodResult> + Send;
 
     /// `skills/get`: the entry of the skill whose `SKILL.md` is at `uri`, as `caller` may see
     /// it; -32602 for a URI that names no skill served.
-    fn get_skill(&self, uri: &str, ctx: &RequestContext) -> MethodResult {
-        let _ = ctx;
+    fn get_skill(&self, target: Self::Target, uri: &str, ctx: &RequestContext) -> MethodResult {
+        let _ = (target, ctx);
         Err(ErrorObject::invalid_params(format!(
             "no skill is served at `{uri}`"
         )))
@@ -374,11 +405,12 @@ pub trait Backend: Send + Sync + 'static {
     /// -32602 for a URI that names no directory served.
     fn read_directory(
         &self,
+        target: Self::Target,
         uri: &str,
         cursor: Option<&str>,
         ctx: &RequestContext,
     ) -> MethodResult {
-        let _ = (cursor, ctx);
+        let _ = (target, cursor, ctx);
         Err(ErrorObject::invalid_params(format!(
             "no directory is served at `{uri}`"
         )))
@@ -387,6 +419,7 @@ pub trait Backend: Send + Sync + 'static {
     /// `completion/complete`.
     fn complete(
         &self,
+        target: Self::Target,
         params: CompleteParams,
         ctx: RequestContext,
     ) -> impl Future<Output = MethodResult> + Send;

@@ -7,7 +7,11 @@
 //! [`Session::accept`] in the order it arrived and run (or await) the [`Pending`] work it
 //! returns.
 //!
-//! What an answer is, and the status it earns, is `answer`'s.
+//! What the loop does for every request, whatever its revision, is here: the caller's scopes
+//! and budgets checked before it runs, its audit record, span and metrics, cancellation, a
+//! panic answered. What each revision does with it is that revision's [`Handler`]: `v2025`
+//! and `v2026`, given the request as an [`Incoming`] with the session's [`Core`]. What an
+//! answer is, and the status it earns, is `answer`'s.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -15,25 +19,20 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::watch;
 use tracing::Instrument as _;
 
-mod answer;
-
-pub(super) use self::answer::answer;
-pub use self::answer::{Answer, INSUFFICIENT_SCOPE, Status, insufficient_scope};
+use super::answer::{Answer, Status};
 use super::audit::{AuditOutcome, AuditStart};
-use super::context::{Cancellation, Outbound, SessionId};
-use super::legacy::Legacy;
-use super::{Backend, MethodResult, ModernSettings, OverBudget};
+use super::context::{Cancellation, Outbound};
+use super::handler::{Core, Handler as _, Incoming};
+use super::v2025::V2025;
+use super::v2026::V2026;
+use super::{Backend, Revision, SessionSettings, Target};
 use crate::principal::Principal;
-use crate::protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
-use crate::protocol::jsonrpc::{encode_batch, encode_error};
+use crate::protocol::jsonrpc::encode_batch;
 use crate::protocol::request::{ClientNotification, ClientRequest, Method, TypedRequest};
-use crate::protocol::v2026::{
-    self, HEADER_MISMATCH, MISSING_CAPABILITY, MirrorHeaders, UNSUPPORTED_VERSION,
-};
-use crate::protocol::{Decoded, ErrorObject, Message, Reply, RequestId};
+use crate::protocol::v2026::{self, MirrorHeaders};
+use crate::protocol::{Decoded, Message, Reply, RequestId};
 
 /// How long a cancelled call may run on (to notice `cancelled()` and stop cleanly) before it
 /// is interrupted and its instance dropped.
@@ -45,18 +44,9 @@ pub enum Mode {
     /// Both, chosen per message (stdio: one process, any client).
     Dual,
     /// Only the 2025-11-25 handshake era (an HTTP session created by `initialize`).
-    Legacy,
+    V2025,
     /// Only 2026-07-28 (the stateless HTTP endpoint).
-    Modern,
-}
-
-/// The revision a message belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
-    /// 2025-11-25 and older.
-    Legacy,
-    /// 2026-07-28.
-    Modern,
+    V2026,
 }
 
 /// The trace span of one request (exported only with `--otlp-endpoint`), parented on the trace
@@ -170,110 +160,73 @@ impl Pending {
 /// One conversation with a client: a stdio process, an HTTP session, or the stateless HTTP
 /// endpoint.
 pub struct Session<B> {
-    backend: Arc<B>,
+    /// What both revisions share of the session.
+    core: Core<B>,
     mode: Mode,
-    pub(super) settings: Arc<ModernSettings>,
-    pub(super) legacy: Legacy,
+    /// The 2025-11-25 handler, and the state of the handshake it keeps.
+    pub(super) v2025: V2025,
     in_flight: Mutex<HashMap<RequestId, Arc<Cancellation>>>,
     /// Held while accepting: a message that changes session state holds it until handled.
     order: tokio::sync::Mutex<()>,
-    closing: watch::Sender<bool>,
-    /// Counts the session in the metrics while it lives (not the stateless endpoint's).
+    /// Counts the session in the metrics while it lives (not the 2026-07-28 endpoint's).
     _open: Option<crate::metrics::GaugeGuard>,
-    /// Which client session this is (none: the stateless endpoint, which serves no session),
-    /// and the backend told when it ends.
-    ended: Option<SessionEnd>,
-}
-
-/// Tells the backend that a session ended, when the session is dropped.
-struct SessionEnd {
-    id: SessionId,
-    tell: Box<dyn Fn(SessionId) + Send + Sync>,
-}
-
-impl Drop for SessionEnd {
-    fn drop(&mut self) {
-        (self.tell)(self.id);
-    }
 }
 
 impl<B> Session<B> {
     /// The process's global bounds, which this session shares.
-    pub fn limits(&self) -> &super::HostLimits {
-        &self.settings.limits
+    pub fn limits(&self) -> &super::ProcessLimits {
+        &self.core.settings.limits
     }
 }
 
 impl<B: Backend> Session<B> {
     /// A new session serving `backend`.
-    pub fn new(backend: Arc<B>, mode: Mode, settings: Arc<ModernSettings>) -> Self {
+    pub fn new(backend: Arc<B>, mode: Mode, settings: Arc<SessionSettings>) -> Self {
         Self {
+            core: Core::new(backend, settings, mode != Mode::V2026),
             mode,
-            settings,
-            legacy: Legacy::default(),
+            v2025: V2025::default(),
             in_flight: Mutex::new(HashMap::new()),
             order: tokio::sync::Mutex::new(()),
-            closing: watch::channel(false).0,
             _open: match mode {
                 Mode::Dual => Some(crate::metrics::metrics().session("stdio")),
-                Mode::Legacy => Some(crate::metrics::metrics().session("http")),
-                Mode::Modern => None,
+                Mode::V2025 => Some(crate::metrics::metrics().session("http")),
+                Mode::V2026 => None,
             },
-            ended: (mode != Mode::Modern).then(|| {
-                let backend = Arc::clone(&backend);
-                SessionEnd {
-                    id: SessionId::next(),
-                    tell: Box::new(move |id| backend.session_ended(id)),
-                }
-            }),
-            backend,
         }
     }
 
-    /// Which client session this is (none for the stateless endpoint).
-    pub(super) fn id(&self) -> Option<SessionId> {
-        self.ended.as_ref().map(|end| end.id)
-    }
-
     pub(super) fn backend(&self) -> &Arc<B> {
-        &self.backend
+        self.core.backend()
     }
 
     /// Whether a 2025-11-25 client completed `initialize` on this session.
     pub fn is_initialized(&self) -> bool {
-        self.legacy.is_initialized()
+        self.v2025.is_initialized()
     }
 
     /// The protocol version agreed at `initialize`, once it has been answered.
     pub fn protocol_version(&self) -> Option<&'static str> {
-        self.legacy.protocol_version()
+        self.v2025.protocol_version()
     }
 
     /// The session is ending (end of input, shutdown): listen streams close with their
     /// final result, so the transport can drain what is in flight.
     pub fn close(&self) {
-        self.closing.send_replace(true);
-    }
-
-    /// Resolves once [`Session::close`] was called.
-    pub(super) fn closed(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut closing = self.closing.subscribe();
-        async move {
-            let _ = closing.wait_for(|c| *c).await;
-        }
+        self.core.close();
     }
 
     /// The revision of a request with this `_meta`, given this session's mode.
-    fn era(&self, request: &TypedRequest, headers: Option<&MirrorHeaders>) -> Era {
+    fn revision(&self, request: &TypedRequest, headers: Option<&MirrorHeaders>) -> Revision {
         match self.mode {
-            Mode::Legacy => Era::Legacy,
-            Mode::Modern => Era::Modern,
+            Mode::V2025 => Revision::V2025,
+            Mode::V2026 => Revision::V2026,
             Mode::Dual => {
                 let header = headers.and_then(|h| h.protocol_version.as_deref());
-                if v2026::is_modern(&request.meta, header) {
-                    Era::Modern
+                if v2026::is_v2026(&request.meta, header) {
+                    Revision::V2026
                 } else {
-                    Era::Legacy
+                    Revision::V2025
                 }
             }
         }
@@ -375,7 +328,7 @@ impl<B: Backend> Session<B> {
                 None
             }
             Message::Response(response) => {
-                if !self.legacy.peer().deliver(&response.id, response.outcome) {
+                if !self.v2025.peer().deliver(&response.id, response.outcome) {
                     tracing::debug!(id = %response.id, "ignored a response to no request of ours in flight");
                 }
                 None
@@ -384,15 +337,23 @@ impl<B: Backend> Session<B> {
                 let request = *request;
                 let span = request_span(&request);
                 let audit = AuditStart::begin(
-                    self.settings.audit.as_ref(),
+                    self.core.settings.audit.as_ref(),
                     &request,
                     caller,
                     self.client_name(&request),
                     &span,
                 );
-                if let Some(forbidden) = self.refuse_unscoped(&request, caller) {
+                // Resolved once: the checks here and the run read one version of what the
+                // backend serves.
+                let resolved = request
+                    .body
+                    .as_ref()
+                    .ok()
+                    .map(|body| self.backend().resolve(body));
+                if let Some(forbidden) = self.refuse_unscoped(&request, resolved.as_ref(), caller) {
                     return Some(self.refuse(
                         &request,
+                        resolved.as_ref(),
                         forbidden,
                         audit,
                         AuditOutcome::RefusedScope,
@@ -404,29 +365,31 @@ impl<B: Backend> Session<B> {
                         let answer = Answer::over_budget(&request.id, &over);
                         return Some(self.refuse(
                             &request,
+                            resolved.as_ref(),
                             answer,
                             audit,
                             AuditOutcome::RefusedBudget,
                         ));
                     }
                 };
-                let era = self.era(&request, headers.as_ref());
-                if era == Era::Legacy && request.method.changes_session() {
+                let revision = self.revision(&request, headers.as_ref());
+                if revision == Revision::V2025 && request.method.changes_session() {
                     let meter = RequestMeter::start(&request.method);
                     // Boxed: inline, this once-a-session path would size every message's
                     // future.
-                    let answer = Box::pin(
-                        self.legacy_request(
-                            request,
-                            outbound.clone(),
-                            Arc::default(),
-                            None,
-                            caller.clone(),
-                            Arc::default(),
-                        )
-                        .instrument(span),
-                    )
-                    .await;
+                    let incoming = Incoming {
+                        request,
+                        resolved,
+                        headers,
+                        call_id: None,
+                        outbound: outbound.clone(),
+                        cancellation: Arc::default(),
+                        caller: caller.clone(),
+                        audit: Arc::default(),
+                        place: held,
+                    };
+                    let answer =
+                        Box::pin(self.v2025.handle(&self.core, incoming).instrument(span)).await;
                     meter.answered(answer.as_ref());
                     if let Some(audit) = audit {
                         audit.end(AuditOutcome::Ok);
@@ -445,8 +408,8 @@ impl<B: Backend> Session<B> {
                             // (to its call, should that become a task), until it ends.
                             session
                                 .run(
-                                    request, era, headers, call_id, outbound, cancel, caller,
-                                    audit, held,
+                                    request, resolved, revision, headers, call_id, outbound,
+                                    cancel, caller, audit, held,
                                 )
                                 .await
                         }
@@ -473,7 +436,7 @@ impl<B: Backend> Session<B> {
             .client_info
             .as_deref()
             .and_then(super::audit::client_name)
-            .or_else(|| self.legacy.client_name())
+            .or_else(|| self.v2025.client_name())
     }
 
     /// A request refused before it ran with `answer`: counted, audited as `outcome` (naming
@@ -481,15 +444,15 @@ impl<B: Backend> Session<B> {
     fn refuse(
         &self,
         request: &TypedRequest,
+        resolved: Option<&B::Target>,
         answer: Answer,
         audit: Option<AuditStart>,
         outcome: AuditOutcome,
     ) -> Pending {
         RequestMeter::start(&request.method).answered(Some(&answer));
         if let Some(audit) = audit {
-            let body = request.body.as_ref().ok();
-            if let Some(plugin) = body.and_then(|b| self.backend.serving_plugin(b)) {
-                audit.slot.plugin(&plugin);
+            if let Some(plugin) = resolved.and_then(Target::plugin) {
+                audit.slot.plugin(plugin);
             }
             audit.end(outcome);
         }
@@ -503,7 +466,7 @@ impl<B: Backend> Session<B> {
         request: &TypedRequest,
         caller: &Principal,
     ) -> Result<Option<super::Held>, super::OverBudget> {
-        let budgets = &self.settings.budgets;
+        let budgets = &self.core.settings.budgets;
         budgets.admit(caller).await?;
         let runs_plugin = matches!(
             request.body,
@@ -519,10 +482,13 @@ impl<B: Backend> Session<B> {
     }
 
     /// The refusal of a request that would reach a plugin whose scopes `caller` lacks.
-    fn refuse_unscoped(&self, request: &TypedRequest, caller: &Principal) -> Option<Answer> {
-        let body = request.body.as_ref().ok()?;
-        let required = self.backend.required_scopes(body);
-        let missing = caller.missing(&required);
+    fn refuse_unscoped(
+        &self,
+        request: &TypedRequest,
+        resolved: Option<&B::Target>,
+        caller: &Principal,
+    ) -> Option<Answer> {
+        let missing = caller.missing(resolved?.required_scopes());
         if missing.is_empty() {
             return None;
         }
@@ -541,7 +507,8 @@ impl<B: Backend> Session<B> {
     async fn run(
         self: Arc<Self>,
         request: TypedRequest,
-        era: Era,
+        resolved: Option<B::Target>,
+        revision: Revision,
         headers: Option<MirrorHeaders>,
         call_id: Option<Arc<str>>,
         outbound: Outbound,
@@ -557,33 +524,21 @@ impl<B: Backend> Session<B> {
         let started = meter.started;
         let id = request.id.clone();
         let method = request.method.clone();
+        let incoming = Incoming {
+            request,
+            resolved,
+            headers,
+            call_id,
+            outbound,
+            cancellation: Arc::clone(&cancellation),
+            caller,
+            audit: slot,
+            place,
+        };
         let handling = async {
-            match era {
-                Era::Legacy => {
-                    let _place = place;
-                    self.legacy_request(
-                        request,
-                        outbound,
-                        Arc::clone(&cancellation),
-                        call_id,
-                        caller,
-                        slot,
-                    )
-                    .await
-                }
-                Era::Modern => {
-                    self.modern_request(
-                        request,
-                        headers,
-                        call_id,
-                        outbound,
-                        Arc::clone(&cancellation),
-                        caller,
-                        slot,
-                        place,
-                    )
-                    .await
-                }
+            match revision {
+                Revision::V2025 => self.v2025.handle(&self.core, incoming).await,
+                Revision::V2026 => V2026.handle(&self.core, incoming).await,
             }
         };
         // A panic while handling one request (a host defect some input reached, in mcpbox or
@@ -642,7 +597,7 @@ impl<B: Backend> Session<B> {
 
     fn notification(&self, notification: &ClientNotification) {
         match notification {
-            ClientNotification::Initialized => self.legacy.initialized(),
+            ClientNotification::Initialized => self.v2025.initialized(),
             ClientNotification::Cancelled(None) => {
                 tracing::debug!("ignored a malformed notifications/cancelled");
             }
@@ -662,7 +617,7 @@ impl<B: Backend> Session<B> {
             }
             ClientNotification::RootsListChanged => {
                 tracing::debug!("the client's roots changed");
-                self.legacy.peer().forget_roots();
+                self.v2025.peer().forget_roots();
             }
             ClientNotification::Other(method) => {
                 tracing::debug!(method, "notification not acted on");
@@ -670,3 +625,6 @@ impl<B: Backend> Session<B> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

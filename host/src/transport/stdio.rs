@@ -595,6 +595,10 @@ mod tests {
     struct Panics;
 
     impl Backend for Panics {
+        type Target = ();
+
+        fn resolve(&self, _: &crate::protocol::request::ClientRequest) {}
+
         fn offers(&self) -> crate::server::Offers {
             crate::server::Offers::default()
         }
@@ -615,6 +619,7 @@ mod tests {
         #[allow(clippy::panic, reason = "the defect this test stands for")]
         async fn call_tool(
             &self,
+            (): (),
             name: &str,
             _: &serde_json::value::RawValue,
             _: crate::server::RequestContext,
@@ -624,6 +629,7 @@ mod tests {
 
         async fn get_prompt(
             &self,
+            _: (),
             _: &str,
             _: std::collections::BTreeMap<String, String>,
             _: crate::server::RequestContext,
@@ -633,6 +639,7 @@ mod tests {
 
         async fn read_resource(
             &self,
+            _: (),
             _: &str,
             _: crate::server::RequestContext,
         ) -> crate::server::MethodResult {
@@ -641,6 +648,7 @@ mod tests {
 
         async fn complete(
             &self,
+            _: (),
             _: crate::protocol::mcp::CompleteParams,
             _: crate::server::RequestContext,
         ) -> crate::server::MethodResult {

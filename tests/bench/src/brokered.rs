@@ -272,7 +272,7 @@ fn plugin_dir(bench: &Bench, name: &str, upstream: u16, brokered: bool) -> anyho
 /// A 2026-07-28 client of `server` as `token:bench`, checked with `server/discover`.
 async fn caller(server: &Server) -> anyhow::Result<Conn> {
     let conn = server.connect()?;
-    conn.set_modern();
+    conn.set_v2026();
     conn.set_bearer(BENCH_TOKEN)?;
     conn.initialize()
         .await

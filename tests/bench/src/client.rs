@@ -20,13 +20,13 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The protocol revision the harness asks for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
-/// The stateless revision, for the modern-era measurements.
-pub const MODERN_VERSION: &str = "2026-07-28";
+/// The stateless revision, for the 2026-07-28 measurements.
+pub const V2026_VERSION: &str = "2026-07-28";
 
 /// The `_meta` every 2026-07-28 request carries.
-fn modern_meta() -> Value {
+fn v2026_meta() -> Value {
     json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+        "io.modelcontextprotocol/protocolVersion": V2026_VERSION,
         "io.modelcontextprotocol/clientCapabilities": {},
     })
 }
@@ -34,7 +34,7 @@ fn modern_meta() -> Value {
 /// `params` with the 2026-07-28 envelope added.
 fn with_envelope(mut params: Value) -> Value {
     if let Some(map) = params.as_object_mut() {
-        map.insert("_meta".to_owned(), modern_meta());
+        map.insert("_meta".to_owned(), v2026_meta());
     }
     params
 }
@@ -51,7 +51,7 @@ pub enum Conn {
 impl Conn {
     /// Send a request and wait for its result; a JSON-RPC error becomes an `Err`.
     pub async fn request(&self, method: &str, params: Value) -> anyhow::Result<Value> {
-        let params = if self.is_modern() {
+        let params = if self.is_v2026() {
             with_envelope(params)
         } else {
             params
@@ -80,10 +80,10 @@ impl Conn {
 
     /// Speak 2026-07-28 from now on: every request carries its envelope (and, over HTTP, the
     /// mirror headers), and there is no session.
-    pub fn set_modern(&self) {
+    pub fn set_v2026(&self) {
         match self {
-            Self::Stdio(conn) => conn.modern.store(true, Ordering::Relaxed),
-            Self::Http(conn) => conn.modern.store(true, Ordering::Relaxed),
+            Self::Stdio(conn) => conn.v2026.store(true, Ordering::Relaxed),
+            Self::Http(conn) => conn.v2026.store(true, Ordering::Relaxed),
         }
     }
 
@@ -95,16 +95,16 @@ impl Conn {
         }
     }
 
-    fn is_modern(&self) -> bool {
+    fn is_v2026(&self) -> bool {
         match self {
-            Self::Stdio(conn) => conn.modern.load(Ordering::Relaxed),
-            Self::Http(conn) => conn.modern.load(Ordering::Relaxed),
+            Self::Stdio(conn) => conn.v2026.load(Ordering::Relaxed),
+            Self::Http(conn) => conn.v2026.load(Ordering::Relaxed),
         }
     }
 
     /// `initialize`, then `notifications/initialized` (2026-07-28: `server/discover`).
     pub async fn initialize(&self) -> anyhow::Result<Value> {
-        if self.is_modern() {
+        if self.is_v2026() {
             return self.request("server/discover", json!({})).await;
         }
         let result = self
@@ -163,7 +163,7 @@ type Pending = Mutex<HashMap<u64, oneshot::Sender<Value>>>;
 
 /// JSON-RPC over a child process's stdin and stdout.
 pub struct StdioConn {
-    modern: std::sync::atomic::AtomicBool,
+    v2026: std::sync::atomic::AtomicBool,
     stdin: tokio::sync::Mutex<ChildStdin>,
     pending: Arc<Pending>,
     next_id: AtomicU64,
@@ -209,7 +209,7 @@ impl StdioConn {
                 .clear();
         });
         let conn = Arc::new(Self {
-            modern: std::sync::atomic::AtomicBool::new(false),
+            v2026: std::sync::atomic::AtomicBool::new(false),
             stdin: tokio::sync::Mutex::new(stdin),
             pending,
             next_id: AtomicU64::new(1),
@@ -264,7 +264,7 @@ impl std::error::Error for HttpStatus {}
 
 /// Streamable HTTP: one POST per message to the `/mcp` endpoint.
 pub struct HttpConn {
-    modern: std::sync::atomic::AtomicBool,
+    v2026: std::sync::atomic::AtomicBool,
     client: reqwest::Client,
     url: String,
     session: Mutex<Option<String>>,
@@ -281,7 +281,7 @@ impl HttpConn {
             .build()
             .context("building the HTTP client")?;
         Ok(Arc::new(Self {
-            modern: std::sync::atomic::AtomicBool::new(false),
+            v2026: std::sync::atomic::AtomicBool::new(false),
             client,
             url,
             session: Mutex::new(None),
@@ -331,10 +331,10 @@ impl HttpConn {
         if let Some(authorization) = authorization {
             request = request.header("authorization", authorization);
         }
-        if self.modern.load(Ordering::Relaxed) {
+        if self.v2026.load(Ordering::Relaxed) {
             let method = message.get("method").and_then(Value::as_str).unwrap_or("");
             request = request
-                .header("mcp-protocol-version", MODERN_VERSION)
+                .header("mcp-protocol-version", V2026_VERSION)
                 .header("mcp-method", method);
             let params = message.get("params");
             let name = params

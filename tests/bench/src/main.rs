@@ -198,8 +198,8 @@ async fn main() -> anyhow::Result<()> {
             eprintln!("== tools/call over {}{variant}", transport.name());
             let [native, mcpbox] = load_suite(
                 [
-                    Driven::new(&native_launch, Era::Legacy),
-                    Driven::new(launch, Era::Legacy),
+                    Driven::new(&native_launch, Revision::V2025),
+                    Driven::new(launch, Revision::V2025),
                 ],
                 transport,
                 &sizes,
@@ -223,16 +223,16 @@ async fn main() -> anyhow::Result<()> {
             "== tools/call over {}: 2026-07-28 against 2025-11-25",
             transport.name()
         );
-        let [legacy, modern] = load_suite(
+        let [v2025, v2026] = load_suite(
             [
-                Driven::new(&mcpbox_launch, Era::Legacy),
-                Driven::new(&mcpbox_launch, Era::Modern),
+                Driven::new(&mcpbox_launch, Revision::V2025),
+                Driven::new(&mcpbox_launch, Revision::V2026),
             ],
             transport,
             &sizes,
         )
         .await?;
-        era_rows(&mut report, transport, &legacy, &modern);
+        revision_rows(&mut report, transport, &v2025, &v2026);
     }
 
     if run(Part::Startup) {
@@ -498,17 +498,17 @@ const TURNS: usize = 5;
 #[derive(Clone, Copy)]
 struct Driven<'a> {
     launch: &'a Launch,
-    era: Era,
+    revision: Revision,
     /// The bearer token every request carries (HTTP), if any.
     bearer: Option<&'a str>,
 }
 
 impl<'a> Driven<'a> {
-    /// `launch`, spoken to at `era`, without a token.
-    fn new(launch: &'a Launch, era: Era) -> Self {
+    /// `launch`, spoken to at `revision`, without a token.
+    fn new(launch: &'a Launch, revision: Revision) -> Self {
         Self {
             launch,
-            era,
+            revision,
             bearer: None,
         }
     }
@@ -534,8 +534,8 @@ async fn load_suite(
     let mut servers = Vec::new();
     for driven in launches {
         let server = Server::start(driven.launch, transport).await?;
-        if driven.era == Era::Modern {
-            server.conn.set_modern();
+        if driven.revision == Revision::V2026 {
+            server.conn.set_v2026();
         }
         if let Some(token) = driven.bearer {
             server.conn.set_bearer(token)?;
@@ -731,22 +731,27 @@ async fn eventloop_rows(
 
 /// The revision a connection speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Era {
+enum Revision {
     /// 2025-11-25: `initialize` and a session.
-    Legacy,
+    V2025,
     /// 2026-07-28: every request stands alone.
-    Modern,
+    V2026,
 }
 
 /// mcpbox at 2026-07-28 beside itself at 2025-11-25 (the baseline column).
-fn era_rows(report: &mut Report, transport: Transport, legacy: &LoadFigures, modern: &LoadFigures) {
+fn revision_rows(
+    report: &mut Report,
+    transport: Transport,
+    v2025: &LoadFigures,
+    v2026: &LoadFigures,
+) {
     let t = transport.name();
     report.section_between(
         format!("tools/call over {t} (echo): mcpbox at 2026-07-28 against 2025-11-25"),
         "mcpbox 2025-11-25",
         "mcpbox 2026-07-28",
     );
-    same_server_rows(report, legacy, modern);
+    same_server_rows(report, v2025, v2026);
 }
 
 /// mcpbox beside itself run another way: round trips, CPU per call (held to 1.05×, the

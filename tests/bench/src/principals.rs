@@ -30,7 +30,7 @@ use tokio::task::JoinSet;
 use crate::client::{Conn, HttpStatus};
 use crate::report::{Report, Row, percentile};
 use crate::server::{Server, Transport};
-use crate::{Bench, Driven, Era, Sizes, TEXT, TURNS, echo, load_suite, same_server_rows};
+use crate::{Bench, Driven, Revision, Sizes, TEXT, TURNS, echo, load_suite, same_server_rows};
 
 /// The static token of the call-path measurement (`[tokens.bench]`).
 const BENCH_TOKEN: &str = "mcpbench-bench-token-0123456789abcdef";
@@ -93,8 +93,8 @@ async fn cost_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> anyhow:
     let named = bench.mcpbox(&bench.one_dir, Transport::Http, &["--config", &config]);
     let [local, named] = load_suite(
         [
-            Driven::new(&local, Era::Modern),
-            Driven::new(&named, Era::Modern).bearer(BENCH_TOKEN),
+            Driven::new(&local, Revision::V2026),
+            Driven::new(&named, Revision::V2026).bearer(BENCH_TOKEN),
         ],
         Transport::Http,
         sizes,
@@ -154,7 +154,7 @@ async fn contention_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> a
 /// Another client of `server`, speaking 2026-07-28 with `token` (nothing sent yet).
 fn named(server: &Server, token: &str) -> anyhow::Result<Conn> {
     let conn = server.connect()?;
-    conn.set_modern();
+    conn.set_v2026();
     conn.set_bearer(token)?;
     Ok(conn)
 }

@@ -92,7 +92,7 @@ async fn balancer(
 /// `total` echo calls, `in_flight` at a time, through `url`; the rate and p99.
 async fn measure(url: &str, in_flight: usize, total: usize) -> anyhow::Result<(f64, f64)> {
     let conn = Conn::Http(HttpConn::new(url.to_owned())?);
-    conn.set_modern();
+    conn.set_v2026();
     let start = Instant::now();
     let mut tasks = JoinSet::new();
     for _ in 0..in_flight {

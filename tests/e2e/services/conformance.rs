@@ -67,31 +67,31 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
     let server = HttpServer::start(dir.path(), &[]).await;
     let url = server.url.clone();
 
-    let legacy = {
+    let v2025 = {
         let (suite, url) = (suite.clone(), url.clone());
         tokio::task::spawn_blocking(move || run_suite(&suite, &url, "2025-11-25"))
             .await
             .unwrap()
     };
-    let legacy_scored = scored(&legacy);
-    assert_eq!(legacy_scored.len(), 30, "{legacy}");
-    assert!(legacy_scored.iter().all(|l| l.starts_with('✓')), "{legacy}");
-    assert!(legacy.contains("✓ json-schema-2020-12"), "{legacy}");
+    let v2025_scored = scored(&v2025);
+    assert_eq!(v2025_scored.len(), 30, "{v2025}");
+    assert!(v2025_scored.iter().all(|l| l.starts_with('✓')), "{v2025}");
+    assert!(v2025.contains("✓ json-schema-2020-12"), "{v2025}");
 
-    let modern = {
+    let v2026 = {
         let (suite, url) = (suite.clone(), url.clone());
         tokio::task::spawn_blocking(move || run_suite(&suite, &url, "2026-07-28"))
             .await
             .unwrap()
     };
-    let modern_scored = scored(&modern);
-    assert_eq!(modern_scored.len(), 37, "{modern}");
-    assert!(modern_scored.iter().all(|l| l.starts_with('✓')), "{modern}");
+    let v2026_scored = scored(&v2026);
+    assert_eq!(v2026_scored.len(), 37, "{v2026}");
+    assert!(v2026_scored.iter().all(|l| l.starts_with('✓')), "{v2026}");
     assert!(
-        modern.contains("✓ server-stateless: 30 passed, 0 failed"),
-        "{modern}"
+        v2026.contains("✓ server-stateless: 30 passed, 0 failed"),
+        "{v2026}"
     );
-    assert!(modern.contains("✓ http-header-validation"), "{modern}");
+    assert!(v2026.contains("✓ http-header-validation"), "{v2026}");
 
     // Scenarios the scored runs leave out (issue #29), one by one: each must pass with no
     // failed and no skipped check.

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::external;
-use crate::support::{STEP, Stderr, mcpbox, modern_call_headers, plugin_dir, post};
+use crate::support::{STEP, Stderr, mcpbox, plugin_dir, post, v2026_call_headers};
 
 pub(super) const MOCK: &str = "oauth2-mock-server@9.3.0";
 pub(super) const SDK: &str = "mcp==2.3.0";
@@ -127,7 +127,7 @@ const ADMIN: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"
 /// and the body.
 async fn call(url: &str, tool: &str, body: &str, token: Option<&str>) -> (u16, String, String) {
     let bearer = token.map(|t| format!("Bearer {t}"));
-    let mut headers = modern_call_headers(tool).to_vec();
+    let mut headers = v2026_call_headers(tool).to_vec();
     if let Some(bearer) = &bearer {
         headers.push(("authorization", bearer));
     }
@@ -297,7 +297,7 @@ async fn two_users_of_one_issuer_cannot_use_each_others_sessions() {
     assert_eq!(response.status(), 200);
     assert!(response.text().await.unwrap().contains("hers"));
 
-    // The legacy SSE transport: bob's message to alice's stream is refused.
+    // The SSE transport (2024-11-05): bob's message to alice's stream is refused.
     let stream = client
         .get(format!("http://127.0.0.1:{port}/sse"))
         .header("authorization", &alice)

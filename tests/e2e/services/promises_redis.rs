@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 
 use crate::external::{Redis, debian};
-use crate::support::{HttpServer, STEP, Stderr, http_stub, modern_call_headers, plugin_dir, post};
+use crate::support::{HttpServer, STEP, Stderr, http_stub, plugin_dir, post, v2026_call_headers};
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
 
@@ -18,7 +18,7 @@ async fn call(url: &str, id: Option<&str>, tool: &str, arguments: &str) -> (u16,
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments},{META}}}}}"#
     );
-    let mut headers = modern_call_headers(tool).to_vec();
+    let mut headers = v2026_call_headers(tool).to_vec();
     if let Some(id) = id {
         headers.push(("x-request-id", id));
     }

@@ -1,7 +1,7 @@
 //! MCP 2026-07-28 end to end with a client nobody here wrote: the official Python SDK (`mcp`
 //! 2.3 from PyPI), pinned to 2026-07-28 and in its `auto` mode (which probes with
 //! `server/discover`), over stdio and over HTTP. The client script
-//! (`tests/python/modern_client.py`) lists, calls, reads, gets a prompt, completes, answers an
+//! (`tests/python/v2026_client.py`) lists, calls, reads, gets a prompt, completes, answers an
 //! elicitation through its callback (an input request: MRTR), sends a tampered
 //! `requestState`, and holds a `subscriptions/listen` stream while this test changes the
 //! plugin directory (hot reload).
@@ -20,7 +20,7 @@ const SDK: &str = "mcp==2.3.0";
 /// Run the client script with `target` arguments; once it listens, toggle `code_review.wasm`
 /// in `dir`; it must report the change and finish cleanly.
 async fn drive(python: &Path, mode: &str, target: &[&str], dir: &Path) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/modern_client.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/v2026_client.py");
     let mut child = Command::new(python)
         .arg(&script)
         .args(["--mode", mode])

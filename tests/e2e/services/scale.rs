@@ -97,7 +97,7 @@ async fn haproxy(replicas: &[u16; 3]) -> Haproxy {
 }
 
 /// A 2026-07-28 request to `url`; the JSON-RPC response.
-async fn modern(
+async fn v2026(
     client: &reqwest::Client,
     url: &str,
     method: &str,
@@ -130,9 +130,9 @@ async fn modern(
     Ok(value)
 }
 
-async fn modern_echo(client: &reqwest::Client, url: &str, text: &str) -> Result<(), String> {
+async fn v2026_echo(client: &reqwest::Client, url: &str, text: &str) -> Result<(), String> {
     let params = format!(r#""name":"echo","arguments":{{"text":"{text}"}}"#);
-    let value = modern(client, url, "tools/call", Some("echo"), &params).await?;
+    let value = v2026(client, url, "tools/call", Some("echo"), &params).await?;
     let got = &value["result"]["content"][0]["text"];
     if got == text {
         Ok(())
@@ -142,7 +142,7 @@ async fn modern_echo(client: &reqwest::Client, url: &str, text: &str) -> Result<
 }
 
 /// A 2025-11-25 session through `url`.
-struct Legacy {
+struct V2025Session {
     client: reqwest::Client,
     url: String,
     session: String,
@@ -151,7 +151,7 @@ struct Legacy {
     request_id: Option<String>,
 }
 
-impl Legacy {
+impl V2025Session {
     async fn start(client: &reqwest::Client, url: &str) -> Result<Self, String> {
         let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"scale","version":"1"}}}"#;
         let response = client
@@ -174,17 +174,17 @@ impl Legacy {
             .ok_or("no session id")?
             .to_owned();
         let _ = response.bytes().await;
-        let mut legacy = Self {
+        let mut started = Self {
             client: client.clone(),
             url: url.to_owned(),
             session,
             next_id: 1,
             request_id: None,
         };
-        legacy
+        started
             .post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
             .await?;
-        Ok(legacy)
+        Ok(started)
     }
 
     /// POST one message; the JSON-RPC response (from JSON or SSE), or `Err` with the status.
@@ -265,10 +265,10 @@ async fn multi_round(
         params["requestState"] = round["result"]["requestState"].clone();
         params["inputResponses"] = json!({ key: {"action": "accept", "content": content} });
     }
-    // `modern` adds the `_meta` envelope after these fields.
+    // `v2026` adds the `_meta` envelope after these fields.
     let fields = params.to_string();
     let fields = &fields[1..fields.len() - 1];
-    modern(client, url, "tools/call", Some(TOOL), fields)
+    v2026(client, url, "tools/call", Some(TOOL), fields)
         .await
         .unwrap()
 }
@@ -313,10 +313,10 @@ fn pid(server: &HttpServer) -> i32 {
 
 /// A new session, retried (as a client would) while the balancer has no replica to offer:
 /// only the balancer's own 502/503 (no replica to take it) is retried; anything else fails.
-async fn start_with_retries(client: &reqwest::Client, url: &str) -> Legacy {
+async fn start_with_retries(client: &reqwest::Client, url: &str) -> V2025Session {
     let mut attempt = 0;
     loop {
-        match Legacy::start(client, url).await {
+        match V2025Session::start(client, url).await {
             Ok(session) => return session,
             Err(e) if attempt < 10 && balancer_failure(&e) => {
                 attempt += 1;
@@ -327,7 +327,7 @@ async fn start_with_retries(client: &reqwest::Client, url: &str) -> Legacy {
     }
 }
 
-/// Whether `error` (as `modern` and `Legacy` report them) is how a call in flight on a killed
+/// Whether `error` (as `v2026` and `V2025Session` report them) is how a call in flight on a killed
 /// replica fails through HAProxy: the balancer's 502/503/504, or the connection (or a
 /// session's event stream) cut.
 fn balancer_failure(error: &str) -> bool {
@@ -346,21 +346,21 @@ fn balancer_failure(error: &str) -> bool {
 enum Retry {
     /// Nothing: any failure fails the test.
     Never,
-    /// Only a legacy session answered 404 (its replica is gone) starts again, as the transport
+    /// Only a 2025-11-25 session answered 404 (its replica is gone) starts again, as the transport
     /// says clients must; any other failure fails the test.
     Sessions,
     /// Any failed call is retried (up to 5 times).
     All,
 }
 
-/// What a load run saw: how many legacy sessions had to start again, and every failed attempt
+/// What a load run saw: how many 2025-11-25 sessions had to start again, and every failed attempt
 /// that was retried (what failed, and how).
 struct Loaded {
     restarts: usize,
     failed: Vec<(String, String)>,
 }
 
-/// `calls` echo calls from `tasks` clients at once, half 2026-07-28, half legacy sessions,
+/// `calls` echo calls from `tasks` clients at once, half 2026-07-28, half 2025-11-25 sessions,
 /// retrying what `retry` allows; `during` runs beside them and may wait on `done`, the count
 /// of calls answered so far.
 async fn load<F: Future<Output = ()>>(
@@ -385,7 +385,7 @@ async fn load<F: Future<Output = ()>>(
                     let text = format!("m{task}-{i}");
                     let mut attempt = 0;
                     loop {
-                        match modern_echo(&client, &url, &text).await {
+                        match v2026_echo(&client, &url, &text).await {
                             Ok(()) => break,
                             Err(e) if retry == Retry::All && attempt < 5 => {
                                 attempt += 1;
@@ -398,7 +398,7 @@ async fn load<F: Future<Output = ()>>(
                     done.fetch_add(1, Ordering::Relaxed);
                 }
             } else {
-                let mut session = Legacy::start(&client, &url)
+                let mut session = V2025Session::start(&client, &url)
                     .await
                     .expect("a session starts");
                 for i in 0..per_task {
@@ -421,7 +421,7 @@ async fn load<F: Future<Output = ()>>(
                                     tokio::time::sleep(Duration::from_millis(100)).await;
                                 }
                             }
-                            Err(e) => panic!("legacy call {text} failed: {e}"),
+                            Err(e) => panic!("2025-11-25 call {text} failed: {e}"),
                         }
                     }
                     done.fetch_add(1, Ordering::Relaxed);
@@ -462,14 +462,14 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
     let client = reqwest::Client::builder().timeout(STEP).build().unwrap();
 
     // A cursor issued by one replica is accepted by another.
-    let first = modern(&client, &r1.url, "tools/list", None, "")
+    let first = v2026(&client, &r1.url, "tools/list", None, "")
         .await
         .unwrap();
     let cursor = first["result"]["nextCursor"]
         .as_str()
         .expect("more than one page")
         .to_owned();
-    let second = modern(
+    let second = v2026(
         &client,
         &r2.url,
         "tools/list",
@@ -478,7 +478,7 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
     )
     .await
     .unwrap();
-    let third = modern(
+    let third = v2026(
         &client,
         &r1.url,
         "tools/list",
@@ -547,7 +547,7 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
     }
     drop(streams);
 
-    // 10,000 calls at 64 in flight, 2026-07-28 and legacy, no failure and no retry.
+    // 10,000 calls at 64 in flight, 2026-07-28 and 2025-11-25, no failure and no retry.
     let run = load(&lb.url, 64, 10_000, Retry::Never, async |_| {}).await;
     assert_eq!((run.restarts, run.failed.len()), (0, 0));
 
@@ -555,7 +555,7 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
     let increments = (0..512).map(|_| {
         let (client, url) = (client.clone(), lb.url.clone());
         async move {
-            modern(
+            v2026(
                 &client,
                 &url,
                 "tools/call",
@@ -569,7 +569,7 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
         result.expect("an increment");
     }
     for server in [&r1, &r2, &r3] {
-        let value = modern(
+        let value = v2026(
             &client,
             &server.url,
             "tools/call",
@@ -581,7 +581,7 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
         assert_eq!(value["result"]["content"][0]["text"], "\"512\"", "{value}");
     }
 
-    // SIGTERM on replica 3 in the middle of a run: no call fails (its legacy sessions start
+    // SIGTERM on replica 3 in the middle of a run: no call fails (its 2025-11-25 sessions start
     // again elsewhere, as the transport says they must).
     let r3_pid = pid(&r3);
     let run = load(&lb.url, 32, 2_000, Retry::Sessions, async move |done| {
@@ -603,7 +603,7 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
 
     // SIGKILL on replica 2 mid-run: only what was in flight on it fails, as the balancer's
     // 502/503/504 or a cut connection (at most one call per client, each client having one
-    // in flight); retries succeed, and its legacy sessions get 404 and start again.
+    // in flight); retries succeed, and its 2025-11-25 sessions get 404 and start again.
     let r2_pid = pid(&r2);
     let run = load(&lb.url, 32, 3_000, Retry::All, async move |done| {
         answered(&done, 750).await;
@@ -631,7 +631,7 @@ async fn replicas_behind_haproxy_serve_everything_and_survive_losing_one() {
         run.failed
     );
     // The survivor still serves, through the balancer.
-    modern_echo(&client, &lb.url, "after").await.unwrap();
+    v2026_echo(&client, &lb.url, "after").await.unwrap();
     drop(lb);
     drop(r1);
     drop(r2);
@@ -674,7 +674,7 @@ enum Added {
 
 async fn add_item(client: &reqwest::Client, url: &str, text: &str) -> Added {
     let params = format!(r#""name":"add","arguments":{{"text":"{text}"}}"#);
-    match modern(client, url, "tools/call", Some("add"), &params).await {
+    match v2026(client, url, "tools/call", Some("add"), &params).await {
         Ok(value) if value["result"]["isError"] == true => {
             Added::Failed(value["result"]["content"][0]["text"].to_string())
         }
@@ -691,7 +691,7 @@ async fn add_item(client: &reqwest::Client, url: &str, text: &str) -> Added {
 
 /// Every item's text in the to-do list, read through `url`.
 async fn todo_texts(client: &reqwest::Client, url: &str) -> Vec<String> {
-    let value = modern(
+    let value = v2026(
         client,
         url,
         "tools/call",
@@ -885,7 +885,7 @@ async fn call_ids_name_one_call_and_only_with_the_option() {
     );
 
     // A 2025-11-25 session's calls carry the id too.
-    let mut session = Legacy::start(&client, &on.url).await.unwrap();
+    let mut session = V2025Session::start(&client, &on.url).await.unwrap();
     session.request_id = Some("id-3".to_owned());
     for _ in 0..2 {
         let four = session

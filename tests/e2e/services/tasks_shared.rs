@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::external::Redis;
 use crate::support::{HttpServer, token_config};
-use crate::tasks::{Modern, TASKS_MANIFEST, code, conformance_dir, over_share};
+use crate::tasks::{TASKS_MANIFEST, V2026Client, code, conformance_dir, over_share};
 
 #[tokio::test]
 async fn replicas_share_tasks_and_a_dead_replica_fails_its_own() {
@@ -27,8 +27,8 @@ async fn replicas_share_tasks_and_a_dead_replica_fails_its_own() {
     one_args.extend(["--max-tasks-per-caller", "1"]);
     let mut one = HttpServer::start(dir.path(), &one_args).await;
     let two = HttpServer::start(dir.path(), &shared).await;
-    let a = Modern::new(&one.url, None);
-    let b = Modern::new(&two.url, None);
+    let a = V2026Client::new(&one.url, None);
+    let b = V2026Client::new(&two.url, None);
 
     // Started on one, seen on two; cancelled through two, and one stops running it (its one
     // slot for this caller is free again within a lease renewal).
@@ -128,8 +128,8 @@ async fn a_callers_share_of_the_task_store_is_counted_across_replicas() {
     ];
     let one = HttpServer::start(dir.path(), &args).await;
     let two = HttpServer::start(dir.path(), &args).await;
-    let bob_one = Modern::new(&one.url, Some(BOB));
-    let bob_two = Modern::new(&two.url, Some(BOB));
+    let bob_one = V2026Client::new(&one.url, Some(BOB));
+    let bob_two = V2026Client::new(&two.url, Some(BOB));
 
     // One task through each replica; the outcome two writes replaces its record, in the share.
     let first = bob_one.start("slow_compute", json!({"seconds": 60})).await;
@@ -164,10 +164,10 @@ async fn a_callers_share_of_the_task_store_is_counted_across_replicas() {
     }
 
     // Alice's share is hers, on either replica.
-    let alice = Modern::new(&two.url, Some(ALICE));
+    let alice = V2026Client::new(&two.url, Some(ALICE));
     let hers = alice.start("slow_compute", json!({"seconds": 60})).await;
     assert_eq!(
-        Modern::new(&one.url, Some(ALICE)).get(&hers).await["result"]["status"],
+        V2026Client::new(&one.url, Some(ALICE)).get(&hers).await["result"]["status"],
         "working"
     );
     alice.rpc("tasks/cancel", json!({ "taskId": hers })).await;

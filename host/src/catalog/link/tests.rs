@@ -14,7 +14,7 @@ use crate::catalog::convert::error_result;
 use crate::principal::{Principal, Scopes};
 use crate::protocol::jsonrpc::{Reply, decode};
 use crate::protocol::mcp::CompleteParams;
-use crate::server::{Backend, ListKind, MethodOutput, Mode, Offers, ServerEvent, Session, TaskUse};
+use crate::server::{Backend, ListKind, MethodOutput, Mode, Offers, ServerEvent, Session};
 
 const URL: &str = "https://mcp.test/oauth/link/start?ticket=T1";
 
@@ -101,7 +101,7 @@ impl Linker for FakeLinker {
 }
 
 /// A backend whose one tool acts as the caller on GitHub: while the user has not opened
-/// the link, its request is answered 401 by the host (the gate tells the call's host that
+/// the link, its request is answered 401 by the host (the gate tells the call's reach that
 /// a link is needed) and it answers that itself; once they have, it succeeds.
 struct GitHubTool {
     linking: Option<Linking>,
@@ -143,13 +143,13 @@ impl Backend for GitHubTool {
         Err(crate::protocol::ErrorObject::new(-32601, "nothing listed"))
     }
 
-    fn task_use(&self, _: &str) -> TaskUse {
-        TaskUse::Never
-    }
+    type Target = ();
 
-    async fn call_tool(&self, _: &str, _: &RawValue, ctx: RequestContext) -> MethodResult {
+    fn resolve(&self, _: &crate::protocol::request::ClientRequest) {}
+
+    async fn call_tool(&self, (): (), _: &str, _: &RawValue, ctx: RequestContext) -> MethodResult {
         let run = |slot: LinkSlot| {
-            let host =
+            let reach =
                 ClientBridge::named("github".into(), false, ctx.clone(), self.hub.clone(), slot);
             async move {
                 self.runs.fetch_add(1, Ordering::SeqCst);
@@ -158,7 +158,7 @@ impl Backend for GitHubTool {
                         &json!({"content": [{"type": "text", "text": "issues of alice"}]}),
                     );
                 }
-                host.credential_needed("github");
+                reach.credential_needed("github");
                 error_result("Link your GitHub account to use this tool.")
             }
         };
@@ -167,29 +167,30 @@ impl Backend for GitHubTool {
 
     async fn get_prompt(
         &self,
+        _: (),
         _: &str,
         _: BTreeMap<String, String>,
         ctx: RequestContext,
     ) -> MethodResult {
         let links = LinkSlot::default();
-        let host = ClientBridge::named(
+        let reach = ClientBridge::named(
             "github".into(),
             false,
             ctx.clone(),
             self.hub.clone(),
             links.clone(),
         );
-        host.credential_needed("github");
+        reach.credential_needed("github");
         let outcome = to_output(&json!({"messages": []}));
         let linking = self.linking.as_ref();
         or_link_required(linking, &links, &ctx, "github", Request::Prompt, outcome).await
     }
 
-    async fn read_resource(&self, _: &str, _: RequestContext) -> MethodResult {
+    async fn read_resource(&self, _: (), _: &str, _: RequestContext) -> MethodResult {
         Err(crate::protocol::ErrorObject::new(-32601, "no resources"))
     }
 
-    async fn complete(&self, _: CompleteParams, _: RequestContext) -> MethodResult {
+    async fn complete(&self, _: (), _: CompleteParams, _: RequestContext) -> MethodResult {
         Err(crate::protocol::ErrorObject::new(-32601, "no completions"))
     }
 }
@@ -387,7 +388,7 @@ async fn a_client_that_cannot_open_urls_gets_the_url_in_the_result() {
     }
 }
 
-fn modern_call(capabilities: &Value, retry: &str) -> String {
+fn v2026_call(capabilities: &Value, retry: &str) -> String {
     format!(
         r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"list_issues","arguments":{{}}{retry},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{capabilities}}}}}}}"#
     )
@@ -398,7 +399,7 @@ async fn a_2026_request_is_asked_by_input_request_and_never_gets_32042() {
     let backend = GitHubTool::new(Duration::ZERO);
     let client = Client::new(Arc::clone(&backend));
     let capabilities = json!({"elicitation": {"url": {}}});
-    let first = within(client.send(&modern_call(&capabilities, "")).await.unwrap()).await;
+    let first = within(client.send(&v2026_call(&capabilities, "")).await.unwrap()).await;
     let result = &first["result"];
     assert_eq!(result["resultType"], "input_required", "{first}");
     assert_eq!(
@@ -415,7 +416,7 @@ async fn a_2026_request_is_asked_by_input_request_and_never_gets_32042() {
     );
     let answer = within(
         client
-            .send(&modern_call(&capabilities, &retry))
+            .send(&v2026_call(&capabilities, &retry))
             .await
             .unwrap(),
     )
@@ -426,14 +427,14 @@ async fn a_2026_request_is_asked_by_input_request_and_never_gets_32042() {
     // Accepted, but not linked within the wait: the clear error, not -32042.
     let backend = GitHubTool::new(Duration::from_millis(50));
     let client = Client::new(Arc::clone(&backend));
-    let first = within(client.send(&modern_call(&capabilities, "")).await.unwrap()).await;
+    let first = within(client.send(&v2026_call(&capabilities, "")).await.unwrap()).await;
     let state = first["result"]["requestState"].as_str().unwrap().to_owned();
     let retry = format!(
         r#","inputResponses":{{"mcpbox-link-github":{{"action":"accept"}}}},"requestState":"{state}""#
     );
     let answer = within(
         client
-            .send(&modern_call(&capabilities, &retry))
+            .send(&v2026_call(&capabilities, &retry))
             .await
             .unwrap(),
     )
@@ -454,7 +455,7 @@ async fn a_2026_request_is_asked_by_input_request_and_never_gets_32042() {
     );
     let answer = within(
         client
-            .send(&modern_call(&capabilities, &retry))
+            .send(&v2026_call(&capabilities, &retry))
             .await
             .unwrap(),
     )
@@ -467,7 +468,7 @@ async fn a_2026_request_is_asked_by_input_request_and_never_gets_32042() {
     // A request that cannot open URLs: the URL in the result, no input request.
     let answer = within(
         client
-            .send(&modern_call(&json!({"elicitation": {}}), ""))
+            .send(&v2026_call(&json!({"elicitation": {}}), ""))
             .await
             .unwrap(),
     )

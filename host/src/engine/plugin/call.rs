@@ -6,7 +6,7 @@ use super::*;
 
 /// A store and instance for one call, holding its pool slot until dropped.
 pub(super) struct ActiveCall {
-    pub(super) store: Store<HostState>,
+    pub(super) store: Store<StoreData>,
     pub(super) instance: Instance,
     pub(super) limits: Limits,
     pub(super) started: Instant,
@@ -36,7 +36,7 @@ impl Drop for ActiveCall {
 impl ActiveCall {
     /// A call in `instance`, made at `made`, starting now.
     pub(super) fn new(
-        store: Store<HostState>,
+        store: Store<StoreData>,
         instance: Instance,
         limits: Limits,
         made: Instant,
@@ -61,7 +61,7 @@ impl ActiveCall {
     /// Look up an exported interface in the instance, type-checking it against the contract.
     pub(super) fn load<G>(
         &mut self,
-        load: impl FnOnce(&mut Store<HostState>, &Instance) -> wasmtime::Result<G>,
+        load: impl FnOnce(&mut Store<StoreData>, &Instance) -> wasmtime::Result<G>,
     ) -> Result<G, CallError> {
         load(&mut self.store, &self.instance).map_err(|e| {
             CallError::Host(format!(
@@ -109,7 +109,7 @@ impl ActiveCall {
         let left = self.store.get_fuel().unwrap_or(0);
         let used = self.limits.fuel.saturating_sub(left);
         metrics().fuel(&self.store.data().plugin, used);
-        self.store.data().call_host().used_fuel(used);
+        self.store.data().reach().used_fuel(used);
         self.fuel_used = Some(used);
         used
     }
@@ -128,7 +128,7 @@ impl ActiveCall {
         }
         // Nothing of the request may outlive its answer (the session checks that nothing
         // holds its input round once the call returned).
-        self.store.data_mut().detach_host();
+        self.store.data_mut().detach_reach();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -154,7 +154,7 @@ impl ActiveCall {
 
 /// Decide why a call failed, from the error and what the store recorded.
 pub(super) fn classify(
-    store: &mut Store<HostState>,
+    store: &mut Store<StoreData>,
     error: &wasmtime::Error,
     limits: &Limits,
 ) -> CallError {
@@ -243,7 +243,7 @@ pub(super) fn panic_message(stderr: &str) -> Option<String> {
 }
 
 /// Send what the plugin wrote to stdout and stderr to the host's log, tagged with its name.
-pub(super) fn log_output(store: &mut Store<HostState>) {
+pub(super) fn log_output(store: &mut Store<StoreData>) {
     let state = store.data();
     let plugin = state.plugin();
     for (stream, pipe) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {

@@ -8,7 +8,7 @@
 //! waits for it. A spare is used only if instantiating it asked nothing of the host (no
 //! host function was lent a capability, no memory growth was refused), so that it is
 //! exactly what instantiating at the call would have made; the call then binds its own
-//! context into it ([`HostState::bind`]) and is charged the fuel instantiation used. Each
+//! context into it ([`StoreData::bind`]) and is charged the fuel instantiation used. Each
 //! spare serves one call, at most [`SPARE_MAX_AGE`] after it was made (a granted directory
 //! is opened when it is made); a plugin whose instantiation does touch the host gets none.
 //!
@@ -49,12 +49,12 @@ use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, t
 use super::caller::{CallerCtx, CallerIdentity};
 use super::config::ConfigCtx;
 use super::credentials::CallCredentials;
+use super::host_interface::{MAX_LOG_MESSAGE_BYTES, log_line};
 use super::keyvalue::KeyValueCtx;
 use super::meter::CallMeter;
-use super::plugin_host::{MAX_LOG_MESSAGE_BYTES, log_line};
-use super::state::{CallContext, HostState};
+use super::state::{CallContext, StoreData};
 use super::{
-    CallHost, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
+    CallReach, CompletionRef, CompletionResult, Detached, GuestError, LoadError, Prompt,
     PromptMessage, ResourceContents, ResourceInfo, ResourceTemplate, Runtime, SpareInstances, Tool,
     ToolResult,
 };
@@ -123,7 +123,7 @@ pub struct PluginLists {
 pub struct PluginCode {
     name: PluginName,
     runtime: Runtime,
-    pre: InstancePre<HostState>,
+    pre: InstancePre<StoreData>,
     exports: Exports,
     policy: Arc<Policy>,
     http_grants: Arc<[HttpGrant]>,
@@ -387,7 +387,7 @@ impl PluginCode {
         &self,
         name: &str,
         arguments: &str,
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<ToolResult, GuestError>, CallError> {
         let indices = self
             .exports
@@ -399,7 +399,7 @@ impl PluginCode {
         let is_error = |r: &Result<ToolResult, GuestError>| r.as_ref().map_or(true, |r| r.is_error);
         // A call run as a task has the task's time limit.
         let limits = Limits {
-            timeout: if host.in_task() {
+            timeout: if reach.in_task() {
                 self.limits.task_timeout
             } else {
                 self.limits.timeout
@@ -409,7 +409,7 @@ impl PluginCode {
         // The contract types `json` as an alias of `string`, which bindgen passes as `&String`.
         let (name, arguments) = (name.to_owned(), arguments.to_owned());
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(host, denied, limits).await?;
+            let mut call = code.instantiate(reach, denied, limits).await?;
             let guest = match call.tools.take() {
                 Some(guest) => guest,
                 None => call.load(|s, i| indices.load(s, i))?,
@@ -437,7 +437,7 @@ impl PluginCode {
         &self,
         name: &str,
         arguments: &[(String, String)],
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<Vec<PromptMessage>, GuestError>, CallError> {
         let indices = self
             .exports
@@ -448,7 +448,7 @@ impl PluginCode {
         let denied = Arc::clone(&meter.denied);
         let (name, arguments) = (name.to_owned(), arguments.to_vec());
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let mut call = code.instantiate(reach, denied, code.limits).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_get_prompt(&mut call.store, &name, &arguments)
@@ -465,7 +465,7 @@ impl PluginCode {
     pub async fn read_resource(
         &self,
         uri: &str,
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<Vec<ResourceContents>, GuestError>, CallError> {
         let indices = self
             .exports
@@ -477,7 +477,7 @@ impl PluginCode {
         let denied = Arc::clone(&meter.denied);
         let uri = uri.to_owned();
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let mut call = code.instantiate(reach, denied, code.limits).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest.call_read_resource(&mut call.store, &uri).await;
             let result = call.finish("resource", &uri, out);
@@ -495,7 +495,7 @@ impl PluginCode {
         argument: &str,
         value: &str,
         context: &[(String, String)],
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
     ) -> Result<Result<CompletionResult, GuestError>, CallError> {
         let indices = self
             .exports
@@ -511,7 +511,7 @@ impl PluginCode {
             context.to_vec(),
         );
         let work = async move |code: &PluginCode| {
-            let mut call = code.instantiate(host, denied, code.limits).await?;
+            let mut call = code.instantiate(reach, denied, code.limits).await?;
             let guest = call.load(|s, i| indices.load(s, i))?;
             let out = guest
                 .call_complete(&mut call.store, &reference, &argument, &value, &context)

@@ -147,7 +147,7 @@ impl SpareSlot {
 
 /// An instance made ahead of its call, with no caller bound.
 pub(super) struct Spare {
-    pub(super) store: Store<HostState>,
+    pub(super) store: Store<StoreData>,
     pub(super) instance: Instance,
     /// Fuel instantiation used (its start functions), charged to the call.
     pub(super) fuel_spent: u64,

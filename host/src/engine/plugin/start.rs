@@ -78,15 +78,15 @@ impl PluginCode {
     /// configuration come from. `denied` is set if the call is refused a grant.
     pub(super) fn call_context(
         &self,
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
         denied: Arc<AtomicBool>,
     ) -> CallContext {
-        let principal = host.caller();
+        let principal = reach.caller();
         let credentials = match self.runtime.credentials() {
             Some(source) if !self.credential_grants.is_empty() => Some(CallCredentials::new(
                 Arc::clone(source),
                 principal.as_ref().map(|p| Arc::<str>::from(p.key())),
-                Arc::clone(&host),
+                Arc::clone(&reach),
             )),
             _ => None,
         };
@@ -110,12 +110,12 @@ impl PluginCode {
             identity,
             Arc::clone(&denied),
         )
-        .in_session(host.session());
+        .in_session(reach.session());
         CallContext {
             keyvalue,
             caller,
             config,
-            host,
+            reach,
             denied,
             credentials,
         }
@@ -123,7 +123,7 @@ impl PluginCode {
 
     /// Set a store's fuel and wall-clock deadline for `limits`, less `fuel_spent` already.
     pub(super) fn arm(
-        store: &mut Store<HostState>,
+        store: &mut Store<StoreData>,
         limits: &Limits,
         fuel_spent: u64,
     ) -> Result<(), CallError> {
@@ -148,8 +148,8 @@ impl PluginCode {
         &self,
         call: CallContext,
         limits: &Limits,
-    ) -> Result<Store<HostState>, CallError> {
-        let state = HostState::new(
+    ) -> Result<Store<StoreData>, CallError> {
+        let state = StoreData::new(
             self.name.clone(),
             &self.policy,
             &self.http_grants,
@@ -168,18 +168,18 @@ impl PluginCode {
     /// grant.
     pub(super) async fn instantiate(
         &self,
-        host: Arc<dyn CallHost>,
+        reach: Arc<dyn CallReach>,
         denied: Arc<AtomicBool>,
         limits: Limits,
     ) -> Result<ActiveCall, CallError> {
         let keep_for = match self.policy.instances {
-            Instances::PerCaller => host.caller().map(|p| Arc::<str>::from(p.key())),
+            Instances::PerCaller => reach.caller().map(|p| Arc::<str>::from(p.key())),
             Instances::PerCall => None,
         };
         if let Some(caller) = &keep_for
             && let Some(mut call) = self.take_kept(caller)
         {
-            call.store.data_mut().bind(self.call_context(host, denied));
+            call.store.data_mut().bind(self.call_context(reach, denied));
             Self::arm(&mut call.store, &limits, 0)?;
             call.limits = limits;
             call.started = Instant::now();
@@ -196,7 +196,7 @@ impl PluginCode {
                 _slot: slot,
                 ..
             } = spare;
-            store.data_mut().bind(self.call_context(host, denied));
+            store.data_mut().bind(self.call_context(reach, denied));
             Self::arm(&mut store, &limits, fuel_spent)?;
             return Ok(ActiveCall::new(
                 store,
@@ -216,7 +216,7 @@ impl PluginCode {
         drop(waiting);
         let in_use = metrics().in_use();
         let began = Instant::now();
-        let mut store = self.new_store(self.call_context(host, denied), &limits)?;
+        let mut store = self.new_store(self.call_context(reach, denied), &limits)?;
         match self.pre.instantiate_async(&mut store).await {
             Ok(instance) => {
                 self.spare.took(&self.name, began.elapsed());

@@ -38,7 +38,7 @@ async fn progress_only_increases_and_stops_when_answered() {
     let (outbound, mut sent) = mpsc::channel(16);
     let token = RawValue::from_string("\"t\"".to_owned()).ok();
     let ctx = RequestContext::new(
-        Client::Session(Arc::new(Peer::default())),
+        Client::V2025(Arc::new(Peer::default())),
         outbound,
         token,
         Arc::default(),
@@ -63,7 +63,7 @@ async fn progress_floods_are_cut_to_the_rate() {
     let (outbound, mut sent) = mpsc::channel(1000);
     let token = RawValue::from_string("1".to_owned()).ok();
     let ctx = RequestContext::new(
-        Client::Session(Arc::new(Peer::default())),
+        Client::V2025(Arc::new(Peer::default())),
         outbound,
         token,
         Arc::default(),
@@ -86,7 +86,7 @@ fn urls_can_be_opened_by_clients_that_declared_url_elicitation() {
     let peer = Arc::new(Peer::default());
     let (outbound, _) = mpsc::channel(1);
     let ctx = RequestContext::new(
-        Client::Session(Arc::clone(&peer)),
+        Client::V2025(Arc::clone(&peer)),
         outbound,
         None,
         Arc::default(),

@@ -19,7 +19,7 @@
 //! - each answer with the digest of the question it answers. An answer is used only for the
 //!   same question; answers to questions that were not asked are dropped, never signed into
 //!   the next state;
-//! - the round: a request asks the client in at most [`ModernSettings::max_input_rounds`]
+//! - the round: a request asks the client in at most [`SessionSettings::max_input_rounds`]
 //!   rounds (8 by default); past that, the plugin's questions fail as unanswerable;
 //! - an expiry.
 //!
@@ -35,7 +35,7 @@
 //! how the round ends); beside it are the signed state ([`state`]), the bounded readers of a
 //! retry's raw fields ([`readers`]) and what each kind of question needs ([`questions`]).
 //!
-//! [`ModernSettings::max_input_rounds`]: super::ModernSettings::max_input_rounds
+//! [`SessionSettings::max_input_rounds`]: super::SessionSettings::max_input_rounds
 
 mod questions;
 mod readers;

@@ -57,12 +57,12 @@ use sha2::{Digest as _, Sha256};
 use tokio::task::JoinHandle;
 
 use super::context::{
-    Cancellation, Client, RequestContext, ServerRequest, Stateless, TaskProgress,
+    Cancellation, Client, RequestContext, ServerRequest, TaskProgress, V2026Client,
 };
 use super::dispatch::dispatch;
+use super::handler::Core;
 use super::mrtr::{Binding, InputRound, MAX_INPUT_RESPONSE_BYTES, MAX_INPUT_RESPONSES, RoundEnd};
-use super::session::Session;
-use super::{Backend, Budgeted, Held, MethodOutput, MethodResult, ModernSettings, OVER_BUDGET};
+use super::{Backend, Budgeted, Held, MethodOutput, MethodResult, OVER_BUDGET, SessionSettings};
 use crate::principal::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::error::INTERNAL_ERROR;
@@ -70,6 +70,7 @@ use crate::protocol::mcp::{CallToolParams, TaskParams, UpdateTaskParams, parse_p
 use crate::protocol::request::{ClientRequest, Method, RetryParams};
 use crate::protocol::v2026;
 
+pub(super) use methods::{call_as_task, cancel_task, get_task, update_task};
 use record::*;
 use run::*;
 pub use store::{

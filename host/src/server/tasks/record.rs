@@ -101,7 +101,7 @@ pub(super) fn conclude(
     round: &InputRound,
     binding: &Binding,
     outcome: MethodResult,
-    settings: &ModernSettings,
+    settings: &SessionSettings,
 ) -> Conclusion {
     let failed = outcome.as_ref().map_or(true, |output| output.is_error);
     match round.end(

@@ -47,12 +47,17 @@ pub(super) struct Launched {
 }
 
 impl Launched {
-    /// Start `body` (a `tools/call`) under `ctx`, a task's context cancelled by
-    /// `cancellation`, in input round `round`, holding `place` (its caller's place among its
-    /// running calls) until the call ends.
+    /// Start `body` (a `tools/call`, on `resolved`, else resolved now) under `ctx`, a task's
+    /// context cancelled by `cancellation`, in input round `round`, holding `place` (its
+    /// caller's place among its running calls) until the call ends.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call's parts, passed through once"
+    )]
     pub(super) fn start<B: Backend>(
         backend: Arc<B>,
         body: ClientRequest,
+        resolved: Option<B::Target>,
         ctx: RequestContext,
         round: Arc<InputRound>,
         binding: Binding,
@@ -61,7 +66,7 @@ impl Launched {
     ) -> Self {
         let status = ctx.task_status();
         Self {
-            handle: spawn_call(backend, body, ctx, place),
+            handle: spawn_call(backend, body, resolved, ctx, place),
             round,
             binding,
             cancellation,
@@ -75,12 +80,13 @@ impl Launched {
 pub(super) fn spawn_call<B: Backend>(
     backend: Arc<B>,
     body: ClientRequest,
+    resolved: Option<B::Target>,
     ctx: RequestContext,
     place: Option<Held>,
 ) -> JoinHandle<MethodResult> {
     tokio::spawn(async move {
         let _place = place;
-        let outcome = dispatch(&*backend, body, ctx.clone()).await;
+        let outcome = dispatch(&*backend, body, resolved, ctx.clone()).await;
         ctx.finish();
         outcome
     })
@@ -88,7 +94,7 @@ pub(super) fn spawn_call<B: Backend>(
 
 /// Follow a task's run to its end: renew its lease, stop it when cancelled (here or on
 /// another replica), and record its outcome.
-pub(super) async fn supervise(tasks: Arc<Tasks>, settings: Arc<ModernSettings>, run: Run) {
+pub(super) async fn supervise(tasks: Arc<Tasks>, settings: Arc<SessionSettings>, run: Run) {
     let Run {
         id,
         mut record,

@@ -135,11 +135,11 @@ struct Charge {
 impl Charge {
     fn new<B>(app: &App<B>, caller: Principal) -> Self {
         Self {
-            budgets: Arc::clone(&app.config.modern.budgets),
+            budgets: Arc::clone(&app.config.session.budgets),
             global: None,
             own: None,
             caller,
-            capacity: Arc::clone(&app.config.modern.limits.request_bytes),
+            capacity: Arc::clone(&app.config.session.limits.request_bytes),
             head: Vec::new(),
             refused: None,
         }
@@ -238,7 +238,7 @@ async fn refuse<B>(
     let mut chunks = body.into_data_stream();
     let mut head = Vec::new();
     let wanted = length.min(ID_HEAD_BYTES);
-    if let Ok(_room) = app.config.modern.limits.request_bytes.take(wanted) {
+    if let Ok(_room) = app.config.session.limits.request_bytes.take(wanted) {
         let _ = tokio::time::timeout(ID_READ_TIME, async {
             while head.len() < wanted {
                 let Some(Ok(chunk)) = chunks.next().await else {

@@ -1,5 +1,5 @@
 //! The HTTP transports: Streamable HTTP at `/mcp` for both MCP 2026-07-28 (stateless) and
-//! 2025-11-25 (sessions), and the legacy HTTP+SSE transport of 2024-11-05 clients at `/sse`
+//! 2025-11-25 (sessions), and the HTTP+SSE transport of 2024-11-05 clients at `/sse`
 //! and `/messages`. This module holds their settings ([`HttpConfig`]), the shared state, the
 //! router and [`serve`]; each job lives in its own file:
 //!
@@ -12,7 +12,7 @@
 //!   when one is configured (401 with `WWW-Authenticate`), or with OAuth the JWT; the caller it
 //!   admits goes to the handler (the session checks the plugin's scopes per request).
 //! - [`budget`]: what one client can make the host hold is bounded per caller (its
-//!   `[budgets]`, 429) and globally (the process's [`crate::server::HostLimits`], 503 with
+//!   `[budgets]`, 429) and globally (the process's [`crate::server::ProcessLimits`], 503 with
 //!   `Retry-After`): a POST's bytes are charged to its caller, then globally, before they are
 //!   held — its declared length before its body is read, else each chunk as it arrives (a
 //!   layer inside the gate) — and bodies are size-limited (413); sessions and listen streams
@@ -21,16 +21,16 @@
 //! - [`post`]: `POST /mcp` decoded (bodies of 256 KiB or more on a blocking thread) and
 //!   routed: a POST is 2026-07-28 when its `_meta` carries the protocol-version key or its
 //!   `MCP-Protocol-Version` header is not a handshake version
-//!   ([`crate::protocol::v2026::is_modern`]).
-//! - [`stateless`]: 2026-07-28 requests: no session; the mirror headers
+//!   ([`crate::protocol::v2026::is_v2026`]).
+//! - [`v2026`]: 2026-07-28 requests: no session; the mirror headers
 //!   (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) are checked against the body, errors
 //!   carry their statuses (400, 404), and the answer is JSON unless the request sends
 //!   notifications first (then SSE, with `X-Accel-Buffering: no`). Closing the response
 //!   cancels the request. GET and DELETE from a 2026-07-28 client get 405.
-//! - [`sessions`]: 2025-11-25 sessions (`Mcp-Session-Id`): `POST` (`initialize` creates one),
+//! - [`v2025`]: 2025-11-25 sessions (`Mcp-Session-Id`): `POST` (`initialize` creates one),
 //!   `GET` (the standalone stream, or with `Last-Event-ID` a resumption), `DELETE`; an
 //!   `MCP-Protocol-Version` this server does not speak is 400.
-//! - [`legacy`]: `GET /sse` and `POST /messages`.
+//! - [`sse`]: the 2024-11-05 HTTP+SSE transport: `GET /sse` and `POST /messages`.
 //! - [`ops`]: `GET /metrics` (Prometheus) and `GET /` (the status page rendered by the
 //!   caller's [`StatusPage`]), both behind the gate; the OAuth Protected Resource Metadata
 //!   (public); a POST to `/` or to any unknown path gets 404 with a JSON-RPC error naming
@@ -59,17 +59,17 @@
 mod accept;
 mod budget;
 mod gate;
-mod legacy;
 pub mod link;
 mod ops;
 mod post;
 pub mod ready;
 mod reply;
-mod sessions;
-mod stateless;
+mod sse;
 mod streams;
 #[cfg(test)]
 mod tests;
+mod v2025;
+mod v2026;
 
 pub use self::accept::{listen_stream_budget, raise_descriptor_limit};
 pub use self::link::serve_link_routes;
@@ -87,8 +87,8 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 
-use self::sessions::HttpSession;
-use crate::server::{Backend, Mode, ModernSettings, Session};
+use self::v2025::HttpSession;
+use crate::server::{Backend, Mode, Session, SessionSettings};
 
 /// Settings of the HTTP transports.
 #[derive(Debug, Clone)]
@@ -106,8 +106,8 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Sessions unused this long are ended.
     pub session_idle: Duration,
-    /// Settings of 2026-07-28 requests.
-    pub modern: Arc<ModernSettings>,
+    /// What every session shares (see [`SessionSettings`]).
+    pub session: Arc<SessionSettings>,
     /// Whether the plugins found at startup are loaded: `/readyz` is 503 and MCP requests wait
     /// until they are (see [`ready`]).
     pub readiness: Arc<Readiness>,
@@ -144,7 +144,7 @@ impl Default for HttpConfig {
             tokens: Arc::default(),
             max_body_bytes: 4 << 20,
             session_idle: Duration::from_secs(30 * 60),
-            modern: Arc::default(),
+            session: Arc::default(),
             readiness: Arc::default(),
             state: None,
             status_page: None,
@@ -164,8 +164,8 @@ const LAST_EVENT_HEADER: &str = "last-event-id";
 /// Shared state of the HTTP server.
 struct App<B> {
     backend: Arc<B>,
-    /// Where 2026-07-28 requests go: one stateless session for all of them.
-    stateless: Arc<Session<B>>,
+    /// Where 2026-07-28 requests go: one session for all of them.
+    v2026: Arc<Session<B>>,
     config: HttpConfig,
     bound: SocketAddr,
     sessions: Mutex<HashMap<String, Arc<HttpSession<B>>>>,
@@ -191,11 +191,11 @@ fn router<B: Backend>(app: &Arc<App<B>>) -> Router {
         .route(
             MCP_PATH,
             post(post::post_mcp::<B>)
-                .get(sessions::get_mcp::<B>)
-                .delete(sessions::delete_mcp::<B>),
+                .get(v2025::get_mcp::<B>)
+                .delete(v2025::delete_mcp::<B>),
         )
-        .route("/sse", get(legacy::get_sse::<B>))
-        .route("/messages", post(legacy::post_messages::<B>))
+        .route("/sse", get(sse::get_sse::<B>))
+        .route("/messages", post(sse::post_messages::<B>))
         .route("/metrics", get(ops::metrics_endpoint))
         .route("/", get(ops::status_page::<B>))
         .route_layer(from_fn_with_state(
@@ -301,14 +301,14 @@ pub async fn serve<B: Backend>(
 ) -> std::io::Result<()> {
     let bound = listener.local_addr()?;
     let idle = config.session_idle;
-    let stateless = Arc::new(Session::new(
+    let v2026 = Arc::new(Session::new(
         Arc::clone(&backend),
-        Mode::Modern,
-        Arc::clone(&config.modern),
+        Mode::V2026,
+        Arc::clone(&config.session),
     ));
     let app = Arc::new(App {
         backend,
-        stateless,
+        v2026,
         config,
         bound,
         sessions: Mutex::new(HashMap::new()),
@@ -332,7 +332,7 @@ pub async fn serve<B: Backend>(
             shutdown.await;
             tracing::info!("shutting down: no new connections; closing event streams");
             let _ = stopping_tx.send(true);
-            app.stateless.close();
+            app.v2026.close();
             // Event streams close now; a request in flight keeps its own stream until its
             // response is written (within the grace period).
             for session in app.sessions().values() {
@@ -354,7 +354,7 @@ pub async fn serve<B: Backend>(
         let readiness = Arc::clone(&app.config.readiness);
         tokio::spawn(async move {
             readiness.wait_started().await;
-            tracing::info!(%bound, "serving MCP over HTTP at /mcp (and legacy SSE at /sse)");
+            tracing::info!(%bound, "serving MCP over HTTP at /mcp (and the SSE transport at /sse)");
         })
     };
     let result = tokio::select! {

@@ -163,7 +163,7 @@ fn card<B: Backend>(app: &App<B>, headers: &axum::http::HeaderMap) -> (serde_jso
     let required = !schemes.is_empty();
     let authentication = serde_json::json!({ "required": required, "schemes": schemes });
     let versions = crate::protocol::v2026::supported_versions();
-    let legacy = crate::protocol::v2025::VERSIONS;
+    let v2025_versions = crate::protocol::v2025::VERSIONS;
     let mut card = serde_json::json!({
         "$schema": CARD_SCHEMA,
         "name": card_name(&host),
@@ -181,11 +181,11 @@ fn card<B: Backend>(app: &App<B>, headers: &axum::http::HeaderMap) -> (serde_jso
             {
                 "type": "sse",
                 "url": format!("{base}/sse"),
-                "supportedProtocolVersions": legacy,
+                "supportedProtocolVersions": v2025_versions,
                 "authentication": authentication,
             },
         ],
-        "capabilities": app.backend.offers().modern_capabilities(),
+        "capabilities": app.backend.offers().v2026_capabilities(),
     });
     if !required {
         let caller = crate::principal::Principal::local();
@@ -212,7 +212,7 @@ fn discovery<B: Backend>(
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(body.as_bytes());
     let etag = format!("\"{}\"", hex::encode(&digest[..16]));
-    let max_age = app.config.modern.list_ttl_ms / 1000;
+    let max_age = app.config.session.list_ttl_ms / 1000;
     let fresh = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())

@@ -1,6 +1,6 @@
 //! `POST /mcp`, before the revision is known: the request's trace span, the body decoded
 //! (off the workers when large), the balancer's call id read (`--call-id-header`), and then
-//! the choice between 2026-07-28 ([`super::stateless`]) and 2025-11-25 ([`super::sessions`]),
+//! the choice between 2026-07-28 ([`super::v2026`]) and 2025-11-25 ([`super::v2025`]),
 //! with the caller the gate admitted (the session checks its scopes).
 //!
 //! Sits behind the gate ([`super::gate`]) and does not check it itself.
@@ -15,7 +15,7 @@ use tracing::Instrument as _;
 
 use super::gate::Admitted;
 use super::reply::{Refused, rpc_error};
-use super::{App, HttpConfig, Shared, sessions, stateless};
+use super::{App, HttpConfig, Shared, v2025, v2026};
 use crate::protocol::ErrorObject;
 use crate::protocol::error::INVALID_REQUEST;
 use crate::protocol::jsonrpc::{Decoded, decode, encode_error};
@@ -45,10 +45,10 @@ async fn post_mcp_in<B: Backend>(
         Ok(call_id) => call_id,
         Err(refused) => return *refused,
     };
-    if stateless::is_modern(&decoded, &headers) {
-        return stateless::post_stateless(&app, &headers, decoded, call_id, &admitted.caller).await;
+    if v2026::is_v2026(&decoded, &headers) {
+        return v2026::post_v2026(&app, &headers, decoded, call_id, &admitted.caller).await;
     }
-    sessions::post_session(&app, &headers, decoded, call_id, &admitted.caller).await
+    v2025::post_session(&app, &headers, decoded, call_id, &admitted.caller).await
 }
 
 /// The trace span of an HTTP request (exported only with `--otlp-endpoint`), parented on its

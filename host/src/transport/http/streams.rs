@@ -1,6 +1,6 @@
 //! Replayable SSE streams: every message a session sends over HTTP goes into a numbered stream
 //! (one per POST that answers with SSE, and the session's standalone stream for GET and the
-//! legacy transport). Each event has the id `<stream>-<seq>`; the last events of each stream
+//! SSE transport). Each event has the id `<stream>-<seq>`; the last events of each stream
 //! are kept, bounded, so a client whose connection dropped can resume with `Last-Event-ID`.
 
 use std::collections::{BTreeMap, VecDeque};

@@ -23,6 +23,10 @@ fn nothing() -> MethodResult {
 }
 
 impl Backend for Nothing {
+    type Target = ();
+
+    fn resolve(&self, _: &crate::protocol::request::ClientRequest) {}
+
     fn offers(&self) -> Offers {
         Offers::default()
     }
@@ -35,12 +39,13 @@ impl Backend for Nothing {
         nothing()
     }
 
-    async fn call_tool(&self, _: &str, _: &RawValue, _: RequestContext) -> MethodResult {
+    async fn call_tool(&self, (): (), _: &str, _: &RawValue, _: RequestContext) -> MethodResult {
         nothing()
     }
 
     async fn get_prompt(
         &self,
+        _: (),
         _: &str,
         _: BTreeMap<String, String>,
         _: RequestContext,
@@ -48,11 +53,11 @@ impl Backend for Nothing {
         nothing()
     }
 
-    async fn read_resource(&self, _: &str, _: RequestContext) -> MethodResult {
+    async fn read_resource(&self, _: (), _: &str, _: RequestContext) -> MethodResult {
         nothing()
     }
 
-    async fn complete(&self, _: CompleteParams, _: RequestContext) -> MethodResult {
+    async fn complete(&self, _: (), _: CompleteParams, _: RequestContext) -> MethodResult {
         nothing()
     }
 }

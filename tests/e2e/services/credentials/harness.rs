@@ -14,7 +14,7 @@ use tokio::process::{Child, Command};
 use super::super::fake_api::FakeApi;
 use super::super::oauth::{AuthorizationServer, MOCK, SDK, free_port};
 use crate::external;
-use crate::support::{HttpServer, STEP, Stderr, mcpbox, modern_call_headers, plugin_dir, post};
+use crate::support::{HttpServer, STEP, Stderr, mcpbox, plugin_dir, post, v2026_call_headers};
 
 const CLIENT_ID: &str = "mcpbox-test-github";
 const CLIENT_SECRET: &str = "github-client-SECRET-7f3a";
@@ -297,7 +297,7 @@ pub(super) async fn call_with(
     }
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
     let bearer = format!("Bearer {token}");
-    let mut headers = modern_call_headers(tool).to_vec();
+    let mut headers = v2026_call_headers(tool).to_vec();
     headers.push(("authorization", &bearer));
     let response = post(
         &reqwest::Client::new(),

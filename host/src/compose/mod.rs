@@ -167,9 +167,9 @@ impl Host {
         if let Some(path) = &settings.audit_log {
             let log = crate::audit::AuditLog::start(path.clone()).await?;
             tracing::info!(path = %path.display(), "writing the audit log");
-            settings.modern = Arc::new(crate::server::ModernSettings {
+            settings.session = Arc::new(crate::server::SessionSettings {
                 audit: Some(log),
-                ..(*settings.modern).clone()
+                ..(*settings.session).clone()
             });
         }
         if let crate::kv::StateConfig::Redis(url) = &settings.runtime.state {
@@ -179,19 +179,19 @@ impl Host {
                 store = %settings.runtime.state,
                 "each caller's request rate and sessions are kept in the shared state store, across replicas"
             );
-            let config = settings.modern.budgets.config().clone();
+            let config = settings.session.budgets.config().clone();
             let tasks = crate::kv::tasks::RedisTasks::connect(url).map_err(HostError::Budgets)?;
             tracing::info!(
                 store = %settings.runtime.state,
                 "tasks are kept in the shared state store: any replica answers for any task"
             );
-            settings.modern = Arc::new(crate::server::ModernSettings {
+            settings.session = Arc::new(crate::server::SessionSettings {
                 budgets: crate::server::Budgets::shared(config, Some(Arc::new(SharedStore(store)))),
                 tasks: Arc::new(crate::server::Tasks::new(
                     Arc::new(SharedTasks(tasks)),
-                    settings.modern.tasks.settings(),
+                    settings.session.tasks.settings(),
                 )),
-                ..(*settings.modern).clone()
+                ..(*settings.session).clone()
             });
         }
         let listener = match &settings.transport {
@@ -251,7 +251,7 @@ impl Host {
                 settings.trust.policy().cloned(),
                 Arc::clone(&plugins),
                 Arc::clone(&settings.sections),
-                settings.modern.audit.clone(),
+                settings.session.audit.clone(),
                 crate::registry::DEFAULT_TIMEOUT,
             )
             .map_err(|e| HostError::Manage(e.to_string()))?;
@@ -305,7 +305,7 @@ impl Host {
                     Arc::clone(&plugins),
                     listener,
                     http,
-                    Arc::clone(&settings.modern),
+                    Arc::clone(&settings.session),
                     Arc::clone(&readiness),
                     Arc::clone(engine.state()),
                     credentials,
@@ -329,7 +329,7 @@ impl Host {
                 let session = Arc::new(Session::new(
                     plugins,
                     Mode::Dual,
-                    Arc::clone(&settings.modern),
+                    Arc::clone(&settings.session),
                 ));
                 let (input, output): (Box<dyn tokio::io::AsyncBufRead + Unpin + Send>, _) =
                     match stdio::stdio_streams() {

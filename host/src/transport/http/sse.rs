@@ -1,9 +1,9 @@
-//! The legacy HTTP+SSE transport of 2024-11-05 clients: `GET /sse` opens a session whose
+//! The HTTP+SSE transport of 2024-11-05 clients: `GET /sse` opens a session whose
 //! every message travels on that one stream (the first event names where to POST), and
 //! `POST /messages?session_id=…` hands the session a message, answered 202 (its reply goes on
 //! the stream). A session answers only the caller that opened it (another gets 404).
 //!
-//! Shares the session table of [`super::sessions`]. Handlers here sit behind the gate
+//! Shares the session table of [`super::v2025`]. Handlers here sit behind the gate
 //! ([`super::gate`]) and do not check it themselves.
 
 use axum::body::Bytes;
@@ -25,14 +25,14 @@ use crate::server::{Backend, Budgeted};
 pub(super) async fn get_sse<B: Backend>(State(app): Shared<B>, admitted: Admitted) -> Response {
     let own = match app
         .config
-        .modern
+        .session
         .budgets
         .take(&admitted.caller, Budgeted::ListenStreams, 1)
     {
         Ok(held) => held,
         Err(over) => return over_budget(None, &over),
     };
-    let stream = match app.config.modern.limits.listen_streams.take(1) {
+    let stream = match app.config.session.limits.listen_streams.take(1) {
         Ok(share) => (share, own),
         Err(refused) => return at_limit(&refused),
     };
@@ -50,7 +50,7 @@ pub(super) async fn get_sse<B: Backend>(State(app): Shared<B>, admitted: Admitte
 }
 
 #[derive(serde::Deserialize)]
-pub(super) struct LegacyQuery {
+pub(super) struct SseQuery {
     session_id: String,
 }
 
@@ -58,7 +58,7 @@ pub(super) struct LegacyQuery {
 pub(super) async fn post_messages<B: Backend>(
     State(app): Shared<B>,
     admitted: Admitted,
-    Query(query): Query<LegacyQuery>,
+    Query(query): Query<SseQuery>,
     body: Bytes,
 ) -> Response {
     let Some((http, busy)) = app.owned_session(&query.session_id, &admitted.caller) else {

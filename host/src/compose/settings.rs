@@ -11,7 +11,7 @@ use crate::engine::RuntimeConfig;
 use crate::kv::calls::CallLedger;
 use crate::policy::{Limits, Sections};
 use crate::registry::trust::Trust;
-use crate::server::ModernSettings;
+use crate::server::SessionSettings;
 use crate::transport::stdio::StdioConfig;
 
 /// Everything `serve` needs, checked.
@@ -27,8 +27,9 @@ pub struct ServeSettings {
     pub timeout_ms: u64,
     /// See [`ServeSettings::timeout_ms`].
     pub memory_mib: u64,
-    /// 2026-07-28 requests and the process's global bounds.
-    pub modern: Arc<ModernSettings>,
+    /// What every session shares: 2026-07-28 input rounds and caching hints, the process's
+    /// global bounds, the audit log, budgets and tasks.
+    pub session: Arc<SessionSettings>,
     /// Where tool calls carrying a balancer's request id are recorded (`--call-id-header`).
     pub call_ledger: Option<Arc<CallLedger>>,
     /// The most items in one page of a list.
@@ -80,7 +81,7 @@ pub struct CredentialSettings {
 pub enum Transport {
     /// One client on stdin and stdout.
     Stdio(StdioConfig),
-    /// Streamable HTTP (and legacy SSE) on an address.
+    /// Streamable HTTP (and the 2024-11-05 SSE transport) on an address.
     Http(Box<HttpSettings>),
 }
 

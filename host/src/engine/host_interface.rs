@@ -1,16 +1,16 @@
 //! `mcpbox:plugin/host`, the plugin world's own imports: log, progress, cancellation, requests
 //! to the client (sampling, elicitation, roots) and list-change notices, each forwarded to the
-//! call's [`CallHost`]. A plugin's log messages are cut to [`MAX_LOG_MESSAGE_BYTES`], written
+//! call's [`CallReach`]. A plugin's log messages are cut to [`MAX_LOG_MESSAGE_BYTES`], written
 //! to the host's log as single escaped lines ([`log_line`]), at most
 //! [`MAX_LOG_BYTES_PER_CALL`] per call.
 //!
-//! The capability owns its per-call state ([`PluginHostCtx`]), on which the host traits are
+//! The capability owns its per-call state ([`HostInterfaceCtx`]), on which the host traits are
 //! implemented; the store's state lends it to the linker through one accessor.
 
 use std::sync::Arc;
 
 use super::bindings::mcpbox::plugin::{host, types};
-use super::{CallHost, HostRequest};
+use super::{CallReach, HostRequest};
 use crate::policy::PluginName;
 
 /// The longest log message a plugin may send; longer ones are cut (and say so).
@@ -53,42 +53,42 @@ pub fn cut_message(message: String, max: usize) -> String {
     )
 }
 
-/// What one call's `host` imports reach: the client behind [`CallHost`], and how much the
+/// What one call's `host` imports reach: the client behind [`CallReach`], and how much the
 /// call has logged so far.
-pub struct PluginHostCtx {
+pub struct HostInterfaceCtx {
     plugin: PluginName,
     /// Log text this call wrote to the host's log so far.
     logged_bytes: usize,
-    host: Arc<dyn CallHost>,
+    reach: Arc<dyn CallReach>,
 }
 
-impl PluginHostCtx {
+impl HostInterfaceCtx {
     /// The `host` imports of one call into `plugin`, forwarded to `host`.
-    pub fn new(plugin: PluginName, host: Arc<dyn CallHost>) -> Self {
+    pub fn new(plugin: PluginName, reach: Arc<dyn CallReach>) -> Self {
         Self {
             plugin,
             logged_bytes: 0,
-            host,
+            reach,
         }
     }
 
     /// Let go of the call's host (its client, its input round) once the call has returned:
     /// the store may outlive the answer, and nothing of the request may outlive that.
     pub fn detach(&mut self) {
-        self.host = Arc::new(super::Detached);
+        self.reach = Arc::new(super::Detached);
     }
 }
 
-impl PluginHostCtx {
+impl HostInterfaceCtx {
     /// Where the call's `host` imports go.
-    pub(crate) fn call_host(&self) -> &Arc<dyn CallHost> {
-        &self.host
+    pub(crate) fn reach(&self) -> &Arc<dyn CallReach> {
+        &self.reach
     }
 }
 
-impl types::Host for PluginHostCtx {}
+impl types::Host for HostInterfaceCtx {}
 
-impl host::Host for PluginHostCtx {
+impl host::Host for HostInterfaceCtx {
     async fn log(&mut self, level: types::LogLevel, message: String) {
         use types::LogLevel as L;
         let message = cut_message(message, MAX_LOG_MESSAGE_BYTES);
@@ -112,42 +112,42 @@ impl host::Host for PluginHostCtx {
                 );
             }
         }
-        Arc::clone(&self.host).log(level, message).await;
+        Arc::clone(&self.reach).log(level, message).await;
     }
 
     async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
-        Arc::clone(&self.host)
+        Arc::clone(&self.reach)
             .progress(progress, total, message)
             .await;
     }
 
     async fn cancelled(&mut self) -> bool {
-        self.host.cancelled()
+        self.reach.cancelled()
     }
 
     async fn sample(&mut self, request: String) -> Result<String, String> {
-        Arc::clone(&self.host)
+        Arc::clone(&self.reach)
             .request(HostRequest::Sample, request)
             .await
     }
 
     async fn elicit(&mut self, request: String) -> Result<String, String> {
-        Arc::clone(&self.host)
+        Arc::clone(&self.reach)
             .request(HostRequest::Elicit, request)
             .await
     }
 
     async fn list_roots(&mut self) -> Result<String, String> {
-        Arc::clone(&self.host)
+        Arc::clone(&self.reach)
             .request(HostRequest::ListRoots, "{}".to_owned())
             .await
     }
 
     async fn notify_list_changed(&mut self, kind: types::ListKind) {
-        self.host.list_changed(kind);
+        self.reach.list_changed(kind);
     }
 
     async fn notify_resource_updated(&mut self, uri: String) {
-        self.host.resource_updated(uri);
+        self.reach.resource_updated(uri);
     }
 }

@@ -2,7 +2,11 @@
 //! with statuses (HTTP), the refusals (`forbidden`, a panic, over budget), and the JSON-RPC
 //! error of a request refused for lack of scopes ([`INSUFFICIENT_SCOPE`]).
 
-use super::*;
+use super::{MethodResult, OverBudget, Revision};
+use crate::protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::protocol::jsonrpc::encode_error;
+use crate::protocol::v2026::{HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
+use crate::protocol::{ErrorObject, Reply, RequestId};
 
 /// How a transport with statuses (HTTP) should answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +52,7 @@ impl Answer {
     }
 
     /// A refusal with `status`.
-    pub(in crate::server) fn refused(reply: Reply, status: Status) -> Self {
+    pub(super) fn refused(reply: Reply, status: Status) -> Self {
         Self {
             reply,
             status,
@@ -96,7 +100,7 @@ impl Answer {
     }
 
     /// The refusal of request `id`, whose caller is `over` one of its budgets.
-    pub(in crate::server) fn over_budget(id: &RequestId, over: &OverBudget) -> Self {
+    pub(super) fn over_budget(id: &RequestId, over: &OverBudget) -> Self {
         Self {
             reply: encode_error(Some(id), &over.error()),
             status: Status::TooMany,
@@ -126,13 +130,13 @@ pub const INSUFFICIENT_SCOPE: i32 = -32003;
 
 /// The answer to a request: its result, or its error with the status the error earns (on
 /// HTTP, 2026-07-28 errors have statuses of their own; 2025-11-25 errors travel under 200).
-pub(in crate::server) fn answer(id: &RequestId, outcome: MethodResult, era: Era) -> Answer {
+pub(super) fn answer(id: &RequestId, outcome: MethodResult, revision: Revision) -> Answer {
     match outcome {
         Ok(output) => Answer::ok(crate::protocol::jsonrpc::encode_result(id, &output.body)),
         Err(error) => {
             tracing::debug!(%id, code = error.code, "{}", error.message);
             let status = match error.code {
-                _ if era == Era::Legacy => Status::Ok,
+                _ if revision == Revision::V2025 => Status::Ok,
                 INVALID_PARAMS | HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION => {
                     Status::BadRequest
                 }

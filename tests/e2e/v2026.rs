@@ -194,7 +194,7 @@ async fn closing_the_http_response_cancels_the_call() {
 /// rmcp's own client (3.11) in its 2026-07-28 mode over stdio: `server/discover`, lists, a
 /// call, and an input request answered by its elicitation handler (MRTR).
 #[tokio::test]
-async fn rmcps_modern_client_works_over_stdio() {
+async fn rmcps_v2026_client_works_over_stdio() {
     use rmcp::model::ProtocolVersion;
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
     use rmcp::transport::TokioChildProcess;

@@ -18,7 +18,7 @@
 //!   Inspector CLI, the TypeScript SDK) would otherwise lock everyone out once the table fills.
 //!   Only when every session is busy is a newcomer refused (503).
 //!
-//! Also holds the session table the legacy transport shares. Handlers here sit behind the
+//! Also holds the session table the SSE transport shares. Handlers here sit behind the
 //! gate ([`super::gate`]) and do not check it themselves.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -130,14 +130,14 @@ impl<B: Backend> App<B> {
         owner: &Principal,
         request_id: Option<&RequestId>,
     ) -> Result<(String, Arc<HttpSession<B>>, Busy), Refused> {
-        let budgets = &self.config.modern.budgets;
+        let budgets = &self.config.session.budgets;
         let own = budgets
             .take(owner, Budgeted::Sessions, 1)
             .map_err(|over| Box::new(over_budget(request_id, &over)))?;
         self.make_room();
         let slot = self
             .config
-            .modern
+            .session
             .limits
             .sessions
             .take(1)
@@ -151,8 +151,8 @@ impl<B: Backend> App<B> {
         let slot = (slot, own, shared);
         let session = Arc::new(Session::new(
             Arc::clone(&self.backend),
-            Mode::Legacy,
-            Arc::clone(&self.config.modern),
+            Mode::V2025,
+            Arc::clone(&self.config.session),
         ));
         let (standalone, mut queue) = mpsc::channel::<Reply>(LIVE_QUEUE);
         let http = Arc::new_cyclic(|weak: &std::sync::Weak<HttpSession<B>>| {
@@ -192,7 +192,7 @@ impl<B: Backend> App<B> {
     /// (then the newcomer is refused). An ended session's client gets 404 on its next
     /// request, as after an expiry, and re-initializes.
     pub(super) fn make_room(&self) {
-        let capacity = &self.config.modern.limits.sessions;
+        let capacity = &self.config.session.limits.sessions;
         for _ in 0..MAKE_ROOM_TRIES {
             if capacity.in_use() < capacity.max() {
                 return;
@@ -300,12 +300,12 @@ fn check_version(headers: &HeaderMap) -> Result<(), Refused> {
     }
 }
 
-/// 2026-07-28 has no sessions: GET and DELETE from a client of that revision (a modern
+/// 2026-07-28 has no sessions: GET and DELETE from a client of that revision (a 2026-07-28
 /// `MCP-Protocol-Version` and no session) get 405.
-fn no_stateless_streams(headers: &HeaderMap) -> Result<(), Refused> {
+fn no_v2026_streams(headers: &HeaderMap) -> Result<(), Refused> {
     let version = headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok());
-    let modern = version.is_some_and(|v| !v2025::is_handshake_version(v));
-    if modern && headers.get(SESSION_HEADER).is_none() {
+    let v2026 = version.is_some_and(|v| !v2025::is_handshake_version(v));
+    if v2026 && headers.get(SESSION_HEADER).is_none() {
         return Err(Box::new(plain(
             StatusCode::METHOD_NOT_ALLOWED,
             "2026-07-28 has no sessions: only POST is served",
@@ -487,7 +487,7 @@ pub(super) async fn get_mcp<B: Backend>(
     admitted: Admitted,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = no_stateless_streams(&headers).and_then(|()| check_version(&headers)) {
+    if let Err(refused) = no_v2026_streams(&headers).and_then(|()| check_version(&headers)) {
         return *refused;
     }
     if !accepts_sse(&headers) {
@@ -502,14 +502,14 @@ pub(super) async fn get_mcp<B: Backend>(
     };
     let own = match app
         .config
-        .modern
+        .session
         .budgets
         .take(&admitted.caller, Budgeted::ListenStreams, 1)
     {
         Ok(held) => held,
         Err(over) => return over_budget(None, &over),
     };
-    let stream = match app.config.modern.limits.listen_streams.take(1) {
+    let stream = match app.config.session.limits.listen_streams.take(1) {
         Ok(share) => (share, own),
         Err(refused) => return at_limit(&refused),
     };
@@ -535,7 +535,7 @@ pub(super) async fn delete_mcp<B: Backend>(
     admitted: Admitted,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = no_stateless_streams(&headers) {
+    if let Err(refused) = no_v2026_streams(&headers) {
         return *refused;
     }
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {

@@ -53,7 +53,7 @@ pub(super) async fn start_credentials(
             (url, Some(listener))
         }
     };
-    let events: Arc<dyn crate::credentials::CredentialEvents> = match &settings.modern.audit {
+    let events: Arc<dyn crate::credentials::CredentialEvents> = match &settings.session.audit {
         Some(sink) => Arc::new(AuditedCredentials(Arc::clone(sink))),
         None => Arc::new(crate::credentials::LogOnly),
     };

@@ -1,7 +1,9 @@
-//! The 2025-11-25 (handshake era) side of a session: `initialize` and its negotiation, the
-//! session-wide log level and resource subscriptions, `ping`, and which request gets which
-//! error before and after the handshake. Requests run with the session's [`Peer`], so a
-//! plugin's questions to the client become real server-to-client requests.
+//! The 2025-11-25 revision (the handshake era), whole: its [`Handler`], [`V2025`], which keeps
+//! the session's handshake state: `initialize` and its negotiation, the session-wide log level
+//! and resource subscriptions, `ping`, and which request gets which error before and after
+//! the handshake. Requests run with the session's [`Peer`], so a plugin's questions to the
+//! client become real server-to-client requests. Forwarding the backend's events to such a
+//! session is `events`'.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,17 +12,17 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::audit::{AuditOutcome, AuditSlot};
-use super::context::{Cancellation, Client, Outbound, Peer, RequestContext};
+use super::answer::{Answer, answer};
+use super::audit::AuditOutcome;
+use super::context::{Client, Peer, RequestContext};
 use super::dispatch::dispatch;
-use super::session::{Answer, Era, Session, answer};
-use super::{Backend, MethodOutput, MethodResult, Offers};
-use crate::principal::Principal;
+use super::handler::{Core, Handler, Incoming, to_raw};
+use super::{Backend, MethodOutput, MethodResult, Offers, Revision};
 use crate::protocol::ErrorObject;
 use crate::protocol::error::INVALID_REQUEST;
 use crate::protocol::mcp::InitializeParams;
 use crate::protocol::mcp::LogLevel;
-use crate::protocol::request::{ClientRequest, Method, TypedRequest};
+use crate::protocol::request::{ClientRequest, Method};
 use crate::protocol::result::{ChangedList, LOG_MESSAGE, LoggingMessage};
 use crate::protocol::v2025::{InitializeResult, negotiate_version};
 
@@ -32,9 +34,9 @@ struct Negotiated {
     offers: Offers,
 }
 
-/// The state of a 2025-11-25 session.
+/// The 2025-11-25 handler, with the state of its session's handshake.
 #[derive(Default)]
-pub struct Legacy {
+pub struct V2025 {
     peer: Arc<Peer>,
     negotiated: OnceLock<Negotiated>,
     initialized: AtomicBool,
@@ -48,7 +50,7 @@ pub struct Legacy {
     client: OnceLock<String>,
 }
 
-impl Legacy {
+impl V2025 {
     pub(super) fn peer(&self) -> &Arc<Peer> {
         &self.peer
     }
@@ -118,19 +120,24 @@ impl Legacy {
     }
 }
 
-impl<B: Backend> Session<B> {
+impl<B: Backend> Handler<B> for V2025 {
     /// Answer one 2025-11-25 request.
-    pub(super) async fn legacy_request(
-        &self,
-        request: TypedRequest,
-        outbound: Outbound,
-        cancellation: Arc<Cancellation>,
-        call_id: Option<Arc<str>>,
-        caller: Principal,
-        audit: Arc<AuditSlot>,
-    ) -> Option<Answer> {
+    async fn handle(&self, core: &Core<B>, incoming: Incoming<B::Target>) -> Option<Answer> {
+        let Incoming {
+            request,
+            resolved,
+            call_id,
+            outbound,
+            cancellation,
+            caller,
+            audit,
+            place,
+            headers: _,
+        } = incoming;
+        // The caller's place among its running calls is held until the request is answered.
+        let _place = place;
         let ctx = RequestContext::new(
-            Client::Session(Arc::clone(self.legacy.peer())),
+            Client::V2025(Arc::clone(self.peer())),
             outbound,
             request.meta.progress_token.clone(),
             cancellation,
@@ -138,23 +145,27 @@ impl<B: Backend> Session<B> {
         )
         .with_call_id(call_id)
         .with_audit(audit)
-        .with_session(self.id());
+        .with_session(core.id());
         let outcome = self
-            .legacy_outcome(request.body, &request.method, &ctx)
+            .outcome(core, request.body, resolved, &request.method, &ctx)
             .await;
         ctx.finish();
         ctx.audit().outcome(AuditOutcome::of(&outcome));
-        Some(answer(&request.id, outcome, Era::Legacy))
+        Some(answer(&request.id, outcome, Revision::V2025))
     }
+}
 
-    async fn legacy_outcome(
+impl V2025 {
+    async fn outcome<B: Backend>(
         &self,
+        core: &Core<B>,
         body: Result<ClientRequest, ErrorObject>,
+        resolved: Option<B::Target>,
         method: &Method,
         ctx: &RequestContext,
     ) -> MethodResult {
         match method {
-            Method::Initialize => return self.initialize(body),
+            Method::Initialize => return self.initialize(core, body),
             Method::Ping => return Ok(empty()),
             // `server/discover` is how 2026-07-28 clients probe: -32601 tells a dual-era
             // client that this conversation is in the handshake era.
@@ -169,7 +180,7 @@ impl<B: Backend> Session<B> {
             }
             _ => {}
         }
-        if !self.legacy.is_initialized() {
+        if !self.is_initialized() {
             return Err(ErrorObject::new(
                 INVALID_REQUEST,
                 format!(
@@ -180,11 +191,11 @@ impl<B: Backend> Session<B> {
         }
         match body? {
             ClientRequest::SetLevel(p) => {
-                self.legacy.peer().set_log_level(p.level);
+                self.peer().set_log_level(p.level);
                 // A client that asks for logs learns what went wrong before it connected
                 // (plugins skipped, names refused, manifests without a plugin), once.
-                if self.legacy.take_startup_report() {
-                    for problem in self.backend().startup_problems() {
+                if self.take_startup_report() {
+                    for problem in core.backend().startup_problems() {
                         let message = LoggingMessage {
                             level: LogLevel::Warning,
                             logger: "mcpbox",
@@ -196,18 +207,22 @@ impl<B: Backend> Session<B> {
                 Ok(empty())
             }
             ClientRequest::Subscribe(p) => {
-                self.legacy.subscriptions().insert(p.uri);
+                self.subscriptions().insert(p.uri);
                 Ok(empty())
             }
             ClientRequest::Unsubscribe(p) => {
-                self.legacy.subscriptions().remove(&p.uri);
+                self.subscriptions().remove(&p.uri);
                 Ok(empty())
             }
-            other => dispatch(&**self.backend(), other, ctx.clone()).await,
+            other => dispatch(&**core.backend(), other, resolved, ctx.clone()).await,
         }
     }
 
-    fn initialize(&self, body: Result<ClientRequest, ErrorObject>) -> MethodResult {
+    fn initialize<B: Backend>(
+        &self,
+        core: &Core<B>,
+        body: Result<ClientRequest, ErrorObject>,
+    ) -> MethodResult {
         let ClientRequest::Initialize(p) = body? else {
             return Err(ErrorObject::internal(
                 "initialize decoded as another method",
@@ -219,13 +234,8 @@ impl<B: Backend> Session<B> {
             client_info,
         } = p;
         let version = negotiate_version(&protocol_version);
-        let offers = self.backend().offers();
-        if self
-            .legacy
-            .negotiated
-            .set(Negotiated { version, offers })
-            .is_err()
-        {
+        let offers = core.backend().offers();
+        if self.negotiated.set(Negotiated { version, offers }).is_err() {
             return Err(ErrorObject::new(
                 INVALID_REQUEST,
                 "the session is already initialized",
@@ -234,11 +244,10 @@ impl<B: Backend> Session<B> {
         let capabilities = capabilities
             .as_deref()
             .and_then(|c| serde_json::from_str(c.get()).ok());
-        self.legacy
-            .peer()
+        self.peer()
             .set_capabilities(capabilities.unwrap_or(Value::Null));
         if let Some(info) = &client_info {
-            let _ = self.legacy.client.set(info.name.clone());
+            let _ = self.client.set(info.name.clone());
         }
         let client = client_info
             .as_ref()
@@ -258,11 +267,4 @@ fn empty() -> MethodOutput {
     RawValue::from_string("{}".to_owned())
         .unwrap_or_default()
         .into()
-}
-
-/// `value` encoded as a result (failing to encode it is a host bug: -32603).
-pub(super) fn to_raw(value: &impl serde::Serialize) -> MethodResult {
-    serde_json::value::to_raw_value(value)
-        .map(MethodOutput::from)
-        .map_err(|e| ErrorObject::internal(format!("could not encode result: {e}")))
 }

@@ -4,7 +4,7 @@ Run by the end-to-end tests (tests/e2e/services/python.rs), never by hand-writte
 SDK: the SDK does the envelope, the headers, `subscriptions/listen` and input requests (MRTR)
 itself, and this script checks what a user of it would see.
 
-    modern_client.py --mode 2026-07-28|auto (--stdio MCPBOX PLUGIN_DIR | --url URL)
+    v2026_client.py --mode 2026-07-28|auto (--stdio MCPBOX PLUGIN_DIR | --url URL)
 
 It prints `listening` once its listen stream is acknowledged, waits for a list change (the
 test changes the plugin directory), prints `changed`, and exits 0 when every check passed.
@@ -48,9 +48,9 @@ async def main(args):
 
         tools = {t.name for t in (await client.list_tools()).tools}
         check({"echo", "test_input_required_result_elicitation"} <= tools, f"tools: {sorted(tools)}")
-        result = await client.call_tool("echo", {"text": "hello modern"})
+        result = await client.call_tool("echo", {"text": "hello 2026"})
         check(not result.is_error, f"echo failed: {result}")
-        check(result.content[0].text == "hello modern", f"echo said {result.content}")
+        check(result.content[0].text == "hello 2026", f"echo said {result.content}")
 
         read = await client.read_resource("test://static-text")
         check("static text resource" in read.contents[0].text, f"read {read}")

@@ -1,29 +1,34 @@
-//! The 2026-07-28 (stateless) side of a session: every request stands alone. Its envelope is
-//! checked by the revision's ladder, it runs with what its own `_meta` declared, its results
-//! carry `resultType` (and caching hints), and a plugin's questions to the client end the round
-//! with `input_required` (see [`super::mrtr`]).
+//! The 2026-07-28 revision, whole: its [`Handler`], [`V2026`]. Every request stands alone
+//! (the revision is stateless, so the handler keeps nothing). Its envelope is checked by the
+//! revision's ladder, it runs with what its own `_meta` declared, its results carry
+//! `resultType` (and caching hints), and a plugin's questions to the client end the round
+//! with `input_required` (see [`super::mrtr`]). Its own methods are in files of their own and
+//! dispatched from here: `subscriptions/listen` (`listen`) and the tasks extension (`tasks`).
 
 use std::sync::Arc;
 
-use super::audit::{AuditOutcome, AuditSlot};
-use super::context::{Cancellation, Client, Outbound, RequestContext, Stateless};
+use super::answer::{Answer, Status, answer};
+use super::audit::AuditOutcome;
+use super::context::{Client, RequestContext, V2026Client};
 use super::dispatch::dispatch;
-use super::legacy::to_raw;
+use super::handler::{Core, Handler, Incoming, to_raw};
+use super::listen::listen;
 use super::mrtr::{Binding, InputRound, RoundEnd};
-use super::session::{Answer, Era, Session, Status, answer};
-use super::tasks::{TaskCall, declares_tasks, missing_extension};
-use super::{Backend, MethodOutput, TaskUse};
-use crate::principal::Principal;
+use super::tasks::{self, TaskCall, declares_tasks, missing_extension};
+use super::{Backend, MethodOutput, Revision, Target, TaskUse};
 use crate::protocol::ErrorObject;
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::mcp::LogLevel;
 use crate::protocol::request::{ClientRequest, Method, TypedRequest};
 use crate::protocol::v2026::{self, CacheHints, DiscoverResult, MirrorHeaders, Refusal};
 
-impl<B: Backend> Session<B> {
+/// The 2026-07-28 handler.
+pub(super) struct V2026;
+
+impl V2026 {
     /// Whether this server serves `method` to 2026-07-28 clients (its capability is declared).
-    fn serves(&self, method: &Method) -> bool {
-        let offers = self.backend().offers();
+    fn serves<B: Backend>(core: &Core<B>, method: &Method) -> bool {
+        let offers = core.backend().offers();
         match method {
             Method::ListTools | Method::CallTool => offers.tools,
             Method::ListPrompts | Method::GetPrompt => offers.prompts,
@@ -41,17 +46,16 @@ impl<B: Backend> Session<B> {
     /// A `tools/call`'s `Mcp-Param-*` headers against its arguments, for the tool's
     /// `x-mcp-header` arguments (HTTP only; the body is read again only for such a tool).
     fn check_params(
-        &self,
+        resolved: Option<&impl Target>,
         request: &TypedRequest,
         headers: Option<&MirrorHeaders>,
     ) -> Result<(), v2026::Refused> {
-        let (Some(headers), Method::CallTool) = (headers, &request.method) else {
+        let (Some(headers), Method::CallTool, Some(resolved)) =
+            (headers, &request.method, resolved)
+        else {
             return Ok(());
         };
-        let Some(name) = request.target.as_ref().and_then(serde_json::Value::as_str) else {
-            return Ok(());
-        };
-        let params = self.backend().tool_headers(name);
+        let params = resolved.tool_headers();
         if params.is_empty() {
             return Ok(());
         }
@@ -65,31 +69,29 @@ impl<B: Backend> Session<B> {
             .as_deref()
             .and_then(|raw| serde_json::from_str::<Call>(raw.get()).ok())
             .and_then(|call| call.arguments);
-        v2026::check_params(&params, arguments.as_ref(), &headers.params)
+        v2026::check_params(params, arguments.as_ref(), &headers.params)
     }
+}
 
-    /// Answer one 2026-07-28 request. `place` (its caller's place among its running calls,
-    /// for a request that runs a plugin) is held until it is answered, or handed to its call
-    /// when that becomes a task.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one request's parts, passed through once"
-    )]
-    pub(super) async fn modern_request(
-        &self,
-        request: TypedRequest,
-        headers: Option<MirrorHeaders>,
-        call_id: Option<Arc<str>>,
-        outbound: Outbound,
-        cancellation: Arc<Cancellation>,
-        caller: Principal,
-        audit: Arc<AuditSlot>,
-        place: Option<super::Held>,
-    ) -> Option<Answer> {
-        let checked =
-            v2026::check(&request, headers.as_ref(), &|m| self.serves(m)).and_then(|envelope| {
-                self.check_params(&request, headers.as_ref())
-                    .map(|()| envelope)
+impl<B: Backend> Handler<B> for V2026 {
+    /// Answer one 2026-07-28 request. Its `place` (its caller's place among its running
+    /// calls, for a request that runs a plugin) is held until it is answered, or handed to its
+    /// call when that becomes a task.
+    async fn handle(&self, core: &Core<B>, incoming: Incoming<B::Target>) -> Option<Answer> {
+        let Incoming {
+            request,
+            resolved,
+            headers,
+            call_id,
+            outbound,
+            cancellation,
+            caller,
+            audit,
+            place,
+        } = incoming;
+        let checked = v2026::check(&request, headers.as_ref(), &|m| Self::serves(core, m))
+            .and_then(|envelope| {
+                Self::check_params(resolved.as_ref(), &request, headers.as_ref()).map(|()| envelope)
             });
         let envelope = match checked {
             Ok(envelope) => envelope,
@@ -126,13 +128,13 @@ impl<B: Backend> Session<B> {
             Ok(body) => body,
             Err(error) => {
                 audit.outcome(AuditOutcome::Error(error.code));
-                return Some(answer(&id, Err(error), Era::Modern));
+                return Some(answer(&id, Err(error), Revision::V2026));
             }
         };
-        let settings = Arc::clone(&self.settings);
+        let settings = Arc::clone(&core.settings);
         let context = |inputs: Option<Arc<InputRound>>| {
             RequestContext::new(
-                Client::Stateless(Arc::new(Stateless::new(envelope.log_level, inputs))),
+                Client::V2026(Arc::new(V2026Client::new(envelope.log_level, inputs))),
                 outbound.clone(),
                 meta.progress_token.clone(),
                 Arc::clone(&cancellation),
@@ -140,23 +142,21 @@ impl<B: Backend> Session<B> {
             )
             .with_call_id(call_id.clone())
             .with_audit(Arc::clone(&audit))
-            .with_session(self.id())
+            .with_session(core.id())
         };
         let outcome = match body {
             ClientRequest::Listen(p) => {
-                return self
-                    .listen(id, p.notifications, outbound, cancellation, &caller)
-                    .await;
+                return listen(core, id, p.notifications, outbound, cancellation, &caller).await;
             }
             ClientRequest::Discover => {
                 // What went wrong at startup (plugins skipped, names refused), as warnings on
                 // this request's stream, for a client that asked for them (`logLevel`).
                 let context = context(None);
-                for problem in self.backend().startup_problems() {
+                for problem in core.backend().startup_problems() {
                     context.log("mcpbox", LogLevel::Warning, &problem).await;
                 }
                 to_raw(&DiscoverResult::new(
-                    self.backend().offers().modern_capabilities(),
+                    core.backend().offers().v2026_capabilities(),
                     settings.list_ttl_ms,
                 ))
             }
@@ -167,11 +167,11 @@ impl<B: Backend> Session<B> {
             {
                 Err(missing_extension())
             }
-            ClientRequest::GetTask(p) => self.get_task(p, &caller).await,
-            ClientRequest::UpdateTask(p) => self.update_task(p, &caller).await,
-            ClientRequest::CancelTask(p) => self.cancel_task(p, &caller).await,
-            ClientRequest::CallTool(p)
-                if self.backend().task_use(&p.name) == TaskUse::Required
+            ClientRequest::GetTask(p) => tasks::get_task(core, p, &caller).await,
+            ClientRequest::UpdateTask(p) => tasks::update_task(core, p, &caller).await,
+            ClientRequest::CancelTask(p) => tasks::cancel_task(core, p, &caller).await,
+            ClientRequest::CallTool(_)
+                if task_use(resolved.as_ref()) == TaskUse::Required
                     && !declares_tasks(meta.client_capabilities.as_deref()) =>
             {
                 Err(missing_extension())
@@ -184,7 +184,7 @@ impl<B: Backend> Session<B> {
                     ClientRequest::CallTool(p)
                         if declares_tasks(meta.client_capabilities.as_deref()) =>
                     {
-                        match self.backend().task_use(&p.name) {
+                        match task_use(resolved.as_ref()) {
                             TaskUse::Never => None,
                             task_use => Some(TaskCall {
                                 tool: p.name.clone(),
@@ -206,7 +206,7 @@ impl<B: Backend> Session<B> {
                     Ok(round) => Arc::new(round),
                     Err(error) => {
                         audit.outcome(AuditOutcome::Error(error.code));
-                        return Some(answer(&id, Err(error), Era::Modern));
+                        return Some(answer(&id, Err(error), Revision::V2026));
                     }
                 };
                 if let Some(task) = task {
@@ -214,19 +214,19 @@ impl<B: Backend> Session<B> {
                         Ok(bound) => bound,
                         Err(error) => {
                             audit.outcome(AuditOutcome::Error(error.code));
-                            return Some(answer(&id, Err(error), Era::Modern));
+                            return Some(answer(&id, Err(error), Revision::V2026));
                         }
                     };
                     let ctx = context(Some(Arc::clone(&round)));
-                    let outcome = self
-                        .call_as_task(task, body, round, bound, ctx, place)
-                        .await;
+                    let outcome =
+                        tasks::call_as_task(core, task, body, resolved, round, bound, ctx, place)
+                            .await;
                     audit.outcome(AuditOutcome::of(&outcome));
-                    return Some(answer(&id, outcome, Era::Modern));
+                    return Some(answer(&id, outcome, Revision::V2026));
                 }
                 let read = matches!(body, ClientRequest::ReadResource(_));
                 let ctx = context(Some(Arc::clone(&round)));
-                let outcome = dispatch(&**self.backend(), body, ctx.clone()).await;
+                let outcome = dispatch(&**core.backend(), body, resolved, ctx.clone()).await;
                 ctx.finish();
                 drop(ctx);
                 let failed = outcome.as_ref().map_or(true, |output| output.is_error);
@@ -266,18 +266,23 @@ impl<B: Backend> Session<B> {
                 // Lists that differ by caller (some item requires a scope) are the caller's own.
                 let cache = (!matches!(body, ClientRequest::Complete(_))).then(|| CacheHints {
                     ttl_ms: settings.list_ttl_ms,
-                    public: !self.backend().lists_vary_by_caller(),
+                    public: !core.backend().lists_vary_by_caller(),
                 });
                 let ctx = context(None);
-                let result = dispatch(&**self.backend(), body, ctx.clone()).await;
+                let result = dispatch(&**core.backend(), body, resolved, ctx.clone()).await;
                 ctx.finish();
                 result.map(|output| complete(&output, cache))
             }
         };
         let outcome = outcome.map_err(v2026::map_error);
         audit.outcome(AuditOutcome::of(&outcome));
-        Some(answer(&id, outcome, Era::Modern))
+        Some(answer(&id, outcome, Revision::V2026))
     }
+}
+
+/// Whether the tool a `tools/call` resolved to may or must run as a task.
+fn task_use(resolved: Option<&impl Target>) -> TaskUse {
+    resolved.map_or(TaskUse::Never, Target::task_use)
 }
 
 /// `output` as a complete result of this revision (see [`v2026::complete`]).

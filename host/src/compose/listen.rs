@@ -41,7 +41,7 @@ pub(super) async fn serve_http(
     plugins: Arc<PluginSet>,
     listener: tokio::net::TcpListener,
     settings: &HttpSettings,
-    modern: Arc<crate::server::ModernSettings>,
+    session: Arc<crate::server::SessionSettings>,
     readiness: Arc<Readiness>,
     state: Arc<StateService>,
     credentials: Option<Arc<crate::credentials::Broker>>,
@@ -72,14 +72,14 @@ pub(super) async fn serve_http(
         tracing::warn!(%address, "serving HTTP beyond loopback without --auth-token: anyone who can reach it can call every tool");
     }
     let page_state = Arc::clone(&state);
-    let page_budgets = Arc::clone(&modern.budgets);
+    let page_budgets = Arc::clone(&session.budgets);
     let config = HttpConfig {
         allowed_hosts: settings.allowed_hosts.clone(),
         allowed_origins: settings.allowed_origins.clone(),
         tokens: Arc::clone(&settings.tokens),
         max_body_bytes: settings.max_body_bytes,
         session_idle: settings.session_idle,
-        modern,
+        session,
         readiness,
         state: Some(state),
         oauth,

@@ -26,18 +26,18 @@ use crate::protocol::v2026::{self, MirrorHeaders};
 use crate::protocol::{ErrorObject, Message, Reply};
 use crate::server::{Answer, Backend, Cancellation, Status};
 
-/// Whether a POST belongs to 2026-07-28 (the routing rule of [`v2026::is_modern`]), judged
+/// Whether a POST belongs to 2026-07-28 (the routing rule of [`v2026::is_v2026`]), judged
 /// by its body and its `MCP-Protocol-Version` header.
-pub(super) fn is_modern(decoded: &Decoded, headers: &HeaderMap) -> bool {
+pub(super) fn is_v2026(decoded: &Decoded, headers: &HeaderMap) -> bool {
     let header_version = headers
         .get(VERSION_HEADER)
         .map(|v| String::from_utf8_lossy(v.as_bytes()));
     let header_version = header_version.as_deref();
     match decoded {
         Decoded::Single(Ok(Message::Request(request))) => {
-            v2026::is_modern(&request.meta, header_version)
+            v2026::is_v2026(&request.meta, header_version)
         }
-        Decoded::Single(_) => v2026::is_modern(&RequestMeta::default(), header_version),
+        Decoded::Single(_) => v2026::is_v2026(&RequestMeta::default(), header_version),
         Decoded::Batch(_) => false,
     }
 }
@@ -101,7 +101,7 @@ impl Drop for CancelOnDrop {
 /// A 2026-07-28 POST: no session. The answer is one JSON object, unless the request sends
 /// notifications first (progress, logs, a listen stream): then it is an SSE stream carrying
 /// them and then the answer. Closing the response cancels the request.
-pub(super) async fn post_stateless<B: Backend>(
+pub(super) async fn post_v2026<B: Backend>(
     app: &Arc<App<B>>,
     headers: &HeaderMap,
     decoded: Decoded,
@@ -128,7 +128,7 @@ pub(super) async fn post_stateless<B: Backend>(
     }
     let (outbound, mut sent) = mpsc::channel::<Reply>(LIVE_QUEUE);
     let Some(pending) = app
-        .stateless
+        .v2026
         .accept_call(decoded, Some(mirror), call_id, &outbound, caller)
         .await
     else {
@@ -156,7 +156,7 @@ pub(super) async fn post_stateless<B: Backend>(
         tokio::select! {
             biased;
             message = sent.recv(), if open => match message {
-                Some(first) if streams => return stateless_stream(first, sent, work, guard),
+                Some(first) if streams => return v2026_stream(first, sent, work, guard),
                 // A client that takes JSON only gets the answer alone.
                 Some(_) => {}
                 None => open = false,
@@ -189,7 +189,7 @@ fn answer_response(joined: Result<Option<Answer>, tokio::task::JoinError>) -> Re
 }
 
 /// The SSE answer of a 2026-07-28 request: `first`, what else it sends, then its answer.
-fn stateless_stream(
+fn v2026_stream(
     first: Reply,
     mut sent: mpsc::Receiver<Reply>,
     mut work: tokio::task::JoinHandle<Option<Answer>>,
