@@ -155,6 +155,13 @@ impl ServeArgs {
         }
         plugin_dirs.push(canonical.clone());
         manage.directory = canonical;
+        // The ceiling's folders as they really are: a folder granted is checked against them
+        // once its own links are resolved (`manage` removes one a link leads elsewhere).
+        for (path, _) in &mut manage.ceiling.dirs {
+            if let Ok(real) = std::fs::canonicalize(&*path) {
+                *path = real;
+            }
+        }
         // A limit the ceiling does not name is capped at the command line's: a managed
         // plugin never asks its way past the operator's defaults.
         let limits = self.limits.limits();

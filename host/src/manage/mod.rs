@@ -174,11 +174,12 @@ impl Installs {
             .check_signature(self.trust.as_ref(), name, &resolved)
             .await
             .map_err(|e| e.to_string())?;
-        let capped = grants::cap(
+        let mut capped = grants::cap(
             resolved.plugin_manifest.as_deref().unwrap_or_default(),
             &self.settings.ceiling,
         )
         .map_err(|e| e.to_string())?;
+        without_links(&mut capped);
         // What would be written must be a manifest the host loads.
         let file = self.settings.directory.join(format!("{name}.toml"));
         crate::policy::parse_manifest(
@@ -603,6 +604,33 @@ impl Installs {
             &json!({"plugins": plugins}),
         )
     }
+}
+
+/// Remove the folders of `capped` that are not there or are reached through a symbolic link:
+/// the ceiling is checked on paths as written, so a link inside an allowed folder must not
+/// lead out of it.
+fn without_links(capped: &mut Capped) {
+    let mut removed = Vec::new();
+    capped.grants.retain(|grant| {
+        let grants::Grant::Folder { path, .. } = grant else {
+            return true;
+        };
+        match std::fs::canonicalize(path) {
+            Ok(real) if real == std::path::Path::new(path) => true,
+            Ok(real) => {
+                removed.push(format!(
+                    "the folder {path}: a symbolic link leads it elsewhere ({})",
+                    real.display()
+                ));
+                false
+            }
+            Err(e) => {
+                removed.push(format!("the folder {path}: {e}"));
+                false
+            }
+        }
+    });
+    capped.removed.extend(removed);
 }
 
 /// `reference@digest`, for records.

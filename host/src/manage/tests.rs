@@ -7,6 +7,7 @@ use super::consent::{Answer, install_question, read_answer};
 use super::grants::{Grant, Offer, cap, host_allowed, manifest_text};
 use super::search::words;
 use super::settings::{Ceiling, ManageSettings, Mode, PreApprove};
+use super::without_links;
 
 fn ceiling() -> Ceiling {
     Ceiling {
@@ -387,4 +388,39 @@ fn the_reference_configurations_manage_example_is_valid() {
     assert_eq!(settings.scope.as_deref(), Some("mcpbox:manage"));
     assert_eq!(settings.ceiling.limits["memory-mib"], 64);
     assert!(settings.ceiling.state);
+}
+
+#[test]
+fn a_folder_reached_through_a_link_or_missing_is_removed() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path().canonicalize().unwrap();
+    let allowed = root.join("data");
+    std::fs::create_dir_all(allowed.join("notes")).unwrap();
+    std::fs::create_dir_all(root.join("secret")).unwrap();
+    std::os::unix::fs::symlink(root.join("secret"), allowed.join("door")).unwrap();
+    let ceiling = Ceiling {
+        dirs: vec![(allowed.clone(), Mode::ReadWrite)],
+        ..Ceiling::default()
+    };
+    let manifest = format!(
+        "[[dirs]]\nhost = \"{0}/notes\"\n[[dirs]]\nhost = \"{0}/door\"\n[[dirs]]\nhost = \"{0}/gone\"\n",
+        allowed.display()
+    );
+    let mut capped = cap(&manifest, &ceiling).unwrap();
+    assert_eq!(capped.grants.len(), 3, "lexically, all three are inside");
+    without_links(&mut capped);
+    assert_eq!(
+        ids(&capped.grants),
+        [format!("folder:{}/notes:read-only", allowed.display())]
+    );
+    assert_eq!(capped.removed.len(), 2, "{:?}", capped.removed);
+    assert!(
+        capped.removed[0].starts_with(&format!(
+            "the folder {}/door: a symbolic link leads it elsewhere ({}/secret)",
+            allowed.display(),
+            root.display()
+        )),
+        "{:?}",
+        capped.removed
+    );
 }
