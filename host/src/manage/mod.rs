@@ -16,7 +16,9 @@
 //!
 //! Replicas share installs through the managed directory on shared storage: each replica
 //! watches it and loads what any of them wrote (the lock entry and signature are checked
-//! again by each).
+//! again by each; writers take the directory's lock). The storage must deliver file events to
+//! every replica (a volume shared on one node does; NFS and SMB do not report another
+//! machine's writes, so a replica there sees an install at its next restart).
 //!
 //! Uses: `catalog`, `policy`, `protocol`, `registry`, `scaffold`, `server`.
 
