@@ -5,7 +5,8 @@
 //! `registry::trust`), and `[tokens.NAME]` tables naming the static bearer tokens HTTP accepts
 //! (each by its SHA-256 digest, with the scopes it grants; see `principal`), and
 //! `[providers.NAME]` tables naming the downstream OAuth providers whose accounts callers link
-//! (read by `credentials`).
+//! (read by `credentials`), and a `[manage]` table enabling managed installs (read by
+//! `manage`).
 //!
 //! This module reads the file, checks every key against the command line's own definitions
 //! (so the file and the flags cannot drift apart), and turns the file's options into arguments
@@ -16,7 +17,7 @@
 //! Plugin sections are validated as manifests are (`policy`), `[signatures]` as the registry's
 //! trust policy; the CLI owns the flags themselves, and hot reload of the file is `watch`'s.
 //!
-//! Uses: `credentials`, `policy`, `principal`, `registry`.
+//! Uses: `credentials`, `manage`, `policy`, `principal`, `registry`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -77,6 +78,9 @@ pub struct ConfigFile {
     providers: Providers,
     /// The `[providers]` table as written, to tell when it changed.
     providers_text: Option<String>,
+    /// The `[manage]` table.
+    #[cfg(feature = "registry")]
+    manage: Option<crate::manage::ManageSettings>,
     /// The command whose options it may set, to read it again by the same rules.
     serve: Arc<clap::Command>,
 }
@@ -208,6 +212,8 @@ impl ConfigFile {
         let mut budgets = BudgetConfig::default();
         let mut providers = Providers::none();
         let mut providers_text = None;
+        #[cfg(feature = "registry")]
+        let mut manage = None;
         for (key, value) in table {
             let line = lines.get(&key).copied().unwrap_or(1);
             if key == "budgets" {
@@ -231,6 +237,22 @@ impl ConfigFile {
                     error(Some(line), Some(&key), message)
                 })?;
                 continue;
+            }
+            if key == "manage" {
+                #[cfg(feature = "registry")]
+                {
+                    manage = Some(
+                        crate::manage::ManageSettings::from_toml(path, value)
+                            .map_err(|(key, message)| error(Some(line), Some(&key), message))?,
+                    );
+                    continue;
+                }
+                #[cfg(not(feature = "registry"))]
+                return Err(error(
+                    Some(line),
+                    Some("manage"),
+                    crate::registry::not_built("[manage]"),
+                ));
             }
             if key == "signatures" {
                 let toml::Value::Table(table) = value else {
@@ -281,7 +303,7 @@ impl ConfigFile {
                     let mut known: Vec<&str> = serve.get_arguments().filter_map(settable).collect();
                     known.sort_unstable();
                     format!(
-                        "unknown key; the keys are the long flags of `mcpbox serve` ({}), [plugin.NAME] sections, [signatures], [tokens.NAME], [providers.NAME] and [budgets]",
+                        "unknown key; the keys are the long flags of `mcpbox serve` ({}), [plugin.NAME] sections, [signatures], [tokens.NAME], [providers.NAME], [budgets] and [manage]",
                         known.join(", ")
                     )
                 };
@@ -305,6 +327,8 @@ impl ConfigFile {
             budgets,
             providers,
             providers_text,
+            #[cfg(feature = "registry")]
+            manage,
             serve: Arc::new(serve.clone()),
         })
     }
@@ -320,6 +344,18 @@ impl ConfigFile {
             toml::Value::String(value) => Some(PathBuf::from(self.relative_to_file(value))),
             _ => None,
         }
+    }
+
+    /// Managed installs (`[manage]`), if the file has the table.
+    #[cfg(feature = "registry")]
+    pub fn manage(&self) -> Option<&crate::manage::ManageSettings> {
+        self.manage.as_ref()
+    }
+
+    /// Whether `other` configures managed installs differently (a restart applies it).
+    #[cfg(feature = "registry")]
+    pub fn manage_differs(&self, other: &Self) -> bool {
+        self.manage != other.manage
     }
 
     /// The signature policy (`[signatures]`), if the file has one.

@@ -30,6 +30,8 @@ pub mod engine;
 pub mod file_pages;
 pub mod files;
 pub mod kv;
+#[cfg(feature = "registry")]
+pub mod manage;
 pub mod metrics;
 pub mod policy;
 pub mod principal;

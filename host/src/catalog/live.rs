@@ -15,7 +15,7 @@ use arc_swap::ArcSwap;
 use super::hub::EventHub;
 use super::link::{Linker, Linking};
 use super::loaded::LoadedPlugin;
-use super::merged::{Catalog, Names, Refusal};
+use super::merged::{Catalog, HostTools, Names, Refusal};
 use crate::protocol::mcp::LogLevel;
 use crate::server::{Audience, ChangedList, ServerEvent};
 
@@ -37,6 +37,8 @@ pub struct PluginSet {
     /// How callers link accounts when a call needs one, and the host's own tools for their
     /// links; unset, neither (a call that needs a link returns the plugin's own answer).
     pub(super) linking: std::sync::OnceLock<Linking>,
+    /// The management tools (`[manage]`); unset, none are served.
+    pub(super) installer: std::sync::OnceLock<Arc<dyn super::managing::PluginInstaller>>,
 }
 
 /// How many events [`PluginSet::history`] keeps.
@@ -57,7 +59,12 @@ impl PluginSet {
             .map(|p| (p.file.clone(), Arc::new(p)))
             .collect();
         let loaded: Vec<_> = plugins.values().cloned().collect();
-        let catalog = Catalog::build(&loaded, page_size, &Default::default(), false);
+        let catalog = Catalog::build(
+            &loaded,
+            page_size,
+            &Default::default(),
+            HostTools::default(),
+        );
         crate::metrics::metrics().set_plugins(catalog.plugin_count());
         let startup_problems = catalog.refusals().iter().map(ToString::to_string).collect();
         for refusal in catalog.refusals() {
@@ -73,6 +80,7 @@ impl PluginSet {
             history: Mutex::new(std::collections::VecDeque::with_capacity(HISTORY)),
             calls: std::sync::OnceLock::new(),
             linking: std::sync::OnceLock::new(),
+            installer: std::sync::OnceLock::new(),
         }
     }
 
@@ -85,6 +93,12 @@ impl PluginSet {
             tracing::warn!("the linker was set twice; the first is kept");
             return;
         }
+        self.republish();
+    }
+
+    /// Build the catalog again from the same plugins (the host's tools changed), publish it
+    /// and announce what changed.
+    pub(super) fn republish(&self) {
         let (old, new) = self.publish(|_| {});
         self.announce_lists(&old, &new);
     }
@@ -228,11 +242,18 @@ impl PluginSet {
         change(&mut plugins);
         let loaded: Vec<_> = plugins.values().cloned().collect();
         let previous = self.current.load();
+        let managing = self.installer.get().map(|i| (i.items(), i.scopes()));
+        let host_tools = HostTools {
+            linking: self.linking.get().is_some(),
+            managing: managing
+                .as_ref()
+                .map(|(items, scopes)| (items.as_slice(), scopes.as_slice())),
+        };
         let new = Arc::new(Catalog::build(
             &loaded,
             self.page_size,
             previous.claims(),
-            self.linking.get().is_some(),
+            host_tools,
         ));
         crate::metrics::metrics().set_plugins(new.plugin_count());
         (self.current.swap(Arc::clone(&new)), new)

@@ -69,7 +69,18 @@ const HOST: &str = "mcpbox";
 
 /// Whether `claim` is a name reserved for the host's own tools.
 fn reserved(claim: &Claim) -> bool {
-    matches!(claim, Claim::Tool(name) if super::host_tools::RESERVED.contains(&name.as_str()))
+    matches!(claim, Claim::Tool(name) if super::host_tools::RESERVED.contains(&name.as_str())
+        || super::managing::MANAGE_TOOLS.contains(&name.as_str()))
+}
+
+/// The host's own tools a catalog serves first: those for linked accounts, and the
+/// management tools (with the scopes a caller needs to see and use them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostTools<'a> {
+    /// The linked-account tools.
+    pub linking: bool,
+    /// The management tools and their scopes.
+    pub managing: Option<(&'a [Arc<RawValue>], &'a [String])>,
 }
 
 impl std::fmt::Display for Refusal {
@@ -214,7 +225,7 @@ impl Catalog {
         plugins: &[Arc<LoadedPlugin>],
         page_size: usize,
         previous: &HashMap<Claim, PathBuf>,
-        host_tools: bool,
+        host_tools: HostTools<'_>,
     ) -> Self {
         let mut owners: HashMap<Claim, usize> = HashMap::new();
         for (i, plugin) in plugins.iter().enumerate() {
@@ -247,10 +258,19 @@ impl Catalog {
             skill_trees: HashMap::new(),
             gated: false,
         };
-        if host_tools {
+        if host_tools.linking {
             for item in super::host_tools::items() {
                 catalog.tools.items.push(Arc::clone(item));
                 catalog.tools.gates.push(None);
+            }
+            catalog.offers.tools = true;
+        }
+        if let Some((items, scopes)) = host_tools.managing {
+            let gate = gate(scopes, &[]);
+            catalog.gated |= gate.is_some();
+            for item in items {
+                catalog.tools.items.push(Arc::clone(item));
+                catalog.tools.gates.push(gate.clone());
             }
             catalog.offers.tools = true;
         }

@@ -14,7 +14,8 @@
 //! which plugins and the live set reach sessions and the reloader, the HTML status page
 //! ([`status`]), and, when callers' credentials are brokered, linking an account when a call
 //! needs one (`link`, through a [`Linker`]) and the host's own tools for the caller's links
-//! (`host_tools`).
+//! (`host_tools`), and, when the operator enables them, the plugin-management tools (`managing`,
+//! answered through a [`PluginInstaller`]).
 //!
 //! Uses: `credentials` (the link's plain data), `engine`, `kv`, `metrics`, `policy`, `principal`, `protocol`, `registry`, `server`,
 //! `skills`.
@@ -29,6 +30,7 @@ mod hub;
 mod link;
 mod live;
 mod loaded;
+mod managing;
 mod merged;
 mod names;
 mod prepare;
@@ -44,6 +46,10 @@ pub use hub::{EventHub, RelistRequests};
 pub use link::{LinkPrompt, LinkSummary, Linker, Linking, WaitOutcome};
 pub use live::PluginSet;
 pub use loaded::LoadedPlugin;
+pub use managing::{
+    INSTALL_PLUGIN, LIST_PLUGINS, MANAGE_TOOLS, PluginInstaller, REMOVE_PLUGIN, SEARCH_PLUGINS,
+    VisiblePlugin,
+};
 pub use merged::{Catalog, Claim, Names, Refusal};
 pub use proofs::keep_in as keep_schema_proofs_in;
 pub use serve::Pinned;

@@ -196,7 +196,19 @@ impl Backend for PluginSet {
     type Target = Pinned;
 
     fn resolve(&self, request: &ClientRequest) -> Pinned {
-        Pinned::resolve(self.catalog(), request)
+        let mut pinned = Pinned::resolve(self.catalog(), request);
+        // The management tools are the host's, behind the operator's scope.
+        if let ClientRequest::CallTool(p) = request
+            && super::managing::MANAGE_TOOLS.contains(&p.name.as_str())
+            && let Some(installer) = self.installer.get()
+        {
+            let scopes = installer.scopes();
+            pinned.owner = Some((
+                PluginName::from("mcpbox"),
+                (!scopes.is_empty()).then(|| scopes.into()),
+            ));
+        }
+        pinned
     }
 
     fn plugin_scopes(&self) -> Vec<String> {
@@ -237,6 +249,18 @@ impl Backend for PluginSet {
         arguments: &RawValue,
         ctx: RequestContext,
     ) -> MethodResult {
+        if super::managing::MANAGE_TOOLS.contains(&name)
+            && let Some(installer) = self.installer.get()
+        {
+            let required = installer.scopes();
+            let missing = ctx.caller().missing(&required);
+            if !missing.is_empty() {
+                let missing: Vec<String> = missing.into_iter().map(str::to_owned).collect();
+                return Err(crate::server::insufficient_scope(&missing));
+            }
+            ctx.audit().plugin("mcpbox");
+            return Box::pin(installer.call(name, arguments, &ctx)).await;
+        }
         if let Some(linking) = self.linking.get()
             && super::host_tools::RESERVED.contains(&name)
             && let Some(result) = Box::pin(super::host_tools::call(

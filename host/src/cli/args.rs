@@ -100,6 +100,23 @@ pub struct PushArgs {
     #[arg(value_name = "REF")]
     pub reference: String,
 
+    /// Attach this plugin manifest (the grants and limits the plugin asks for) to the artifact,
+    /// as a layer of its own, so that its digest and signature cover it. `pull` shows it and
+    /// applies nothing; a managed install asks the user with it, capped by the operator.
+    #[arg(long, value_name = "FILE.toml", value_hint = clap::ValueHint::FilePath)]
+    pub manifest: Option<PathBuf>,
+
+    /// A description for people, as the artifact's `org.opencontainers.image.description`
+    /// (what a managed install's search matches, with its name and tools).
+    #[arg(long, value_name = "TEXT")]
+    pub description: Option<String>,
+
+    /// Do not list the component's tools into the artifact (`dev.mcpbox.tools`). By default
+    /// `push` lists them as `mcpbox inspect` does (the component in the sandbox, with no
+    /// grants), so that a search finds them without running anything.
+    #[arg(long)]
+    pub no_tools: bool,
+
     /// How to reach registries.
     #[command(flatten)]
     pub registry: RegistryArgs,

@@ -6,7 +6,7 @@
 //! rooms' (`commands`, with `bundle` and `credentials` in files of their own).
 //! The top of the crate: it may use any room, and none uses it.
 //!
-//! Uses: `auth`, `author_tools`, `compose`, `config`, `credentials`, `engine`, `kv`, `policy`, `principal`, `registry`, `scaffold`,
+//! Uses: `auth`, `author_tools`, `compose`, `config`, `credentials`, `engine`, `kv`, `manage`, `policy`, `principal`, `registry`, `scaffold`,
 //! `server`, `skills`, `telemetry`, `transport`, `watch`.
 
 mod args;
@@ -312,10 +312,12 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         #[cfg(feature = "registry")]
         Command::Push(args) => {
             let registry = args.registry.client()?;
+            let attach = runtime.block_on(push_attachments(&args))?;
             let outcome = runtime.block_on(crate::registry::push(
                 &registry,
                 &args.file,
                 &args.reference,
+                &attach,
             ));
             runtime.shutdown_timeout(Duration::from_millis(100));
             return reported(outcome);
@@ -423,3 +425,61 @@ fn reported(report: Result<String, crate::registry::RegistryError>) -> anyhow::R
 
 #[cfg(test)]
 mod tests;
+
+/// What `push` attaches beside the component: the manifest of `--manifest` (checked as the
+/// host would read it), the description, and the tools the component lists (listed as `mcpbox
+/// inspect` does, with no grants; unless `--no-tools`).
+#[cfg(feature = "registry")]
+async fn push_attachments(args: &args::PushArgs) -> anyhow::Result<crate::registry::Attachments> {
+    let manifest = match &args.manifest {
+        Some(path) => {
+            let len = std::fs::metadata(path)
+                .with_context(|| format!("cannot read {}", path.display()))?
+                .len();
+            if len > crate::registry::MAX_PLUGIN_MANIFEST_BYTES {
+                anyhow::bail!(
+                    "{} is {len} bytes, over the {} a plugin manifest may be",
+                    path.display(),
+                    crate::registry::MAX_PLUGIN_MANIFEST_BYTES
+                );
+            }
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            crate::policy::parse_manifest(path, &text, Limits::default())?;
+            Some(text)
+        }
+        None => None,
+    };
+    let mut tools = Vec::new();
+    if !args.no_tools {
+        // Listing tools needs no state: none is opened.
+        let state = StateConfig::Unset;
+        match author_tools::inspect(
+            &args.file,
+            Limits::default(),
+            None,
+            (state, crate::policy::Secrets::default()),
+            Arc::new(Sections::default()),
+        )
+        .await
+        {
+            Ok(report) => {
+                let report: serde_json::Value = serde_json::from_str(&report)?;
+                tools = report["plugins"][0]["tools"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                    .collect();
+            }
+            Err(e) => tracing::warn!(
+                "could not list the component's tools (pushing without them; --no-tools skips this): {e:#}"
+            ),
+        }
+    }
+    Ok(crate::registry::Attachments {
+        manifest,
+        description: args.description.clone(),
+        tools,
+    })
+}

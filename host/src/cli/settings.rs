@@ -57,6 +57,8 @@ impl ServeArgs {
             }
             plugin_dirs.push(canonical);
         }
+        #[cfg(feature = "registry")]
+        let manage = self.manage(&mut plugin_dirs)?;
         let cache_dir = if self.no_cache {
             None
         } else {
@@ -105,7 +107,91 @@ impl ServeArgs {
             audit_log: self.audit_log()?,
             transport,
             credentials,
+            #[cfg(feature = "registry")]
+            manage,
         })
+    }
+
+    /// Managed installs, when the configuration file enables them (`[manage]`): its directory
+    /// made if missing and added, canonical, to `plugin_dirs` (last); refused over HTTP without
+    /// a scope, and with `--no-watch` (installs load live).
+    #[cfg(feature = "registry")]
+    fn manage(
+        &self,
+        plugin_dirs: &mut Vec<PathBuf>,
+    ) -> anyhow::Result<Option<crate::manage::ManageSettings>> {
+        let Some(manage) = self.loaded_config.as_ref().and_then(|c| c.manage()) else {
+            return Ok(None);
+        };
+        if !manage.enabled {
+            return Ok(None);
+        }
+        let mut manage = manage.clone();
+        if self.http.is_some() && manage.scope.is_none() {
+            anyhow::bail!(
+                "[manage] over HTTP needs a `scope`: only callers holding it may see and use the management tools"
+            );
+        }
+        if self.no_watch {
+            anyhow::bail!("[manage] installs plugins live: it cannot be used with --no-watch");
+        }
+        std::fs::create_dir_all(&manage.directory).with_context(|| {
+            format!(
+                "cannot make the [manage] directory {}",
+                manage.directory.display()
+            )
+        })?;
+        let canonical = std::fs::canonicalize(&manage.directory).with_context(|| {
+            format!(
+                "cannot read the [manage] directory {}",
+                manage.directory.display()
+            )
+        })?;
+        if plugin_dirs.contains(&canonical) {
+            anyhow::bail!(
+                "the [manage] directory {} is also a plugin directory: give it a directory of its own",
+                manage.directory.display()
+            );
+        }
+        plugin_dirs.push(canonical.clone());
+        manage.directory = canonical;
+        // The ceiling's folders as they really are: a folder granted is checked against them
+        // once its own links are resolved (`manage` removes one a link leads elsewhere).
+        for (path, _) in &mut manage.ceiling.dirs {
+            if let Ok(real) = std::fs::canonicalize(&*path) {
+                *path = real;
+            }
+        }
+        // A limit the ceiling does not name is capped at the command line's: a managed
+        // plugin never asks its way past the operator's defaults.
+        let limits = self.limits.limits();
+        let defaults = [
+            ("fuel", limits.fuel),
+            (
+                "timeout-ms",
+                u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX),
+            ),
+            (
+                "memory-mib",
+                u64::try_from(limits.memory_bytes >> 20).unwrap_or(u64::MAX),
+            ),
+            (
+                "output-kib",
+                u64::try_from(limits.output_bytes >> 10).unwrap_or(u64::MAX),
+            ),
+            (
+                "result-kib",
+                u64::try_from(limits.result_bytes >> 10).unwrap_or(u64::MAX),
+            ),
+        ];
+        for (key, default) in defaults {
+            manage
+                .ceiling
+                .limits
+                .entry(key.to_owned())
+                .or_insert(default);
+        }
+        Ok(Some(manage))
     }
 
     /// The providers of the configuration file (none without one).

@@ -10,7 +10,7 @@
 //! credentials broker and `brokered` adapts it, `shared` adapts the stores replicas share,
 //! `settings` is what the CLI hands over.
 //!
-//! Uses: `audit`, `auth`, `catalog`, `config`, `credentials`, `engine`, `kv`, `metrics`, `file_pages`, `policy`,
+//! Uses: `audit`, `auth`, `catalog`, `config`, `credentials`, `engine`, `kv`, `manage`, `metrics`, `file_pages`, `policy`,
 //! `principal`, `registry`, `server`, `transport`, `watch`.
 
 mod broker;
@@ -77,6 +77,9 @@ pub enum HostError {
     /// The OAuth settings are unusable.
     #[error("{0}")]
     OAuth(String),
+    /// Managed installs cannot be set up.
+    #[error("{0}")]
+    Manage(String),
     /// Per-user credentials cannot be set up.
     #[error("per-user credentials: {0}")]
     Credentials(String),
@@ -240,6 +243,20 @@ impl Host {
             engine
                 .set_credentials(Arc::clone(&brokered) as Arc<dyn crate::engine::CredentialSource>);
             plugins.use_linker(brokered, broker.link_wait());
+        }
+        #[cfg(feature = "registry")]
+        if let Some(manage) = settings.manage.clone() {
+            let installs = crate::manage::Installs::new(
+                manage,
+                settings.trust.policy().cloned(),
+                Arc::clone(&plugins),
+                Arc::clone(&settings.sections),
+                settings.session.audit.clone(),
+                crate::registry::DEFAULT_TIMEOUT,
+            )
+            .map_err(|e| HostError::Manage(e.to_string()))?;
+            tracing::info!(?installs, "serving the plugin-management tools ([manage])");
+            plugins.use_installer(Arc::new(installs));
         }
         Ok(Self {
             settings,

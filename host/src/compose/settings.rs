@@ -54,6 +54,10 @@ pub struct ServeSettings {
     pub transport: Transport,
     /// Per-user credentials, when the configuration file names providers.
     pub credentials: Option<CredentialSettings>,
+    /// Managed installs (`[manage]`, enabled): the managed directory is the last of
+    /// `plugin_dirs`.
+    #[cfg(feature = "registry")]
+    pub manage: Option<crate::manage::ManageSettings>,
 }
 
 /// Per-user credentials: the providers, the operator's key, and where browsers reach mcpbox.

@@ -10,6 +10,9 @@ pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+jso
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// The media type of the component layer.
 pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The media type of the layer holding the plugin manifest its author attached (`push
+/// --manifest`): the grants and limits it asks for, covered by the artifact's signature.
+pub const PLUGIN_MANIFEST_MEDIA_TYPE: &str = "application/vnd.mcpbox.plugin.manifest.v1+toml";
 
 /// What a file that is not a component is told.
 const NOT_A_COMPONENT: &str =

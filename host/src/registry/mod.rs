@@ -33,7 +33,9 @@
 //! The work is split by job, each file in this folder owning one: `artifact` (the wkg layout:
 //! media types, the component layer, a component's interfaces), `credentials` (whose
 //! credentials each registry gets), `fetch` (the bounded reads: manifests and blobs), `pull`,
-//! `push`, `sign` (cosign signatures beside an artifact, `sign` and `keygen`), `progress` (the
+//! `push`, `install` (what managed installs need: an artifact resolved with the grants its
+//! author asks for, tags, installing into a directory), `sign` (cosign signatures beside an
+//! artifact, `sign` and `keygen`), `progress` (the
 //! bar on a terminal) and `error` ([`RegistryError`], and every registry failure in words).
 //! This file is their public face: the bounds, the client, and the re-exports callers use.
 //!
@@ -51,6 +53,8 @@ mod credentials;
 mod error;
 #[cfg(feature = "registry")]
 mod fetch;
+#[cfg(feature = "registry")]
+pub mod install;
 pub mod lock;
 #[cfg(feature = "registry")]
 mod progress;
@@ -72,11 +76,14 @@ use oci_client::{
 
 #[cfg(feature = "registry")]
 pub use self::{
-    artifact::{CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, component_layer},
+    artifact::{
+        CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, PLUGIN_MANIFEST_MEDIA_TYPE,
+        component_layer,
+    },
     credentials::{PASSWORD_VARIABLE, TOKEN_VARIABLE, USERNAME_VARIABLE},
     error::RegistryError,
     pull::{PullRequest, pull},
-    push::push,
+    push::{Attachments, push},
     sign::{keygen, sign_file, sign_reference},
 };
 
@@ -91,6 +98,9 @@ pub fn not_built(command: &str) -> String {
 
 /// The largest component `pull` accepts: a registry cannot make the host hold more.
 pub const MAX_COMPONENT_BYTES: u64 = 512 * 1024 * 1024;
+/// The largest plugin manifest (the grants and limits an author attaches with `push
+/// --manifest`) read from an artifact: a manifest is a few hundred bytes.
+pub const MAX_PLUGIN_MANIFEST_BYTES: u64 = 64 * 1024;
 /// The largest manifest `pull` and `sign` read (oras's limit): a component's is under 1 KiB.
 pub const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;
 /// The largest signature manifest (the `sha256-HEX.sig` tag's): cosign's lists one short

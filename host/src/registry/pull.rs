@@ -176,6 +176,13 @@ async fn pull_one(
     )
     .await?;
 
+    // What its author asks for, shown and never applied: the operator writes what they
+    // approve into its manifest or [plugin.NAME] section.
+    let requested = match serde_json::from_slice(&manifest) {
+        Ok(parsed) => registry.attached_manifest(&pinned, &parsed).await?,
+        Err(_) => None,
+    };
+
     let wasm = registry.component(&pinned, &layer).await?;
     if !wasmparser::Parser::is_component(&wasm) {
         return Err(RegistryError::NotComponent {
@@ -228,8 +235,26 @@ async fn pull_one(
         Some(signed) => format!(", signed by `{}` ({})", signed.signer, signed.key),
         None => String::new(),
     };
+    let requested = match requested {
+        Some(text) => format!(
+            "\nit asks for these grants and limits (not applied: copy what you approve into {} or a [plugin.{name}] section):\n{}",
+            request.dir.join(format!("{name}.toml")).display(),
+            text.lines()
+                .map(|l| {
+                    // The author's text on the operator's terminal: no control characters.
+                    let l: String = l
+                        .chars()
+                        .map(|c| if c.is_control() { '?' } else { c })
+                        .collect();
+                    format!("  {l}")
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+        None => String::new(),
+    };
     Ok(format!(
-        "pulled {reference_text} ({digest}) into {}{signer}",
+        "pulled {reference_text} ({digest}) into {}{signer}{requested}",
         target.display()
     ))
 }

@@ -1,5 +1,8 @@
 //! `mcpbox push`: publish a component as a WebAssembly artifact in `wkg`'s layout, with
-//! progress on a terminal.
+//! progress on a terminal; with `--manifest`, the plugin manifest (the grants and limits the
+//! plugin asks for) as a layer of its own beside the component, so the artifact's digest, and
+//! any signature of it, covers what it asks for; and annotations on the manifest that say what
+//! it offers (a description, the tools it lists), for managed installs' search.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,18 +13,32 @@ use oci_client::errors::OciDistributionError;
 use oci_client::manifest::OciImageManifest;
 
 use super::artifact::{
-    CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, component_interfaces,
+    CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, PLUGIN_MANIFEST_MEDIA_TYPE,
+    component_interfaces,
 };
+use super::install::{DESCRIPTION_ANNOTATION, TOOLS_ANNOTATION};
 use super::progress::progress_bar;
 use super::trust::digest_string;
 use super::{Registry, RegistryError, parse_reference};
 
-/// `mcpbox push FILE REF`: publish a component as a WebAssembly artifact; returns the digest
-/// reference it can be pulled by.
+/// What `push` attaches to the artifact beside the component.
+#[derive(Debug, Clone, Default)]
+pub struct Attachments {
+    /// The plugin manifest (TOML, already checked), as a layer of its own.
+    pub manifest: Option<String>,
+    /// A description for people (`org.opencontainers.image.description`).
+    pub description: Option<String>,
+    /// The tools the component lists (`dev.mcpbox.tools`, comma-separated).
+    pub tools: Vec<String>,
+}
+
+/// `mcpbox push FILE REF`: publish a component as a WebAssembly artifact, with `attach`;
+/// returns the digest reference it can be pulled by.
 pub async fn push(
     registry: &Registry,
     file: &Path,
     reference_text: &str,
+    attach: &Attachments,
 ) -> Result<String, RegistryError> {
     let reference = parse_reference(reference_text)?;
     let wasm = tokio::fs::read(file)
@@ -57,7 +74,26 @@ pub async fn push(
         LAYER_MEDIA_TYPE.to_owned(),
         Some(layer_annotations),
     );
-    let mut manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+    let mut layers = vec![layer];
+    if let Some(text) = &attach.manifest {
+        layers.push(oci_client::client::ImageLayer::new(
+            bytes::Bytes::from(text.clone().into_bytes()),
+            PLUGIN_MANIFEST_MEDIA_TYPE.to_owned(),
+            None,
+        ));
+    }
+    let mut annotations = BTreeMap::new();
+    if let Some(description) = &attach.description {
+        annotations.insert(DESCRIPTION_ANNOTATION.to_owned(), description.clone());
+    }
+    if !attach.tools.is_empty() {
+        annotations.insert(TOOLS_ANNOTATION.to_owned(), attach.tools.join(","));
+    }
+    let mut manifest = OciImageManifest::build(
+        &layers,
+        &config,
+        (!annotations.is_empty()).then_some(annotations),
+    );
     manifest.media_type = Some(MANIFEST_MEDIA_TYPE.to_owned());
     let auth = Registry::auth(&reference);
     let client = &registry.client;
@@ -93,6 +129,13 @@ pub async fn push(
             .map_err(|e| registry.failure(&reference, "uploading the component", e))?;
     }
     progress.finish_and_clear();
+    for extra in &layers[1..] {
+        let digest = digest_string(&extra.data);
+        client
+            .push_blob(&reference, extra.data.clone(), &digest)
+            .await
+            .map_err(|e| registry.failure(&reference, "uploading the plugin manifest", e))?;
+    }
     client
         .push_blob(&reference, config.data.clone(), &manifest.config.digest)
         .await

@@ -550,6 +550,23 @@ impl RequestContext {
         }
     }
 
+    /// Whether the client can be asked to fill in a form (form-mode elicitation): it declared
+    /// `elicitation` (with `form`, or empty, which means form), at `initialize` (2025-11-25) or
+    /// in this request (2026-07-28).
+    pub fn can_fill_forms(&self) -> bool {
+        let declared = |has: &dyn Fn(&[&str]) -> bool| {
+            has(&["elicitation", "form"])
+                || (has(&["elicitation"]) && !has(&["elicitation", "url"]))
+        };
+        match &self.client {
+            Client::V2025(peer) => declared(&|path| peer.has_capability(path)),
+            Client::V2026(client) => client
+                .inputs
+                .as_ref()
+                .is_some_and(|inputs| declared(&|path| inputs.declares(path))),
+        }
+    }
+
     /// Send `notifications/message` from `logger`, if the client asked for this level, within
     /// the logger's rate limit.
     pub async fn log(&self, logger: &str, level: LogLevel, message: &str) {

@@ -130,6 +130,13 @@ fn reread(
             "[signatures] changed in the configuration file: restart mcpbox to apply it (the running policy stays)"
         );
     }
+    #[cfg(feature = "registry")]
+    if previous.manage_differs(&next) {
+        tracing::warn!(
+            config = %path.display(),
+            "[manage] changed in the configuration file: restart mcpbox to apply it (the running settings stay)"
+        );
+    }
     let changed = sections.replace(next.sections().clone());
     if !changed.is_empty() {
         match plugins_watcher {

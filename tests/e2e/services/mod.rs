@@ -18,8 +18,10 @@
 //! `tasks_shared`, a `redis-server`; `credentials`, npm's `oauth2-mock-server` on Node 22 (as
 //! mcpbox's own issuer and as the downstream provider), the official Python SDK and a
 //! `redis-server`; `docker_registry`, a CNCF distribution registry (`docker-registry`, with
-//! `htpasswd` and `script` for two tests); `reference`, Node 22 and the original reference
-//! servers (npm); `scale`, `redis-server` and HAProxy; `chromium`, a headless chromium;
+//! `htpasswd` and `script` for two tests); `manage` (managed installs), the registry, npm's
+//! `oauth2-mock-server` on Node 22 and the official Python SDK; `reference`, Node 22 and the
+//! original reference servers (npm); `scale`, `redis-server` and HAProxy; `chromium`, a
+//! headless chromium;
 //! `bundle`, npm's `@anthropic-ai/mcpb`. Each is named for the service it needs, so no name
 //! here repeats a module one level up: the tests of the same area that need none of this are
 //! there (`registry`, `languages`, `status`, `readiness`, `metrics`).
@@ -33,6 +35,7 @@ mod container;
 mod credentials;
 mod docker_registry;
 mod fake_api;
+mod manage;
 mod oauth;
 mod prometheus;
 mod promises_redis;
