@@ -9,8 +9,9 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 examples=(echo-tools code-review quotes weather interactive todo sequential-thinking mcp-time memory filesystem fetch github)
-# Built with the examples, kept apart: the fixtures of the official conformance suite.
-conformance=(conformance)
+# Built with the examples, kept apart: the fixtures of the official conformance suite, as a
+# WASI 0.2 and as a WASI 0.3 component.
+conformance=(conformance conformance-p3)
 fixtures=()
 bench=()
 for arg in "$@"; do
