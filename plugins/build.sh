@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Build every example plugin for wasm32-wasip2 and collect the components in target/plugins/.
-# The conformance suite's fixture plugin goes to target/conformance-plugins/. With
-# --with-test-plugins, also build the test fixtures (tests/plugins/) into target/test-plugins/;
-# with --with-bench-plugin, the benchmark's plugin into target/bench-plugins/. Installs the
-# wasm32-wasip2 target if it is missing. Prints the examples' directory. Used by the quick
-# start, the tests and the benchmark.
+# The conformance suite's fixture plugin, as a WASI 0.2 and a WASI 0.3 component, goes to
+# target/conformance-plugins/. With --with-test-plugins, also build the test fixtures
+# (tests/plugins/) into target/test-plugins/; with --with-bench-plugin, the benchmark's plugin
+# into target/bench-plugins/. Installs the wasm32-wasip2 target if it is missing. Prints the
+# examples' directory. Used by the quick start, the tests and the benchmark.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 

@@ -149,21 +149,27 @@ fn task_tools(tools: &mut Tools) {
 /// The diagnostic and input-request tools of the 2026-07-28 scenarios.
 fn mrtr_tools(tools: &mut Tools) {
     tools
-        .add(plain("test_missing_capability"), |_: NoArgs, _: Output| async {
-            sample_keyed("probe", "Say anything").await?;
-            Ok::<_, String>("Success")
-        })
+        .add(
+            plain("test_missing_capability"),
+            |_: NoArgs, _: Output| async {
+                sample_keyed("probe", "Say anything").await?;
+                Ok::<_, String>("Success")
+            },
+        )
         .add(
             plain("test_streaming_elicitation"),
-            |_: NoArgs, _: Output| async { ask("stream_answer", "Anything to add?", "answer").await },
+            |_: NoArgs, _: Output| async {
+                ask("stream_answer", "Anything to add?", "answer").await
+            },
         )
         .add(plain("test_logging_tool"), |_: NoArgs, _: Output| async {
             host::info("test_logging_tool ran");
             "Logged"
         })
-        .add(plain("test_trigger_tool_change"), |_: NoArgs, _: Output| async {
-            trigger("tools", ListKind::Tools)
-        })
+        .add(
+            plain("test_trigger_tool_change"),
+            |_: NoArgs, _: Output| async { trigger("tools", ListKind::Tools) },
+        )
         .add(
             plain("test_trigger_prompt_change"),
             |_: NoArgs, _: Output| async { trigger("prompts", ListKind::Prompts) },
@@ -217,8 +223,8 @@ fn mrtr_tools(tools: &mut Tools) {
             plain("test_input_required_result_multi_round"),
             |_: NoArgs, _: Output| async {
                 let name = ask("name", "What is your name?", "name").await?;
-                let color = ask("color", &format!("{name}, your favourite colour?"), "color")
-                    .await?;
+                let color =
+                    ask("color", &format!("{name}, your favourite colour?"), "color").await?;
                 Ok::<_, String>(format!("{name} likes {color}"))
             },
         )
@@ -256,9 +262,10 @@ impl Plugin for Conformance {
             .add(plain("test_audio_content"), |_: NoArgs, _: Output| async {
                 fixtures::audio()
             })
-            .add(plain("test_embedded_resource"), |_: NoArgs, _: Output| async {
-                fixtures::embedded()
-            })
+            .add(
+                plain("test_embedded_resource"),
+                |_: NoArgs, _: Output| async { fixtures::embedded() },
+            )
             .add(
                 plain("test_multiple_content_types"),
                 |_: NoArgs, _: Output| async { fixtures::mixed() },

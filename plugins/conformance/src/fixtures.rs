@@ -130,7 +130,10 @@ const TOOLS: &[(&str, &str)] = &[
         "confirm_delete",
         "Works a second, then asks the user to confirm deleting a file",
     ),
-    ("multi_input", "Works a second, then asks two questions at once"),
+    (
+        "multi_input",
+        "Works a second, then asks two questions at once",
+    ),
     (
         "test_tool_with_task",
         "Asks the user's name at once, then works as a task",

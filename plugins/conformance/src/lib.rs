@@ -35,10 +35,9 @@ fn trigger(kind: &str, list: ListKind) -> Result<String, String> {
 }
 
 fn sample_keyed(key: &str, prompt: &str) -> Result<String, String> {
-    Ok(fixtures::sampled(&host::sample(&fixtures::sample_request(
-        Some(key),
-        prompt,
-    ))?))
+    Ok(fixtures::sampled(&host::sample(
+        &fixtures::sample_request(Some(key), prompt),
+    )?))
 }
 
 fn sleep_ms(ms: u64) {
@@ -80,7 +79,10 @@ fn elicit(request: &Value, prefix: &str) -> Result<String, String> {
 
 /// Ask the user to confirm (a boolean `confirm`), keyed `key`.
 fn confirm(key: &str, message: &str) -> Result<(), String> {
-    fixtures::confirmed(&host::elicit(&fixtures::confirm_request(key, message))?, key)
+    fixtures::confirmed(
+        &host::elicit(&fixtures::confirm_request(key, message))?,
+        key,
+    )
 }
 
 /// Compute for `seconds`, in slices, so a cancelled call stops within one; progress each
@@ -110,10 +112,13 @@ fn task_tools(tools: &mut Tools) {
             format!("Hello, {name}!")
         })
         .add(plain("slow_compute"), slow_compute)
-        .add(plain("failing_job"), |_: NoArgs| -> Result<String, String> {
-            sleep_ms(fixtures::TASK_WORK_MS);
-            Err("the job failed: the input could not be processed".to_owned())
-        })
+        .add(
+            plain("failing_job"),
+            |_: NoArgs| -> Result<String, String> {
+                sleep_ms(fixtures::TASK_WORK_MS);
+                Err("the job failed: the input could not be processed".to_owned())
+            },
+        )
         .add(plain("protocol_error_job"), |_: NoArgs| -> String {
             sleep_ms(fixtures::TASK_WORK_MS);
             panic!("protocol_error_job crashed on purpose")
@@ -126,15 +131,18 @@ fn task_tools(tools: &mut Tools) {
                 Ok(format!("Deleted {filename}"))
             },
         )
-        .add(plain("multi_input"), |_: NoArgs| -> Result<String, String> {
-            sleep_ms(fixtures::TASK_WORK_MS);
-            // Both are asked before either answer is used, so they go in one round.
-            let first = confirm("first", "First confirmation?");
-            let second = confirm("second", "Second confirmation?");
-            first?;
-            second?;
-            Ok("both confirmed".to_owned())
-        })
+        .add(
+            plain("multi_input"),
+            |_: NoArgs| -> Result<String, String> {
+                sleep_ms(fixtures::TASK_WORK_MS);
+                // Both are asked before either answer is used, so they go in one round.
+                let first = confirm("first", "First confirmation?");
+                let second = confirm("second", "Second confirmation?");
+                first?;
+                second?;
+                Ok("both confirmed".to_owned())
+            },
+        )
         .add(
             plain("test_tool_with_task"),
             |_: NoArgs| -> Result<String, String> {

@@ -3,7 +3,9 @@
 //! endpoint with the `conformance` fixture plugin, for both requirement sets: 2025-11-25 (the
 //! `initialize` handshake and sessions) and 2026-07-28 (stateless requests), with no
 //! expected-failures file; then the unscored scenarios one by one: custom headers, skills and
-//! the ten tasks scenarios (the plugin's task tools under a `[tasks]` manifest).
+//! the ten tasks scenarios (the plugin's task tools under a `[tasks]` manifest). Meanwhile, on
+//! a second endpoint, both scored runs against the same fixture built as a WASI 0.3 component
+//! (`conformance_p3`), whose every scored scenario must pass with the same checks.
 
 use std::path::Path;
 use std::process::Command;
@@ -52,23 +54,10 @@ fn scored(summary: &str) -> Vec<&str> {
         .collect()
 }
 
-#[tokio::test]
-async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() {
-    let suite = tokio::task::spawn_blocking(|| external::npm(&[SUITE]))
-        .await
-        .unwrap();
-    // The fixture plugin gets a directory for its list-change triggers, and its task tools.
-    let state = tempfile::tempdir().unwrap();
-    let dir = crate::tasks::conformance_dir(&format!(
-        "[[dirs]]\nhost = {:?}\nguest = \"/state\"\nmode = \"read-write\"\n\n{}",
-        state.path(),
-        crate::tasks::TASKS_MANIFEST
-    ));
-    let server = HttpServer::start(dir.path(), &[]).await;
-    let url = server.url.clone();
-
+/// Both scored runs (2025-11-25, 2026-07-28) against `url`: each summary, checked whole.
+async fn scored_runs(suite: &Path, url: &str) -> (String, String) {
     let v2025 = {
-        let (suite, url) = (suite.clone(), url.clone());
+        let (suite, url) = (suite.to_owned(), url.to_owned());
         tokio::task::spawn_blocking(move || run_suite(&suite, &url, "2025-11-25"))
             .await
             .unwrap()
@@ -79,7 +68,7 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
     assert!(v2025.contains("✓ json-schema-2020-12"), "{v2025}");
 
     let v2026 = {
-        let (suite, url) = (suite.clone(), url.clone());
+        let (suite, url) = (suite.to_owned(), url.to_owned());
         tokio::task::spawn_blocking(move || run_suite(&suite, &url, "2026-07-28"))
             .await
             .unwrap()
@@ -92,9 +81,56 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
         "{v2026}"
     );
     assert!(v2026.contains("✓ http-header-validation"), "{v2026}");
+    (v2025, v2026)
+}
 
-    // Scenarios the scored runs leave out (issue #29), one by one: each must pass with no
-    // failed and no skipped check.
+/// A plugin directory with the conformance fixture `plugin` (its 0.2 or 0.3 build) under the
+/// test's manifest: a directory for its list-change triggers, and its task tools.
+fn fixture_dir(plugin: &str, state: &Path) -> tempfile::TempDir {
+    let dir = crate::support::plugin_dir(&[(plugin, &format!("{plugin}.wasm"))]);
+    std::fs::write(
+        dir.path().join(format!("{plugin}.toml")),
+        format!(
+            "[[dirs]]\nhost = {state:?}\nguest = \"/state\"\nmode = \"read-write\"\n\n{}",
+            crate::tasks::TASKS_MANIFEST
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() {
+    let suite = tokio::task::spawn_blocking(|| external::npm(&[SUITE]))
+        .await
+        .unwrap();
+    // The same fixture built as a WASI 0.3 component (`plugins/conformance-p3`), on its own
+    // endpoint, while the 0.2 one runs: the suite mostly waits (the tasks scenarios' work),
+    // so the two share the time.
+    let p3 = async {
+        let state = tempfile::tempdir().unwrap();
+        let dir = fixture_dir("conformance_p3", state.path());
+        let server = HttpServer::start(dir.path(), &[]).await;
+        let runs = scored_runs(&suite, &server.url).await;
+        runs
+    };
+    let p2 = async {
+        let state = tempfile::tempdir().unwrap();
+        let dir = fixture_dir("conformance", state.path());
+        let server = HttpServer::start(dir.path(), &[]).await;
+        let runs = scored_runs(&suite, &server.url).await;
+        unscored_one_by_one(&suite, &server.url).await;
+        runs
+    };
+    let ((v2025_p3, v2026_p3), (v2025, v2026)) = tokio::join!(p3, p2);
+    // Every scored scenario passes for the 0.3 build with the same checks as for the 0.2 one.
+    assert_eq!(scored(&v2025_p3), scored(&v2025), "0.3:\n{v2025_p3}");
+    assert_eq!(scored(&v2026_p3), scored(&v2026), "0.3:\n{v2026_p3}");
+}
+
+/// Scenarios the scored runs leave out (issue #29), one by one against `url`: each must pass
+/// with no failed and no skipped check.
+async fn unscored_one_by_one(suite: &Path, url: &str) {
     for scenario in [
         "http-custom-header-server-validation",
         "sep-2640-skills-enumeration",
@@ -111,7 +147,7 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
         "tasks-required-task-error",
         "tasks-mrtr-composition",
     ] {
-        let (suite, url) = (suite.clone(), url.clone());
+        let (suite, url) = (suite.to_owned(), url.to_owned());
         let output = tokio::task::spawn_blocking(move || {
             Command::new(suite.join("node_modules/.bin/conformance"))
                 .args(["server", "--url", &url, "--scenario", scenario])
