@@ -30,6 +30,28 @@ writes)::
 
     componentize-py -d wit -w mcpbox:multi-user/plugin@0.1.0 componentize app -o my_plugin.wasm
 
+The same module builds a WASI 0.3 component (``mcpbox:plugin@0.3.0``, what ``mcpbox new --lang
+python --wasi 0.3`` writes) when the app is built against the 0.3 world; it tells which from the
+bindings componentize-py generated::
+
+    componentize-py -d wit/0.3 -w mcpbox:plugin/plugin-full@0.3.0 componentize app -o my_plugin.wasm
+
+In a 0.3 plugin a tool (and a prompt or resource) may also be an ``async def``, awaiting the
+client (``await sample(...)``, ``await elicit(...)``, ``await list_roots()``: several at once
+with ``asyncio.gather``), and a tool may take a parameter annotated ``Output`` (left out of
+its schema) through which it streams content as it goes: ``await out.text("...")`` reaches
+the client at once (as progress) and is part of the result, before what the tool returns::
+
+    @plugin.tool()
+    async def count(n: int, out: Output) -> str:
+        "Count to n, streaming each number."
+        for i in range(1, n + 1):
+            await out.text(str(i))
+        return f"counted to {n}"
+
+A write raises ``Cancelled`` once the host stopped reading (the client cancelled, or the call's
+time is up): the 0.3 world has no ``cancelled()``, the host stops the call.
+
 - A tool's input schema comes from its parameters' type hints (``str``, ``int``, ``float``,
   ``bool``, ``list[...]``, ``dict``, ``Optional[...]``, ``Literal[...]``); a parameter with a
   default is optional. The docstring is the description. Return a ``str``, or a ``dict`` /
@@ -57,12 +79,22 @@ import json
 import re
 import typing
 
-from componentize_py_types import Err
+import wit_world
+from componentize_py_types import Err, Ok
 from wit_world import exports
-from wit_world.imports import host, types
+from wit_world.imports import host
+
+# The 0.3 world's calls are `async`; its `types` is `mcpbox_plugin_types` in `plugin-full`,
+# whose WASI HTTP has a `types` of its own.
+_P3 = inspect.iscoroutinefunction(exports.Tools.call_tool)
+try:
+    from wit_world.imports import mcpbox_plugin_types as types
+except ImportError:
+    from wit_world.imports import types
 
 __all__ = ["Plugin", "State", "StateError", "Caller", "caller", "config", "config_all",
-           "ConfigError", "log", "progress", "cancelled", "notify_resource_updated"]
+           "ConfigError", "log", "progress", "cancelled", "notify_resource_updated", "Output",
+           "Cancelled", "sample", "elicit", "list_roots"]
 
 
 # ---- schemas from type hints ----
@@ -95,11 +127,19 @@ def _schema(hint) -> dict:
     raise TypeError(f"mcpbox_sdk: cannot describe the type {hint!r} as JSON Schema")
 
 
+def _output_parameter(function):
+    """The name of the parameter annotated ``Output``, if any."""
+    hints = typing.get_type_hints(function)
+    return next((name for name, hint in hints.items() if hint is Output), None)
+
+
 def _input_schema(function) -> dict:
     signature = inspect.signature(function)
     hints = typing.get_type_hints(function)
     properties, required = {}, []
     for name, parameter in signature.parameters.items():
+        if hints.get(name) is Output:
+            continue
         properties[name] = _schema(hints.get(name, parameter.annotation))
         if parameter.default is inspect.Parameter.empty:
             required.append(name)
@@ -152,6 +192,10 @@ class Plugin:
             if not _TOOL_NAME.fullmatch(tool_name):
                 raise ValueError(f"mcpbox_sdk: invalid tool name `{tool_name}`: use 1 to 64 "
                                  "of A-Z a-z 0-9 _ -")
+            output = _output_parameter(function)
+            if not _P3 and (output or inspect.iscoroutinefunction(function)):
+                raise TypeError(f"mcpbox_sdk: tool `{tool_name}`: async tools and `Output` need "
+                                "the WASI 0.3 world (mcpbox:plugin/plugin-full@0.3.0)")
             schema = _input_schema(function)
             annotations = None
             if any(v is not None for v in (read_only, destructive, idempotent, open_world)):
@@ -159,7 +203,7 @@ class Plugin:
                                                     open_world)
             info = types.Tool(tool_name, title, description or _doc(function),
                               json.dumps(schema), None, annotations)
-            self._tools[tool_name] = (info, function, schema)
+            self._tools[tool_name] = (info, function, schema, output)
             return function
         return register
 
@@ -193,51 +237,59 @@ class Plugin:
             return function
         return register
 
+    def _tool_call(self, name, arguments):
+        """The function a tool call runs and its keyword arguments, checked against the
+        schema; raises ``Err`` for an unknown tool or bad arguments."""
+        entry = self._tools.get(name)
+        if entry is None:
+            raise Err(types.Error_NotFound(f"no tool `{name}`"))
+        _, function, schema, output = entry
+        try:
+            args = json.loads(arguments or "{}")
+            for key, value in args.items():
+                if key in schema["properties"]:
+                    _check(value, schema["properties"][key], key)
+        except ValueError as error:
+            raise Err(types.Error_InvalidParams(str(error)))
+        return function, args, output
+
+    def _prompt_call(self, name, arguments):
+        entry = self._prompts.get(name)
+        if entry is None:
+            raise Err(types.Error_NotFound(f"no prompt `{name}`"))
+        return entry[1], dict(arguments)
+
+    def _resource_call(self, uri):
+        entry = self._resources.get(uri)
+        if entry is None:
+            raise Err(types.Error_NotFound(f"no resource `{uri}`"))
+        return entry
+
     def exports(self):
         """The classes componentize-py instantiates: `Tools, Prompts, Resources, Completion`."""
+        if _P3:
+            return _exports_p3(self)
         plugin = self
 
         class Tools(exports.Tools):
             def list_tools(self):
-                return [info for info, _, _ in plugin._tools.values()]
+                return [entry[0] for entry in plugin._tools.values()]
 
             def call_tool(self, name, arguments):
-                entry = plugin._tools.get(name)
-                if entry is None:
-                    raise Err(types.Error_NotFound(f"no tool `{name}`"))
-                _, function, schema = entry
-                try:
-                    args = json.loads(arguments or "{}")
-                    for key, value in args.items():
-                        if key in schema["properties"]:
-                            _check(value, schema["properties"][key], key)
-                except ValueError as error:
-                    raise Err(types.Error_InvalidParams(str(error)))
+                function, args, _ = plugin._tool_call(name, arguments)
                 try:
                     value = function(**args)
                 except Exception as error:  # the model reads it as an isError result
-                    message = str(error) or type(error).__name__
-                    return types.ToolResult([types.Content_Text(message)], None, True)
-                structured = None if isinstance(value, str) else json.dumps(value)
-                if isinstance(value, list):
-                    structured = None  # structured content is an object
-                return types.ToolResult([types.Content_Text(_text(value))], structured, False)
+                    return _error_result(error, [])
+                return _tool_result(value, [])
 
         class Prompts(exports.Prompts):
             def list_prompts(self):
                 return [info for info, _ in plugin._prompts.values()]
 
             def get_prompt(self, name, arguments):
-                entry = plugin._prompts.get(name)
-                if entry is None:
-                    raise Err(types.Error_NotFound(f"no prompt `{name}`"))
-                _, function = entry
-                value = function(**dict(arguments))
-                if isinstance(value, str):
-                    value = [("user", value)]
-                roles = {"user": types.Role.USER, "assistant": types.Role.ASSISTANT}
-                return [types.PromptMessage(roles[role], types.Content_Text(text))
-                        for role, text in value]
+                function, args = plugin._prompt_call(name, arguments)
+                return _prompt_messages(function(**args))
 
         class Resources(exports.Resources):
             def list_resources(self):
@@ -247,22 +299,149 @@ class Plugin:
                 return []
 
             def read_resource(self, uri):
-                entry = plugin._resources.get(uri)
-                if entry is None:
-                    raise Err(types.Error_NotFound(f"no resource `{uri}`"))
-                info, function = entry
-                value = function()
-                if isinstance(value, bytes):
-                    return [types.ResourceContents_Blob(
-                        types.BlobContents(uri, info.mime_type, value))]
-                return [types.ResourceContents_Text(
-                    types.TextContents(uri, info.mime_type, _text(value)))]
+                info, function = plugin._resource_call(uri)
+                return _resource_contents(uri, info, function())
 
         class Completion(exports.Completion):
             def complete(self, reference, argument, value, context):
                 return types.CompletionResult([], None, False)
 
         return Tools, Prompts, Resources, Completion
+
+
+def _error_result(error, streamed):
+    message = str(error) or type(error).__name__
+    return types.ToolResult(streamed + [types.Content_Text(message)], None, True)
+
+
+def _tool_result(value, streamed):
+    structured = None if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, list):
+        structured = None  # structured content is an object
+    return types.ToolResult(streamed + [types.Content_Text(_text(value))], structured, False)
+
+
+def _prompt_messages(value):
+    if isinstance(value, str):
+        value = [("user", value)]
+    roles = {"user": types.Role.USER, "assistant": types.Role.ASSISTANT}
+    return [types.PromptMessage(roles[role], types.Content_Text(text)) for role, text in value]
+
+
+def _resource_contents(uri, info, value):
+    if isinstance(value, bytes):
+        return [types.ResourceContents_Blob(types.BlobContents(uri, info.mime_type, value))]
+    return [types.ResourceContents_Text(types.TextContents(uri, info.mime_type, _text(value)))]
+
+
+# ---- WASI 0.3: async calls and streamed output ----
+
+class Cancelled(Exception):
+    """The host no longer reads the call's output: the client cancelled, or the call's time is
+    up. Stop."""
+
+    def __init__(self):
+        super().__init__("the call was cancelled")
+
+
+class Output:
+    """Where a 0.3 tool streams content while it runs (a parameter annotated ``Output``). Each
+    item reaches the client at once and is part of the result, before what the tool returns."""
+
+    def __init__(self, writer):
+        self._writer = writer
+
+    async def send(self, content):
+        """Send one content item (a ``types.Content_*``); raises ``Cancelled`` once the host
+        no longer reads."""
+        await self._writer.write_all([content])
+        if self._writer.reader_dropped:
+            raise Cancelled()
+
+    async def text(self, text: str):
+        """Send a text item."""
+        await self.send(types.Content_Text(text))
+
+
+def _constructor(test):
+    """The stream or future constructor componentize-py generated whose name passes `test`."""
+    for name in dir(wit_world):
+        if test(name):
+            return getattr(wit_world, name)
+    raise ImportError("mcpbox_sdk: the 0.3 world's content stream and result future are "
+                      "missing from the bindings")
+
+
+async def _resolve(value):
+    """A function's value, awaited if it is awaitable (an `async def`)."""
+    return await value if inspect.isawaitable(value) else value
+
+
+def _exports_p3(plugin):
+    import componentize_py_async_support
+
+    content_stream = _constructor(lambda n: n.endswith("content_stream"))
+    result_future = _constructor(
+        lambda n: n.startswith("result_") and "tool_result" in n and n.endswith("error_future"))
+
+    async def run(name, arguments, writer):
+        """The call's result: Ok(tool-result) or Err(error). Streamed items come first in the
+        result the host builds, so a failure's message follows them."""
+        with writer:
+            try:
+                function, args, output = plugin._tool_call(name, arguments)
+            except Err as error:
+                return error
+            if output:
+                args[output] = Output(writer)
+            try:
+                value = await _resolve(function(**args))
+            except Exception as error:  # the model reads it as an isError result
+                return Ok(_error_result(error, []))
+            return Ok(_tool_result(value, []))
+
+    class Tools(exports.Tools):
+        def list_tools(self):
+            return [entry[0] for entry in plugin._tools.values()]
+
+        async def call_tool(self, name, arguments):
+            writer, reader = content_stream()
+            result_writer, result = result_future(
+                lambda: Err(types.Error_Internal("the tool ended without a result")))
+
+            async def answer():
+                # The stream ends (in `run`) before the result is written, so the host has
+                # every item by then.
+                outcome = await run(name, arguments, writer)
+                await result_writer.write(outcome)
+
+            componentize_py_async_support.spawn(answer())
+            return (reader, result)
+
+    class Prompts(exports.Prompts):
+        def list_prompts(self):
+            return [info for info, _ in plugin._prompts.values()]
+
+        async def get_prompt(self, name, arguments):
+            function, args = plugin._prompt_call(name, arguments)
+            return _prompt_messages(await _resolve(function(**args)))
+
+    class Resources(exports.Resources):
+        def list_resources(self):
+            return [info for info, _ in plugin._resources.values()]
+
+        def list_templates(self):
+            return []
+
+        async def read_resource(self, uri):
+            info, function = plugin._resource_call(uri)
+            return _resource_contents(uri, info, await _resolve(function()))
+
+    class Completion(exports.Completion):
+        async def complete(self, reference, argument, value, context):
+            return types.CompletionResult([], None, False)
+
+    return Tools, Prompts, Resources, Completion
 
 
 # ---- host functions ----
@@ -278,8 +457,35 @@ def progress(done: float, total=None, message=None):
 
 
 def cancelled() -> bool:
-    """Whether the client cancelled the current call."""
+    """Whether the client cancelled the current call (0.2; in 0.3 a write to the call's
+    ``Output`` raises ``Cancelled`` instead, and the host stops the call)."""
+    if _P3:
+        raise RuntimeError("mcpbox_sdk: the WASI 0.3 world has no cancelled(): a write to the "
+                           "call's Output raises Cancelled once the host stopped reading")
     return host.cancelled()
+
+
+async def _ask(request):
+    try:
+        return json.loads(await request)
+    except Err as error:
+        raise RuntimeError(error.value) from None
+
+
+async def sample(request: dict) -> dict:
+    """0.3: ask the client's model (the params of MCP's ``sampling/createMessage``); its
+    answer. Raises ``RuntimeError`` with the host's reason when it cannot."""
+    return await _ask(host.sample(json.dumps(request)))
+
+
+async def elicit(request: dict) -> dict:
+    """0.3: ask the client's user (the params of MCP's ``elicitation/create``); the answer."""
+    return await _ask(host.elicit(json.dumps(request)))
+
+
+async def list_roots() -> dict:
+    """0.3: the client's roots (the answer to ``roots/list``)."""
+    return await _ask(host.list_roots())
 
 
 def notify_resource_updated(uri: str):

@@ -42,7 +42,8 @@ pub enum Wasi {
     #[default]
     #[value(name = "0.2")]
     P2,
-    /// WASI 0.3: the `mcpbox:plugin@0.3.0` contract, `async fn` tools that stream (Rust only).
+    /// WASI 0.3: the `mcpbox:plugin@0.3.0` contract, async tools that stream (Rust and
+    /// Python).
     #[value(name = "0.3")]
     P3,
 }
@@ -102,11 +103,10 @@ pub fn new_project(
              name in mcpbox)"
         );
     }
-    if wasi == Wasi::P3 && lang != Lang::Rust {
+    if wasi == Wasi::P3 && lang == Lang::Js {
         bail!(
-            "--wasi 0.3 writes Rust projects only: componentize-py 0.25.1 builds WASI 0.3 \
-             components but mcpbox's Python helper has no 0.3 form yet, and componentize-js \
-             0.23.0 cannot build them (PLUGINS.md, WASI 0.3)"
+            "--wasi 0.3 writes Rust and Python projects only: componentize-js 0.23.0 cannot \
+             build WASI 0.3 components (PLUGINS.md, WASI 0.3)"
         );
     }
     if dir.exists()
@@ -123,6 +123,7 @@ pub fn new_project(
     let files = match lang {
         Lang::Rust if wasi == Wasi::P3 => p3::rust(name, &stem, &sdk_dependency(sdk)?),
         Lang::Rust => rust(name, &stem, &sdk_dependency(sdk)?),
+        Lang::Python if wasi == Wasi::P3 => p3::python(&stem),
         Lang::Python => python(&stem),
         Lang::Js => js(name, &stem),
     };

@@ -167,8 +167,8 @@ pub struct NewArgs {
     #[arg(long, value_enum, default_value = "rust")]
     pub lang: crate::scaffold::Lang,
 
-    /// The WASI version the component targets: 0.2 (synchronous calls), or 0.3 (Rust only:
-    /// `async fn` tools that stream their output).
+    /// The WASI version the component targets: 0.2 (synchronous calls), or 0.3 (Rust and
+    /// Python: async tools that stream their output).
     #[arg(long, value_enum, default_value = "0.2")]
     pub wasi: crate::scaffold::Wasi,
 

@@ -1,10 +1,16 @@
-//! `mcpbox new --wasi 0.3`: a Rust plugin built as a WASI 0.3 component
-//! (`mcpbox:plugin@0.3.0`), whose tool is an `async fn` that streams its output.
+//! `mcpbox new --wasi 0.3`: a Rust or Python plugin built as a WASI 0.3 component
+//! (`mcpbox:plugin@0.3.0`), whose tool is an `async fn` (an `async def`) that streams its
+//! output.
 //!
-//! Python and JavaScript projects are written for 0.2 only: componentize-py 0.25.1 builds 0.3
-//! components (`tests/plugins/python-p3`), but the helper module has no 0.3 form yet, and
-//! componentize-js 0.23.0 cannot build one (it stops at an `async func` export, "not yet
-//! implemented", and at a `stream` result, "entered unreachable code").
+//! A Python project carries the same helper module as a 0.2 one (`mcpbox_sdk.py` serves both
+//! worlds, telling them apart by the bindings componentize-py generated) and builds against
+//! `wit/0.3` with componentize-py 0.25.1. JavaScript projects are written for 0.2 only:
+//! componentize-js 0.23.0 cannot build a 0.3 component (it stops at an `async func` export,
+//! "not yet implemented", and at a `stream` result, "entered unreachable code").
+
+/// The world a Python 0.3 project builds against: the 0.3 contract with the HTTP, state and
+/// configuration imports, which the helper module's `State`, `caller()` and `config()` use.
+pub const PYTHON_WORLD: &str = "mcpbox:plugin/plugin-full@0.3.0";
 
 /// The files of a Rust 0.3 project for the plugin `name` (file stem `stem`), with `sdk` the
 /// line that names the `mcpbox-sdk` dependency.
@@ -44,6 +50,80 @@ pub(super) fn rust(name: &str, stem: &str, sdk: &str) -> Vec<(String, String)> {
     }
     files
 }
+
+/// The files of a Python 0.3 project for the plugin `stem`: a 0.2 project's, with an app
+/// whose tool streams, built against `wit/0.3`.
+pub(super) fn python(stem: &str) -> Vec<(String, String)> {
+    let mut files = super::python(stem);
+    for (path, text) in &mut files {
+        match path.as_str() {
+            "app.py" => *text = PYTHON_APP.to_owned(),
+            "build.sh" => {
+                *text = text.replace(
+                    &format!("-d wit -w {}", super::WORLD),
+                    &format!("-d wit/0.3 -w {PYTHON_WORLD}"),
+                );
+            }
+            "test.sh" => {
+                *text = text
+                    .replace(r#"{"name": "Ada"}"#, r#"{"names": ["Ada", "Grace"]}"#)
+                    .replace(
+                        "grep -q 'Hello, Ada!' <<<\"$out\"",
+                        "grep -q 'Hello, Ada!' <<<\"$out\" && grep -q 'greeted 2' <<<\"$out\"",
+                    );
+            }
+            "README.md" => {
+                *text = text.replace(
+                    "An mcpbox plugin in Python, built into a component by componentize-py.",
+                    "An mcpbox plugin in Python, built into a WASI 0.3 component by componentize-py:\n\
+                     its tool is an `async def` that streams what it makes as it goes.",
+                );
+            }
+            _ => {}
+        }
+    }
+    files
+}
+
+const PYTHON_APP: &str = r#""""An mcpbox plugin in Python, a WASI 0.3 component (built with componentize-py; see
+README.md)."""
+
+from mcpbox_sdk import Output, Plugin
+
+plugin = Plugin()
+
+
+def greeting(name: str) -> str:
+    """The greeting for one name."""
+    if not name.strip():
+        raise ValueError("a name must not be empty")
+    return f"Hello, {name}!"
+
+
+@plugin.tool(read_only=True)
+async def hello(names: list[str], out: Output) -> str:
+    """Greet people by name, streaming each greeting as it is made."""
+    for name in names:
+        # Raises Cancelled once the client cancelled: the call then stops. Await other work
+        # here too (`await elicit(...)`, `await sample(...)`): several may run at once.
+        await out.text(greeting(name))
+    return f"greeted {len(names)}"
+
+
+@plugin.prompt()
+def introduce(topic: str) -> str:
+    """Ask for an introduction to a topic."""
+    return f"Give a short introduction to {topic}."
+
+
+@plugin.resource("hello://about", mime_type="text/plain")
+def about() -> str:
+    """What this plugin is."""
+    return "A Python plugin for mcpbox, a WASI 0.3 component."
+
+
+Tools, Prompts, Resources, Completion = plugin.exports()
+"#;
 
 fn lib(stem: &str) -> String {
     format!(
@@ -120,6 +200,33 @@ mod tests {
             .find(|l| l.starts_with("mcpbox-sdk"))
             .expect("the SDK line")
             .to_owned()
+    }
+
+    #[test]
+    fn a_python_0_3_project_builds_against_the_0_3_world_and_checks_the_streamed_answer() {
+        let files = super::python("demo");
+        let file = |name: &str| {
+            files
+                .iter()
+                .find(|(path, _)| path == name)
+                .map(|(_, text)| text.clone())
+                .unwrap_or_default()
+        };
+        assert!(
+            file("build.sh").contains(
+                "componentize-py -d wit/0.3 -w mcpbox:plugin/plugin-full@0.3.0 componentize"
+            ),
+            "{}",
+            file("build.sh")
+        );
+        assert!(
+            file("test.sh").contains(r#"--args '{"names": ["Ada", "Grace"]}'"#)
+                && file("test.sh").contains("grep -q 'greeted 2'"),
+            "{}",
+            file("test.sh")
+        );
+        assert!(file("app.py").contains("async def hello(names: list[str], out: Output)"));
+        assert!(file("mcpbox_sdk.py").contains("_exports_p3"));
     }
 
     #[test]

@@ -368,3 +368,86 @@ async fn a_python_0_3_plugin_streams_its_tool_result() {
         .collect();
     assert_eq!(texts, ["1", "2", "3", "counted to 3"]);
 }
+
+/// `mcpbox new --lang python --wasi 0.3`: a project on the helper module's 0.3 form, whose
+/// tool is an `async def` that streams each greeting. It builds with componentize-py and passes
+/// its own test; served, each greeting reaches the client (as progress) before the result,
+/// which holds them all; its prompt and resource answer as in 0.2.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcpbox_new_writes_a_python_0_3_project_that_builds_and_streams() {
+    let (_parent, wasm) = tokio::task::block_in_place(|| {
+        let parent = tempfile::tempdir().unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_mcpbox"))
+            .args(["new", "hello-py3", "--lang", "python", "--wasi", "0.3"])
+            .current_dir(parent.path())
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(output.status.success() && said.contains("next:"), "{said}");
+        let project = parent.path().join("hello-py3");
+        let said = run_in(&project, &["bash", "test.sh"], &[python_tools()]);
+        assert!(
+            said.contains("Hello, Ada!")
+                && said.contains("Hello, Grace!")
+                && said.contains("greeted 2")
+                && said.lines().any(|l| l == "ok"),
+            "{said}"
+        );
+        let said = run_in(&project, &["mcpbox", "inspect", "hello_py3.wasm"], &[]);
+        assert!(
+            said.contains("skill://hello_py3/hello-py3/SKILL.md"),
+            "{said}"
+        );
+        let wasm = project.join("hello_py3.wasm");
+        (parent, wasm)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&wasm, dir.path().join("hello_py3.wasm")).unwrap();
+    let mut raw = crate::support::Raw::initialized(dir.path(), &[]).await;
+    raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hello","arguments":{"names":["Ada","Grace"]},"_meta":{"progressToken":"p"}}}"#).await;
+    let mut streamed = Vec::new();
+    let result = loop {
+        let message = raw.recv().await;
+        if message["method"] == "notifications/progress" {
+            streamed.push(message["params"]["message"].as_str().unwrap().to_owned());
+            continue;
+        }
+        break message;
+    };
+    assert_eq!(streamed, ["Hello, Ada!", "Hello, Grace!"], "{result}");
+    let texts: Vec<&str> = result["result"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{result}"))
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["Hello, Ada!", "Hello, Grace!", "greeted 2"]);
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    // An empty name: the exception is an isError result, after what was streamed.
+    let refused = raw
+        .request(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hello","arguments":{"names":["Ada"," "]}}}"#)
+        .await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert_eq!(
+        refused["result"]["content"][1]["text"], "a name must not be empty",
+        "{refused}"
+    );
+    let prompt = raw
+        .request(r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"introduce","arguments":{"topic":"rivers"}}}"#)
+        .await;
+    assert_eq!(
+        prompt["result"]["messages"][0]["content"]["text"], "Give a short introduction to rivers.",
+        "{prompt}"
+    );
+    let about = raw
+        .request(r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"hello://about"}}"#)
+        .await;
+    assert_eq!(
+        about["result"]["contents"][0]["text"], "A Python plugin for mcpbox, a WASI 0.3 component.",
+        "{about}"
+    );
+}

@@ -167,6 +167,26 @@ fn describe(item: &Content) -> String {
     }
 }
 
+/// Keep a streamed item for the result, telling the client of it as progress; fail the call
+/// past [`MAX_STREAMED_ITEMS`].
+async fn keep_item(
+    streamed: &mut Vec<Content>,
+    item: Content,
+    reach: &Arc<dyn CallReach>,
+) -> Result<(), CallError> {
+    if streamed.len() >= MAX_STREAMED_ITEMS {
+        return Err(CallError::Trap(format!(
+            "streamed more than {MAX_STREAMED_ITEMS} content items"
+        )));
+    }
+    let count = streamed.len() + 1;
+    reach
+        .progress(count as f64, None, Some(describe(&item)))
+        .await;
+    streamed.push(item);
+    Ok(())
+}
+
 /// Read a tool's stream and result until the result arrives, the client cancels, or the call
 /// holds too much; each item is told to `host` as progress.
 async fn read_tool_output(
@@ -189,16 +209,7 @@ async fn read_tool_output(
         tokio::select! {
             biased;
             value = &mut result_rx => break value,
-            Some(item) = items_rx.recv() => {
-                if streamed.len() >= MAX_STREAMED_ITEMS {
-                    return Err(CallError::Trap(format!(
-                        "streamed more than {MAX_STREAMED_ITEMS} content items"
-                    )));
-                }
-                let count = streamed.len() + 1;
-                reach.progress(count as f64, None, Some(describe(&item))).await;
-                streamed.push(item);
-            }
+            Some(item) = items_rx.recv() => keep_item(&mut streamed, item, reach).await?,
             _ = check.tick() => {
                 if reach.cancelled() {
                     return Err(CallError::Host("the call was cancelled".to_owned()));
@@ -210,9 +221,11 @@ async fn read_tool_output(
         }
     };
     // Items the plugin wrote before its result (the SDK awaits each write, then drops the
-    // stream, then writes the result) are all here by now.
+    // stream, then writes the result) are all here by now. Those that came with it (a plugin
+    // that writes its items and its result in one go, without waiting in between) go to the
+    // client too, before the result.
     while let Ok(item) = items_rx.try_recv() {
-        streamed.push(item);
+        keep_item(&mut streamed, item, reach).await?;
     }
     match outcome {
         Ok(Ok(mut result)) => {
