@@ -412,7 +412,11 @@ async fn a_cancelled_0_3_call_stops_and_frees_its_instance() {
     let dir = plugin_dir(&[("p3_probe", "p3_probe.wasm")]);
     manifest(dir.path(), "p3_probe", "[limits]\ntimeout-ms = 60000\n");
     // One instance slot: the next call can only run once the cancelled one is gone.
-    let mut raw = Raw::initialized(dir.path(), &["--max-instances", "1"]).await;
+    let mut raw = Raw::initialized(
+        dir.path(),
+        &["--max-instances", "1", "--metrics-addr", "127.0.0.1:0"],
+    )
+    .await;
     raw.send(br#"{"jsonrpc":"2.0","id":"held","method":"tools/call","params":{"name":"hold_stream","arguments":{},"_meta":{"progressToken":"p"}}}"#).await;
     let first = raw.recv().await;
     assert_eq!(first["method"], "notifications/progress", "{first}");
@@ -433,6 +437,22 @@ async fn a_cancelled_0_3_call_stops_and_frees_its_instance() {
             break;
         }
     }
+    // Counted as cancelled, as a cancelled 0.2 call is: the client's doing, not the host's.
+    let url = raw.stderr.metrics_url().await;
+    let counted = r#"mcpbox_plugin_calls_total{plugin="p3_probe",kind="tool",name="hold_stream","#;
+    let deadline = Instant::now() + crate::support::STEP;
+    let line = loop {
+        let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+        if let Some(line) = text.lines().find(|l| l.starts_with(counted)) {
+            break line.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the call was never counted:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(line, format!(r#"{counted}outcome="cancelled"}} 1"#));
 }
 
 #[tokio::test]

@@ -215,6 +215,10 @@ pub enum CallError {
     /// Instantiation or a host-side failure.
     #[error("could not be run: {0}")]
     Host(String),
+    /// The client cancelled it, and the host stopped it (a 0.3 call, whose stream and result
+    /// the host stops reading; a 0.2 call is dropped instead, and counted as cancelled then).
+    #[error("was cancelled by the client")]
+    Cancelled,
 }
 
 impl CallError {
@@ -229,6 +233,7 @@ impl CallError {
             | Self::HostCallData { .. }
             | Self::NotExported(_)
             | Self::Host(_) => CallOutcome::HostError,
+            Self::Cancelled => CallOutcome::Cancelled,
         }
     }
 }

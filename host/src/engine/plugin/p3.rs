@@ -212,7 +212,7 @@ async fn read_tool_output(
             Some(item) = items_rx.recv() => keep_item(&mut streamed, item, reach).await?,
             _ = check.tick() => {
                 if reach.cancelled() {
-                    return Err(CallError::Host("the call was cancelled".to_owned()));
+                    return Err(CallError::Cancelled);
                 }
                 if over_bound(accessor) {
                     return Err(CallError::HandleLimit { limit: MAX_CONCURRENT_PER_CALL });
