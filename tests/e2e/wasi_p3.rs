@@ -512,3 +512,45 @@ async fn a_0_3_tool_runs_as_a_task() {
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(texts(&done["result"]), ["1", "2", "3", "counted to 3"]);
 }
+
+/// A 0.3 tool that reports its own progress and streams items: every report and every item
+/// reaches the client, in a strictly increasing progress value; the plugin's reports keep
+/// their own values (and total), each item takes the least value above the last one sent.
+#[tokio::test]
+async fn a_0_3_tools_own_progress_and_its_streamed_items_all_reach_the_client() {
+    let dir = plugin_dir(&[("p3_probe", "p3_probe.wasm")]);
+    let mut raw = Raw::initialized(dir.path(), &[]).await;
+    raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"steps","arguments":{},"_meta":{"progressToken":"s"}}}"#).await;
+    let mut seen = Vec::new();
+    let result = loop {
+        let message = raw.recv().await;
+        if message["method"] == "notifications/progress" {
+            let params = &message["params"];
+            seen.push((
+                params["progress"].as_f64().unwrap(),
+                params["total"].as_f64(),
+                params["message"].as_str().unwrap().to_owned(),
+            ));
+            continue;
+        }
+        break message;
+    };
+    assert_eq!(
+        texts(&result["result"]),
+        ["item 1", "item 2", "item 3", "stepped"]
+    );
+    let mut messages: Vec<&str> = seen.iter().map(|(_, _, m)| m.as_str()).collect();
+    messages.sort_unstable();
+    assert_eq!(
+        messages,
+        ["item 1", "item 2", "item 3", "step 1", "step 2", "step 3"],
+        "{seen:?}"
+    );
+    assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "{seen:?}");
+    for (progress, total, message) in &seen {
+        if let Some(step) = message.strip_prefix("step ") {
+            assert_eq!(*progress, step.parse::<f64>().unwrap() * 10.0, "{seen:?}");
+        }
+        assert_eq!(*total, Some(30.0), "{seen:?}");
+    }
+}

@@ -99,6 +99,10 @@ impl CallReach for ClientBridge {
         Box::pin(async move { self.ctx.progress(progress, total, message.as_deref()).await })
     }
 
+    fn streamed(&self, message: String) -> BoxFuture<'_, ()> {
+        Box::pin(async move { self.ctx.streamed(&message).await })
+    }
+
     fn cancelled(&self) -> bool {
         self.ctx.is_cancelled()
     }

@@ -92,6 +92,13 @@ pub trait CallReach: Send + Sync + 'static {
         total: Option<f64>,
         message: Option<String>,
     ) -> BoxFuture<'_, ()>;
+    /// An item a 0.3 tool streamed, described by `message`: told to the client as progress,
+    /// by the rule the layer that made the call keeps (the plugin's own reports and its items
+    /// share one increasing progress value).
+    fn streamed(&self, message: String) -> BoxFuture<'_, ()> {
+        let _ = message;
+        Box::pin(async {})
+    }
     /// Whether the call was cancelled.
     fn cancelled(&self) -> bool;
     /// A request to the client, with its params as JSON text; the answer as JSON text.

@@ -58,7 +58,10 @@ fn cut_to(text: &str, max: usize) -> &str {
 
 /// The last progress sent for a request, and its rate.
 struct ProgressPace {
+    /// The last value sent (or meant to be: one cut by the rate limit counts too).
     last: Option<f64>,
+    /// The plugin's own last report and its total, once it made one.
+    reported: Option<(f64, Option<f64>)>,
     limit: RateLimit,
 }
 
@@ -66,6 +69,7 @@ impl Default for ProgressPace {
     fn default() -> Self {
         Self {
             last: None,
+            reported: None,
             limit: RateLimit::new(PROGRESS_PER_SECOND, PROGRESS_BURST),
         }
     }
@@ -591,9 +595,54 @@ impl RequestContext {
         self.notify(LOG_MESSAGE, &params).await;
     }
 
-    /// Send `notifications/progress`, if the request carried a progress token and `progress`
-    /// is greater than the last value sent.
+    /// Send `notifications/progress` for the plugin's own report, if the request carried a
+    /// progress token and `progress` is greater than the plugin's last report.
+    ///
+    /// The value sent must increase too (MCP requires it), and a 0.3 tool's streamed items
+    /// ([`Self::streamed`]) take values of their own between the plugin's reports. The rule:
+    /// a report is sent with its own value and total, unless an item already took a value
+    /// at or above it, when it gets the least value above the last one sent (`f64::next_up`);
+    /// an item gets the next whole number while the plugin has reported nothing (a tool that
+    /// only streams counts its items: 1, 2, 3), else the least value above the last one sent,
+    /// with the plugin's last total (so a progress bar does not move for it). Both always
+    /// reach the client; only a report that does not increase over the plugin's own last one
+    /// is dropped, as the plugin broke the rule itself.
     pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        if !progress.is_finite() {
+            return;
+        }
+        let value = {
+            let mut pace = lock(&self.last_progress);
+            if pace.reported.is_some_and(|(last, _)| progress <= last) {
+                tracing::debug!(progress, "dropped progress that did not increase");
+                return;
+            }
+            pace.reported = Some((progress, total));
+            match pace.last {
+                Some(last) if progress <= last => last.next_up(),
+                _ => progress,
+            }
+        };
+        self.send_progress(value, total, message).await;
+    }
+
+    /// Send `notifications/progress` for an item a 0.3 tool streamed (`message` describes
+    /// it), by the rule of [`Self::progress`].
+    pub async fn streamed(&self, message: &str) {
+        let (value, total) = {
+            let pace = lock(&self.last_progress);
+            match (pace.reported, pace.last) {
+                (None, last) => (last.map_or(1.0, |last| last.floor() + 1.0), None),
+                (Some((_, total)), Some(last)) => (last.next_up(), total),
+                (Some((reported, total)), None) => (reported.next_up(), total),
+            }
+        };
+        self.send_progress(value, total, Some(message)).await;
+    }
+
+    /// Send `notifications/progress` with `progress`, which must be above the last value sent,
+    /// within the rate limit.
+    async fn send_progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
         // A task's latest message is its status message, whoever polls it.
         if let (Some(status), Some(message)) = (&self.task, message) {
             *lock(status) = Some(cut_to(message, MAX_PROGRESS_MESSAGE_BYTES).to_owned());
@@ -601,7 +650,7 @@ impl RequestContext {
         let Some(token) = &self.progress_token else {
             return;
         };
-        if !self.open() || !progress.is_finite() {
+        if !self.open() {
             return;
         }
         {
@@ -610,10 +659,11 @@ impl RequestContext {
                 tracing::debug!(progress, "dropped progress that did not increase");
                 return;
             }
+            // Counted as sent even when the rate limit cuts it: the next value stays above.
+            pace.last = Some(progress);
             if !pace.admit() {
                 return;
             }
-            pace.last = Some(progress);
         }
         let message = message.map(|m| cut_to(m, MAX_PROGRESS_MESSAGE_BYTES));
         let params = Progress {

@@ -167,7 +167,8 @@ fn describe(item: &Content) -> String {
     }
 }
 
-/// Keep a streamed item for the result, telling the client of it as progress; fail the call
+/// Keep a streamed item for the result, telling the client of it as progress (by the rule of
+/// `RequestContext::progress`: the plugin's own reports keep their values); fail the call
 /// past [`MAX_STREAMED_ITEMS`].
 async fn keep_item(
     streamed: &mut Vec<Content>,
@@ -179,10 +180,7 @@ async fn keep_item(
             "streamed more than {MAX_STREAMED_ITEMS} content items"
         )));
     }
-    let count = streamed.len() + 1;
-    reach
-        .progress(count as f64, None, Some(describe(&item)))
-        .await;
+    reach.streamed(describe(&item)).await;
     streamed.push(item);
     Ok(())
 }

@@ -109,6 +109,15 @@ async fn drop_mid_write(_: NoArgs, mut out: Output) -> String {
     "answered after a dropped write".to_owned()
 }
 
+/// Reports its own progress (10, 20, 30 of 30) and streams an item after each report.
+async fn steps(_: NoArgs, mut out: Output) -> Result<String, String> {
+    for i in 1..=3u32 {
+        mcpbox_sdk::p3::host::progress(f64::from(i * 10), Some(30.0), Some(&format!("step {i}")));
+        out.text(format!("item {i}")).await?;
+    }
+    Ok("stepped".to_owned())
+}
+
 async fn burn(_: NoArgs, _out: Output) -> String {
     let mut x: u64 = 1;
     loop {
@@ -173,6 +182,7 @@ impl Plugin for Probe {
         tools
             .add(Tool::new("echo3", "Echo the text"), echo)
             .add(Tool::new("count", "Stream 1..=n"), count)
+            .add(Tool::new("steps", "Report progress and stream"), steps)
             .add(Tool::new("fetch_all", "Fetch URLs at once"), fetch_all)
             .add(Tool::new("wait_forever", "Await forever"), wait_forever)
             .add(Tool::new("spawn_many", "Spawn n futures"), spawn_many)
