@@ -34,7 +34,8 @@
 //! media types, the component layer, a component's interfaces), `credentials` (whose
 //! credentials each registry gets), `fetch` (the bounded reads: manifests and blobs), `pull`,
 //! `push`, `install` (what managed installs need: an artifact resolved with the grants its
-//! author asks for, tags, installing into a directory), `sign` (cosign signatures beside an
+//! author asks for, tags, installing into a directory), `index` (the repositories under a
+//! path, from the registry's catalog), `sign` (cosign signatures beside an
 //! artifact, `sign` and `keygen`), `progress` (the
 //! bar on a terminal) and `error` ([`RegistryError`], and every registry failure in words).
 //! This file is their public face: the bounds, the client, and the re-exports callers use.
@@ -53,6 +54,8 @@ mod credentials;
 mod error;
 #[cfg(feature = "registry")]
 mod fetch;
+#[cfg(feature = "registry")]
+pub mod index;
 #[cfg(feature = "registry")]
 pub mod install;
 pub mod lock;
