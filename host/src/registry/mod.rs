@@ -1,4 +1,6 @@
-//! Plugins from OCI registries: `mcpbox pull`, `push`, `sign` and `keygen`.
+//! Plugins from OCI registries: `mcpbox pull`, `push`, `sign` and `keygen`, and what a managed
+//! install needs of them (`install`: resolving a reference with the manifest its author
+//! attached, installing into and removing from the managed directory).
 //!
 //! A plugin is published as the Bytecode Alliance's `wkg` publishes WebAssembly components: an
 //! OCI image manifest whose config has the media type `application/vnd.wasm.config.v0+json`
