@@ -15,7 +15,8 @@
 //! applies nothing; a replica sharing the managed directory serves what another installed; over
 //! stdio the local user needs no scope; a source `REGISTRY/PATH/*` is searched through the
 //! registry's catalog (only its repositories under PATH), and one whose registry serves no
-//! catalog is named in the result. The harness is `harness`.
+//! catalog is named in the result; a folder the user approved that a symbolic link replaces
+//! afterwards makes the plugin refused at load. The harness is `harness`.
 
 mod harness;
 
@@ -779,5 +780,50 @@ async fn a_source_that_is_an_index_is_searched_through_the_registrys_catalog() {
             "(Could not list the source {dark_source}: the registry {dark} failed while listing the repositories under {dark}/plugins/ (GET /v2/_catalog): it does not serve its catalog (404 Not Found); name the repositories themselves as sources.)"
         )),
         "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_managed_folder_replaced_by_a_link_after_install_is_refused_at_load() {
+    let setup = Setup::with("pre-approve = \"signed\"").await;
+    let root = setup.root();
+    let alice = setup.token("alice", "mcp mcpbox:manage").await;
+    let events = setup
+        .run(
+            &alice,
+            "2026-07-28",
+            json!(["none"]),
+            json!([["mcpbox_install_plugin", {"reference": setup.reference("files:1")}]]),
+        )
+        .await;
+    assert_eq!(
+        result_of(&events, "mcpbox_install_plugin")["structured"]["installed"],
+        true,
+        "{events:#?}"
+    );
+    let manifest = std::fs::read_to_string(setup.managed().join("files.toml")).unwrap();
+    let docs = root.join("docs");
+    assert!(
+        manifest.contains(&format!("host = \"{}\"", docs.display())),
+        "{manifest}"
+    );
+
+    // After the user approved `docs`, it becomes a link to the folder the ceiling keeps out.
+    std::fs::write(root.join("secret/key.txt"), "hunter2").unwrap();
+    std::fs::remove_dir_all(&docs).unwrap();
+    std::os::unix::fs::symlink(root.join("secret"), &docs).unwrap();
+
+    // A host loading the managed directory now refuses the plugin, naming the folder.
+    let (_url, _replica, stderr) = setup.replica_logged().await;
+    let log = stderr
+        .wait_for("the user approved now leads elsewhere")
+        .await;
+    assert!(
+        log.contains(&format!(
+            "skipped plugin: the folder {} the user approved now leads elsewhere through a symbolic link ({}): remove the plugin and install it again",
+            docs.display(),
+            root.join("secret").display()
+        )),
+        "{log}"
     );
 }

@@ -271,15 +271,20 @@ memory-mib = 128
     /// Another mcpbox with the same configuration (so the same managed directory), as a
     /// replica behind a balancer would be: its URL and process.
     pub(super) async fn replica(&self) -> (String, Child) {
+        let (url, child, _) = self.replica_logged().await;
+        (url, child)
+    }
+
+    /// [`Setup::replica`], and its log.
+    pub(super) async fn replica_logged(&self) -> (String, Child, Stderr) {
         let root = self.root();
-        let (url, child, _) = serve(
+        serve(
             self.plugins.path(),
             &root.join("mcpbox.toml"),
             &self.identity,
             &root.join("replica-audit.jsonl"),
         )
-        .await;
-        (url, child)
+        .await
     }
 
     pub(super) fn managed(&self) -> PathBuf {
