@@ -1,5 +1,5 @@
 //! `mcpbox new`: write a plugin project that builds outside this repository, in Rust, Python
-//! or JavaScript, with a test.
+//! or JavaScript, with a test; for WASI 0.3 (`--wasi 0.3`, async tools that stream), `p3`.
 //!
 //! Everything a project needs travels inside the binary: the WIT contract (for Python and
 //! JavaScript, whose toolchains read it from the project), the Python and JavaScript helper

@@ -753,9 +753,10 @@ async fn a_post_anywhere_but_the_endpoint_names_it() {
         let answer: Value = response.json().await.unwrap();
         assert_eq!(answer["jsonrpc"], "2.0", "POST {path}: {answer}");
         assert_eq!(answer["error"]["code"], -32600, "POST {path}: {answer}");
-        let message = answer["error"]["message"].as_str().unwrap();
-        assert!(
-            message.contains("the MCP endpoint is /mcp"),
+        assert_eq!(
+            answer["error"]["message"],
+            "not the MCP endpoint: the MCP endpoint is /mcp (Streamable HTTP; the 2024-11-05 \
+             HTTP+SSE transport is at /sse)",
             "POST {path}: {answer}"
         );
     }

@@ -173,6 +173,47 @@ async fn a_prefix_renames_tools_and_prompts_and_calls_reach_the_plugin() {
 }
 
 #[tokio::test]
+async fn a_prefix_that_would_pass_for_the_hosts_own_tools_is_refused() {
+    // `mcpbox_` is the host's namespace (its linked-account and management tools): a plugin's
+    // prefix cannot put a tool there, whether its name looks like one of the host's or not.
+    let dir = plugin_dir(&[
+        ("echo_tools", "lookalike.wasm"),
+        ("code_review", "review.wasm"),
+    ]);
+    std::fs::write(dir.path().join("lookalike.toml"), "prefix = \"mcpbox_\"\n").unwrap();
+    std::fs::write(dir.path().join("review.toml"), "prefix = \"MCPBOX_\"\n").unwrap();
+    let (client, stderr) = connect_logged(dir.path(), &[], RecordingClient::new(&json!({}))).await;
+    loaded(&stderr, 2).await;
+    assert_eq!(tool_names(&client).await, Vec::<String>::new());
+    let log = stderr.text();
+    for (tool, plugin) in [
+        ("mcpbox_echo", "lookalike"),
+        ("mcpbox_sum", "lookalike"),
+        ("mcpbox_divide", "lookalike"),
+    ] {
+        assert!(
+            log.contains(&format!(
+                "refused tool `{tool}` of plugin `{plugin}`: names beginning `mcpbox_` are mcpbox's own, reserved for its tools"
+            )),
+            "{log}"
+        );
+    }
+    // Its prompts are not in the host's namespace: served under the prefix.
+    let prompts = client.list_all_prompts().await.unwrap();
+    let names: Vec<&str> = prompts.iter().map(|p| &*p.name).collect();
+    assert_eq!(names, ["MCPBOX_code_review"]);
+    let unknown = client
+        .call_tool(call("mcpbox_echo", json!({"text": "hi"})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error_code(&unknown),
+        (-32602, "unknown tool `mcpbox_echo`".to_owned())
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn allow_and_deny_lists_hide_tools_prompts_and_resources() {
     let dir = plugin_dir(&[
         ("echo_tools", "echo_tools.wasm"),

@@ -1,7 +1,8 @@
 //! The host's own tools, served beside the plugins' when linking is configured: the caller's
 //! linked accounts ([`LINKED_ACCOUNTS`]) and unlinking one ([`UNLINK_ACCOUNT`]). Their names
-//! are reserved whether or not they are served: no plugin can claim them (the catalog refuses
-//! a plugin's tool of that name, with a warning).
+//! are reserved whether or not they are served, and so is every name beginning
+//! [`RESERVED_PREFIX`] (`mcpbox_`, the host's namespace): no plugin can claim one (the catalog
+//! refuses a plugin's tool of such a name, with a warning).
 //!
 //! Each acts for the request's caller only, through the [`Linker`]; nothing they return holds
 //! a token.
@@ -21,6 +22,16 @@ pub const LINKED_ACCOUNTS: &str = "mcpbox_linked_accounts";
 pub const UNLINK_ACCOUNT: &str = "mcpbox_unlink_account";
 /// The names of the host's own tools, which no plugin may claim.
 pub const RESERVED: [&str; 2] = [LINKED_ACCOUNTS, UNLINK_ACCOUNT];
+/// How every host tool's name begins: the host's namespace. No plugin's tool may be served
+/// under a name beginning so (compared ignoring ASCII case), so none can pass for one of the
+/// host's, whatever its author's `prefix`.
+pub const RESERVED_PREFIX: &str = "mcpbox_";
+
+/// Whether tool name `name` is in the host's namespace ([`RESERVED_PREFIX`]).
+pub fn in_host_namespace(name: &str) -> bool {
+    name.get(..RESERVED_PREFIX.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(RESERVED_PREFIX))
+}
 
 /// The host's tools as `tools/list` shows them.
 pub fn items() -> &'static [Arc<RawValue>] {

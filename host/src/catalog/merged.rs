@@ -9,8 +9,10 @@
 //! file-name order that offers them (so startup is deterministic). Other claims are refused
 //! and reported by the live set ([`super::PluginSet`]).
 //!
-//! The host's own tools ([`super::host_tools`]) come first in the tool list when they are
-//! served, and their names are never a plugin's, served or not.
+//! The host's own tools ([`super::host_tools`], [`super::managing`]) come first in the tool
+//! list when they are served, and their names are never a plugin's, served or not; nor is any
+//! tool name in the host's namespace (beginning `mcpbox_`, in any case), whatever a plugin's
+//! prefix, so no plugin's tool passes for one of the host's.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -67,10 +69,17 @@ pub struct Refusal {
 /// The owner a refusal names for a name reserved for the host's own tools.
 const HOST: &str = "mcpbox";
 
-/// Whether `claim` is a name reserved for the host's own tools.
-fn reserved(claim: &Claim) -> bool {
+/// Whether `claim` is the name of one of the host's own tools.
+fn host_tool(claim: &Claim) -> bool {
     matches!(claim, Claim::Tool(name) if super::host_tools::RESERVED.contains(&name.as_str())
         || super::managing::MANAGE_TOOLS.contains(&name.as_str()))
+}
+
+/// Whether `claim` is a name reserved for the host's own tools: one of theirs, or any tool
+/// name in the host's namespace (`host_tools::RESERVED_PREFIX`).
+fn reserved(claim: &Claim) -> bool {
+    host_tool(claim)
+        || matches!(claim, Claim::Tool(name) if super::host_tools::in_host_namespace(name))
 }
 
 /// The host's own tools a catalog serves first: those for linked accounts, and the
@@ -85,11 +94,19 @@ pub struct HostTools<'a> {
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if &*self.owner == HOST && reserved(&self.claim) {
+        if &*self.owner == HOST && host_tool(&self.claim) {
             write!(
                 f,
                 "refused {} of plugin `{}`: the name is reserved for mcpbox's own tools",
                 self.claim, self.plugin
+            )
+        } else if &*self.owner == HOST && reserved(&self.claim) {
+            write!(
+                f,
+                "refused {} of plugin `{}`: names beginning `{}` are mcpbox's own, reserved for its tools",
+                self.claim,
+                self.plugin,
+                super::host_tools::RESERVED_PREFIX
             )
         } else if self.plugin == self.owner {
             write!(
@@ -697,5 +714,46 @@ impl Catalog {
             }
         };
         Some((self.plugins.get(plugin)?, gate))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_name_in_the_hosts_namespace_is_reserved_for_every_plugin() {
+        for name in [
+            "mcpbox_x",
+            "mcpbox_install_plugins",
+            "MCPBOX_install_plugin",
+            "Mcpbox_search",
+            "mcpbox_linked_accounts",
+            "mcpbox_list_plugins",
+        ] {
+            assert!(reserved(&Claim::Tool(name.to_owned())), "{name}");
+        }
+        for name in ["mcpbox", "mcpboxes", "my_mcpbox_x", "echo", "mcp_box_x"] {
+            assert!(!reserved(&Claim::Tool(name.to_owned())), "{name}");
+        }
+        // Prompts are not the host's: only tools are.
+        assert!(!reserved(&Claim::Prompt("mcpbox_x".to_owned())));
+
+        let refusal = |name: &str| {
+            Refusal {
+                claim: Claim::Tool(name.to_owned()),
+                plugin: "lookalike".into(),
+                owner: HOST.into(),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            refusal("mcpbox_install_plugins"),
+            "refused tool `mcpbox_install_plugins` of plugin `lookalike`: names beginning `mcpbox_` are mcpbox's own, reserved for its tools"
+        );
+        assert_eq!(
+            refusal("mcpbox_install_plugin"),
+            "refused tool `mcpbox_install_plugin` of plugin `lookalike`: the name is reserved for mcpbox's own tools"
+        );
     }
 }

@@ -81,6 +81,8 @@ impl ServeArgs {
                 .with_grants(self.grants(&plugin_dirs)?),
         );
         let trust = self.trust(&plugin_dirs);
+        #[cfg(feature = "registry")]
+        let trust = trust.managing(manage.as_ref().map(|m| m.directory.clone()));
         let transport = match &self.http {
             Some(address) => Transport::Http(Box::new(self.http_settings(address)?)),
             None => Transport::Stdio(StdioConfig {

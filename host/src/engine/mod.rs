@@ -19,6 +19,9 @@
 //! - Instances are admitted through a semaphore sized to the pool, so a burst of calls waits
 //!   for a slot instead of failing.
 //!
+//! WASI 0.3 components (`mcpbox:plugin@0.3.0`) share the engine, the linker and the limits;
+//! their bindings and host interface are `p3`, their calls `plugin::p3`.
+//!
 //! Plugins built against the multi-user world also get who is calling (`caller`, from the
 //! call's `principal`) and their configuration and secrets (`config`, `wasi:config/store`).
 //!

@@ -12,7 +12,9 @@
 //! in the managed directory with its lock entry and the manifest of exactly the grants
 //! approved; the directory is one of the host's plugin directories, watched, so the plugin
 //! loads live and every client hears `list_changed`. Removal asks the same way. Each step is
-//! an audit record (`manage/…`).
+//! an audit record (`manage/…`). A folder is approved as its own path (one a link leads
+//! elsewhere is removed from the offer); should a link replace it later, the loader refuses
+//! the plugin (`watch::load`, which knows the managed directory through `Trust`).
 //!
 //! Replicas share installs through the managed directory on shared storage: each replica
 //! watches it and loads what any of them wrote (the lock entry and signature are checked

@@ -1,11 +1,13 @@
 //! `mcpbox_search_plugins`: the words of a query matched against what the operator's sources
 //! offer and against the tools installed that the caller may see. A source's artifacts are
-//! its repository's tags (at most `registry::install::MAX_TAGS` each; a `REGISTRY/PATH/*`
-//! source cannot be listed and is left out of searches), each known by its manifest: the
-//! repository's name, the description and the tools `mcpbox push` wrote into its annotations
-//! (listed on the author's machine; nothing is run here). Installed tools come from the
-//! catalog as the caller sees it (`PluginSet::visible_to`): a tool the caller's scopes hide is
-//! never matched.
+//! its repository's tags (at most `registry::install::MAX_TAGS` each), and a source
+//! `REGISTRY/PATH/*` stands for the repositories the registry's catalog lists under PATH
+//! (`registry::index`, bounded; a registry that does not serve its catalog to mcpbox is named
+//! in the result, and the other sources are still searched). Each artifact is known by its
+//! manifest: the repository's name, the description and the tools `mcpbox push` wrote into
+//! its annotations (listed on the author's machine; nothing is run here). Installed tools
+//! come from the catalog as the caller sees it (`PluginSet::visible_to`): a tool the caller's
+//! scopes hide is never matched.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -87,15 +89,14 @@ pub(super) async fn search(
 
     let mut read = 0usize;
     let mut unreachable = Vec::new();
-    for source in &installs.settings.sources {
-        if source.ends_with("/*") {
-            continue;
-        }
+    let mut unlisted = Vec::new();
+    for repository in repositories(installs, &mut unlisted).await {
+        let source = repository.as_str();
         let tags = match installs.registry.tags(source).await {
             Ok(tags) => tags,
             Err(e) => {
                 tracing::warn!(source, "could not list a source's tags: {e}");
-                unreachable.push(source.clone());
+                unreachable.push(repository.clone());
                 continue;
             }
         };
@@ -170,5 +171,35 @@ pub(super) async fn search(
     if !unreachable.is_empty() {
         text.push_str(&format!("\n(Could not reach: {}.)", unreachable.join(", ")));
     }
+    for (source, why) in &unlisted {
+        text.push_str(&format!("\n(Could not list the source {source}: {why}.)"));
+    }
     done(&text, &json!({"results": results}))
+}
+
+/// The repositories the sources name, in their order, each once: a source `REGISTRY/PATH/*`
+/// stands for the repositories its registry's catalog lists under PATH (at most
+/// `registry::index::MAX_INDEX_REPOSITORIES`); one whose catalog cannot be read is added to
+/// `unlisted` with why.
+async fn repositories(installs: &Installs, unlisted: &mut Vec<(String, String)>) -> Vec<String> {
+    let mut repositories: Vec<String> = Vec::new();
+    for source in &installs.settings.sources {
+        let listed = match source.strip_suffix("/*") {
+            None => vec![source.clone()],
+            Some(under) => match installs.registry.repositories(under).await {
+                Ok(listed) => listed,
+                Err(e) => {
+                    tracing::warn!(source, "could not list a source's repositories: {e}");
+                    unlisted.push((source.clone(), e.to_string()));
+                    continue;
+                }
+            },
+        };
+        for repository in listed {
+            if !repositories.contains(&repository) {
+                repositories.push(repository);
+            }
+        }
+    }
+    repositories
 }

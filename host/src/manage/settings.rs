@@ -111,7 +111,7 @@ pub struct ManageSettings {
     /// Where managed plugins are installed (absolute).
     pub directory: PathBuf,
     /// The repositories plugins may come from (`REGISTRY/REPOSITORY`, or `REGISTRY/PATH/*`
-    /// for any repository under a path).
+    /// for any repository under a path, which a search lists from the registry's catalog).
     pub sources: Vec<String>,
     /// Registries spoken to in plain HTTP.
     pub insecure_registries: Vec<String>,

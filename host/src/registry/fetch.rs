@@ -35,6 +35,8 @@ pub(super) struct Fetched {
     pub(super) bytes: Vec<u8>,
     /// The `Docker-Content-Digest` header, as sent (`None` if absent or empty).
     pub(super) named: Option<String>,
+    /// The `Link` header, as sent (`None` if absent): where a paginated list goes on.
+    pub(super) link: Option<String>,
 }
 
 impl Fetched {
@@ -142,6 +144,21 @@ impl Registry {
         from: &Reference,
         path: &str,
         accept: &[&str],
+        limit: (u64, &'static str),
+        named: &Reference,
+        auth: &RegistryAuth,
+    ) -> Result<Option<Fetched>, RegistryError> {
+        let below = format!("{}/{path}", from.repository());
+        self.get_v2(from, &below, accept, limit, named, auth).await
+    }
+
+    /// GET `/v2/BELOW` of `from`'s registry (with the credentials `oci-client` negotiates for
+    /// pulling `from`), bounded as [`Registry::get_bounded`] is.
+    pub(super) async fn get_v2(
+        &self,
+        from: &Reference,
+        below: &str,
+        accept: &[&str],
         (limit, what): (u64, &'static str),
         named: &Reference,
         auth: &RegistryAuth,
@@ -158,7 +175,7 @@ impl Registry {
         } else {
             "https"
         };
-        let url = format!("{scheme}://{registry}/v2/{}/{path}", from.repository());
+        let url = format!("{scheme}://{registry}/v2/{below}");
         let mut request = self
             .http
             .get(&url)
@@ -213,6 +230,10 @@ impl Registry {
             .get(DIGEST_HEADER)
             .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
             .filter(|value| !value.is_empty());
+        let link = response
+            .headers()
+            .get(http::header::LINK)
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
         let declared = response.content_length();
         if let Some(declared) = declared
             && declared > limit
@@ -234,6 +255,7 @@ impl Registry {
         Ok(Some(Fetched {
             bytes,
             named: digest,
+            link,
         }))
     }
 
@@ -328,6 +350,7 @@ mod tests {
         Fetched {
             bytes: b"{}".to_vec(),
             named: named.map(str::to_owned),
+            link: None,
         }
     }
 

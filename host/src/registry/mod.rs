@@ -1,4 +1,6 @@
-//! Plugins from OCI registries: `mcpbox pull`, `push`, `sign` and `keygen`.
+//! Plugins from OCI registries: `mcpbox pull`, `push`, `sign` and `keygen`, and what a managed
+//! install needs of them (`install`: resolving a reference with the manifest its author
+//! attached, installing into and removing from the managed directory).
 //!
 //! A plugin is published as the Bytecode Alliance's `wkg` publishes WebAssembly components: an
 //! OCI image manifest whose config has the media type `application/vnd.wasm.config.v0+json`
@@ -34,7 +36,8 @@
 //! media types, the component layer, a component's interfaces), `credentials` (whose
 //! credentials each registry gets), `fetch` (the bounded reads: manifests and blobs), `pull`,
 //! `push`, `install` (what managed installs need: an artifact resolved with the grants its
-//! author asks for, tags, installing into a directory), `sign` (cosign signatures beside an
+//! author asks for, tags, installing into a directory), `index` (the repositories under a
+//! path, from the registry's catalog), `sign` (cosign signatures beside an
 //! artifact, `sign` and `keygen`), `progress` (the
 //! bar on a terminal) and `error` ([`RegistryError`], and every registry failure in words).
 //! This file is their public face: the bounds, the client, and the re-exports callers use.
@@ -53,6 +56,8 @@ mod credentials;
 mod error;
 #[cfg(feature = "registry")]
 mod fetch;
+#[cfg(feature = "registry")]
+pub mod index;
 #[cfg(feature = "registry")]
 pub mod install;
 pub mod lock;

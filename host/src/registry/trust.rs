@@ -342,10 +342,14 @@ pub struct Provenance {
 }
 
 /// What the host checks before loading a plugin: its lock entry (when its directory has a lock
-/// file) and its signature (when the policy requires one).
+/// file) and its signature (when the policy requires one); and which directory holds the
+/// plugins installed with a user's consent (`[manage]`), whose grants the loader holds to what
+/// the user approved.
 #[derive(Debug, Clone, Default)]
 pub struct Trust {
     policy: Option<Arc<TrustPolicy>>,
+    /// The managed directory (`[manage]`), if any.
+    managed: Option<PathBuf>,
     /// The lock file last read, by its identity (`files::Identity`): loading many plugins
     /// from one directory parses it once, and a lock file rewritten (in place, or a new file
     /// renamed into place) is read again.
@@ -363,8 +367,22 @@ impl Trust {
     pub fn new(policy: Option<TrustPolicy>) -> Self {
         Self {
             policy: policy.map(Arc::new),
+            managed: None,
             lock: Arc::default(),
         }
+    }
+
+    /// With `dir` as the managed directory (`[manage]`).
+    #[must_use]
+    pub fn managing(mut self, dir: Option<PathBuf>) -> Self {
+        self.managed = dir;
+        self
+    }
+
+    /// Whether plugin file `file` was installed with a user's consent (it is in the managed
+    /// directory).
+    pub fn is_managed(&self, file: &Path) -> bool {
+        self.managed.is_some() && file.parent() == self.managed.as_deref()
     }
 
     /// The lock file at `path` (`None` if there is none), parsed once per version.

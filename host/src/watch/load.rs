@@ -3,8 +3,10 @@
 //! (`registry::trust`) on blocking threads before anything else (at start-up, while the engine
 //! is made: [`prefetch`]), compiled in parallel off the async executor, linked, and listed. A
 //! component whose file is known by sight (`known_files`) is neither read nor hashed unless its
-//! compiled form has left the cache. A plugin that fails (its manifest included) is reported
-//! with its file and reason and skipped; the others load.
+//! compiled form has left the cache. A plugin in the managed directory (`[manage]`) whose
+//! manifest grants a folder that no longer resolves to itself (a symbolic link put in place
+//! of the folder the user approved) is refused. A plugin that fails (its manifest included)
+//! is reported with its file and reason and skipped; the others load.
 //! Listing the directories themselves is `directory`'s job.
 
 use std::path::{Path, PathBuf};
@@ -67,6 +69,19 @@ pub enum FileError {
     /// Its lock entry or signature refused it.
     #[error("refused: {0}")]
     Trust(#[from] TrustError),
+    /// A plugin installed with a user's consent has a folder that no longer leads where the
+    /// user approved (a symbolic link put in its place since).
+    #[error(
+        "the folder {} the user approved now leads elsewhere through a symbolic link ({}): remove the plugin and install it again",
+        folder.display(),
+        real.display()
+    )]
+    Relinked {
+        /// The folder as approved.
+        folder: PathBuf,
+        /// Where it leads now.
+        real: PathBuf,
+    },
     /// Known by sight, its compiled form had left the cache, and the file read then held
     /// another component: it changed while it was loaded.
     #[error("it changed while it was being loaded (a watched directory loads it again)")]
@@ -440,6 +455,11 @@ fn read_source_with(
             }
         },
     };
+    if trust.is_managed(file)
+        && let Some(PolicyText::Manifest(_, text)) = &policy
+    {
+        relinked(text)?;
+    }
     let mut hasher = Sha256::new();
     hasher.update(component_digest);
     match &policy {
@@ -465,6 +485,37 @@ fn read_source_with(
         digest: hasher.finalize().into(),
         provenance,
     })
+}
+
+/// `Ok` unless a folder the managed manifest `text` grants (`[[dirs]] host`, written as the
+/// folder's own path when the user approved it) now resolves elsewhere: the policy resolves
+/// links, so a folder replaced by a link since would grant where the link leads.
+#[expect(
+    clippy::result_large_err,
+    reason = "at most one error a file read, moved once to the loader"
+)]
+fn relinked(text: &str) -> Result<(), FileError> {
+    let Ok(table) = text.parse::<toml::Table>() else {
+        // Left to the policy, which names the line.
+        return Ok(());
+    };
+    let folders = table
+        .get("dirs")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|dir| dir.get("host").and_then(toml::Value::as_str));
+    for folder in folders.map(Path::new) {
+        if let Ok(real) = std::fs::canonicalize(folder)
+            && real != folder
+        {
+            return Err(FileError::Relinked {
+                folder: folder.to_owned(),
+                real,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Compile (on a blocking thread), link, and list a plugin from its files. `limits` are the

@@ -25,7 +25,7 @@ use sha2::{Digest as _, Sha256};
 use crate::client::Conn;
 use crate::report::{Report, Row, percentile};
 use crate::server::{Server, Transport};
-use crate::{Bench, RedisServer, Sizes, TURNS};
+use crate::{Bench, RedisServer, Sizes};
 
 /// The static token of the caller (`[tokens.bench]`).
 const BENCH_TOKEN: &str = "mcpbench-brokered-token-0123456789abcdef";
@@ -90,9 +90,9 @@ pub async fn brokered_rows(
             get(&plain_conn, &url).await?;
             get(&brokered_conn, &url).await?;
         }
-        let per_turn = sizes.latency.div_ceil(TURNS);
+        let per_turn = sizes.latency.div_ceil(sizes.turns);
         let (mut without, mut with) = (Vec::new(), Vec::new());
-        for _ in 0..TURNS {
+        for _ in 0..sizes.turns {
             without.extend(round_trips(&plain_conn, &url, per_turn).await?);
             with.extend(round_trips(&brokered_conn, &url, per_turn).await?);
         }

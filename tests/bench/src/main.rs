@@ -127,6 +127,10 @@ struct Sizes {
     hold_ms: u64,
     /// How many plugins the "many plugins" start-up loads.
     many: usize,
+    /// How many turns each server takes at each measurement: the servers alternate, so a
+    /// change in the machine's load during the run falls on both alike. The smoke run takes
+    /// one: it checks that every part works, not what it measures.
+    turns: usize,
 }
 
 impl Sizes {
@@ -142,6 +146,7 @@ impl Sizes {
                 lists: 2,
                 hold_ms: 200,
                 many: 3,
+                turns: 1,
             }
         } else if args.quick {
             Self {
@@ -154,6 +159,7 @@ impl Sizes {
                 lists: 5,
                 hold_ms: 2000,
                 many: 50,
+                turns: 5,
             }
         } else {
             Self {
@@ -166,6 +172,7 @@ impl Sizes {
                 lists: 50,
                 hold_ms: 2000,
                 many: 50,
+                turns: 5,
             }
         }
     }
@@ -507,10 +514,6 @@ struct LoadFigures {
     loaded: Memory,
 }
 
-/// How many turns each server takes at each measurement: the servers alternate, so a change in
-/// the machine's load during the run falls on both alike.
-const TURNS: usize = 5;
-
 /// One server of a load suite, and how the client speaks to it.
 #[derive(Clone, Copy)]
 struct Driven<'a> {
@@ -581,9 +584,9 @@ async fn load_suite(
         .collect::<anyhow::Result<_>>()?;
 
     // Sequential round trips, and the CPU they cost.
-    let per_turn = sizes.latency.div_ceil(TURNS);
+    let per_turn = sizes.latency.div_ceil(sizes.turns);
     let mut cpu = [Duration::ZERO; 2];
-    for _ in 0..TURNS {
+    for _ in 0..sizes.turns {
         for (i, server) in servers.iter().enumerate() {
             let before = server.cpu_time()?;
             for _ in 0..per_turn {
@@ -609,10 +612,10 @@ async fn load_suite(
         (64, sizes.waits, "wait", json!({"ms": 20}), "waited"),
     ];
     for (in_flight, total, tool, arguments, expect) in runs {
-        let per_turn = (total / TURNS).max(in_flight);
+        let per_turn = (total / sizes.turns).max(in_flight);
         let mut elapsed = [Duration::ZERO; 2];
         let mut cpu = [Duration::ZERO; 2];
-        for _ in 0..TURNS {
+        for _ in 0..sizes.turns {
             for (i, server) in servers.iter().enumerate() {
                 let before = server.cpu_time()?;
                 elapsed[i] += in_flight_run(
@@ -627,7 +630,7 @@ async fn load_suite(
                 cpu[i] += server.cpu_time()? - before;
             }
         }
-        let calls = (per_turn / in_flight * in_flight * TURNS) as f64;
+        let calls = (per_turn / in_flight * in_flight * sizes.turns) as f64;
         for (i, f) in figures.iter_mut().enumerate() {
             let rate = calls / elapsed[i].as_secs_f64();
             if tool == "wait" {
@@ -652,7 +655,7 @@ async fn load_suite(
 
 /// The second kind of client: `eventloop_client.py` (asyncio, one thread, a reader task
 /// handing each answer to the request waiting for it, as the official Python SDK's client
-/// does) drives each server over `transport`, the two alternating in [`TURNS`] turns, each
+/// does) drives each server over `transport`, the two alternating in [`Sizes::turns`] turns, each
 /// turn a fresh process warmed up before it is timed (over stdio the script starts the server;
 /// over HTTP mcpbench does, and the script connects). Skipped, with a note, without `python3`.
 async fn eventloop_rows(
@@ -673,11 +676,11 @@ async fn eventloop_rows(
         return Ok(());
     }
     let (warmup, calls) = (
-        (sizes.warmup / TURNS).max(1).to_string(),
-        sizes.latency.div_ceil(TURNS).to_string(),
+        (sizes.warmup / sizes.turns).max(1).to_string(),
+        sizes.latency.div_ceil(sizes.turns).to_string(),
     );
     let mut latency = [Vec::new(), Vec::new()];
-    for _ in 0..TURNS {
+    for _ in 0..sizes.turns {
         for (i, launch) in launches.iter().enumerate() {
             let mut command = tokio::process::Command::new("python3");
             command

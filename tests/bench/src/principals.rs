@@ -30,7 +30,7 @@ use tokio::task::JoinSet;
 use crate::client::{Conn, HttpStatus};
 use crate::report::{Report, Row, percentile};
 use crate::server::{Server, Transport};
-use crate::{Bench, Driven, Revision, Sizes, TEXT, TURNS, echo, load_suite, same_server_rows};
+use crate::{Bench, Driven, Revision, Sizes, TEXT, echo, load_suite, same_server_rows};
 
 /// The static token of the call-path measurement (`[tokens.bench]`).
 const BENCH_TOKEN: &str = "mcpbench-bench-token-0123456789abcdef";
@@ -133,10 +133,10 @@ async fn contention_rows(report: &mut Report, bench: &Bench, sizes: &Sizes) -> a
         echo(&alice).await?;
         echo(&bob).await?;
     }
-    let per_turn = sizes.latency.div_ceil(TURNS);
+    let per_turn = sizes.latency.div_ceil(sizes.turns);
     let (mut alone, mut beside) = (Vec::new(), Vec::new());
     let mut flood = Flood::default();
-    for _ in 0..TURNS {
+    for _ in 0..sizes.turns {
         alone.extend(round_trips(&bob, per_turn).await?);
         let at_limit = AtLimit::start(named(&server, ALICE_TOKEN)?, sizes.hold_ms).await?;
         let timed = round_trips(&bob, per_turn).await;

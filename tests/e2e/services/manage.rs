@@ -13,7 +13,10 @@
 //! before the user is asked; a caller without the scope sees no management tool, and a search
 //! never names a tool the caller's scopes hide; `pull` shows what an artifact asks for and
 //! applies nothing; a replica sharing the managed directory serves what another installed; over
-//! stdio the local user needs no scope. The harness is `harness`.
+//! stdio the local user needs no scope; a source `REGISTRY/PATH/*` is searched through the
+//! registry's catalog (only its repositories under PATH), and one whose registry serves no
+//! catalog is named in the result; a folder the user approved that a symbolic link replaces
+//! afterwards makes the plugin refused at load. The harness is `harness`.
 
 mod harness;
 
@@ -672,4 +675,155 @@ async fn over_stdio_the_local_user_manages_plugins_without_a_scope() {
         .await
         .unwrap();
     assert_eq!(tool_text(&echoed), ("local".to_owned(), false));
+}
+
+/// A registry on loopback that serves no catalog: every request is answered 404 (and the
+/// connection closed). Its `host:port`.
+async fn registry_without_a_catalog() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    )
+                    .await;
+            });
+        }
+    });
+    address
+}
+
+#[tokio::test]
+async fn a_source_that_is_an_index_is_searched_through_the_registrys_catalog() {
+    let dark = registry_without_a_catalog().await;
+    let dark_source = format!("{dark}/plugins/*");
+    let setup = Setup::with_sources("", &["REGISTRY/index/*", &dark_source], &[&dark]).await;
+    let host = setup.registry.host();
+    // Two repositories under the index, and two outside it (one whose name only begins alike).
+    for (plugin, repo_tag) in [
+        ("filesystem", "index/tools/fs:1"),
+        ("echo_tools", "index/echo:1"),
+        ("filesystem", "outside/fs:1"),
+        ("filesystem", "index-not/fs:1"),
+    ] {
+        ok(
+            &[
+                "push",
+                component(plugin).to_str().unwrap(),
+                &format!("{host}/{repo_tag}"),
+                "--insecure-registry",
+                &host,
+            ],
+            &[],
+        )
+        .await;
+    }
+    let alice = setup.token("alice", "mcp mcpbox:manage").await;
+    let search = |query: &'static str| {
+        let (setup, alice) = (&setup, alice.clone());
+        async move {
+            let (_, found) = setup
+                .rpc(
+                    &alice,
+                    "tools/call",
+                    json!({"name": "mcpbox_search_plugins", "arguments": {"query": query, "limit": 50}}),
+                )
+                .await;
+            assert_eq!(found["result"]["isError"], Value::Null, "{found}");
+            found["result"].clone()
+        }
+    };
+    let references = |result: &Value| -> Vec<String> {
+        result["structuredContent"]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["reference"].as_str().map(str::to_owned))
+            .collect()
+    };
+
+    // By a tool's name, in a repository under the index; never one outside it.
+    let found = search("list_allowed_directories").await;
+    let found_references = references(&found);
+    assert!(
+        found_references.contains(&format!("{host}/index/tools/fs:1")),
+        "{found}"
+    );
+    assert!(
+        !found_references
+            .iter()
+            .any(|r| r.contains("/outside/") || r.contains("/index-not/")),
+        "{found}"
+    );
+    let found = search("echo").await;
+    assert!(
+        references(&found).contains(&format!("{host}/index/echo:1")),
+        "{found}"
+    );
+
+    // The registry that serves no catalog is named, and the others were still searched.
+    let text = found["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!(
+            "(Could not list the source {dark_source}: the registry {dark} failed while listing the repositories under {dark}/plugins/ (GET /v2/_catalog): it does not serve its catalog (404 Not Found); name the repositories themselves as sources.)"
+        )),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_managed_folder_replaced_by_a_link_after_install_is_refused_at_load() {
+    let setup = Setup::with("pre-approve = \"signed\"").await;
+    let root = setup.root();
+    let alice = setup.token("alice", "mcp mcpbox:manage").await;
+    let events = setup
+        .run(
+            &alice,
+            "2026-07-28",
+            json!(["none"]),
+            json!([["mcpbox_install_plugin", {"reference": setup.reference("files:1")}]]),
+        )
+        .await;
+    assert_eq!(
+        result_of(&events, "mcpbox_install_plugin")["structured"]["installed"],
+        true,
+        "{events:#?}"
+    );
+    let manifest = std::fs::read_to_string(setup.managed().join("files.toml")).unwrap();
+    let docs = root.join("docs");
+    assert!(
+        manifest.contains(&format!("host = \"{}\"", docs.display())),
+        "{manifest}"
+    );
+
+    // After the user approved `docs`, it becomes a link to the folder the ceiling keeps out.
+    std::fs::write(root.join("secret/key.txt"), "hunter2").unwrap();
+    std::fs::remove_dir_all(&docs).unwrap();
+    std::os::unix::fs::symlink(root.join("secret"), &docs).unwrap();
+
+    // A host loading the managed directory now refuses the plugin, naming the folder.
+    let (_url, _replica, stderr) = setup.replica_logged().await;
+    let log = stderr
+        .wait_for("the user approved now leads elsewhere")
+        .await;
+    assert!(
+        log.contains(&format!(
+            "skipped plugin: the folder {} the user approved now leads elsewhere through a symbolic link ({}): remove the plugin and install it again",
+            docs.display(),
+            root.join("secret").display()
+        )),
+        "{log}"
+    );
 }

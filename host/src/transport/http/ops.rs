@@ -65,7 +65,7 @@ pub(super) async fn not_the_endpoint(method: Method) -> Response {
         StatusCode::NOT_FOUND,
         INVALID_REQUEST,
         &format!(
-            "not the MCP endpoint: the MCP endpoint is {MCP_PATH} (Streamable HTTP; the legacy \
+            "not the MCP endpoint: the MCP endpoint is {MCP_PATH} (Streamable HTTP; the 2024-11-05 \
              HTTP+SSE transport is at /sse)"
         ),
     )

@@ -71,6 +71,12 @@ impl Setup {
 
     /// With `manage` added to the `[manage]` table.
     pub(super) async fn with(manage: &str) -> Self {
+        Self::with_sources(manage, &[], &[]).await
+    }
+
+    /// With `manage` added to the `[manage]` table, `sources` added to its sources and
+    /// `insecure` to its plain-HTTP registries (`REGISTRY` in them is the registry's host).
+    pub(super) async fn with_sources(manage: &str, sources: &[&str], insecure: &[&str]) -> Self {
         let registry = DistributionRegistry::start(RegistrySetup::default());
         let host = registry.host();
         let files = tempfile::tempdir().unwrap();
@@ -177,6 +183,13 @@ allow = ["127.0.0.1:9", "evil.example"]
         )
         .unwrap();
 
+        let quoted = |items: &[&str]| -> String {
+            items
+                .iter()
+                .map(|item| format!(", \"{}\"", item.replace("REGISTRY", &host)))
+                .collect()
+        };
+        let (more_sources, more_insecure) = (quoted(sources), quoted(insecure));
         let config = root.join("mcpbox.toml");
         std::fs::write(
             &config,
@@ -196,8 +209,8 @@ allow = ["evil.example"]
 enabled = true
 scope = "mcpbox:manage"
 directory = "managed"
-sources = ["{host}/plugins/files", "{host}/plugins/echo", "{host}/plugins/unsigned", "{host}/plugins/moving", "{host}/plugins/free"]
-insecure-registries = ["{host}"]
+sources = ["{host}/plugins/files", "{host}/plugins/echo", "{host}/plugins/unsigned", "{host}/plugins/moving", "{host}/plugins/free"{more_sources}]
+insecure-registries = ["{host}"{more_insecure}]
 {manage}
 
 [manage.ceiling]
@@ -258,15 +271,20 @@ memory-mib = 128
     /// Another mcpbox with the same configuration (so the same managed directory), as a
     /// replica behind a balancer would be: its URL and process.
     pub(super) async fn replica(&self) -> (String, Child) {
+        let (url, child, _) = self.replica_logged().await;
+        (url, child)
+    }
+
+    /// [`Setup::replica`], and its log.
+    pub(super) async fn replica_logged(&self) -> (String, Child, Stderr) {
         let root = self.root();
-        let (url, child, _) = serve(
+        serve(
             self.plugins.path(),
             &root.join("mcpbox.toml"),
             &self.identity,
             &root.join("replica-audit.jsonl"),
         )
-        .await;
-        (url, child)
+        .await
     }
 
     pub(super) fn managed(&self) -> PathBuf {
