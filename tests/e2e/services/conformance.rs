@@ -111,8 +111,7 @@ async fn the_official_conformance_suite_passes_both_revisions_on_one_endpoint() 
         let state = tempfile::tempdir().unwrap();
         let dir = fixture_dir("conformance_p3", state.path());
         let server = HttpServer::start(dir.path(), &[]).await;
-        let runs = scored_runs(&suite, &server.url).await;
-        runs
+        scored_runs(&suite, &server.url).await
     };
     let p2 = async {
         let state = tempfile::tempdir().unwrap();
