@@ -318,12 +318,19 @@ impl std::ops::Deref for Client {
 
 /// Start `mcpbox` on `dir` and connect rmcp's client with the `initialize` handshake.
 pub async fn connect(dir: &Path, extra: &[&str]) -> Client {
+    connect_within(dir, extra, STEP).await
+}
+
+/// [`connect`], allowing `limit` for the handshake, which waits for the startup load: for
+/// plugins whose first compile is long (a Python or JavaScript component carries its
+/// interpreter, and several tests may compile one at once on a loaded machine).
+pub async fn connect_within(dir: &Path, extra: &[&str], limit: Duration) -> Client {
     let (transport, stderr) = TokioChildProcess::builder(mcpbox(dir, extra))
         .stderr(Stdio::piped())
         .spawn()
         .expect("start mcpbox");
     let stderr = Stderr::collect(stderr.expect("piped stderr"));
-    let service = tokio::time::timeout(STEP, ().serve(transport))
+    let service = tokio::time::timeout(limit, ().serve(transport))
         .await
         .expect("initialize in time")
         .unwrap_or_else(|e| panic!("initialize failed: {e}\nstderr:\n{}", stderr.text()));

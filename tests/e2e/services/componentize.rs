@@ -10,13 +10,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
 use serde_json::{Value, json};
 
 use crate::external;
 use crate::languages::{path_with, root, run_in, scaffold};
-use crate::support::{Client, STEP, call, connect, json as to_json, tool_text};
+use crate::support::{Client, STEP, call, connect_within, json as to_json, tool_text};
 
 /// componentize-py, pinned.
 const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
@@ -56,6 +57,11 @@ fn js_tools() -> [PathBuf; 2] {
 }
 
 /// Both examples, built once per test run, in `target/polyglot-plugins/`.
+/// How long starting mcpbox on a Python or JavaScript component may take: its first compile
+/// (the component carries its interpreter) runs before the handshake is answered, and on a
+/// cold cache several tests compile at once (three took past a minute at load 5).
+const FIRST_COMPILE: Duration = Duration::from_secs(240);
+
 fn built() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
@@ -164,7 +170,7 @@ async fn caller_and_config(client: &Client) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_plugin_serves_tools_prompts_resources_and_state() {
     let dir = dir_with("python_notes", STATE);
-    let client = connect(dir.path(), &[]).await;
+    let client = connect_within(dir.path(), &[], FIRST_COMPILE).await;
 
     let tools = client.list_all_tools().await.unwrap();
     let word_count = tools.iter().find(|t| t.name == "word_count").unwrap();
@@ -225,7 +231,7 @@ async fn a_python_plugin_serves_tools_prompts_resources_and_state() {
 async fn a_python_plugin_meets_its_limits() {
     // Without the state grant or any configuration, and with a small fuel budget.
     let dir = dir_with("python_notes", "[limits]\nfuel = 200_000_000\n");
-    let client = connect(dir.path(), &[]).await;
+    let client = connect_within(dir.path(), &[], FIRST_COMPILE).await;
     let (text, error, _) = tool(&client, "fibonacci", json!({"n": 35})).await;
     assert!(
         error && text == "plugin `python_notes` ran out of fuel after 200000000 units",
@@ -251,7 +257,7 @@ async fn a_javascript_plugin_serves_tools_prompts_resources_and_state() {
         // idle core the default budget ran out first.
         &format!("{STATE}\n[limits]\ntimeout-ms = 1500\nfuel = 500_000_000_000\n"),
     );
-    let client = connect(dir.path(), &[]).await;
+    let client = connect_within(dir.path(), &[], FIRST_COMPILE).await;
 
     let tools = client.list_all_tools().await.unwrap();
     let shout = tools.iter().find(|t| t.name == "shout").unwrap();
@@ -353,7 +359,7 @@ async fn a_python_0_3_plugin_streams_its_tool_result() {
         "componentize-py failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let client = connect(dir.path(), &[]).await;
+    let client = connect_within(dir.path(), &[], FIRST_COMPILE).await;
     let result = to_json(
         &client
             .call_tool(call("count_py", json!({"n": 3})))
