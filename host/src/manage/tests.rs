@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use super::consent::{Answer, install_question, read_answer};
 use super::grants::{Grant, Offer, cap, host_allowed, manifest_text};
+use super::install::without_links;
 use super::search::words;
 use super::settings::{Ceiling, ManageSettings, Mode, PreApprove};
-use super::without_links;
 
 fn ceiling() -> Ceiling {
     Ceiling {

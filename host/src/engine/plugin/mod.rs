@@ -48,7 +48,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::bindings::exports::mcpbox::plugin::{completion, prompts, resources, tools};
+use super::bindings::exports::mcpbox::plugin::tools;
 use super::caller::{CallerCtx, CallerIdentity};
 use super::config::ConfigCtx;
 use super::credentials::CallCredentials;
@@ -66,56 +66,19 @@ use crate::policy::{CredentialGrant, HttpGrant, Instances, Limits, PluginName, P
 use crate::principal::Principal;
 
 mod call;
+mod exports;
 mod p3;
 mod reuse;
 mod start;
 
 use call::{ActiveCall, classify, log_output};
+pub use exports::Exports;
 use reuse::{Shelf, Spare, SpareSlot};
 
 /// Extra time the outer timeout allows beyond the plugin's deadline, so that a guest running
 /// wasm is stopped by the epoch deadline (a clean trap) and only a guest stuck in a host
 /// function meets the outer one.
 const OUTER_TIMEOUT_GRACE: Duration = Duration::from_millis(500);
-
-/// Which plugin interfaces a component exports.
-#[derive(Clone)]
-pub struct Exports {
-    tools: Option<tools::GuestIndices>,
-    prompts: Option<prompts::GuestIndices>,
-    resources: Option<resources::GuestIndices>,
-    completion: Option<completion::GuestIndices>,
-    /// The `mcpbox:plugin@0.3.0` interfaces, for a WASI 0.3 component (then the four above
-    /// are none).
-    v3: Option<p3::Exports3>,
-}
-
-impl Exports {
-    /// Whether the plugin is a WASI 0.3 component (`mcpbox:plugin@0.3.0`).
-    pub fn is_v3(&self) -> bool {
-        self.v3.is_some()
-    }
-
-    /// Whether the plugin exports `tools`.
-    pub fn tools(&self) -> bool {
-        self.tools.is_some() || self.v3.as_ref().is_some_and(|v3| v3.tools.is_some())
-    }
-
-    /// Whether the plugin exports `prompts`.
-    pub fn prompts(&self) -> bool {
-        self.prompts.is_some() || self.v3.as_ref().is_some_and(|v3| v3.prompts.is_some())
-    }
-
-    /// Whether the plugin exports `resources`.
-    pub fn resources(&self) -> bool {
-        self.resources.is_some() || self.v3.as_ref().is_some_and(|v3| v3.resources.is_some())
-    }
-
-    /// Whether the plugin exports `completion`.
-    pub fn completion(&self) -> bool {
-        self.completion.is_some() || self.v3.as_ref().is_some_and(|v3| v3.completion.is_some())
-    }
-}
 
 /// Everything a plugin offers, read once at load.
 #[derive(Default)]
@@ -262,13 +225,7 @@ impl PluginCode {
             .linker
             .instantiate_pre(component)
             .map_err(LoadError::Link)?;
-        let exports = Exports {
-            tools: tools::GuestIndices::new(&pre).ok(),
-            prompts: prompts::GuestIndices::new(&pre).ok(),
-            resources: resources::GuestIndices::new(&pre).ok(),
-            completion: completion::GuestIndices::new(&pre).ok(),
-            v3: p3::Exports3::of(&pre),
-        };
+        let exports = Exports::of(&pre);
         if !(exports.tools() || exports.prompts() || exports.resources() || exports.completion()) {
             let engine = &runtime.engine;
             let names: Vec<String> = component
