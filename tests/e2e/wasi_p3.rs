@@ -217,6 +217,18 @@ async fn every_limit_fires_for_a_0_3_plugin_and_the_next_call_works() {
         spawned,
         "plugin `p3_probe` held more than 4096 handles (open files, streams, HTTP fields) at once, the limit of a call"
     );
+    // Everything streamed stays in the result, so a stream carries no more than a result may
+    // hold: the call ends at the bound, not after the host has copied it all.
+    let flooded = contained(&client, "flood", json!({"kib": 1024, "n": 200})).await;
+    assert_eq!(
+        flooded,
+        "plugin `p3_probe` streamed more than 4 MiB of content, its result limit"
+    );
+    let counted = contained(&client, "count", json!({"n": 10_001})).await;
+    assert_eq!(
+        counted,
+        "plugin `p3_probe` streamed more than 10000 content items"
+    );
     // A write dropped midway is the plugin's business: the call answers.
     assert_eq!(
         call(&client, "drop_mid_write", json!({})).await,

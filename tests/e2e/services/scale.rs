@@ -374,11 +374,25 @@ async fn load<F: Future<Output = ()>>(
     let restarts = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(std::sync::Mutex::new(Vec::new()));
+    // The sessions start one after another, before any call: the balancer deals new sessions
+    // round robin, so they spread over every replica. Started by their tasks, each beside a
+    // 2026-07-28 call, the two kinds of request arrived alternately, and a round robin of two
+    // replicas could put every session on one of them and every call on the other: then no
+    // session was on the replica killed below, about one run in twelve.
+    let mut sessions = Vec::new();
+    for _ in (1..tasks).step_by(2) {
+        let session = V2025Session::start(&client, url)
+            .await
+            .expect("a session starts");
+        sessions.push(session);
+    }
+    let mut sessions = sessions.into_iter();
     let mut set = tokio::task::JoinSet::new();
     for task in 0..tasks {
         let (client, url, restarts) = (client.clone(), url.to_owned(), Arc::clone(&restarts));
         let (done, failed) = (Arc::clone(&done), Arc::clone(&failed));
         let per_task = calls / tasks;
+        let session = if task % 2 == 0 { None } else { sessions.next() };
         set.spawn(async move {
             if task % 2 == 0 {
                 for i in 0..per_task {
@@ -398,9 +412,7 @@ async fn load<F: Future<Output = ()>>(
                     done.fetch_add(1, Ordering::Relaxed);
                 }
             } else {
-                let mut session = V2025Session::start(&client, &url)
-                    .await
-                    .expect("a session starts");
+                let mut session = session.expect("a session for each odd task");
                 for i in 0..per_task {
                     let text = format!("l{task}-{i}");
                     let mut attempt = 0;

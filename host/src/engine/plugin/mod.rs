@@ -172,6 +172,13 @@ pub enum CallError {
         /// The limit, in bytes.
         limit: usize,
     },
+    /// A 0.3 tool streamed more than its result may hold (everything streamed stays in the
+    /// result): the call ends at the bound, before the host holds any more of it.
+    #[error("streamed more than {what}")]
+    Streamed {
+        /// The bound it passed, in words.
+        what: String,
+    },
     /// It does not export the interface the request needs.
     #[error("does not export the `{0}` interface")]
     NotExported(&'static str),
@@ -191,7 +198,9 @@ impl CallError {
             Self::OutOfFuel { .. } => CallOutcome::OutOfFuel,
             Self::Timeout { .. } => CallOutcome::Timeout,
             Self::MemoryLimit { .. } => CallOutcome::OutOfMemory,
-            Self::Panic { .. } | Self::StackOverflow | Self::Trap(_) => CallOutcome::Trap,
+            Self::Panic { .. } | Self::StackOverflow | Self::Trap(_) | Self::Streamed { .. } => {
+                CallOutcome::Trap
+            }
             Self::HandleLimit { .. }
             | Self::HostCallData { .. }
             | Self::NotExported(_)

@@ -13,7 +13,8 @@
 //! Concurrent work is bounded per call: the store's table of tasks, subtasks, streams and
 //! futures may hold at most [`MAX_CONCURRENT_PER_CALL`] entries; past it, the call fails with
 //! [`CallError::HandleLimit`] (checked at every epoch tick while wasm runs, and at every item
-//! while it waits). A call may stream at most [`MAX_STREAMED_ITEMS`] items.
+//! while it waits). A call may stream at most [`MAX_STREAMED_ITEMS`] items and the plugin's
+//! result limit in bytes, counted where each item is copied out of the plugin.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -109,27 +110,87 @@ fn over_bound<T>(accessor: &Accessor<T>) -> bool {
     })
 }
 
-/// The host's read end of a tool's content stream: forwards each item to the call's loop.
-struct ContentSink(mpsc::UnboundedSender<Content>);
+/// The host's read end of a tool's content stream: forwards each item to the call's loop,
+/// counting what the call has streamed. Everything streamed stays in the result, so the stream
+/// may carry no more than a result may hold: past [`MAX_STREAMED_ITEMS`] items or the plugin's
+/// result limit in bytes, it forwards the failure instead and drops the stream (the plugin's
+/// next write fails). Counting here, where each item is copied out of the plugin, bounds what
+/// the host holds however fast the plugin writes and however slowly the call's loop reads: a
+/// plugin writing one large string over and over costs it little fuel per write.
+struct ContentSink {
+    to_loop: mpsc::UnboundedSender<Result<Content, CallError>>,
+    items: usize,
+    bytes: usize,
+    limit_bytes: usize,
+}
+
+impl ContentSink {
+    /// Count `item`; the failure that ends the stream, if it goes past a bound.
+    fn count(&mut self, item: &Content) -> Result<(), CallError> {
+        self.items += 1;
+        self.bytes = self.bytes.saturating_add(weight(item));
+        if self.items > MAX_STREAMED_ITEMS {
+            return Err(CallError::Streamed {
+                what: format!("{MAX_STREAMED_ITEMS} content items"),
+            });
+        }
+        if self.bytes > self.limit_bytes {
+            return Err(CallError::Streamed {
+                what: format!(
+                    "{} of content, its result limit",
+                    human_bytes(self.limit_bytes)
+                ),
+            });
+        }
+        Ok(())
+    }
+}
 
 impl<D> StreamConsumer<D> for ContentSink {
     type Item = Content;
 
     fn poll_consume(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         _: &mut Context<'_>,
         mut store: StoreContextMut<D>,
         mut source: Source<'_, Content>,
         _finish: bool,
     ) -> Poll<wasmtime::Result<StreamResult>> {
-        let mut items: Vec<Content> = Vec::with_capacity(16);
+        // One item at a time: each is counted before the next is copied out of the plugin.
+        let mut items: Vec<Content> = Vec::with_capacity(1);
         source.read(&mut store, &mut items)?;
         for item in items {
-            if self.0.send(item).is_err() {
+            let counted = self.count(&item);
+            let over = counted.is_err();
+            if self.to_loop.send(counted.map(|()| item)).is_err() || over {
                 return Poll::Ready(Ok(StreamResult::Dropped));
             }
         }
         Poll::Ready(Ok(StreamResult::Completed))
+    }
+}
+
+/// About how many bytes `item` adds to a result: its strings, and its binary data as base64.
+fn weight(item: &Content) -> usize {
+    let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    match item {
+        Content::Text(text) => text.len(),
+        Content::Image(media) | Content::Audio(media) => {
+            media.data.len().div_ceil(3) * 4 + media.mime_type.len()
+        }
+        Content::ResourceLink(link) => {
+            link.uri.len()
+                + link.name.len()
+                + opt(&link.title)
+                + opt(&link.description)
+                + opt(&link.mime_type)
+        }
+        Content::Embedded(ResourceContents::Text(t)) => {
+            t.uri.len() + opt(&t.mime_type) + t.text.len()
+        }
+        Content::Embedded(ResourceContents::Blob(b)) => {
+            b.uri.len() + opt(&b.mime_type) + b.blob.len().div_ceil(3) * 4
+        }
     }
 }
 
@@ -168,21 +229,11 @@ fn describe(item: &Content) -> String {
 }
 
 /// Keep a streamed item for the result, telling the client of it as progress (by the rule of
-/// `RequestContext::progress`: the plugin's own reports keep their values); fail the call
-/// past [`MAX_STREAMED_ITEMS`].
-async fn keep_item(
-    streamed: &mut Vec<Content>,
-    item: Content,
-    reach: &Arc<dyn CallReach>,
-) -> Result<(), CallError> {
-    if streamed.len() >= MAX_STREAMED_ITEMS {
-        return Err(CallError::Trap(format!(
-            "streamed more than {MAX_STREAMED_ITEMS} content items"
-        )));
-    }
+/// `RequestContext::progress`: the plugin's own reports keep their values). The sink counted
+/// it against the call's bounds.
+async fn keep_item(streamed: &mut Vec<Content>, item: Content, reach: &Arc<dyn CallReach>) {
     reach.streamed(describe(&item)).await;
     streamed.push(item);
-    Ok(())
 }
 
 /// Read a tool's stream and result until the result arrives, the client cancels, or the call
@@ -192,12 +243,19 @@ async fn read_tool_output(
     stream: StreamReader<Content>,
     result: FutureReader<Result<ToolResult, GuestError>>,
     reach: &Arc<dyn CallReach>,
+    limit_bytes: usize,
 ) -> Result<Result<ToolResult, GuestError>, CallError> {
     let (items_tx, mut items_rx) = mpsc::unbounded_channel();
+    let sink = ContentSink {
+        to_loop: items_tx,
+        items: 0,
+        bytes: 0,
+        limit_bytes,
+    };
     let (result_tx, mut result_rx) = tokio::sync::oneshot::channel();
     accessor
         .with(|mut access| {
-            stream.pipe(&mut access, ContentSink(items_tx))?;
+            stream.pipe(&mut access, sink)?;
             result.pipe(&mut access, Once(Some(result_tx)))
         })
         .map_err(|e| call::host_failure(&e))?;
@@ -207,7 +265,7 @@ async fn read_tool_output(
         tokio::select! {
             biased;
             value = &mut result_rx => break value,
-            Some(item) = items_rx.recv() => keep_item(&mut streamed, item, reach).await?,
+            Some(item) = items_rx.recv() => keep_item(&mut streamed, item?, reach).await,
             _ = check.tick() => {
                 if reach.cancelled() {
                     return Err(CallError::Cancelled);
@@ -223,7 +281,7 @@ async fn read_tool_output(
     // that writes its items and its result in one go, without waiting in between) go to the
     // client too, before the result.
     while let Ok(item) = items_rx.try_recv() {
-        keep_item(&mut streamed, item, reach).await?;
+        keep_item(&mut streamed, item?, reach).await;
     }
     match outcome {
         Ok(Ok(mut result)) => {
@@ -322,7 +380,8 @@ impl PluginCode {
                 .store
                 .run_concurrent(async |a| -> wasmtime::Result<_> {
                     let (stream, result) = guest.call_call_tool(a, name.clone(), arguments).await?;
-                    let out = read_tool_output(a, stream, result, &reach).await;
+                    let out =
+                        read_tool_output(a, stream, result, &reach, limits.result_bytes).await;
                     Ok((out, settle(a, keep).await))
                 })
                 .await

@@ -1,7 +1,8 @@
 //! Test fixture: a WASI 0.3 plugin (`mcpbox:plugin@0.3.0`). Well-behaved tools (echo, a
 //! streamed count, concurrent fetches, the caller, a note in durable state), a prompt, a resource and a completion,
 //! and hostile tools: one that awaits forever, one that spawns thousands of futures, one that
-//! holds its stream open, one that drops a write midway, one that burns fuel, one that grows
+//! holds its stream open, one that drops a write midway, one that streams a large text over
+//! and over, one that burns fuel, one that grows
 //! its memory, one that leaves a task running after it answers.
 
 use futures::FutureExt as _;
@@ -27,6 +28,15 @@ struct Text {
 #[derive(Deserialize, JsonSchema)]
 struct Count {
     /// How many.
+    n: u32,
+}
+
+/// Arguments of `flood`.
+#[derive(Deserialize, JsonSchema)]
+struct Flood {
+    /// The size of the text, in KiB.
+    kib: usize,
+    /// How many times to stream it.
     n: u32,
 }
 
@@ -100,6 +110,16 @@ async fn hold_stream(_: NoArgs, mut out: Output) -> String {
     let _ = out.text("first").await;
     never().await;
     "never".to_owned()
+}
+
+/// Streams the same `kib` KiB of text `n` times: each write costs the plugin little, and the
+/// host a copy.
+async fn flood(args: Flood, mut out: Output) -> Result<String, String> {
+    let text = "x".repeat(args.kib * 1024);
+    for _ in 0..args.n {
+        out.text(text.clone()).await?;
+    }
+    Ok("flooded".to_owned())
 }
 
 /// Starts a write, drops it midway, then answers.
@@ -191,6 +211,7 @@ impl Plugin for Probe {
                 hold_stream,
             )
             .add(Tool::new("drop_mid_write", "Drop a write"), drop_mid_write)
+            .add(Tool::new("flood", "Stream one text n times"), flood)
             .add(Tool::new("burn3", "Burn fuel"), burn)
             .add(Tool::new("grow3", "Grow memory"), grow)
             .add(Tool::new("who3", "Who calls"), who)
