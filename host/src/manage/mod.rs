@@ -14,7 +14,8 @@
 //! loads live and every client hears `list_changed`. Removal asks the same way. Each step is
 //! an audit record (`manage/…`). A folder is approved as its own path (one a link leads
 //! elsewhere is removed from the offer); should a link replace it later, the loader refuses
-//! the plugin (`watch::load`, which knows the managed directory through `Trust`).
+//! the plugin (`watch::load`, which knows the managed directory through `Trust`), and while it
+//! is loaded each call does (`engine::state`, for every plugin's granted folders).
 //!
 //! Replicas share installs through the managed directory on shared storage: each replica
 //! watches it and loads what any of them wrote (the lock entry and signature are checked
