@@ -98,15 +98,28 @@ async fn a_granted_folder_replaced_by_a_link_while_loaded_is_refused_at_the_next
     let Value::Object(arguments) = file else {
         unreachable!()
     };
-    let said = match client
-        .call_tool(
-            rmcp::model::CallToolRequestParams::new("read_text_file").with_arguments(arguments),
-        )
-        .await
-    {
-        Ok(result) => tool_text(&result).0,
-        Err(error) => error.to_string(),
-    };
+    // An instance prepared before the swap holds the folder it opened (now `data.old`), and
+    // may serve one call; none may read where the link leads, and a call opening the folder
+    // anew is refused.
+    let mut refused = None;
+    for _ in 0..3 {
+        let said = match client
+            .call_tool(
+                rmcp::model::CallToolRequestParams::new("read_text_file")
+                    .with_arguments(arguments.clone()),
+            )
+            .await
+        {
+            Ok(result) => tool_text(&result).0,
+            Err(error) => error.to_string(),
+        };
+        assert!(!said.contains("stolen"), "{said}");
+        if said.contains("is now a link to") {
+            refused = Some(said);
+            break;
+        }
+    }
+    let said = refused.expect("a call after the swap was refused");
     assert!(
         said.contains(&format!(
             "granted directory {} is now a link to {}",
@@ -115,7 +128,6 @@ async fn a_granted_folder_replaced_by_a_link_while_loaded_is_refused_at_the_next
         )),
         "{said}"
     );
-    assert!(!said.contains("stolen"), "{said}");
 }
 
 #[tokio::test]
