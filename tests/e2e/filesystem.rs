@@ -1,6 +1,7 @@
 //! The filesystem server (`plugins/filesystem`) holding its grants against a client that
 //! tries to leave them: paths outside, `..`, symlinks leading out (absolute and relative),
-//! writes to a read-only grant and through symlinks, moves out; and the client's roots
+//! writes to a read-only grant and through symlinks, moves out, a granted folder replaced by
+//! a link while loaded; and the client's roots
 //! narrowing the grants, never widening them, read once per session until the client says
 //! they changed. (Its sameness with the original is `services::reference`.)
 
@@ -74,6 +75,47 @@ fn grant(dir: &Path, tree: &Tree) {
         ),
     )
     .unwrap();
+}
+
+/// A granted folder replaced by a link while its plugin is loaded (as a plugin granted the
+/// folder above it could do, or anyone else): the next call is refused, naming the link, and
+/// never opens where the link leads.
+#[tokio::test]
+async fn a_granted_folder_replaced_by_a_link_while_loaded_is_refused_at_the_next_call() {
+    let tree = tree();
+    let dir = plugin_dir(&[("filesystem", "filesystem.wasm")]);
+    grant(dir.path(), &tree);
+    let client = connect_with(dir.path(), &[], RecordingClient::new(&json!({}))).await;
+    let file = json!({"path": format!("{}/a.txt", path(&tree.data))});
+    assert_eq!(
+        call(&client, "read_text_file", file.clone()).await,
+        ("alpha\n".to_owned(), false)
+    );
+
+    std::fs::write(tree.secret.join("a.txt"), "stolen\n").unwrap();
+    std::fs::rename(&tree.data, tree.data.with_extension("old")).unwrap();
+    std::os::unix::fs::symlink(&tree.secret, &tree.data).unwrap();
+    let Value::Object(arguments) = file else {
+        unreachable!()
+    };
+    let said = match client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("read_text_file").with_arguments(arguments),
+        )
+        .await
+    {
+        Ok(result) => tool_text(&result).0,
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        said.contains(&format!(
+            "granted directory {} is now a link to {}",
+            path(&tree.data),
+            path(&tree.secret)
+        )),
+        "{said}"
+    );
+    assert!(!said.contains("stolen"), "{said}");
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@
 //!
 //! ```sh
 //! cargo test --workspace                        # everything
-//! cargo test -p mcpbox -- --skip services::   # the fast set: unit tests and fast e2e
+//! cargo test -p mcpbox -- --skip services:: --test-threads 4  # the fast set: unit tests and fast e2e
 //! cargo test -p mcpbox --test e2e services::    # the service-backed set alone
 //! ```
 
@@ -23,34 +23,6 @@
     deprecated,
     reason = "the 2025-11-25 features under test (logging, sampling, roots) are deprecated in 2026-07-28"
 )]
-
-/// Four tests at a time unless told otherwise (`--test-threads` or `RUST_TEST_THREADS`), on a
-/// machine of fewer cores too: most of these tests wait on a child process (mcpbox, a plugin
-/// build, a service), not on a core, and libtest's default of one test per core left a 2-core
-/// machine idle for a third of the run (TESTING.md, where the time goes). It runs before
-/// `main`, where libtest reads the variable, as the first code of the process.
-#[cfg(target_os = "linux")]
-#[allow(
-    unsafe_code,
-    reason = "a constructor is the only code that runs before libtest's main"
-)]
-#[used]
-#[unsafe(link_section = ".init_array")]
-static FOUR_AT_A_TIME: extern "C" fn() = four_at_a_time;
-
-#[cfg(target_os = "linux")]
-#[allow(
-    unsafe_code,
-    reason = "setting the environment is sound while one thread runs"
-)]
-extern "C" fn four_at_a_time() {
-    const THREADS: usize = 4;
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    if std::env::var_os("RUST_TEST_THREADS").is_none() && cores < THREADS {
-        // SAFETY: constructors run before `main`, on the process's only thread.
-        unsafe { std::env::set_var("RUST_TEST_THREADS", THREADS.to_string()) };
-    }
-}
 
 mod audit;
 mod author;

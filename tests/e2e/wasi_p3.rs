@@ -236,6 +236,43 @@ async fn every_limit_fires_for_a_0_3_plugin_and_the_next_call_works() {
     );
 }
 
+/// A 0.3 plugin's requests to the client are `async`: a call may have 16 waiting at once, and
+/// the next fails at once, so questions started by the thousand (each keeping its parameters
+/// until the client answers) cannot grow the host's memory.
+#[tokio::test]
+async fn a_0_3_call_has_at_most_sixteen_requests_to_the_client_waiting() {
+    let dir = plugin_dir(&[("p3_probe", "p3_probe.wasm")]);
+    manifest(dir.path(), "p3_probe", HOSTILE_LIMITS);
+    let mut raw = Raw::start(dir.path(), &[]);
+    let init = raw
+        .request(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"0"}}}"#)
+        .await;
+    assert!(init.get("result").is_some(), "{init}");
+    raw.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    // The client never answers: the first 16 questions wait, the 17th is refused.
+    raw.send(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask_many","arguments":{"n":40}}}"#)
+        .await;
+    let mut asked = 0;
+    let result = loop {
+        let message = raw.recv().await;
+        if message["method"] == "elicitation/create" {
+            asked += 1;
+            continue;
+        }
+        if message["id"] == 2 {
+            break message;
+        }
+    };
+    assert_eq!(
+        texts(&result["result"]),
+        ["a call may have at most 16 requests to the client waiting at once"],
+        "{result}"
+    );
+    assert!(asked <= 16, "{asked} questions reached the client");
+    raw.assert_alive(3).await;
+}
+
 /// A loopback server whose every answer takes `delay`: `GET /N` answers `N`.
 async fn slow_upstream(delay: Duration) -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -60,7 +60,19 @@ pub struct HostInterfaceCtx {
     /// Log text this call wrote to the host's log so far.
     logged_bytes: usize,
     reach: Arc<dyn CallReach>,
+    /// Places for the call's requests to the client that are waiting on an answer: a 0.3
+    /// plugin may have several in flight ([`MAX_REQUESTS_IN_FLIGHT`]).
+    requests: Arc<tokio::sync::Semaphore>,
 }
+
+/// Requests to the client (sampling, elicitation, roots) one call may have waiting at once.
+/// A 0.2 call has one at most (its imports are synchronous); a 0.3 call's are `async`, and each
+/// keeps its parameters until the client answers, so past this many the next fails at once.
+pub const MAX_REQUESTS_IN_FLIGHT: usize = 16;
+/// The parameters of one request to the client from a 0.3 call, at most: with
+/// [`MAX_REQUESTS_IN_FLIGHT`], a call keeps no more waiting than one 0.2 host call may pass
+/// (`HOSTCALL_DATA_BYTES`, 64 MiB).
+pub const MAX_REQUEST_BYTES: usize = 4 << 20;
 
 impl HostInterfaceCtx {
     /// The `host` imports of one call into `plugin`, forwarded to `host`.
@@ -69,6 +81,7 @@ impl HostInterfaceCtx {
             plugin,
             logged_bytes: 0,
             reach,
+            requests: Arc::new(tokio::sync::Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
         }
     }
 
@@ -83,6 +96,11 @@ impl HostInterfaceCtx {
     /// Where the call's `host` imports go.
     pub(crate) fn reach(&self) -> &Arc<dyn CallReach> {
         &self.reach
+    }
+
+    /// A place for one request to the client, if the call has one free.
+    pub(crate) fn request_place(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.requests).try_acquire_owned().ok()
     }
 }
 

@@ -133,6 +133,19 @@ impl StoreData {
             wasi.env(&env.name, &env.value);
         }
         for dir in &policy.dirs {
+            // The grant is of the folder that was there at load (its real path): a link put in
+            // its place since, by a plugin granted the folder above it or by anyone else, must
+            // not take the grant elsewhere. Checked as the call opens it; an open directory
+            // handle (a spare's, a kept instance's) stays on the folder it opened.
+            if let Ok(real) = std::fs::canonicalize(&dir.host)
+                && real != dir.host
+            {
+                return Err(format!(
+                    "granted directory {} is now a link to {}: the grant is of the folder that was there when the plugin loaded",
+                    dir.host.display(),
+                    real.display()
+                ));
+            }
             let perms = if dir.writable {
                 FsPerms::ReadWrite
             } else {

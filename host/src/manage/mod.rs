@@ -16,8 +16,9 @@
 //! replaces it. Each step is an audit record (`manage/…`). A folder is approved as its own
 //! path (one a link leads elsewhere is removed from the offer); should a link replace it
 //! later, the loader refuses the plugin (`watch::load`, which knows the managed directory
-//! through `Trust`). A ceiling folder a plugin may write never holds a plugin directory nor
-//! lies inside one (`settings`, and `serve` once links are resolved).
+//! through `Trust`), and while it is loaded each call does (`engine::state`, for every
+//! plugin's granted folders). A ceiling folder a plugin may write never holds a plugin
+//! directory nor lies inside one (`settings`, and `serve` once links are resolved).
 //!
 //! Replicas share installs through the managed directory on shared storage: each replica
 //! watches it and loads what any of them wrote (the lock entry and signature are checked

@@ -3,7 +3,9 @@
 //! the client are `async func`s, so a plugin may have several in flight (each borrows the
 //! call's [`CallReach`](super::super::CallReach) only to start, and awaits outside the store).
 //! There is no `cancelled`: a 0.3 call learns of cancellation from the component model (the
-//! host drops its ends of the call's stream and future). `caller` is 0.1's
+//! host drops its ends of the call's stream and future). A call may have
+//! [`MAX_REQUESTS_IN_FLIGHT`] requests waiting on the client, each of at most
+//! [`MAX_REQUEST_BYTES`]. `caller` is 0.1's
 //! `mcpbox:multi-user/caller` under the 0.3 package's name, answered by the same
 //! [`CallerCtx`].
 
@@ -15,7 +17,8 @@ use super::super::HostRequest;
 use super::super::bindings::mcpbox::plugin::host as v1;
 use super::super::caller::CallerCtx;
 use super::super::caller::bindings::mcpbox::multi_user::caller as v1_caller;
-use super::super::host_interface::HostInterfaceCtx;
+use super::super::host_interface::{HostInterfaceCtx, MAX_REQUEST_BYTES, MAX_REQUESTS_IN_FLIGHT};
+use super::super::plugin::human_bytes;
 use super::bindings::mcpbox::plugin::{caller, host};
 use crate::engine::bindings::mcpbox::plugin::types::{ListKind, LogLevel};
 
@@ -37,13 +40,32 @@ impl host::Host for HostInterfaceCtx {
     }
 }
 
-/// A request to the client: the call's host is borrowed from the store only to start it.
+/// A request to the client: the call's host is borrowed from the store only to start it. A
+/// call may have [`MAX_REQUESTS_IN_FLIGHT`] waiting at once, each of at most
+/// [`MAX_REQUEST_BYTES`]; past either, the request fails at once (the plugin's `Err`), so a
+/// plugin starting requests by the thousand, each with a large parameter, holds no more of
+/// the host than one 0.2 call could.
 async fn request<T: Send>(
     accessor: &Accessor<T, HasSelf<HostInterfaceCtx>>,
     kind: HostRequest,
     params: String,
 ) -> Result<String, String> {
-    let host = accessor.with(|mut access| Arc::clone(access.get().reach()));
+    if params.len() > MAX_REQUEST_BYTES {
+        return Err(format!(
+            "a request to the client may carry at most {} (this one: {})",
+            human_bytes(MAX_REQUEST_BYTES),
+            human_bytes(params.len())
+        ));
+    }
+    let (host, place) = accessor.with(|mut access| {
+        let ctx = access.get();
+        (Arc::clone(ctx.reach()), ctx.request_place())
+    });
+    let Some(_place) = place else {
+        return Err(format!(
+            "a call may have at most {MAX_REQUESTS_IN_FLIGHT} requests to the client waiting at once"
+        ));
+    };
     host.request(kind, params).await
 }
 

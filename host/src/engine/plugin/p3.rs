@@ -68,10 +68,11 @@ impl Exports3 {
 /// call, recognised by [`call::host_failure`].
 pub(super) const TOO_MANY_CONCURRENT: &str = "mcpbox: too many concurrent tasks in one call";
 
-/// Arm a 0.3 call's store as [`PluginCode::arm`] does, and check its concurrent table at
-/// every epoch tick.
-pub(super) fn arm(store: &mut Store<StoreData>, limits: &Limits) -> Result<(), CallError> {
-    PluginCode::arm(store, limits, 0)?;
+/// Check a 0.3 call's concurrent table at every epoch tick, beside its deadline. The store was
+/// armed when the call got it ([`PluginCode::instantiate`]): its fuel is already the budget
+/// less what instantiating it took, a spare's included, and is not reset here (resetting it
+/// gave a 0.3 call on a spare its instantiation's fuel back).
+pub(super) fn arm(store: &mut Store<StoreData>, limits: &Limits) {
     let deadline = Instant::now() + limits.timeout;
     store.epoch_deadline_callback(move |mut ctx| {
         if ctx.concurrent_state_table_size() > MAX_CONCURRENT_PER_CALL {
@@ -83,7 +84,6 @@ pub(super) fn arm(store: &mut Store<StoreData>, limits: &Limits) -> Result<(), C
             UpdateDeadline::Yield(1)
         })
     });
-    Ok(())
 }
 
 /// How long a 0.3 call that may keep its instance waits, after its answer, for the tasks it
@@ -311,7 +311,7 @@ impl PluginCode {
             let mut call = code
                 .instantiate(Arc::new(Detached), denied, code.limits)
                 .await?;
-            arm(&mut call.store, &code.limits)?;
+            arm(&mut call.store, &code.limits);
             let tools = match &exports.tools {
                 Some(i) => Some(call.load(|s, inst| i.load(s, inst))?),
                 None => None,
@@ -373,7 +373,7 @@ impl PluginCode {
         let (name, arguments) = (name.to_owned(), arguments.to_owned());
         let work = async move |code: &PluginCode| {
             let mut call = code.instantiate(Arc::clone(&reach), denied, limits).await?;
-            arm(&mut call.store, &limits)?;
+            arm(&mut call.store, &limits);
             let guest = call.load(|s, i| indices.load(s, i))?;
             let keep = call.keep_for.is_some();
             let out = call
@@ -418,7 +418,7 @@ impl PluginCode {
         let (name, arguments) = (name.to_owned(), arguments.to_vec());
         let work = async move |code: &PluginCode| {
             let mut call = code.instantiate(reach, denied, code.limits).await?;
-            arm(&mut call.store, &code.limits)?;
+            arm(&mut call.store, &code.limits);
             let guest = call.load(|s, i| indices.load(s, i))?;
             let keep = call.keep_for.is_some();
             let out = call
@@ -452,7 +452,7 @@ impl PluginCode {
         let uri = uri.to_owned();
         let work = async move |code: &PluginCode| {
             let mut call = code.instantiate(reach, denied, code.limits).await?;
-            arm(&mut call.store, &code.limits)?;
+            arm(&mut call.store, &code.limits);
             let guest = call.load(|s, i| indices.load(s, i))?;
             let keep = call.keep_for.is_some();
             let out = call
@@ -494,7 +494,7 @@ impl PluginCode {
         );
         let work = async move |code: &PluginCode| {
             let mut call = code.instantiate(reach, denied, code.limits).await?;
-            arm(&mut call.store, &code.limits)?;
+            arm(&mut call.store, &code.limits);
             let guest = call.load(|s, i| indices.load(s, i))?;
             let keep = call.keep_for.is_some();
             let out = call

@@ -2,7 +2,7 @@
 //! streamed count, concurrent fetches, the caller, a note in durable state), a prompt, a resource and a completion,
 //! and hostile tools: one that awaits forever, one that spawns thousands of futures, one that
 //! holds its stream open, one that drops a write midway, one that streams a large text over
-//! and over, one that burns fuel, one that grows
+//! and over, one that asks the client many questions at once, one that burns fuel, one that grows
 //! its memory, one that leaves a task running after it answers.
 
 use futures::FutureExt as _;
@@ -122,6 +122,19 @@ async fn flood(args: Flood, mut out: Output) -> Result<String, String> {
     Ok("flooded".to_owned())
 }
 
+/// Asks the client `n` questions at once; the first answer or refusal is the result.
+async fn ask_many(args: Count, _out: Output) -> Result<String, String> {
+    let question = json!({"message": "?", "requestedSchema": {"type": "object", "properties": {}}});
+    let mut asked: FuturesUnordered<_> = (0..args.n)
+        .map(|_| mcpbox_sdk::p3::host::elicit(&question))
+        .collect();
+    match asked.next().await {
+        Some(Ok(answer)) => Ok(answer.to_string()),
+        Some(Err(refused)) => Ok(refused),
+        None => Err("asked nothing".to_owned()),
+    }
+}
+
 /// Starts a write, drops it midway, then answers.
 async fn drop_mid_write(_: NoArgs, mut out: Output) -> String {
     let _ = out.text("x".repeat(1 << 16)).now_or_never();
@@ -212,6 +225,7 @@ impl Plugin for Probe {
             )
             .add(Tool::new("drop_mid_write", "Drop a write"), drop_mid_write)
             .add(Tool::new("flood", "Stream one text n times"), flood)
+            .add(Tool::new("ask_many", "Ask n questions at once"), ask_many)
             .add(Tool::new("burn3", "Burn fuel"), burn)
             .add(Tool::new("grow3", "Grow memory"), grow)
             .add(Tool::new("who3", "Who calls"), who)
