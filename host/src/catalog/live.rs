@@ -64,6 +64,7 @@ impl PluginSet {
             page_size,
             &Default::default(),
             HostTools::default(),
+            None,
         );
         crate::metrics::metrics().set_plugins(catalog.plugin_count());
         let startup_problems = catalog.refusals().iter().map(ToString::to_string).collect();
@@ -216,7 +217,7 @@ impl PluginSet {
 
     /// Serve the plugins loaded at startup, added to the set at once (which `serve` creates
     /// empty, so that it answers health checks while they load): names go to plugins in
-    /// file-name order, and each refusal is logged and kept for clients that ask for logs, as
+    /// file-name order, the managed directory's last (see `Catalog::build`), and each refusal is logged and kept for clients that ask for logs, as
     /// with [`PluginSet::new`].
     pub fn add_startup(&self, loaded: Vec<LoadedPlugin>) {
         let (old, new) = self.publish(|plugins| {
@@ -254,6 +255,7 @@ impl PluginSet {
             self.page_size,
             previous.claims(),
             host_tools,
+            self.installer.get().map(|i| i.directory()),
         ));
         crate::metrics::metrics().set_plugins(new.plugin_count());
         (self.current.swap(Arc::clone(&new)), new)

@@ -10,7 +10,7 @@
 //! named to them.
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -39,6 +39,9 @@ pub trait PluginInstaller: Send + Sync + std::fmt::Debug + 'static {
     fn items(&self) -> Vec<Arc<RawValue>>;
     /// The scopes a caller must hold to see and use them (empty: any caller, as over stdio).
     fn scopes(&self) -> Vec<String>;
+    /// The directory it installs plugins into: a name nobody served goes to a plugin there
+    /// only if no plugin elsewhere offers it.
+    fn directory(&self) -> &Path;
     /// Call the tool `name` (one of [`MANAGE_TOOLS`]) for the caller of `ctx`.
     fn call<'a>(
         &'a self,

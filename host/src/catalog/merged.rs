@@ -6,8 +6,10 @@
 //! **Who owns a name.** A name the previous catalog served stays with its plugin as long as
 //! that plugin still offers it, whatever the file names sort as: a plugin dropped into the
 //! directory can never take a live name. Names nobody served go to the first plugin in
-//! file-name order that offers them (so startup is deterministic). Other claims are refused
-//! and reported by the live set ([`super::PluginSet`]).
+//! file-name order that offers them (so startup is deterministic), the plugins outside the
+//! managed directory (`[manage]`) before those in it: an installed plugin never takes, at a
+//! restart, a name an operator's plugin offers. Other claims are refused and reported by the
+//! live set ([`super::PluginSet`]).
 //!
 //! The host's own tools ([`super::host_tools`], [`super::managing`]) come first in the tool
 //! list when they are served, and their names are never a plugin's, served or not; nor is any
@@ -80,6 +82,40 @@ fn host_tool(claim: &Claim) -> bool {
 fn reserved(claim: &Claim) -> bool {
     host_tool(claim)
         || matches!(claim, Claim::Tool(name) if super::host_tools::in_host_namespace(name))
+}
+
+/// Who owns each name `offered` (each plugin's file and names, in file-name order): the
+/// plugin that served it in `previous`, as long as it still offers it; else the first
+/// plugin that offers it, those outside the `managed` directory before those in it (so
+/// after a restart an installed plugin never takes a name an operator's plugin offers).
+fn owners(
+    offered: &[(&Path, Vec<Claim>)],
+    previous: &HashMap<Claim, PathBuf>,
+    managed: Option<&Path>,
+) -> HashMap<Claim, usize> {
+    let mut owners: HashMap<Claim, usize> = HashMap::new();
+    for (i, (file, claims)) in offered.iter().enumerate() {
+        for claim in claims {
+            if previous.get(claim).map(PathBuf::as_path) == Some(*file) {
+                owners.insert(claim.clone(), i);
+            }
+        }
+    }
+    let installed = |file: &Path| managed.is_some() && file.parent() == managed;
+    let operators = offered
+        .iter()
+        .enumerate()
+        .filter(|(_, (f, _))| !installed(f));
+    let then_installed = offered
+        .iter()
+        .enumerate()
+        .filter(|(_, (f, _))| installed(f));
+    for (i, (_, claims)) in operators.chain(then_installed) {
+        for claim in claims {
+            owners.entry(claim.clone()).or_insert(i);
+        }
+    }
+    owners
 }
 
 /// The host's own tools a catalog serves first: those for linked accounts, and the
@@ -236,27 +272,20 @@ impl Catalog {
     /// Merge `plugins` (in file-name order), after the host's own tools if `host_tools`. A
     /// name served by the `previous` catalog stays with its plugin as long as that plugin
     /// still offers it; every other name goes to the first plugin in file-name order that
-    /// offers it. Other claims, and names reserved for the host's tools, are refused (see
+    /// offers it, those outside the `managed` directory first. Other claims, and names reserved for the host's tools, are refused (see
     /// [`Catalog::refusals`]).
     pub fn build(
         plugins: &[Arc<LoadedPlugin>],
         page_size: usize,
         previous: &HashMap<Claim, PathBuf>,
         host_tools: HostTools<'_>,
+        managed: Option<&Path>,
     ) -> Self {
-        let mut owners: HashMap<Claim, usize> = HashMap::new();
-        for (i, plugin) in plugins.iter().enumerate() {
-            for claim in plugin.claims() {
-                if previous.get(&claim) == Some(&plugin.file) {
-                    owners.insert(claim, i);
-                }
-            }
-        }
-        for (i, plugin) in plugins.iter().enumerate() {
-            for claim in plugin.claims() {
-                owners.entry(claim).or_insert(i);
-            }
-        }
+        let offered: Vec<(&Path, Vec<Claim>)> = plugins
+            .iter()
+            .map(|p| (p.file.as_path(), p.claims().collect()))
+            .collect();
+        let owners = owners(&offered, previous, managed);
         let mut catalog = Self {
             claims: HashMap::with_capacity(owners.len()),
             refusals: Vec::new(),
@@ -720,6 +749,38 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue #60: after a restart, a name nobody served went to the first plugin in full-path
+    /// order, so a plugin installed into the managed directory (`/srv/mcpbox/managed` sorts
+    /// before `/srv/mcpbox/plugins`) took a name an operator's plugin serves.
+    #[test]
+    fn names_nobody_served_go_to_the_operators_plugins_before_the_managed_ones() {
+        let tool = |name: &str| Claim::Tool(name.to_owned());
+        let installed = Path::new("/srv/mcpbox/managed/x.wasm");
+        let operators = Path::new("/srv/mcpbox/plugins/weather.wasm");
+        let other = Path::new("/srv/mcpbox/plugins/zz.wasm");
+        let offered = [
+            (installed, vec![tool("forecast"), tool("x_only")]),
+            (operators, vec![tool("forecast"), tool("shared")]),
+            (other, vec![tool("shared")]),
+        ];
+        let managed = Some(Path::new("/srv/mcpbox/managed"));
+        let first = owners(&offered, &HashMap::new(), managed);
+        assert_eq!(first[&tool("forecast")], 1, "the operator's plugin first");
+        assert_eq!(first[&tool("x_only")], 0);
+        assert_eq!(
+            first[&tool("shared")],
+            1,
+            "among the operator's, file order"
+        );
+        // Without a managed directory, file-name order alone, as before.
+        let plain = owners(&offered, &HashMap::new(), None);
+        assert_eq!(plain[&tool("forecast")], 0);
+        // A name served before stays with its plugin, wherever it lies.
+        let previous = HashMap::from([(tool("forecast"), installed.to_path_buf())]);
+        let kept = owners(&offered, &previous, managed);
+        assert_eq!(kept[&tool("forecast")], 0);
+    }
 
     #[test]
     fn a_tool_name_in_the_hosts_namespace_is_reserved_for_every_plugin() {

@@ -116,7 +116,8 @@ impl ServeArgs {
 
     /// Managed installs, when the configuration file enables them (`[manage]`): its directory
     /// made if missing and added, canonical, to `plugin_dirs` (last); refused over HTTP without
-    /// a scope, and with `--no-watch` (installs load live).
+    /// a scope, with `--no-watch` (installs load live), and with a ceiling folder a managed
+    /// plugin may write that holds a plugin directory or lies inside one.
     #[cfg(feature = "registry")]
     fn manage(
         &self,
@@ -163,6 +164,11 @@ impl ServeArgs {
             if let Ok(real) = std::fs::canonicalize(&*path) {
                 *path = real;
             }
+        }
+        // A managed plugin that could write a plugin directory could rewrite plugins and
+        // their manifests (its own among them, loaded live).
+        if let Some(why) = manage.ceiling.writes_into(plugin_dirs) {
+            anyhow::bail!("[manage.ceiling] dirs: {why}");
         }
         // A limit the ceiling does not name is capped at the command line's: a managed
         // plugin never asks its way past the operator's defaults.

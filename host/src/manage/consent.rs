@@ -1,6 +1,7 @@
 //! Asking the user with form elicitation, and reading their answer. The question shows the
 //! plugin, the reference and digest, the signer, every grant (each a box the user may untick),
-//! the limits, what the ceiling removed and what the caller's arguments left out or asked for
+//! the limits, the manifest's other keys copied (its title, naming, tasks, instances), what
+//! the ceiling removed and what the caller's arguments left out or asked for
 //! in vain; the one required field is the confirmation. Only `accept` with the confirmation
 //! ticked is an accept; the grants approved are those the user left ticked (a grant the client
 //! does not send back is not approved).
@@ -92,6 +93,12 @@ pub fn install_question(offer: &Offer, changed: bool) -> (String, Value) {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         lines.push(format!("Limits: {}", limits.join(", ")));
+    }
+    if !offer.capped.kept.is_empty() {
+        lines.push("Also set by its manifest (as capped):".to_owned());
+        for (key, value) in &offer.capped.kept {
+            lines.push(format!("  - {}", shown(&format!("{key} = {value}"))));
+        }
     }
     if !offer.capped.removed.is_empty() {
         lines.push("The operator's ceiling removed:".to_owned());

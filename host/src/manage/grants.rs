@@ -1,5 +1,6 @@
 //! What a managed install grants: the author's plugin manifest (what the plugin asks for) read
-//! key by key into [`Grant`]s, capped by the operator's [`Ceiling`] (what it removes is said),
+//! key by key into [`Grant`]s, capped by the operator's [`Ceiling`] (what it removes is said;
+//! a task's time limit and instances kept per caller are capped too),
 //! narrowed by the caller's arguments (which can only leave grants out), and written back as
 //! the manifest the host loads. The [`Offer`] is what the user is shown; its
 //! [`Offer::consent_id`] binds an accept to exactly that artifact digest and that grant set.
@@ -116,7 +117,9 @@ pub struct Capped {
     /// The limits (each at most the ceiling's).
     pub limits: BTreeMap<String, u64>,
     /// The manifest's keys that grant nothing (title, prefix, scopes, naming, tasks,
-    /// instances, skills), kept as written.
+    /// instances, skills), kept as written but for a task time limit over the ceiling's
+    /// `timeout-ms` (lowered) and `instances = "per-caller"` the ceiling does not allow
+    /// (dropped).
     pub kept: toml::Table,
     /// What the ceiling (or mcpbox) removed, for people.
     pub removed: Vec<String>,
@@ -127,7 +130,8 @@ pub struct Capped {
 #[error("its plugin manifest {0}")]
 pub struct ManifestRefused(String);
 
-/// The manifest keys that grant nothing, kept as the author wrote them.
+/// The manifest keys that grant nothing, kept as the author wrote them (`tasks` and
+/// `instances` within the ceiling).
 const KEPT: [&str; 9] = [
     "title",
     "prefix",
@@ -147,6 +151,15 @@ pub fn cap(text: &str, ceiling: &Ceiling) -> Result<Capped, ManifestRefused> {
     let mut capped = Capped::default();
     for (key, value) in table {
         match key.as_str() {
+            "tasks" => {
+                let value = tasks(value, ceiling, &mut capped);
+                capped.kept.insert(key, value);
+            }
+            "instances"
+                if value.as_str() == Some("per-caller") && !ceiling.per_caller_instances =>
+            {
+                capped.removed.push("an instance kept for the same caller's next call (instances = \"per-caller\"): the operator allows a fresh instance per call only".to_owned());
+            }
             k if KEPT.contains(&k) => {
                 capped.kept.insert(key, value);
             }
@@ -176,6 +189,25 @@ pub fn cap(text: &str, ceiling: &Ceiling) -> Result<Capped, ManifestRefused> {
     capped.grants.sort();
     capped.grants.dedup();
     Ok(capped)
+}
+
+/// `[tasks]` as written, but for a `timeout-ms` over the ceiling's `timeout-ms` (a task runs
+/// at most as long as the operator lets a call run), lowered and said. What is not a table
+/// or an integer is kept for the host's own parsing to refuse.
+fn tasks(mut value: toml::Value, ceiling: &Ceiling, capped: &mut Capped) -> toml::Value {
+    let Some(most) = ceiling.limits.get("timeout-ms") else {
+        return value;
+    };
+    if let Some(timeout) = value.get_mut("timeout-ms")
+        && let Some(asked) = timeout.as_integer().and_then(|v| u64::try_from(v).ok())
+        && asked > *most
+    {
+        capped.removed.push(format!(
+            "tasks.timeout-ms {asked} (lowered to the operator's timeout-ms {most})"
+        ));
+        *timeout = toml::Value::Integer(i64::try_from(*most).unwrap_or(i64::MAX));
+    }
+    value
 }
 
 fn limits(

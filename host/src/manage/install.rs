@@ -1,5 +1,6 @@
 //! Installing a plugin: the install tool's arguments checked (the reference among the
-//! operator's sources, the name free of the operator's configuration), the artifact resolved
+//! operator's sources, the name free of the operator's configuration and of any plugin mcpbox
+//! installed that the caller may not see), the artifact resolved
 //! and its requested grants capped and narrowed ([`Prepared`]), the user asked until the
 //! reference still resolves to what they approved, and the approved plugin written to the
 //! managed directory and waited for.
@@ -105,6 +106,9 @@ impl Installs {
             return failed(&format!(
                 "a plugin named `{name}` is already served (placed by the operator, not installed by mcpbox): install under another name"
             ));
+        }
+        if let Err(why) = self.replaceable(&name, ctx) {
+            return failed(&why);
         }
         let keep = args.grants.as_deref();
         let prepared = match self.prepare(&reference, &name, keep).await {
@@ -243,6 +247,21 @@ impl Installs {
         Ok(())
     }
 
+    /// `Ok` unless mcpbox installed a plugin `name` that the caller of `ctx` may not see (its
+    /// scopes hide it, or it is not loaded): as for a removal, only a plugin the caller may
+    /// see can be replaced.
+    fn replaceable(&self, name: &str, ctx: &RequestContext) -> Result<(), String> {
+        let installed = crate::registry::install::installed(&self.settings.directory)
+            .map_err(|e| format!("could not read the managed directory: {e}"))?;
+        if installed.contains_key(name) && !self.visible(name, ctx) {
+            return Err(format!(
+                "the name `{}` is taken by a plugin mcpbox installed that this caller may not see (only those they may see can be replaced here): install under another name; nothing was installed",
+                consent::shown(name)
+            ));
+        }
+        Ok(())
+    }
+
     fn not_done(
         &self,
         ctx: &RequestContext,
@@ -272,10 +291,15 @@ impl Installs {
         let name = &prepared.offer.name;
         let text = grants::manifest_text(&approved);
         let _writing = self.writing.lock().await;
-        // The configuration may have been reloaded while the user was asked.
+        // The configuration may have been reloaded, or another caller may have installed
+        // under that name, while the user was asked.
         if let Err(why) = self.ungoverned(name) {
             self.record(ctx, "manage/refused", name, &at(&prepared.offer), false);
             return failed(&format!("{why}; nothing was installed"));
+        }
+        if let Err(why) = self.replaceable(name, ctx) {
+            self.record(ctx, "manage/refused", name, &at(&prepared.offer), false);
+            return failed(&why);
         }
         let started = Instant::now();
         if let Err(e) = self

@@ -11,11 +11,14 @@
 //! from what the user saw, nothing is installed and the user is asked again. The plugin lands
 //! in the managed directory with its lock entry and the manifest of exactly the grants
 //! approved; the directory is one of the host's plugin directories, watched, so the plugin
-//! loads live and every client hears `list_changed`. Removal asks the same way. Each step is
-//! an audit record (`manage/…`). A folder is approved as its own path (one a link leads
-//! elsewhere is removed from the offer); should a link replace it later, the loader refuses
-//! the plugin (`watch::load`, which knows the managed directory through `Trust`), and while it
-//! is loaded each call does (`engine::state`, for every plugin's granted folders).
+//! loads live and every client hears `list_changed`. Removal asks the same way, always
+//! (`pre-approve` covers installs only), and only a caller who may see the plugin removes or
+//! replaces it. Each step is an audit record (`manage/…`). A folder is approved as its own
+//! path (one a link leads elsewhere is removed from the offer); should a link replace it
+//! later, the loader refuses the plugin (`watch::load`, which knows the managed directory
+//! through `Trust`), and while it is loaded each call does (`engine::state`, for every
+//! plugin's granted folders). A ceiling folder a plugin may write never holds a plugin
+//! directory nor lies inside one (`settings`, and `serve` once links are resolved).
 //!
 //! Replicas share installs through the managed directory on shared storage: each replica
 //! watches it and loads what any of them wrote (the lock entry and signature are checked
@@ -68,6 +71,8 @@ pub struct Installs {
     audit: Option<Arc<dyn AuditSink>>,
     /// One install or removal at a time.
     writing: tokio::sync::Mutex<()>,
+    /// The longest one search takes ([`search::MAX_SEARCH_TIME`]).
+    search_time: Duration,
 }
 
 impl std::fmt::Debug for Installs {
@@ -120,6 +125,7 @@ impl Installs {
             sections,
             audit,
             writing: tokio::sync::Mutex::new(()),
+            search_time: search::MAX_SEARCH_TIME,
         })
     }
 
@@ -143,6 +149,15 @@ impl Installs {
                 cut: std::collections::BTreeMap::new(),
             });
         }
+    }
+
+    /// Whether the caller of `ctx` may see the loaded plugin `name` (it may remove or replace
+    /// it only then).
+    fn visible(&self, name: &str, ctx: &RequestContext) -> bool {
+        self.plugins
+            .visible_to(ctx.caller())
+            .iter()
+            .any(|p| p.name == name)
     }
 
     /// Wait (polling the live set) until `done` holds, at most [`LOAD_WAIT`].
@@ -174,11 +189,7 @@ impl Installs {
             Ok(installed) => installed,
             Err(e) => return failed(&format!("could not read the managed directory: {e}")),
         };
-        let visible = self
-            .plugins
-            .visible_to(ctx.caller())
-            .iter()
-            .any(|p| p.name == name);
+        let visible = self.visible(&name, ctx);
         let Some(entry) = installed.get(&name).filter(|_| visible) else {
             return failed(&format!(
                 "no plugin `{}` was installed by mcpbox (only those can be removed here)",
@@ -210,7 +221,8 @@ impl Installs {
                     ));
                 }
             }
-        } else if self.settings.pre_approve == PreApprove::None {
+        } else {
+            // `pre-approve` is for installs of signed artifacts: a removal is always asked.
             return failed(
                 "this client cannot show the user a form (it declared no form-mode elicitation), and mcpbox removes a plugin only with the user's consent: nothing was removed",
             );
@@ -322,6 +334,10 @@ impl PluginInstaller for Installs {
 
     fn scopes(&self) -> Vec<String> {
         self.settings.scope.iter().cloned().collect()
+    }
+
+    fn directory(&self) -> &std::path::Path {
+        &self.settings.directory
     }
 
     fn call<'a>(

@@ -1,6 +1,8 @@
 //! `mcpbox_search_plugins`: the words of a query matched against what the operator's sources
 //! offer and against the tools installed that the caller may see. A source's artifacts are
-//! its repository's tags (at most `registry::install::MAX_TAGS` each), and a source
+//! its repository's tags (at most `registry::install::MAX_TAGS` each; at most
+//! [`MAX_ARTIFACTS`] a search, within [`MAX_SEARCH_TIME`] for all its registry reads
+//! together, the result saying what was left out), and a source
 //! `REGISTRY/PATH/*` stands for the repositories the registry's catalog lists under PATH
 //! (`registry::index`, bounded; a registry that does not serve its catalog to mcpbox is named
 //! in the result, and the other sources are still searched). Each artifact is known by its
@@ -23,6 +25,9 @@ use crate::server::{MethodResult, RequestContext};
 const MAX_WORDS: usize = 8;
 /// The most artifacts one search reads.
 const MAX_ARTIFACTS: usize = 100;
+/// The longest one search takes, all its registry reads together: what is not read by then
+/// is left out, and the result says so.
+pub(super) const MAX_SEARCH_TIME: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,11 +95,33 @@ pub(super) async fn search(
     let mut read = 0usize;
     let mut unreachable = Vec::new();
     let mut unlisted = Vec::new();
-    for repository in repositories(installs, &mut unlisted).await {
+    // Why the sources were not all read: the artifacts' cap, or the search's time limit.
+    let mut cut = None;
+    let deadline = tokio::time::Instant::now() + installs.search_time;
+    let timed_out = format!(
+        "The search stopped at its time limit of {} s: sources not read by then were left out.",
+        installs.search_time.as_secs_f64()
+    );
+    let listed = tokio::time::timeout_at(deadline, repositories(installs, &mut unlisted)).await;
+    let listed = listed.unwrap_or_else(|_| {
+        cut = Some(timed_out.clone());
+        Vec::new()
+    });
+    'sources: for repository in listed {
+        if read == MAX_ARTIFACTS {
+            cut = Some(format!(
+                "A search reads at most {MAX_ARTIFACTS} artifacts: the sources after them were not searched."
+            ));
+            break;
+        }
         let source = repository.as_str();
-        let tags = match installs.registry.tags(source).await {
-            Ok(tags) => tags,
-            Err(e) => {
+        let tags = match tokio::time::timeout_at(deadline, installs.registry.tags(source)).await {
+            Err(_) => {
+                cut = Some(timed_out);
+                break;
+            }
+            Ok(Ok(tags)) => tags,
+            Ok(Err(e)) => {
                 tracing::warn!(source, "could not list a source's tags: {e}");
                 unreachable.push(repository.clone());
                 continue;
@@ -107,9 +134,18 @@ pub(super) async fn search(
             }
             read += 1;
             let reference = format!("{source}:{tag}");
-            let resolved = match installs.registry.resolve(&reference).await {
-                Ok(resolved) => resolved,
-                Err(e) => {
+            let resolved = match tokio::time::timeout_at(
+                deadline,
+                installs.registry.resolve(&reference),
+            )
+            .await
+            {
+                Err(_) => {
+                    cut = Some(timed_out);
+                    break 'sources;
+                }
+                Ok(Ok(resolved)) => resolved,
+                Ok(Err(e)) => {
                     tracing::debug!(reference, "skipped in a search: {e}");
                     continue;
                 }
@@ -173,6 +209,10 @@ pub(super) async fn search(
     }
     for (source, why) in &unlisted {
         text.push_str(&format!("\n(Could not list the source {source}: {why}.)"));
+    }
+    if let Some(cut) = cut {
+        tracing::info!("{cut}");
+        text.push_str(&format!("\n({cut})"));
     }
     done(&text, &json!({"results": results}))
 }

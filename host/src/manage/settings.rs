@@ -1,6 +1,7 @@
 //! The configuration file's `[manage]` table, parsed strictly: whether the management tools
 //! are served, the scope a caller needs over HTTP, the sources, the managed directory, the
-//! grant ceiling and the pre-approval policy. Unknown keys are errors.
+//! grant ceiling and the pre-approval policy. Unknown keys are errors, and so is a ceiling
+//! folder a managed plugin may write that holds the managed directory or lies inside it.
 //!
 //! ```toml
 //! [manage]
@@ -19,7 +20,10 @@
 //! env = ["TZ"]                       # variables it may be given (literal values only)
 //! config = ["api-base"]              # wasi:config keys (literal values only)
 //! state = true                       # wasi:keyvalue buckets (the default quotas)
+//! instances = "per-call"             # or "per-caller": a plugin may ask to keep an instance
+//!                                    # for the same caller's next call
 //! [manage.ceiling.limits]            # each capped; absent: capped at the command line's
+//!                                    # (timeout-ms also caps a task's `[tasks] timeout-ms`)
 //! fuel = 2_000_000_000
 //! timeout-ms = 10000
 //! memory-mib = 64
@@ -68,7 +72,8 @@ pub enum PreApprove {
     #[default]
     None,
     /// Artifacts the signature policy requires to be signed, and whose signature verifies,
-    /// installed with the grants the ceiling leaves (narrowed by the arguments).
+    /// installed with the grants the ceiling leaves (narrowed by the arguments). A removal
+    /// is still asked.
     Signed,
 }
 
@@ -87,9 +92,38 @@ pub struct Ceiling {
     pub config: Vec<String>,
     /// Whether it may have `wasi:keyvalue` buckets.
     pub state: bool,
+    /// Whether it may keep an instance for the same caller's next call (`instances =
+    /// "per-caller"`); by default each call gets a fresh one.
+    pub per_caller_instances: bool,
     /// The most of each limit (`fuel`, `timeout-ms`, `memory-mib`, `output-kib`,
     /// `result-kib`); `serve` fills in those the file does not name with the command line's.
     pub limits: BTreeMap<String, u64>,
+}
+
+impl Ceiling {
+    /// Why the ceiling cannot be used with the plugin directories `dirs`: a folder of it a
+    /// managed plugin may be granted to write holds one of them or lies inside one, so such a
+    /// plugin could rewrite plugins and their manifests (its own among them, loaded live).
+    pub fn writes_into(&self, dirs: &[PathBuf]) -> Option<String> {
+        self.dirs
+            .iter()
+            .filter(|(_, mode)| *mode == Mode::ReadWrite)
+            .find_map(|(folder, _)| {
+                let dir = dirs
+                    .iter()
+                    .find(|d| d.starts_with(folder) || folder.starts_with(d))?;
+                let how = if dir.starts_with(folder) {
+                    "holds"
+                } else {
+                    "lies inside"
+                };
+                Some(format!(
+                    "the folder {}, which a managed plugin may be granted to write, {how} the plugin directory {}: such a plugin could rewrite plugins and their manifests there; allow a folder apart from it",
+                    folder.display(),
+                    dir.display()
+                ))
+            })
+    }
 }
 
 /// The limits a ceiling may cap.
@@ -186,6 +220,14 @@ impl ManageSettings {
                     "manage.sources".to_owned(),
                     "[manage] needs at least one source (REGISTRY/REPOSITORY)".to_owned(),
                 ));
+            }
+            // As written here; `serve` checks again once links are resolved, against every
+            // plugin directory.
+            if let Some(why) = settings
+                .ceiling
+                .writes_into(std::slice::from_ref(&settings.directory))
+            {
+                return Err(("manage.ceiling.dirs".to_owned(), why));
             }
         } else if let Some(directory) = directory {
             settings.directory = directory;
@@ -289,6 +331,17 @@ fn ceiling(base: &Path, value: toml::Value) -> Result<Ceiling, (String, String)>
                     .as_bool()
                     .ok_or_else(|| at("expected true or false".to_owned()))?;
             }
+            "instances" => {
+                ceiling.per_caller_instances = match string(&value).map_err(at)?.as_str() {
+                    "per-call" => false,
+                    "per-caller" => true,
+                    other => {
+                        return Err(at(format!(
+                            "`{other}`: expected \"per-call\" (the default) or \"per-caller\""
+                        )));
+                    }
+                };
+            }
             "limits" => {
                 let toml::Value::Table(limits) = value else {
                     return Err(at("expected a table".to_owned()));
@@ -310,7 +363,7 @@ fn ceiling(base: &Path, value: toml::Value) -> Result<Ceiling, (String, String)>
             }
             _ => {
                 return Err(at(
-                    "unknown key; [manage.ceiling] has dirs, hosts, public-http, env, config, state and [manage.ceiling.limits]".to_owned(),
+                    "unknown key; [manage.ceiling] has dirs, hosts, public-http, env, config, state, instances and [manage.ceiling.limits]".to_owned(),
                 ));
             }
         }

@@ -20,6 +20,7 @@ fn ceiling() -> Ceiling {
         env: vec!["TZ".to_owned()],
         config: vec!["api-base".to_owned()],
         state: true,
+        per_caller_instances: false,
         limits: [("fuel".to_owned(), 1000), ("memory-mib".to_owned(), 64)].into(),
     }
 }
@@ -422,5 +423,294 @@ fn a_folder_reached_through_a_link_or_missing_is_removed() {
         )),
         "{:?}",
         capped.removed
+    );
+}
+
+/// Issue #60: an artifact's `[tasks] timeout-ms` was copied as written (up to the host's hour),
+/// past the ceiling's `timeout-ms`, and neither it nor `instances = "per-caller"` was shown.
+#[test]
+fn a_task_time_limit_and_kept_instances_are_the_ceilings_to_allow_and_the_question_shows_them() {
+    let mut ceiling = ceiling();
+    ceiling.limits.insert("timeout-ms".to_owned(), 10_000);
+    let asked =
+        "instances = \"per-caller\"\n[tasks]\noptional = [\"report\"]\ntimeout-ms = 3600000\n";
+    let capped = cap(asked, &ceiling).unwrap();
+    assert_eq!(
+        capped.kept["tasks"]["timeout-ms"].as_integer(),
+        Some(10_000),
+        "{:?}",
+        capped.kept
+    );
+    assert_eq!(
+        capped.kept["tasks"]["optional"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert!(!capped.kept.contains_key("instances"), "{:?}", capped.kept);
+    assert_eq!(
+        capped.removed,
+        [
+            "an instance kept for the same caller's next call (instances = \"per-caller\"): the operator allows a fresh instance per call only",
+            "tasks.timeout-ms 3600000 (lowered to the operator's timeout-ms 10000)",
+        ]
+    );
+    // What the manifest written would load: a task at most the ceiling's call time.
+    let policy = crate::policy::parse_manifest(
+        Path::new("/managed/notes.toml"),
+        &manifest_text(&capped),
+        crate::policy::Limits::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        policy.limits.task_timeout,
+        std::time::Duration::from_secs(10)
+    );
+    assert_eq!(policy.instances, crate::policy::Instances::PerCall);
+    // Within the ceiling, kept as written; the operator may allow instances per caller.
+    ceiling.per_caller_instances = true;
+    let within = cap(
+        "instances = \"per-caller\"\n[tasks]\nrequired = [\"export\"]\ntimeout-ms = 5000\n",
+        &ceiling,
+    )
+    .unwrap();
+    assert_eq!(within.kept["tasks"]["timeout-ms"].as_integer(), Some(5000));
+    assert_eq!(within.kept["instances"].as_str(), Some("per-caller"));
+    assert!(within.removed.is_empty(), "{:?}", within.removed);
+
+    // The user is shown what is copied from the manifest, not only the grants and limits.
+    let mut offer = offer("sha256:a");
+    offer.capped = within;
+    let (message, _) = install_question(&offer, false);
+    for shown in [
+        "Also set by its manifest (as capped):",
+        "  - instances = \"per-caller\"",
+        "  - tasks = { required = [\"export\"], timeout-ms = 5000 }",
+    ] {
+        assert!(message.contains(shown), "{shown}\n{message}");
+    }
+}
+
+/// Issue #60: a ceiling folder a managed plugin may write that holds the managed directory (or
+/// lies inside it) let an installed plugin rewrite its own manifest, loaded live.
+#[test]
+fn a_writable_ceiling_folder_holding_or_inside_the_managed_directory_is_refused() {
+    let file = Path::new("/etc/mcpbox/mcpbox.toml");
+    let parse =
+        |text: &str| ManageSettings::from_toml(file, toml::from_str::<toml::Value>(text).unwrap());
+    let with = |path: &str, mode: &str| {
+        format!(
+            "enabled = true\ndirectory = \"/srv/mcpbox/managed\"\nsources = [\"a/b\"]\n[ceiling]\ndirs = [{{ path = \"/srv/data\", mode = \"read-write\" }}, {{ path = \"{path}\", mode = \"{mode}\" }}]\n"
+        )
+    };
+    assert_eq!(
+        parse(&with("/srv/mcpbox", "read-write")).unwrap_err(),
+        (
+            "manage.ceiling.dirs".to_owned(),
+            "the folder /srv/mcpbox, which a managed plugin may be granted to write, holds the plugin directory /srv/mcpbox/managed: such a plugin could rewrite plugins and their manifests there; allow a folder apart from it".to_owned()
+        )
+    );
+    assert_eq!(
+        parse(&with("/srv/mcpbox/managed/data", "read-write")).unwrap_err(),
+        (
+            "manage.ceiling.dirs".to_owned(),
+            "the folder /srv/mcpbox/managed/data, which a managed plugin may be granted to write, lies inside the plugin directory /srv/mcpbox/managed: such a plugin could rewrite plugins and their manifests there; allow a folder apart from it".to_owned()
+        )
+    );
+    // A relative managed directory is compared where it lies.
+    let relative = "enabled = true\ndirectory = \"managed\"\nsources = [\"a/b\"]\n[ceiling]\ndirs = [{ path = \"/etc\", mode = \"read-write\" }]\n";
+    assert_eq!(parse(relative).unwrap_err().0, "manage.ceiling.dirs");
+    // Reading it, or a folder beside it, is allowed.
+    assert!(parse(&with("/srv/mcpbox", "read-only")).is_ok());
+    assert!(parse(&with("/srv/mcpbox/other", "read-write")).is_ok());
+    assert!(parse(&with("/srv/mcpbox/managed-data", "read-write")).is_ok());
+}
+
+/// Issue #60: an install under a name mcpbox installed, of a plugin the caller may not see
+/// (gated by a scope they lack), replaced it; removal already refused the same caller.
+#[tokio::test]
+async fn an_install_under_a_managed_name_the_caller_may_not_see_is_refused() {
+    use crate::catalog::{EventHub, INSTALL_PLUGIN, PluginInstaller, PluginSet};
+
+    let dir = tempfile::tempdir().unwrap();
+    let managed = dir.path().join("managed");
+    std::fs::create_dir_all(&managed).unwrap();
+    std::fs::write(
+        managed.join("mcpbox.lock"),
+        "version = 1\n[plugin.gated]\nreference = \"127.0.0.1:1/plugins/gated:1\"\ndigest = \"sha256:00\"\ncomponent = \"sha256:11\"\nmanifest = \"\"\n",
+    )
+    .unwrap();
+    let settings = ManageSettings {
+        enabled: true,
+        directory: managed,
+        sources: vec!["127.0.0.1:1/plugins/echo".to_owned()],
+        ..ManageSettings::default()
+    };
+    let (hub, _relists) = EventHub::new();
+    // Nothing this caller may see is loaded under that name.
+    let plugins = std::sync::Arc::new(PluginSet::new(Vec::new(), 100, true, hub));
+    let installs = super::Installs::new(
+        settings,
+        None,
+        plugins,
+        std::sync::Arc::default(),
+        None,
+        std::time::Duration::from_secs(5),
+    )
+    .unwrap();
+    let ctx = crate::server::RequestContext::detached();
+    let arguments = serde_json::value::RawValue::from_string(
+        r#"{"reference":"127.0.0.1:1/plugins/echo:1","name":"gated"}"#.to_owned(),
+    )
+    .unwrap();
+    let output = installs
+        .call(INSTALL_PLUGIN, &arguments, &ctx)
+        .await
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_str(output.body.get()).unwrap();
+    assert!(output.is_error, "{body}");
+    assert_eq!(
+        body["content"][0]["text"],
+        "the name `gated` is taken by a plugin mcpbox installed that this caller may not see (only those they may see can be replaced here): install under another name; nothing was installed"
+    );
+}
+
+/// A registry on loopback answering each request's target (`/v2/…`) with what `answer` gives
+/// (a whole HTTP response; `None` never answers): its `host:port` and the targets asked.
+async fn fake_registry(
+    answer: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (answer, log) = (std::sync::Arc::new(answer), asked.clone());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let (answer, log) = (answer.clone(), log.clone());
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&request);
+                let target = text.split(' ').nth(1).unwrap_or_default().to_owned();
+                log.lock().unwrap().push(target.clone());
+                if let Some(response) = answer(&target) {
+                    let _ = stream.write_all(response.as_bytes()).await;
+                }
+                // Held open (an unanswered request is never answered).
+                let _ = stream.read(&mut buffer).await;
+            });
+        }
+    });
+    (host, asked)
+}
+
+fn http_ok(body: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// The management tools over `sources` of the registry at `host` (plain HTTP), with nothing
+/// loaded, and the result of searching `query`: its text.
+async fn search_text(
+    host: &str,
+    sources: &[&str],
+    tune: impl FnOnce(&mut super::Installs),
+) -> String {
+    use crate::catalog::{EventHub, PluginInstaller, PluginSet, SEARCH_PLUGINS};
+    let dir = tempfile::tempdir().unwrap();
+    let settings = ManageSettings {
+        enabled: true,
+        directory: dir.path().join("managed"),
+        sources: sources.iter().map(|s| format!("{host}/{s}")).collect(),
+        insecure_registries: vec![host.to_owned()],
+        ..ManageSettings::default()
+    };
+    let (hub, _relists) = EventHub::new();
+    let plugins = std::sync::Arc::new(PluginSet::new(Vec::new(), 100, true, hub));
+    let mut installs = super::Installs::new(
+        settings,
+        None,
+        plugins,
+        std::sync::Arc::default(),
+        None,
+        std::time::Duration::from_secs(60),
+    )
+    .unwrap();
+    tune(&mut installs);
+    let ctx = crate::server::RequestContext::detached();
+    let arguments =
+        serde_json::value::RawValue::from_string(r#"{"query":"weather"}"#.to_owned()).unwrap();
+    let output = installs
+        .call(SEARCH_PLUGINS, &arguments, &ctx)
+        .await
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_str(output.body.get()).unwrap();
+    body["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+/// Issue #60: at the cap on artifacts a search reads, only the inner loop ended, so every
+/// further repository's tags were still fetched.
+#[tokio::test]
+async fn a_search_reads_no_more_tag_lists_once_it_read_its_most_artifacts() {
+    let (host, asked) = fake_registry(|target| {
+        if target.contains("/tags/list") {
+            let tags: Vec<String> = (0..50).map(|i| format!("\"{i}\"")).collect();
+            Some(http_ok(&format!(
+                "{{\"name\":\"x\",\"tags\":[{}]}}",
+                tags.join(",")
+            )))
+        } else if target.contains("/manifests/") {
+            Some(
+                "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    .to_owned(),
+            )
+        } else {
+            Some(http_ok("{}"))
+        }
+    })
+    .await;
+    let text = search_text(&host, &["p/a", "p/b", "p/c", "p/d"], |_| {}).await;
+    let lists: Vec<String> = asked
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|t| t.contains("/tags/list"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        lists,
+        ["/v2/p/a/tags/list?n=50", "/v2/p/b/tags/list?n=50"],
+        "{text}"
+    );
+    assert!(
+        text.ends_with(
+            "\n(A search reads at most 100 artifacts: the sources after them were not searched.)"
+        ),
+        "{text}"
+    );
+}
+
+/// Issue #60: a search had no overall time limit: each registry read had its own, one after
+/// the other, so a slow registry held the call for minutes.
+#[tokio::test]
+async fn a_search_stops_at_its_time_limit_and_says_so() {
+    let (host, _) =
+        fake_registry(|target| (!target.contains("/tags/list")).then(|| http_ok("{}"))).await;
+    let search = search_text(&host, &["p/slow", "p/slower"], |installs| {
+        installs.search_time = std::time::Duration::from_millis(500);
+    });
+    let text = tokio::time::timeout(std::time::Duration::from_secs(10), search)
+        .await
+        .expect("the search ends within its time limit, not the registry reads' 60 s each");
+    assert_eq!(
+        text,
+        "Nothing matches.\n(The search stopped at its time limit of 0.5 s: sources not read by then were left out.)"
     );
 }

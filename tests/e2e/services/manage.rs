@@ -11,7 +11,8 @@
 //! not on offer add nothing; a tag moved between the consent and the install installs nothing
 //! and the user is asked again; an unsigned artifact under the signature policy is refused
 //! before the user is asked; a caller without the scope sees no management tool, and a search
-//! never names a tool the caller's scopes hide; `pull` shows what an artifact asks for and
+//! never names a tool the caller's scopes hide, nor may they replace or remove a plugin
+//! installed for a scope they lack; `pull` shows what an artifact asks for and
 //! applies nothing; a replica sharing the managed directory serves what another installed; over
 //! stdio the local user needs no scope; a source `REGISTRY/PATH/*` is searched through the
 //! registry's catalog (only its repositories under PATH), and one whose registry serves no
@@ -523,6 +524,74 @@ async fn a_caller_without_the_scope_sees_no_management_tool_and_search_hides_wha
     )
     .await;
     assert!(error.contains(&bad.display().to_string()), "{error}");
+
+    // Issue #60: a plugin mcpbox installed for callers holding `secret` is neither replaced
+    // nor removed by alice, who may not see it (the install replaced it).
+    let gated = to.path().join("gated.toml");
+    std::fs::write(&gated, "scopes = [\"secret\"]\n").unwrap();
+    let gated_ref = setup.reference("free:gated");
+    ok(
+        &[
+            "push",
+            component("echo_tools").to_str().unwrap(),
+            &gated_ref,
+            "--manifest",
+            gated.to_str().unwrap(),
+            "--insecure-registry",
+            &setup.registry.host(),
+        ],
+        &[],
+    )
+    .await;
+    let events = setup
+        .run(
+            &admin,
+            "legacy",
+            json!(["accept"]),
+            json!([["mcpbox_install_plugin", {"reference": gated_ref, "name": "gated"}]]),
+        )
+        .await;
+    let installed = result_of(&events, "mcpbox_install_plugin");
+    assert_eq!(installed["structured"]["installed"], true, "{events:#?}");
+    let digest = installed["structured"]["digest"].clone();
+    let events = setup
+        .run(
+            &alice,
+            "legacy",
+            json!(["accept", "accept"]),
+            json!([
+                ["mcpbox_install_plugin", {"reference": setup.reference("free:1"), "name": "gated"}],
+                ["mcpbox_remove_plugin", {"name": "gated"}],
+            ]),
+        )
+        .await;
+    assert!(events_of(&events, "elicitation").is_empty(), "{events:#?}");
+    let results = events_of(&events, "result");
+    assert_eq!(
+        results[0]["text"],
+        "the name `gated` is taken by a plugin mcpbox installed that this caller may not see (only those they may see can be replaced here): install under another name; nothing was installed",
+        "{events:#?}"
+    );
+    assert_eq!(
+        results[1]["text"],
+        "no plugin `gated` was installed by mcpbox (only those can be removed here)"
+    );
+    assert_eq!(setup.installed(), ["gated"]);
+    let (_, listed) = setup
+        .rpc(
+            &admin,
+            "tools/call",
+            json!({"name": "mcpbox_list_plugins", "arguments": {}}),
+        )
+        .await;
+    let plugins = &listed["result"]["structuredContent"]["plugins"];
+    let entry = plugins
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "gated")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(entry["digest"], digest, "{listed}");
 }
 
 #[tokio::test]
@@ -555,8 +624,17 @@ async fn a_pre_approval_policy_installs_signed_artifacts_for_clients_that_cannot
     );
     assert_eq!(results[1]["structured"]["installed"], true, "{events:#?}");
     assert_eq!(results[2]["text"], "pre-approved");
-    assert_eq!(results[3]["structured"]["removed"], true, "{events:#?}");
-    assert!(setup.installed().is_empty());
+    // Pre-approval is for installs of signed artifacts: a removal still needs the user's form
+    // (issue #60: it needed no consent at all).
+    assert_eq!(results[3]["isError"], true, "{events:#?}");
+    assert!(
+        results[3]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("this client cannot show the user a form"),
+        "{events:#?}"
+    );
+    assert_eq!(setup.installed(), ["echo"]);
     let steps: Vec<String> = setup
         .audit()
         .iter()
@@ -575,7 +653,6 @@ async fn a_pre_approval_policy_installs_signed_artifacts_for_clients_that_cannot
             "manage/resolved",
             "manage/pre-approved",
             "manage/install",
-            "manage/remove"
         ]
     );
 }
